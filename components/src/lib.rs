@@ -1,0 +1,33 @@
+//! The data of the npusim world: components on device, context, stream, task, event and memory
+//! entities, the resources the frame shares, and the typed handles users hold. Small methods only;
+//! the logic that changes this data lives in `npusim-systems` and `npusim-engine`.
+#![warn(missing_docs)]
+
+pub mod context;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod handle;
+pub mod host;
+pub mod kernel;
+pub mod memory;
+pub mod resources;
+pub mod stream;
+pub mod task;
+pub mod time;
+
+pub use context::{ContextState, ContextStatus, FailureMode};
+pub use device::{DeviceState, Units};
+pub use error::{NpuError, NpuResult};
+pub use event::EventState;
+pub use handle::{Context, DevicePtr, Event, Kernel, Stream};
+pub use host::HostBuffer;
+pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
+pub use memory::{BlockInfo, DeviceMemory};
+pub use resources::{
+    Devices, Doorbell, Finished, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running,
+    SimClock, TaskRecord, Timeline,
+};
+pub use stream::{StreamKind, StreamState};
+pub use task::{NewTask, Task, TaskDescriptor, TaskExtra, TaskKind, TaskStatus};
+pub use time::SimTime;

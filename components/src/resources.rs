@@ -1,0 +1,142 @@
+//! Resources shared by the systems of a frame: the clocks, the doorbell, the ready and running
+//! sets, the timeline and the frame statistics.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use bevy_ecs::entity::Entity;
+use bevy_ecs::resource::Resource;
+
+use crate::task::{Callback, NewTask, TaskKind};
+use crate::time::SimTime;
+
+/// The device-side simulated clock (one time axis for all devices).
+#[derive(Resource, Debug, Default, Clone, Copy)]
+pub struct SimClock {
+    /// Now, on the device.
+    pub now: SimTime,
+    /// When set, the hardware tick does not advance past this time (a timed wait's deadline).
+    pub horizon: Option<SimTime>,
+}
+
+/// The host program's simulated clock: API calls and `host_work` advance it; synchronizing moves
+/// it to the device's completion time.
+#[derive(Resource, Debug, Default, Clone, Copy)]
+pub struct HostClock {
+    /// Now, on the host.
+    pub now: SimTime,
+}
+
+/// Submissions since the last frame, in call order (API calls only push here and return).
+#[derive(Resource, Debug, Default)]
+pub struct Doorbell {
+    /// Pending submissions.
+    pub tasks: Vec<NewTask>,
+}
+
+/// Tasks whose dependencies are met, waiting for a unit.
+#[derive(Resource, Debug, Default)]
+pub struct ReadyQueue {
+    /// The tasks, in the order they became ready.
+    pub tasks: Vec<Entity>,
+}
+
+/// Tasks occupying units, ordered by end time (then by dispatch order, for determinism).
+#[derive(Resource, Debug, Default)]
+pub struct Running {
+    /// Min-heap of (end, dispatch order, task).
+    pub heap: BinaryHeap<Reverse<(SimTime, u64, Entity)>>,
+    /// Next dispatch order number.
+    pub next_order: u64,
+    /// The earliest future submit time of a stream head that is otherwise ready to go.
+    pub next_wake: Option<SimTime>,
+}
+
+impl Running {
+    /// When the next thing happens on the device, if anything is pending.
+    pub fn next_event(&self) -> Option<SimTime> {
+        let done = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        match (done, self.next_wake) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// Tasks that finished this frame, for the retire system.
+#[derive(Resource, Debug, Default)]
+pub struct Finished {
+    /// The tasks.
+    pub tasks: Vec<Entity>,
+}
+
+/// Host callbacks whose turn came this frame; the runtime runs them after the frame, outside
+/// the world, so they may call the runtime.
+#[derive(Resource, Default)]
+pub struct PendingCallbacks {
+    /// The callbacks, in the order their tasks finished. Behind a mutex only so the resource
+    /// is `Sync`; the frame is single-threaded when it touches it.
+    pub calls: std::sync::Mutex<Vec<Callback>>,
+}
+
+/// Device entities by index.
+#[derive(Resource, Debug, Default)]
+pub struct Devices {
+    /// Entity of device `i` at index `i`.
+    pub entities: Vec<Entity>,
+}
+
+/// One finished task on the timeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskRecord {
+    /// What it was.
+    pub kind: TaskKind,
+    /// Kernel name or kind name.
+    pub name: String,
+    /// The stream entity.
+    pub stream: Entity,
+    /// The device index.
+    pub device: u32,
+    /// Sequence number on the stream.
+    pub seq: u64,
+    /// Host time of submission.
+    pub submit: SimTime,
+    /// Simulated start.
+    pub start: SimTime,
+    /// Simulated end.
+    pub end: SimTime,
+    /// AI cores it held.
+    pub cores: u32,
+    /// Whether it finished normally.
+    pub ok: bool,
+}
+
+/// The recorded timeline (when enabled).
+#[derive(Resource, Debug, Default)]
+pub struct Timeline {
+    /// Whether finished tasks are recorded.
+    pub enabled: bool,
+    /// Records in finish order.
+    pub records: Vec<TaskRecord>,
+}
+
+/// Counters over the life of the runtime.
+#[derive(Resource, Debug, Default, Clone, PartialEq, Eq)]
+pub struct FrameStats {
+    /// Frames run.
+    pub frames: u64,
+    /// Tasks turned into entities.
+    pub tasks_ingested: u64,
+    /// Tasks dispatched to units.
+    pub tasks_dispatched: u64,
+    /// Tasks finished normally.
+    pub tasks_completed: u64,
+    /// Tasks that faulted.
+    pub tasks_failed: u64,
+    /// Tasks aborted after a failure.
+    pub tasks_aborted: u64,
+    /// Task entities despawned.
+    pub tasks_retired: u64,
+    /// Whether the last frame changed anything.
+    pub last_frame_progressed: bool,
+}

@@ -1,0 +1,51 @@
+//! The contract between the simulated AI core, the kernel SDK and the loader: the layout of a
+//! context's virtual address space, the NPU control and status registers, the `ecall` services
+//! and the exit convention. `device/sdk/npusim.h` mirrors these numbers for C kernels.
+
+/// Addresses below this are never mapped, so a null (or near-null) pointer always faults.
+pub const NULL_GUARD_END: u64 = 0x1_0000;
+
+/// Start of the instruction-memory window: loaded `.text` lives here, one range per binary.
+pub const CODE_BASE: u64 = 0x4000_0000;
+/// End (exclusive) of the instruction-memory window (256 MiB).
+pub const CODE_END: u64 = 0x5000_0000;
+/// Start of the module-data window: `.rodata`, `.data`, `.sdata`, `.bss` of loaded binaries.
+/// It sits below 2 GiB so `medlow` code can address it and within 2 GiB of the code for `medany`.
+pub const MODULE_DATA_BASE: u64 = 0x5000_0000;
+/// End (exclusive) of the module-data window (512 MiB).
+pub const MODULE_DATA_END: u64 = 0x7000_0000;
+/// Start of the core-local window: each block's stack (and, later, the local buffers) are
+/// addressed here; accesses never leave the core.
+pub const LOCAL_BASE: u64 = 0x2000_0000;
+/// Size of the per-block stack at the top of the core-local window.
+pub const LOCAL_STACK_SIZE: u64 = 64 * 1024;
+/// Start of the device heap: the memory pool hands out addresses from here upwards.
+pub const HEAP_BASE: u64 = 0x10_0000_0000;
+
+/// The return address a launch puts in `ra`: when the entry function returns here, the block
+/// has finished normally. It is never mapped, so no other path can reach it.
+pub const EXIT_PC: u64 = 0x3FFF_FFF0;
+
+/// CSR: the index of the running block, in `0..block_dim` (read-only).
+pub const CSR_BLOCK_IDX: u16 = 0xCC0;
+/// CSR: the number of blocks of the launch (read-only).
+pub const CSR_BLOCK_DIM: u16 = 0xCC1;
+/// CSR: the id of the AI core running the block (read-only).
+pub const CSR_CORE_ID: u16 = 0xCC2;
+/// CSR: the device address of the launch's tiling words, 0 when it has none (read-only).
+pub const CSR_TILING: u16 = 0xCC3;
+/// CSR: the standard user cycle counter (read-only).
+pub const CSR_CYCLE: u16 = 0xC00;
+/// CSR: the standard user time counter, in core cycles here (read-only).
+pub const CSR_TIME: u16 = 0xC01;
+/// CSR: the standard user retired-instruction counter (read-only).
+pub const CSR_INSTRET: u16 = 0xC02;
+
+/// `ecall` with `a7 = ECALL_PRINT_STR`: print `a1` bytes at address `a0` to the host log.
+pub const ECALL_PRINT_STR: u64 = 1;
+/// `ecall` with `a7 = ECALL_PRINT_I64`: print `a0` as a signed integer to the host log.
+pub const ECALL_PRINT_I64: u64 = 2;
+/// `ecall` with `a7 = ECALL_PRINT_F32`: print `fa0` (single precision) to the host log.
+pub const ECALL_PRINT_F32: u64 = 3;
+/// `ecall` with `a7 = ECALL_ABORT`: the kernel reports an error; the task faults with code `a0`.
+pub const ECALL_ABORT: u64 = 93;

@@ -1,0 +1,144 @@
+//! Events: markers recorded into streams. A wait captures the record that was latest when the
+//! wait was enqueued; waiting on a never-recorded event does not block; elapsed time is the
+//! difference of the two records' simulated timestamps.
+
+use bevy_ecs::prelude::*;
+use npusim_components::resources::HostClock;
+use npusim_components::task::{TaskDescriptor, TaskExtra};
+use npusim_components::{
+    ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream, TaskKind,
+};
+
+use crate::runtime::Runtime;
+
+impl Runtime {
+    /// Creates an event in the current context.
+    pub fn create_event(&self) -> NpuResult<Event> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g.world)?;
+        let cost = SimTime(g.costs.call_ns);
+        g.world.resource_mut::<HostClock>().now += cost;
+        let e = g.world.spawn(EventState::new(ctx)).id();
+        g.world
+            .get_mut::<ContextState>(ctx)
+            .expect("checked")
+            .events
+            .push(e);
+        Ok(Event::new(self.id(), e))
+    }
+
+    /// Destroys an event. Waits already enqueued on it no longer block.
+    pub fn destroy_event(&self, event: Event) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (e, ctx) = self.check_event(&g.world, event)?;
+        g.world
+            .get_mut::<ContextState>(ctx)
+            .expect("checked")
+            .events
+            .retain(|x| *x != e);
+        g.world.despawn(e);
+        Ok(())
+    }
+
+    /// Enqueues a record of `event` on `stream`: it fires when the stream's earlier work is done.
+    pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (e, _) = self.check_event(&g.world, event)?;
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
+        ev.recorded += 1;
+        let record = ev.recorded;
+        ev.pending.push(record);
+        let mut desc = TaskDescriptor::new(TaskKind::EventRecord);
+        desc.args[0] = e.to_bits();
+        desc.args[1] = record;
+        let cost = g.costs.call_ns;
+        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+
+    /// Makes `stream`'s later work wait until the latest record of `event` (as of now) fires.
+    /// If the event was never recorded, nothing waits.
+    pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (e, _) = self.check_event(&g.world, event)?;
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        let record = g.world.get::<EventState>(e).expect("checked").recorded;
+        let mut desc = TaskDescriptor::new(TaskKind::EventWait);
+        desc.args[0] = e.to_bits();
+        desc.args[1] = record;
+        let cost = g.costs.call_ns;
+        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+
+    /// Whether the latest record of `event` has fired (true if never recorded).
+    pub fn query_event(&self, event: Event) -> NpuResult<bool> {
+        let g = self.lock();
+        let (e, _) = self.check_event(&g.world, event)?;
+        Ok(g.world.get::<EventState>(e).expect("checked").is_complete())
+    }
+
+    /// Waits until the latest record of `event` (as of now) fires; the host clock moves to its
+    /// timestamp.
+    pub fn synchronize_event(&self, event: Event) -> NpuResult<()> {
+        let g = self.lock();
+        let (e, _) = self.check_event(&g.world, event)?;
+        let record = g.world.get::<EventState>(e).expect("checked").recorded;
+        let what = || event.to_string();
+        let done = |w: &World| {
+            w.get::<EventState>(e)
+                .is_none_or(|ev| ev.record_done(record))
+        };
+        let (mut g, result) = self.drive(g, &what, &done, None);
+        result?;
+        let stamp = g
+            .world
+            .get::<EventState>(e)
+            .and_then(|ev| ev.timestamp)
+            .unwrap_or(SimTime::ZERO);
+        let sync = SimTime(g.costs.sync_ns);
+        let mut host = g.world.resource_mut::<HostClock>();
+        host.now = host.now.max(stamp) + sync;
+        drop(host);
+        // A fault that aborted the record is reported here.
+        self.current_ctx(&g.world)?;
+        Ok(())
+    }
+
+    /// Simulated milliseconds between the latest records of `start` and `end`. Both must have
+    /// been recorded and have fired.
+    pub fn event_elapsed_ms(&self, start: Event, end: Event) -> NpuResult<f32> {
+        let g = self.lock();
+        let (s, _) = self.check_event(&g.world, start)?;
+        let (e, _) = self.check_event(&g.world, end)?;
+        let stamp = |h: Event, x: Entity| -> NpuResult<SimTime> {
+            let ev = g.world.get::<EventState>(x).expect("checked");
+            if ev.recorded == 0 {
+                return Err(NpuError::EventNotRecorded(h.to_string()));
+            }
+            if !ev.is_complete() {
+                return Err(NpuError::EventNotComplete(h.to_string()));
+            }
+            ev.timestamp
+                .ok_or_else(|| NpuError::EventNotRecorded(h.to_string()))
+        };
+        let (t0, t1) = (stamp(start, s)?, stamp(end, e)?);
+        Ok(((t1.0 as f64 - t0.0 as f64) / 1e6) as f32)
+    }
+
+    /// The simulated time at which the latest record of `event` fired.
+    pub fn event_timestamp(&self, event: Event) -> NpuResult<SimTime> {
+        let g = self.lock();
+        let (e, _) = self.check_event(&g.world, event)?;
+        let ev = g.world.get::<EventState>(e).expect("checked");
+        if ev.recorded == 0 {
+            return Err(NpuError::EventNotRecorded(event.to_string()));
+        }
+        if !ev.is_complete() {
+            return Err(NpuError::EventNotComplete(event.to_string()));
+        }
+        ev.timestamp
+            .ok_or_else(|| NpuError::EventNotRecorded(event.to_string()))
+    }
+}

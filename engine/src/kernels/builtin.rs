@@ -1,0 +1,194 @@
+//! The built-in native kernels (see the table in the module above).
+
+use npusim_components::{KernelCtx, KernelFault, KernelRegistry, NativeKernel};
+use npusim_device::cost::KernelCost;
+
+type KResult = Result<(), KernelFault>;
+
+fn f32s(n: u64) -> f64 {
+    n as f64 * 4.0
+}
+
+fn noop(_: &mut KernelCtx) -> KResult {
+    Ok(())
+}
+
+fn fill(k: &mut KernelCtx) -> KResult {
+    let (x, n, v) = (k.ptr(0)?, k.usize(1)?, k.f32(2)?);
+    k.store(x, &vec![v; checked_len(k, x, n)?])
+}
+
+/// Refuses an element count larger than the memory it points at before allocating for it.
+fn checked_len(_k: &KernelCtx, _ptr: u64, n: usize) -> Result<usize, KernelFault> {
+    // Loads check bounds before allocating; stores of `n` elements need a host vector of `n`,
+    // so cap it at what a device could hold.
+    if n as u64 > (1u64 << 36) / 4 {
+        return Err(KernelFault::BadArgs(format!(
+            "{n} elements exceed any device memory"
+        )));
+    }
+    Ok(n)
+}
+
+fn binary(k: &mut KernelCtx, op: impl Fn(f32, f32) -> f32) -> KResult {
+    let (a, b, c, n) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?, k.usize(3)?);
+    let x = k.load::<f32>(a, n)?;
+    let y = k.load::<f32>(b, n)?;
+    let out: Vec<f32> = x.iter().zip(&y).map(|(p, q)| op(*p, *q)).collect();
+    k.store(c, &out)
+}
+
+fn axpy(k: &mut KernelCtx) -> KResult {
+    let (n, alpha, x, y) = (k.usize(0)?, k.f32(1)?, k.ptr(2)?, k.ptr(3)?);
+    let xs = k.load::<f32>(x, n)?;
+    let mut ys = k.load::<f32>(y, n)?;
+    for (yv, xv) in ys.iter_mut().zip(&xs) {
+        *yv += alpha * xv;
+    }
+    k.store(y, &ys)
+}
+
+fn relu(k: &mut KernelCtx) -> KResult {
+    let (x, y, n) = (k.ptr(0)?, k.ptr(1)?, k.usize(2)?);
+    let xs = k.load::<f32>(x, n)?;
+    let out: Vec<f32> = xs.iter().map(|v| v.max(0.0)).collect();
+    k.store(y, &out)
+}
+
+fn gemm(k: &mut KernelCtx) -> KResult {
+    let (a, b, c) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?);
+    let (m, n, kk) = (k.usize(3)?, k.usize(4)?, k.usize(5)?);
+    let size = |r: usize, c: usize| {
+        r.checked_mul(c)
+            .ok_or_else(|| KernelFault::BadArgs(format!("{r}x{c} overflows")))
+    };
+    let av = k.load::<f32>(a, size(m, kk)?)?;
+    let bv = k.load::<f32>(b, size(kk, n)?)?;
+    // Checks C's bounds before computing anything.
+    let mut cv = k.load::<f32>(c, size(m, n)?)?;
+    for i in 0..m {
+        let row = &mut cv[i * n..(i + 1) * n];
+        row.fill(0.0);
+        for p in 0..kk {
+            let aip = av[i * kk + p];
+            let brow = &bv[p * n..(p + 1) * n];
+            for (cj, bj) in row.iter_mut().zip(brow) {
+                *cj += aip * bj;
+            }
+        }
+    }
+    k.store(c, &cv)
+}
+
+fn softmax_rows(k: &mut KernelCtx) -> KResult {
+    let (x, y, rows, cols) = (k.ptr(0)?, k.ptr(1)?, k.usize(2)?, k.usize(3)?);
+    let n = rows
+        .checked_mul(cols)
+        .ok_or_else(|| KernelFault::BadArgs("rows x cols overflows".into()))?;
+    let mut v = k.load::<f32>(x, n)?;
+    for row in v.chunks_mut(cols.max(1)) {
+        let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let mut sum = 0.0;
+        for e in row.iter_mut() {
+            *e = (*e - max).exp();
+            sum += *e;
+        }
+        for e in row.iter_mut() {
+            *e /= sum;
+        }
+    }
+    k.store(y, &v)
+}
+
+fn fault_bad_address(k: &mut KernelCtx) -> KResult {
+    let p = k.ptr(0)?;
+    k.load::<u32>(p, 1).map(|_| ())
+}
+
+fn fault_div_zero(k: &mut KernelCtx) -> KResult {
+    let d = k.u64(0)? as i64;
+    if d == 0 {
+        return Err(KernelFault::DivideByZero);
+    }
+    std::hint::black_box(100i64 / d);
+    Ok(())
+}
+
+fn fault_spin(_: &mut KernelCtx) -> KResult {
+    Err(KernelFault::Timeout(
+        "the kernel did not finish within its time budget".into(),
+    ))
+}
+
+fn elementwise(flops_per: f64, words_per: f64, n_arg: usize) -> impl Fn(&[u64], u32) -> KernelCost {
+    move |args, _| {
+        let n = args.get(n_arg).copied().unwrap_or(0);
+        KernelCost::vector(flops_per * n as f64, words_per * f32s(n))
+    }
+}
+
+/// Registers every built-in kernel.
+pub fn register_builtins(reg: &mut KernelRegistry) {
+    reg.register(NativeKernel::new("noop", noop, |_, _| {
+        KernelCost::default()
+    }));
+    reg.register(NativeKernel::new(
+        "fill_f32",
+        fill,
+        elementwise(0.0, 1.0, 1),
+    ));
+    reg.register(NativeKernel::new(
+        "vector_add_f32",
+        |k| binary(k, |a, b| a + b),
+        elementwise(1.0, 3.0, 3),
+    ));
+    reg.register(NativeKernel::new(
+        "vector_mul_f32",
+        |k| binary(k, |a, b| a * b),
+        elementwise(1.0, 3.0, 3),
+    ));
+    reg.register(NativeKernel::new(
+        "axpy_f32",
+        axpy,
+        elementwise(2.0, 3.0, 0),
+    ));
+    reg.register(NativeKernel::new(
+        "relu_f32",
+        relu,
+        elementwise(1.0, 2.0, 2),
+    ));
+    reg.register(NativeKernel::new("gemm_f32", gemm, |a, _| {
+        let (m, n, k) = (
+            a.get(3).copied().unwrap_or(0),
+            a.get(4).copied().unwrap_or(0),
+            a.get(5).copied().unwrap_or(0),
+        );
+        let (m, n, k) = (m as f64, n as f64, k as f64);
+        KernelCost::cube_f32(2.0 * m * n * k, 4.0 * (m * k + k * n + m * n))
+    }));
+    reg.register(NativeKernel::new(
+        "softmax_rows_f32",
+        softmax_rows,
+        |a, _| {
+            let n = a
+                .get(2)
+                .copied()
+                .unwrap_or(0)
+                .saturating_mul(a.get(3).copied().unwrap_or(0));
+            KernelCost::vector(5.0 * n as f64, 2.0 * f32s(n))
+        },
+    ));
+    reg.register(NativeKernel::new(
+        "fault_bad_address",
+        fault_bad_address,
+        |_, _| KernelCost::default(),
+    ));
+    reg.register(NativeKernel::new(
+        "fault_div_zero",
+        fault_div_zero,
+        |_, _| KernelCost::default(),
+    ));
+    reg.register(NativeKernel::new("fault_spin", fault_spin, |_, _| {
+        KernelCost::vector(1e12, 0.0)
+    }));
+}

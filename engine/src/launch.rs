@@ -1,0 +1,132 @@
+//! Kernel launches and host callbacks, and the one submission path every asynchronous call
+//! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
+//! Nothing executes here; the task becomes an entity at the next frame's ingest.
+
+use npusim_components::resources::{Doorbell, HostClock};
+use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
+use npusim_components::{
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
+    TaskKind,
+};
+
+use crate::runtime::{Inner, Runtime};
+
+/// Most blocks one launch may have (as ACL's `blockDim` limit).
+pub const MAX_BLOCK_DIM: u32 = 65_535;
+
+/// Pushes a task for stream `s` onto the doorbell, charging `host_cost_ns` to the host clock.
+/// The stream must have been checked.
+pub(crate) fn submit(
+    inner: &mut Inner,
+    s: bevy_ecs::entity::Entity,
+    desc: TaskDescriptor,
+    extra: TaskExtra,
+    host_cost_ns: u64,
+) -> u64 {
+    let world = &mut inner.world;
+    let submit = {
+        let mut host = world.resource_mut::<HostClock>();
+        host.now += SimTime(host_cost_ns);
+        host.now
+    };
+    let mut st = world
+        .get_mut::<StreamState>(s)
+        .expect("stream checked by caller");
+    st.submitted += 1;
+    let new = NewTask {
+        stream: s,
+        context: st.context,
+        device: st.device,
+        seq: st.submitted,
+        priority: st.priority,
+        stream_order: st.order,
+        submit,
+        desc,
+        extra,
+    };
+    let seq = new.seq;
+    world.resource_mut::<Doorbell>().tasks.push(new);
+    seq
+}
+
+impl Runtime {
+    /// Registers a native kernel; later launches find it by the returned id or by name.
+    pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
+        self.lock()
+            .world
+            .resource_mut::<KernelRegistry>()
+            .register(kernel)
+    }
+
+    /// The kernel registered as `name`.
+    pub fn kernel(&self, name: &str) -> NpuResult<Kernel> {
+        self.lock().world.resource::<KernelRegistry>().lookup(name)
+    }
+
+    /// Names of every registered kernel.
+    pub fn kernel_names(&self) -> Vec<String> {
+        self.lock()
+            .world
+            .resource::<KernelRegistry>()
+            .names()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Enqueues `kernel` with `block_dim` blocks and `args` on `stream`. Returns before anything
+    /// executes.
+    pub fn launch(
+        &self,
+        kernel: Kernel,
+        block_dim: u32,
+        args: &[Arg],
+        stream: Stream,
+    ) -> NpuResult<()> {
+        if block_dim == 0 || block_dim > MAX_BLOCK_DIM {
+            return Err(NpuError::InvalidParam(format!(
+                "block dim {block_dim} is outside 1..={MAX_BLOCK_DIM}"
+            )));
+        }
+        if args.len() > MAX_ARGS {
+            return Err(NpuError::InvalidParam(format!(
+                "{} arguments; at most {MAX_ARGS}",
+                args.len()
+            )));
+        }
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        if g.world.resource::<KernelRegistry>().get(kernel).is_none() {
+            return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0)));
+        }
+        let mut desc = TaskDescriptor::new(TaskKind::Kernel);
+        desc.kernel = kernel.0;
+        desc.block_dim = block_dim;
+        desc.arg_count = args.len() as u32;
+        for (i, a) in args.iter().enumerate() {
+            desc.args[i] = a.word();
+            if a.is_float() {
+                desc.float_mask |= 1 << i;
+            }
+        }
+        let cost = g.costs.launch_ns;
+        submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+
+    /// Enqueues a host callback on `stream`: it runs on the host, in stream order, after the
+    /// stream's earlier work; later work on the stream waits for it (`aclrtLaunchCallback`,
+    /// blocking). It runs outside the runtime's lock, so it may call the runtime.
+    pub fn launch_host_func(
+        &self,
+        stream: Stream,
+        f: impl FnOnce() + Send + 'static,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        let desc = TaskDescriptor::new(TaskKind::HostCallback);
+        let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
+        let cost = g.costs.call_ns;
+        submit(&mut g, s, desc, extra, cost);
+        Ok(())
+    }
+}

@@ -1,0 +1,55 @@
+//! The npusim runtime API. A host program drives a simulated NPU through [`Runtime`] the way it
+//! drives ACL or the CUDA runtime: contexts, streams, device memory, copies, kernel launches,
+//! events, host callbacks and synchronization. Submission never blocks; the device advances one
+//! frame at a time when the host synchronizes (or calls [`Runtime::step`]).
+//!
+//! ```
+//! use npusim_engine::prelude::*;
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let stream = rt.create_stream()?;
+//! let n = 1024usize;
+//! let (a, b, c) = (rt.malloc(4 * n as u64)?, rt.malloc(4 * n as u64)?, rt.malloc(4 * n as u64)?);
+//! rt.memcpy_htod(a, &vec![1.0f32; n])?;
+//! rt.memcpy_htod(b, &vec![2.0f32; n])?;
+//! let add = rt.kernel("vector_add_f32")?;
+//! rt.launch(add, 8, &[a.into(), b.into(), c.into(), n.into()], stream)?;
+//! rt.synchronize_stream(stream)?;
+//! let mut out = vec![0.0f32; n];
+//! rt.memcpy_dtoh(&mut out, c)?;
+//! assert!(out.iter().all(|&x| x == 3.0));
+//! # Ok::<(), NpuError>(())
+//! ```
+#![warn(missing_docs)]
+
+pub mod context;
+pub mod event;
+pub mod kernels;
+pub mod launch;
+pub mod memory;
+pub mod runtime;
+pub mod stream;
+
+pub use npusim_components as components;
+pub use npusim_components::context::FailureMode;
+pub use npusim_components::error::codes;
+pub use npusim_components::{
+    Arg, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault, NativeKernel,
+    NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
+};
+pub use npusim_device as device;
+pub use npusim_device::config::DeviceConfig;
+pub use npusim_device::cost::{ComputeUnit, KernelCost};
+pub use npusim_systems as systems;
+pub use npusim_systems::NpuSet;
+pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
+pub use stream::StreamConfig;
+
+/// The names most programs need.
+pub mod prelude {
+    pub use crate::{
+        Arg, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel, KernelCost,
+        KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, Runtime, RuntimeConfig,
+        SimTime, Stream, StreamConfig,
+    };
+}

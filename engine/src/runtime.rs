@@ -1,0 +1,501 @@
+//! The runtime: a `bevy_ecs` world holding the simulated devices and everything users create,
+//! the schedule that advances it one frame per run, and the host's simulated clock. API calls
+//! lock it briefly, push work and return; waits drive frames until what they wait for is done.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::{Schedule, SingleThreadedExecutor};
+use npusim_components::resources::{
+    Devices, Doorbell, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, SimClock,
+    Timeline,
+};
+use npusim_components::{
+    ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, KernelRegistry, NpuError,
+    NpuResult, SimTime, StreamKind, StreamState, TaskRecord, Units,
+};
+use npusim_device::abi::HEAP_BASE;
+use npusim_device::config::DeviceConfig;
+
+static NEXT_RUNTIME_ID: AtomicU32 = AtomicU32::new(1);
+
+/// Modeled host-side cost of API calls, in nanoseconds of the host's simulated clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostCosts {
+    /// A light call: create, query, record, wait.
+    pub call_ns: u64,
+    /// Enqueueing a kernel launch.
+    pub launch_ns: u64,
+    /// Enqueueing a copy or memset.
+    pub copy_call_ns: u64,
+    /// Returning from a synchronize once the device is done (wake-up latency).
+    pub sync_ns: u64,
+    /// Staging pageable host memory, per byte (for async copies from pageable memory).
+    pub stage_ns_per_kib: u64,
+}
+
+impl Default for HostCosts {
+    fn default() -> Self {
+        Self {
+            call_ns: 200,
+            launch_ns: 1_500,
+            copy_call_ns: 1_000,
+            sync_ns: 1_000,
+            stage_ns_per_kib: 100,
+        }
+    }
+}
+
+/// How to build a [`Runtime`].
+#[derive(Clone, Debug)]
+pub struct RuntimeConfig {
+    /// Number of devices.
+    pub devices: u32,
+    /// The preset every device uses.
+    pub device: DeviceConfig,
+    /// Host-side API costs.
+    pub host: HostCosts,
+    /// Whether finished tasks are recorded on the timeline (off for very long runs).
+    pub timeline: bool,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            devices: 1,
+            device: DeviceConfig::default(),
+            host: HostCosts::default(),
+            timeline: true,
+        }
+    }
+}
+
+impl RuntimeConfig {
+    /// One device of preset `device`.
+    pub fn with_device(device: DeviceConfig) -> Self {
+        Self {
+            device,
+            ..Self::default()
+        }
+    }
+}
+
+pub(crate) struct Inner {
+    pub world: World,
+    pub schedule: Schedule,
+    pub costs: HostCosts,
+    pub next_stream_order: u64,
+}
+
+struct Shared {
+    id: u32,
+    inner: Mutex<Inner>,
+}
+
+/// A simulated NPU runtime: its devices, and every context, stream, event and allocation made
+/// on them. Cheap to clone (a shared handle); usable from several threads, each with its own
+/// current context.
+#[derive(Clone)]
+pub struct Runtime {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Runtime({})", self.shared.id)
+    }
+}
+
+/// Exclusive access to the runtime's world and schedule, for embedding: add systems, read
+/// components, run frames by hand. API calls from the same thread wait until it is dropped.
+pub struct RuntimeGuard<'a> {
+    inner: MutexGuard<'a, Inner>,
+}
+
+impl RuntimeGuard<'_> {
+    /// The world.
+    pub fn world(&self) -> &World {
+        &self.inner.world
+    }
+
+    /// The world, mutably.
+    pub fn world_mut(&mut self) -> &mut World {
+        &mut self.inner.world
+    }
+
+    /// The frame schedule (add systems with `.in_set(NpuSet::…)`).
+    pub fn schedule_mut(&mut self) -> &mut Schedule {
+        &mut self.inner.schedule
+    }
+
+    /// Runs one frame.
+    pub fn run_frame(&mut self) -> bool {
+        let inner = &mut *self.inner;
+        run_schedule(inner)
+    }
+}
+
+/// Counters over the life of a runtime.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// Frame and task counters.
+    pub frames: FrameStats,
+    /// Device clock.
+    pub device_now: SimTime,
+    /// Host clock.
+    pub host_now: SimTime,
+    /// Task entities alive (queued, running or finished but not yet retired).
+    pub live_tasks: u64,
+    /// Per device: units' busy time.
+    pub units: Vec<Units>,
+    /// Per device: bytes in live allocations.
+    pub live_bytes: Vec<u64>,
+    /// Per device: live allocations.
+    pub live_blocks: Vec<usize>,
+}
+
+fn run_schedule(inner: &mut Inner) -> bool {
+    inner
+        .world
+        .resource_mut::<FrameStats>()
+        .last_frame_progressed = false;
+    inner.schedule.run(&mut inner.world);
+    let mut stats = inner.world.resource_mut::<FrameStats>();
+    stats.frames += 1;
+    #[cfg(feature = "tracy")]
+    if let Some(client) = tracy_client::Client::running() {
+        client.frame_mark();
+    }
+    stats.last_frame_progressed
+}
+
+impl Runtime {
+    /// Builds a runtime with `config.devices` devices, each with a primary context.
+    pub fn new(config: RuntimeConfig) -> NpuResult<Self> {
+        if config.devices == 0 || config.devices > 1024 {
+            return Err(NpuError::InvalidParam(format!(
+                "device count must be 1..=1024, got {}",
+                config.devices
+            )));
+        }
+        let c = &config.device;
+        if c.ai_cores == 0 || c.dma_engines == 0 || c.core_clock_hz == 0 {
+            return Err(NpuError::InvalidParam(
+                "a device needs cores, DMA engines and a clock".into(),
+            ));
+        }
+        if !(c.hbm_bandwidth > 0.0 && c.host_link_bandwidth > 0.0) {
+            return Err(NpuError::InvalidParam("bandwidths must be positive".into()));
+        }
+        #[cfg(feature = "tracy")]
+        tracy_client::Client::start();
+
+        let mut world = World::new();
+        npusim_systems::init_resources(&mut world);
+        world.resource_mut::<Timeline>().enabled = config.timeline;
+        crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
+        let mut schedule = Schedule::default();
+        schedule.set_executor(SingleThreadedExecutor::new());
+        npusim_systems::install(&mut schedule);
+
+        let mut inner = Inner {
+            world,
+            schedule,
+            costs: config.host.clone(),
+            next_stream_order: 0,
+        };
+        let mut devices = Vec::new();
+        for index in 0..config.devices {
+            let device = inner
+                .world
+                .spawn(DeviceState {
+                    index,
+                    config: config.device.clone(),
+                    units: Units {
+                        free_cores: config.device.ai_cores,
+                        free_dma: config.device.dma_engines,
+                        ..Units::default()
+                    },
+                    memory: DeviceMemory::new(HEAP_BASE, config.device.hbm_bytes),
+                    default_context: Entity::PLACEHOLDER,
+                })
+                .id();
+            let ctx = spawn_context(&mut inner, device, index, true);
+            inner
+                .world
+                .get_mut::<DeviceState>(device)
+                .expect("just spawned")
+                .default_context = ctx;
+            devices.push(device);
+        }
+        inner.world.resource_mut::<Devices>().entities = devices;
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
+        Ok(Self {
+            shared: Arc::new(Shared {
+                id,
+                inner: Mutex::new(inner),
+            }),
+        })
+    }
+
+    /// This runtime's id (handles carry it, so handles of another runtime are refused).
+    pub fn id(&self) -> u32 {
+        self.shared.id
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // The world is only mutated by code that does not panic on user input; if a user system
+        // panicked mid-frame, going on with the world as it is beats poisoning every later call.
+        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Exclusive access to the world and schedule, for embedding.
+    pub fn lock_world(&self) -> RuntimeGuard<'_> {
+        RuntimeGuard { inner: self.lock() }
+    }
+
+    /// Number of devices.
+    pub fn device_count(&self) -> u32 {
+        self.lock().world.resource::<Devices>().entities.len() as u32
+    }
+
+    /// The datasheet of device `index`.
+    pub fn device_config(&self, index: u32) -> NpuResult<DeviceConfig> {
+        let g = self.lock();
+        let device = device_entity(&g.world, index)?;
+        Ok(g.world
+            .get::<DeviceState>(device)
+            .expect("device entity")
+            .config
+            .clone())
+    }
+
+    /// Runs one frame; returns whether anything changed.
+    pub fn step(&self) -> bool {
+        let g = self.lock();
+        let (g, progressed) = self.frame(g);
+        drop(g);
+        progressed
+    }
+
+    /// Runs frames until nothing is left to do; the host clock moves to the device's time.
+    pub fn run_until_idle(&self) -> NpuResult<()> {
+        let mut g = self.lock();
+        loop {
+            let (g2, progressed) = self.frame(g);
+            g = g2;
+            if !progressed {
+                break;
+            }
+        }
+        let now = g.world.resource::<SimClock>().now;
+        let mut host = g.world.resource_mut::<HostClock>();
+        host.now = host.now.max(now);
+        Ok(())
+    }
+
+    /// Runs a frame, then the host callbacks it released (outside the lock, so they may call
+    /// the runtime).
+    pub(crate) fn frame<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+    ) -> (MutexGuard<'a, Inner>, bool) {
+        let progressed = run_schedule(&mut g);
+        let calls = std::mem::take(
+            &mut *g
+                .world
+                .resource::<PendingCallbacks>()
+                .calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        if calls.is_empty() {
+            return (g, progressed);
+        }
+        drop(g);
+        for call in calls {
+            call();
+        }
+        (self.lock(), true)
+    }
+
+    /// Drives frames until `done` holds. With a `timeout` (simulated), the device clock is not
+    /// advanced past the deadline and the wait fails with a timeout; without one, a wait that
+    /// nothing can finish fails instead of hanging.
+    pub(crate) fn drive<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        what: &dyn Fn() -> String,
+        done: &dyn Fn(&World) -> bool,
+        timeout: Option<SimTime>,
+    ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
+        let deadline = timeout.map(|t| g.world.resource::<HostClock>().now + t);
+        g.world.resource_mut::<SimClock>().horizon = deadline;
+        loop {
+            if done(&g.world) {
+                g.world.resource_mut::<SimClock>().horizon = None;
+                return (g, Ok(()));
+            }
+            let (g2, progressed) = self.frame(g);
+            g = g2;
+            if progressed {
+                continue;
+            }
+            if done(&g.world) {
+                continue;
+            }
+            g.world.resource_mut::<SimClock>().horizon = None;
+            let pending = g.world.resource::<Running>().next_event().is_some();
+            if let (Some(deadline), Some(timeout), true) = (deadline, timeout, pending) {
+                let mut host = g.world.resource_mut::<HostClock>();
+                host.now = host.now.max(deadline);
+                return (
+                    g,
+                    Err(NpuError::WaitTimeout {
+                        what: what(),
+                        timeout,
+                    }),
+                );
+            }
+            return (g, Err(NpuError::NeverCompletes(what())));
+        }
+    }
+
+    /// The host's simulated clock.
+    pub fn host_now(&self) -> SimTime {
+        self.lock().world.resource::<HostClock>().now
+    }
+
+    /// The device's simulated clock.
+    pub fn device_now(&self) -> SimTime {
+        self.lock().world.resource::<SimClock>().now
+    }
+
+    /// Models `duration` of CPU work on the host (preprocessing the next batch, say): the host
+    /// clock moves on while queued device work keeps its own times.
+    pub fn host_work(&self, duration: SimTime) {
+        self.lock().world.resource_mut::<HostClock>().now += duration;
+    }
+
+    /// Finished tasks so far, in the order they finished (empty when the timeline is off).
+    pub fn timeline(&self) -> Vec<TaskRecord> {
+        self.lock().world.resource::<Timeline>().records.clone()
+    }
+
+    /// Takes the recorded timeline, leaving it empty.
+    pub fn take_timeline(&self) -> Vec<TaskRecord> {
+        std::mem::take(&mut self.lock().world.resource_mut::<Timeline>().records)
+    }
+
+    /// Turns timeline recording on or off.
+    pub fn set_timeline_enabled(&self, on: bool) {
+        self.lock().world.resource_mut::<Timeline>().enabled = on;
+    }
+
+    /// Counters: frames, tasks, units' busy time, memory.
+    pub fn stats(&self) -> Stats {
+        let mut g = self.lock();
+        let world = &mut g.world;
+        let live_tasks = world
+            .query::<&npusim_components::Task>()
+            .iter(world)
+            .count() as u64;
+        let devices = world.resource::<Devices>().entities.clone();
+        let mut stats = Stats {
+            frames: world.resource::<FrameStats>().clone(),
+            device_now: world.resource::<SimClock>().now,
+            host_now: world.resource::<HostClock>().now,
+            live_tasks,
+            ..Stats::default()
+        };
+        for d in devices {
+            let dev = world.get::<DeviceState>(d).expect("device entity");
+            stats.units.push(dev.units.clone());
+            stats.live_bytes.push(dev.memory.live_bytes());
+            stats.live_blocks.push(dev.memory.live_blocks());
+        }
+        stats
+    }
+
+    /// Whether the doorbell, ready queue and running set are all empty.
+    pub fn is_idle(&self) -> bool {
+        let g = self.lock();
+        g.world.resource::<Doorbell>().tasks.is_empty()
+            && g.world.resource::<ReadyQueue>().tasks.is_empty()
+            && g.world.resource::<Running>().heap.is_empty()
+    }
+}
+
+pub(crate) fn device_entity(world: &World, index: u32) -> NpuResult<Entity> {
+    let devices = &world.resource::<Devices>().entities;
+    devices
+        .get(index as usize)
+        .copied()
+        .ok_or(NpuError::InvalidDevice {
+            index,
+            count: devices.len() as u32,
+        })
+}
+
+/// Spawns a context with its default stream.
+pub(crate) fn spawn_context(
+    inner: &mut Inner,
+    device: Entity,
+    device_index: u32,
+    is_default: bool,
+) -> Entity {
+    let ctx = inner
+        .world
+        .spawn(ContextState {
+            device,
+            device_index,
+            status: ContextStatus::Active,
+            sticky_error: None,
+            failure_mode: FailureMode::default(),
+            streams: Vec::new(),
+            events: Vec::new(),
+            default_stream: Entity::PLACEHOLDER,
+            is_default,
+        })
+        .id();
+    let stream = spawn_stream(inner, ctx, device, 0, StreamKind::Compute);
+    let mut c = inner
+        .world
+        .get_mut::<ContextState>(ctx)
+        .expect("just spawned");
+    c.default_stream = stream;
+    ctx
+}
+
+/// Spawns a stream in `ctx`.
+pub(crate) fn spawn_stream(
+    inner: &mut Inner,
+    ctx: Entity,
+    device: Entity,
+    priority: i32,
+    kind: StreamKind,
+) -> Entity {
+    let order = inner.next_stream_order;
+    inner.next_stream_order += 1;
+    let stream = inner
+        .world
+        .spawn(StreamState {
+            context: ctx,
+            device,
+            priority,
+            kind,
+            queue: Default::default(),
+            submitted: 0,
+            completed: 0,
+            head_active: false,
+            last_end: SimTime::ZERO,
+            error: None,
+            order,
+        })
+        .id();
+    if let Some(mut c) = inner.world.get_mut::<ContextState>(ctx) {
+        c.streams.push(stream);
+    }
+    stream
+}

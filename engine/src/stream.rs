@@ -1,0 +1,155 @@
+//! Streams: create, destroy, query, synchronize. A stream runs its tasks one after another;
+//! different streams run concurrently and are ordered only by events.
+
+use bevy_ecs::prelude::*;
+use npusim_components::resources::HostClock;
+use npusim_components::{
+    ContextState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
+};
+
+use crate::runtime::{Runtime, spawn_stream};
+
+/// How to create a stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StreamConfig {
+    /// Priority: lower numbers are dispatched first (0 is the default and the highest of the
+    /// usual range 0..=7, as ACL numbers them).
+    pub priority: i32,
+    /// What the stream is for.
+    pub kind: StreamKind,
+}
+
+impl Runtime {
+    /// Creates a stream in the current context, with default priority.
+    pub fn create_stream(&self) -> NpuResult<Stream> {
+        self.create_stream_with(StreamConfig::default())
+    }
+
+    /// Creates a stream in the current context with `config`.
+    pub fn create_stream_with(&self, config: StreamConfig) -> NpuResult<Stream> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g.world)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let cost = SimTime(g.costs.call_ns);
+        g.world.resource_mut::<HostClock>().now += cost;
+        let s = spawn_stream(&mut g, ctx, device, config.priority, config.kind);
+        Ok(Stream::new(self.id(), s))
+    }
+
+    /// Waits for the stream's queued work, then destroys it. The default stream of a context
+    /// cannot be destroyed.
+    pub fn destroy_stream(&self, stream: Stream) -> NpuResult<()> {
+        let g = self.lock();
+        let (s, ctx) = self.check_stream(&g.world, stream)?;
+        if g.world
+            .get::<ContextState>(ctx)
+            .expect("checked")
+            .default_stream
+            == s
+        {
+            return Err(NpuError::InvalidParam(format!(
+                "{stream} is its context's default stream"
+            )));
+        }
+        let what = || stream.to_string();
+        let done = |w: &World| w.get::<StreamState>(s).is_none_or(|st| st.is_idle());
+        let (mut g, result) = self.drive(g, &what, &done, None);
+        if let Some(mut c) = g.world.get_mut::<ContextState>(ctx) {
+            c.streams.retain(|x| *x != s);
+        }
+        let tasks: Vec<Entity> = g
+            .world
+            .get::<StreamState>(s)
+            .map(|st| st.queue.iter().copied().collect())
+            .unwrap_or_default();
+        for t in tasks {
+            g.world.despawn(t);
+        }
+        g.world.despawn(s);
+        result
+    }
+
+    /// Whether every task submitted to the stream has finished (`aclrtStreamQuery`). Does not
+    /// advance the device: a task stays pending until the frames that run it.
+    pub fn query_stream(&self, stream: Stream) -> NpuResult<bool> {
+        let g = self.lock();
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        Ok(g.world.get::<StreamState>(s).expect("checked").is_idle())
+    }
+
+    /// Waits until every task submitted to the stream so far has finished; the host clock moves
+    /// to the stream's completion time. Returns the first error of a task on the stream since
+    /// the last synchronize.
+    pub fn synchronize_stream(&self, stream: Stream) -> NpuResult<()> {
+        self.sync_stream(stream, None)
+    }
+
+    /// As [`Runtime::synchronize_stream`], but gives up after `timeout` of simulated time with
+    /// `ACL_ERROR_RT_WAIT_TIMEOUT`; the work stays queued.
+    pub fn synchronize_stream_timeout(&self, stream: Stream, timeout: SimTime) -> NpuResult<()> {
+        self.sync_stream(stream, Some(timeout))
+    }
+
+    fn sync_stream(&self, stream: Stream, timeout: Option<SimTime>) -> NpuResult<()> {
+        let g = self.lock();
+        let (s, _) = self.check_stream(&g.world, stream)?;
+        let target = g.world.get::<StreamState>(s).expect("checked").submitted;
+        let what = || stream.to_string();
+        let done = |w: &World| {
+            w.get::<StreamState>(s)
+                .is_none_or(|st| st.completed >= target)
+        };
+        let (mut g, result) = self.drive(g, &what, &done, timeout);
+        result?;
+        let sync = SimTime(g.costs.sync_ns);
+        let mut st = g.world.get_mut::<StreamState>(s).expect("checked");
+        let end = st.last_end;
+        let err = st.error.take();
+        let mut host = g.world.resource_mut::<HostClock>();
+        host.now = host.now.max(end) + sync;
+        match err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Waits until every stream of the current context's device has finished its work
+    /// (`aclrtSynchronizeDevice`); returns the first error of the current context's streams.
+    pub fn synchronize_device(&self) -> NpuResult<()> {
+        let g = self.lock();
+        let ctx = self.current_ctx_entity(&g.world)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let what = || format!("device of context {ctx}");
+        let done = |w: &World| {
+            let mut q = w.try_query::<&StreamState>().expect("registered");
+            q.iter(w)
+                .filter(|s| s.device == device)
+                .all(|s| s.is_idle())
+        };
+        let (mut g, result) = self.drive(g, &what, &done, None);
+        result?;
+        let mut end = SimTime::ZERO;
+        let mut first_err = None;
+        let mut q = g.world.query::<&mut StreamState>();
+        for mut s in q.iter_mut(&mut g.world) {
+            if s.device != device {
+                continue;
+            }
+            end = end.max(s.last_end);
+            if s.context == ctx
+                && let Some(e) = s.error.take()
+            {
+                first_err.get_or_insert(e);
+            }
+        }
+        let sync = SimTime(g.costs.sync_ns);
+        let mut host = g.world.resource_mut::<HostClock>();
+        host.now = host.now.max(end) + sync;
+        // A faulted context reports its sticky error.
+        self.current_ctx(&g.world)?;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}

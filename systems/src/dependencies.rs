@@ -1,0 +1,68 @@
+//! Dependency resolution: a stream's head task becomes ready when its predecessor in the stream
+//! is done, the host has actually submitted it (its submit time has come), and — for an event
+//! wait — the record it captured has fired. Cross-stream order comes only from events.
+//! Heads aborted by an earlier failure leave their stream here, in order.
+
+use bevy_ecs::prelude::*;
+use npusim_components::resources::{Finished, FrameStats, ReadyQueue, Running, SimClock};
+use npusim_components::{EventState, SimTime, StreamState, Task, TaskKind, TaskStatus};
+
+/// Makes ready every stream head whose dependencies are met.
+#[allow(clippy::too_many_arguments)]
+pub fn resolve_dependencies(
+    clock: Res<SimClock>,
+    mut streams: Query<&mut StreamState>,
+    mut tasks: Query<&mut Task>,
+    events: Query<&EventState>,
+    mut ready: ResMut<ReadyQueue>,
+    mut running: ResMut<Running>,
+    mut finished: ResMut<Finished>,
+    mut stats: ResMut<FrameStats>,
+) {
+    crate::zone!("npusim::dependencies");
+    let now = clock.now;
+    let mut wake = None::<SimTime>;
+    for mut stream in &mut streams {
+        if stream.head_active {
+            continue;
+        }
+        while let Some(&head) = stream.queue.front() {
+            let Ok(mut task) = tasks.get_mut(head) else {
+                stream.queue.pop_front();
+                continue;
+            };
+            if task.status == TaskStatus::Aborted {
+                // Finish aborted tasks in stream order so synchronize sees them complete.
+                stream.queue.pop_front();
+                stream.completed = task.seq;
+                finished.tasks.push(head);
+                stats.last_frame_progressed = true;
+                continue;
+            }
+            if task.status != TaskStatus::Queued {
+                break;
+            }
+            if task.submit > now {
+                wake = Some(wake.map_or(task.submit, |w| w.min(task.submit)));
+                break;
+            }
+            if task.kind() == TaskKind::EventWait {
+                let event = Entity::try_from_bits(task.desc.args[0]);
+                let record = task.desc.args[1];
+                // A destroyed event can never fire again: its waiters do not block.
+                let done = event
+                    .and_then(|e| events.get(e).ok())
+                    .is_none_or(|ev| ev.record_done(record));
+                if !done {
+                    break;
+                }
+            }
+            task.status = TaskStatus::Ready;
+            stream.head_active = true;
+            ready.tasks.push(head);
+            stats.last_frame_progressed = true;
+            break;
+        }
+    }
+    running.next_wake = wake;
+}

@@ -1,0 +1,104 @@
+//! The systems that advance the simulated NPU, one frame per [`Schedule`] run, and the
+//! [`NpuSet`] order they run in (DESIGN §3):
+//!
+//! 1. [`NpuSet::Ingest`] — doorbell submissions become task entities in their streams.
+//! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
+//!    submit time has come and the event record it waits for has fired.
+//! 3. [`NpuSet::ShapePropagation`] — ready tasks resolve their dynamic shapes (filled by the
+//!    dynamic-shapes work; empty for now).
+//! 4. [`NpuSet::Tiling`] — ready kernels compute their tiling from actual shapes (same).
+//! 5. [`NpuSet::Dispatch`] — ready tasks take free units, in priority order, and get their
+//!    simulated start and end.
+//! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
+//!    and complete; faults are raised here.
+//! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool (filled by
+//!    the memory work; empty for now).
+//! 8. [`NpuSet::Retire`] — finished tasks are recorded and despawned.
+//!
+//! Embedders add their own systems with `.in_set(NpuSet::Dispatch)` (or any set), or call
+//! [`install`] on a schedule of their own.
+#![warn(missing_docs)]
+
+use bevy_ecs::prelude::*;
+use bevy_ecs::schedule::{Schedule, SystemSet};
+
+pub mod dependencies;
+pub mod dispatch;
+pub mod ingest;
+pub mod retire;
+pub mod tick;
+
+/// Opens a Tracy zone for the rest of the scope when the `tracy` feature is on (and a client
+/// runs); nothing at all otherwise.
+#[macro_export]
+macro_rules! zone {
+    ($name:literal) => {
+        #[cfg(feature = "tracy")]
+        let _zone = if tracy_client::Client::is_running() {
+            Some(tracy_client::span!($name))
+        } else {
+            None
+        };
+    };
+}
+
+/// The stages of a frame, chained in this order.
+#[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NpuSet {
+    /// Doorbell submissions become task entities.
+    Ingest,
+    /// Stream heads whose predecessors and event waits are done become ready.
+    Dependencies,
+    /// Ready tasks resolve dynamic shapes from the device-side shape buffer.
+    ShapePropagation,
+    /// Ready kernels compute tiling from their actual shapes.
+    Tiling,
+    /// Ready tasks go to free execution units.
+    Dispatch,
+    /// The clock advances to the next completion; finishing tasks execute.
+    HardwareTick,
+    /// Memory freed behind queued work returns to the pool.
+    DeferredFree,
+    /// Finished tasks are recorded and despawned.
+    Retire,
+}
+
+/// Inserts every resource the systems need (keeps any already present).
+pub fn init_resources(world: &mut World) {
+    use npusim_components::resources::*;
+    world.init_resource::<SimClock>();
+    world.init_resource::<HostClock>();
+    world.init_resource::<Doorbell>();
+    world.init_resource::<ReadyQueue>();
+    world.init_resource::<Running>();
+    world.init_resource::<Finished>();
+    world.init_resource::<PendingCallbacks>();
+    world.init_resource::<Devices>();
+    world.init_resource::<Timeline>();
+    world.init_resource::<FrameStats>();
+    world.init_resource::<npusim_components::KernelRegistry>();
+}
+
+/// Adds the sets, chained, and npusim's systems to `schedule`.
+pub fn install(schedule: &mut Schedule) {
+    schedule.configure_sets(
+        (
+            NpuSet::Ingest,
+            NpuSet::Dependencies,
+            NpuSet::ShapePropagation,
+            NpuSet::Tiling,
+            NpuSet::Dispatch,
+            NpuSet::HardwareTick,
+            NpuSet::DeferredFree,
+            NpuSet::Retire,
+        )
+            .chain(),
+    );
+    schedule.add_systems((
+        ingest::ingest.in_set(NpuSet::Ingest),
+        dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
+        dispatch::dispatch.in_set(NpuSet::Dispatch),
+        tick::hardware_tick.in_set(NpuSet::HardwareTick),
+        retire::retire.in_set(NpuSet::Retire),
+    ));
+}

@@ -1,0 +1,54 @@
+//! Retire: finished tasks are written to the timeline (when it is on) and despawned, so memory
+//! stays flat however many tasks run.
+
+use bevy_ecs::prelude::*;
+use npusim_components::resources::{Finished, FrameStats, Timeline};
+use npusim_components::{
+    DeviceState, Kernel, KernelRegistry, Task, TaskKind, TaskRecord, TaskStatus,
+};
+
+/// Records and despawns the tasks that finished this frame.
+pub fn retire(world: &mut World) {
+    crate::zone!("npusim::retire");
+    let mut finished = std::mem::take(&mut world.resource_mut::<Finished>().tasks);
+    if finished.is_empty() {
+        world.resource_mut::<Finished>().tasks = finished;
+        return;
+    }
+    if world.resource::<Timeline>().enabled {
+        let mut records = Vec::with_capacity(finished.len());
+        for &e in &finished {
+            let Some(task) = world.get::<Task>(e) else {
+                continue;
+            };
+            let kind = task.kind();
+            let name = match kind {
+                TaskKind::Kernel => world
+                    .resource::<KernelRegistry>()
+                    .get(Kernel(task.desc.kernel))
+                    .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
+                other => other.name().to_string(),
+            };
+            let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
+            records.push(TaskRecord {
+                kind,
+                name,
+                stream: task.stream,
+                device,
+                seq: task.seq,
+                submit: task.submit,
+                start: task.start,
+                end: task.end,
+                cores: task.cores,
+                ok: task.status == TaskStatus::Done,
+            });
+        }
+        world.resource_mut::<Timeline>().records.extend(records);
+    }
+    let count = finished.len() as u64;
+    for e in finished.drain(..) {
+        world.despawn(e);
+    }
+    world.resource_mut::<Finished>().tasks = finished;
+    world.resource_mut::<FrameStats>().tasks_retired += count;
+}

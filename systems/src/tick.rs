@@ -1,0 +1,259 @@
+//! Hardware tick: the discrete-event clock jumps to the next moment something happens (the
+//! earliest end of a running task, or the submit time of a waiting stream head), never by fixed
+//! steps. Tasks ending then execute functionally — kernels compute, copies move bytes, event
+//! records fire — release their units and complete in their streams. A task that faults fails
+//! here, and by its context's failure mode the context's queued work is aborted.
+
+use std::cmp::Reverse;
+
+use bevy_ecs::prelude::*;
+use npusim_components::resources::{Finished, FrameStats, PendingCallbacks, Running, SimClock};
+use npusim_components::task::copy_dir;
+use npusim_components::{
+    ContextState, ContextStatus, DeviceState, EventState, FailureMode, Kernel, KernelCtx,
+    KernelRegistry, NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
+};
+
+/// Everything a finishing task may touch.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct TickWorld<'w, 's> {
+    tasks: Query<'w, 's, &'static mut Task>,
+    streams: Query<'w, 's, &'static mut StreamState>,
+    events: Query<'w, 's, &'static mut EventState>,
+    devices: Query<'w, 's, &'static mut DeviceState>,
+    contexts: Query<'w, 's, &'static mut ContextState>,
+    registry: Res<'w, KernelRegistry>,
+    finished: ResMut<'w, Finished>,
+    callbacks: ResMut<'w, PendingCallbacks>,
+    stats: ResMut<'w, FrameStats>,
+}
+
+/// Advances the clock to the next event and completes the tasks that end then.
+pub fn hardware_tick(mut clock: ResMut<SimClock>, mut running: ResMut<Running>, mut w: TickWorld) {
+    crate::zone!("npusim::hardware_tick");
+    let Some(next) = running.next_event() else {
+        return;
+    };
+    if clock.horizon.is_some_and(|h| next > h) {
+        return;
+    }
+    if next > clock.now {
+        clock.now = next;
+        w.stats.last_frame_progressed = true;
+    }
+    let now = clock.now;
+    while let Some(&Reverse((end, _, entity))) = running.heap.peek() {
+        if end > now {
+            break;
+        }
+        running.heap.pop();
+        complete(&mut w, entity, now);
+    }
+}
+
+fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+    let result = execute(w, entity, now);
+    let Ok(mut task) = w.tasks.get_mut(entity) else {
+        return;
+    };
+    if let Ok(mut device) = w.devices.get_mut(task.device) {
+        let busy = (task.end - task.start).as_ns();
+        device.units.free_cores += task.cores;
+        device.units.free_dma += task.dma;
+        device.units.core_busy_ns += busy * task.cores as u64;
+        device.units.dma_busy_ns += busy * task.dma as u64;
+    }
+    let (stream_e, context_e, seq) = (task.stream, task.context, task.seq);
+    match result {
+        Ok(()) => {
+            task.status = TaskStatus::Done;
+            w.stats.tasks_completed += 1;
+        }
+        Err(err) => {
+            task.status = TaskStatus::Failed;
+            task.error = Some(err.clone());
+            w.stats.tasks_failed += 1;
+            drop(task);
+            fail(w, stream_e, context_e, err);
+        }
+    }
+    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
+        if stream.queue.front() == Some(&entity) {
+            stream.queue.pop_front();
+        }
+        stream.completed = seq;
+        stream.head_active = false;
+        stream.last_end = now;
+    }
+    w.finished.tasks.push(entity);
+    w.stats.last_frame_progressed = true;
+}
+
+/// Records a failure on its stream and applies the context's failure mode.
+fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
+    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
+        stream.error.get_or_insert_with(|| err.clone());
+    }
+    let Ok(mut ctx) = w.contexts.get_mut(context_e) else {
+        return;
+    };
+    if ctx.failure_mode == FailureMode::Continue {
+        return;
+    }
+    ctx.status = ContextStatus::Faulted;
+    ctx.sticky_error.get_or_insert(err);
+    let streams = ctx.streams.clone();
+    drop(ctx);
+    for s in streams {
+        let Ok(mut stream) = w.streams.get_mut(s) else {
+            continue;
+        };
+        let stream_name = format!("stream {s}");
+        let mut first_abort = None;
+        for &t in stream.queue.iter() {
+            let Ok(mut task) = w.tasks.get_mut(t) else {
+                continue;
+            };
+            if matches!(task.status, TaskStatus::Queued | TaskStatus::Ready) {
+                task.status = TaskStatus::Aborted;
+                let abort = NpuError::StreamAbort {
+                    stream: stream_name.clone(),
+                    seq: task.seq,
+                };
+                first_abort.get_or_insert_with(|| abort.clone());
+                task.error = Some(abort);
+                w.stats.tasks_aborted += 1;
+                if task.kind() == TaskKind::EventRecord
+                    && let Some(event) = Entity::try_from_bits(task.desc.args[0])
+                    && let Ok(mut ev) = w.events.get_mut(event)
+                {
+                    ev.cancel(task.desc.args[1]);
+                }
+            }
+        }
+        if let Some(abort) = first_abort {
+            stream.error.get_or_insert(abort);
+        }
+        // A ready head was aborted: let dependency resolution retire it in order.
+        if let Some(&head) = stream.queue.front()
+            && w.tasks
+                .get(head)
+                .is_ok_and(|t| t.status == TaskStatus::Aborted)
+        {
+            stream.head_active = false;
+        }
+    }
+}
+
+/// Performs the task's effect on device (and host) memory.
+fn execute(
+    w: &mut TickWorld,
+    entity: Entity,
+    now: npusim_components::SimTime,
+) -> Result<(), NpuError> {
+    let Ok(task) = w.tasks.get(entity) else {
+        return Ok(());
+    };
+    let desc = task.desc;
+    let context = task.context;
+    match task.kind() {
+        TaskKind::Kernel => {
+            let id = Kernel(desc.kernel);
+            let Some(kernel) = w.registry.get(id) else {
+                return Err(NpuError::KernelNotFound(format!(
+                    "kernel id {}",
+                    desc.kernel
+                )));
+            };
+            let run = kernel.run.clone();
+            let name = kernel.name.clone();
+            let mut device = w
+                .devices
+                .get_mut(task.device)
+                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
+            let device = &mut *device;
+            let mut ctx = KernelCtx::new(
+                desc.arg_words(),
+                desc.block_dim,
+                desc.tiling_words(),
+                &device.config,
+                context,
+                &mut device.memory,
+            );
+            run(&mut ctx).map_err(|f| f.into_error(&name))
+        }
+        TaskKind::Memcpy => {
+            let (dst, src, bytes) = (desc.args[0], desc.args[1], desc.args[2]);
+            let mut device = w
+                .devices
+                .get_mut(task.device)
+                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
+            let fault = |f: npusim_components::memory::AccessFault| NpuError::AicoreException {
+                kernel: "memcpy".into(),
+                detail: f.to_string(),
+            };
+            let len = usize::try_from(bytes)
+                .map_err(|_| NpuError::InvalidParam("copy too large".into()))?;
+            match (desc.flags, &task.extra) {
+                (copy_dir::H2D, TaskExtra::Host { buffer, offset }) => {
+                    let data = buffer.bytes()?;
+                    let start = *offset as usize;
+                    let chunk = data.get(start..start + len).ok_or_else(|| {
+                        NpuError::InvalidParam("host range past the buffer".into())
+                    })?;
+                    device.memory.write(dst, chunk, context).map_err(fault)
+                }
+                (copy_dir::D2H, TaskExtra::Host { buffer, offset }) => {
+                    let mut tmp = vec![0u8; len];
+                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
+                    let mut data = buffer.bytes()?;
+                    let start = *offset as usize;
+                    data.get_mut(start..start + len)
+                        .ok_or_else(|| NpuError::InvalidParam("host range past the buffer".into()))?
+                        .copy_from_slice(&tmp);
+                    Ok(())
+                }
+                (copy_dir::D2D, _) => {
+                    let mut tmp = vec![0u8; len];
+                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
+                    device.memory.write(dst, &tmp, context).map_err(fault)
+                }
+                _ => Err(NpuError::Internal("malformed copy descriptor".into())),
+            }
+        }
+        TaskKind::Memset => {
+            let mut device = w
+                .devices
+                .get_mut(task.device)
+                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
+            device
+                .memory
+                .fill(desc.args[0], desc.args[2], desc.args[1] as u8, context)
+                .map_err(|f| NpuError::AicoreException {
+                    kernel: "memset".into(),
+                    detail: f.to_string(),
+                })
+        }
+        TaskKind::EventRecord => {
+            if let Some(event) = Entity::try_from_bits(desc.args[0])
+                && let Ok(mut ev) = w.events.get_mut(event)
+            {
+                ev.fire(desc.args[1], now);
+            }
+            Ok(())
+        }
+        TaskKind::HostCallback => {
+            if let TaskExtra::Callback(slot) = &task.extra
+                && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+            {
+                w.callbacks
+                    .calls
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(f);
+            }
+            Ok(())
+        }
+        TaskKind::EventWait | TaskKind::Collective => Ok(()),
+    }
+}
