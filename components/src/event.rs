@@ -4,7 +4,7 @@
 
 use bevy_ecs::component::Component;
 use bevy_ecs::entity::Entity;
-use smallvec::SmallVec;
+use std::collections::VecDeque;
 
 use crate::time::SimTime;
 
@@ -15,8 +15,9 @@ pub struct EventState {
     pub context: Entity,
     /// Records enqueued so far: the latest record's number (0 = never recorded).
     pub recorded: u64,
-    /// Records enqueued but not finished.
-    pub pending: SmallVec<[u64; 4]>,
+    /// Records enqueued but not finished, ascending (records are numbered in enqueue order;
+    /// on one stream they also finish in that order, so removal is almost always at the front).
+    pub pending: VecDeque<u64>,
     /// The highest record number that has finished.
     pub last_done: u64,
     /// When the latest finished record fired.
@@ -29,7 +30,7 @@ impl EventState {
         Self {
             context,
             recorded: 0,
-            pending: SmallVec::new(),
+            pending: VecDeque::new(),
             last_done: 0,
             timestamp: None,
         }
@@ -37,7 +38,7 @@ impl EventState {
 
     /// Whether record number `record` has finished (record 0, "never recorded", always has).
     pub fn record_done(&self, record: u64) -> bool {
-        record == 0 || (record <= self.recorded && !self.pending.contains(&record))
+        record == 0 || (record <= self.recorded && self.pending.binary_search(&record).is_err())
     }
 
     /// Whether the latest record has finished (what `query_event` reports).
@@ -47,7 +48,7 @@ impl EventState {
 
     /// Notes that record `record` fired at `now`.
     pub fn fire(&mut self, record: u64, now: SimTime) {
-        self.pending.retain(|r| *r != record);
+        self.remove_pending(record);
         if record >= self.last_done {
             self.last_done = record;
             self.timestamp = Some(now);
@@ -56,6 +57,21 @@ impl EventState {
 
     /// Notes that record `record` will never fire (its stream was aborted): waiters stop waiting.
     pub fn cancel(&mut self, record: u64) {
-        self.pending.retain(|r| *r != record);
+        self.remove_pending(record);
+    }
+
+    /// Notes a new record enqueued; returns its number.
+    pub fn push_record(&mut self) -> u64 {
+        self.recorded += 1;
+        self.pending.push_back(self.recorded);
+        self.recorded
+    }
+
+    fn remove_pending(&mut self, record: u64) {
+        if self.pending.front() == Some(&record) {
+            self.pending.pop_front();
+        } else if let Ok(i) = self.pending.binary_search(&record) {
+            self.pending.remove(i);
+        }
     }
 }

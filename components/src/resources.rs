@@ -37,8 +37,21 @@ pub struct Doorbell {
 /// Tasks whose dependencies are met, waiting for a unit.
 #[derive(Resource, Debug, Default)]
 pub struct ReadyQueue {
-    /// The tasks, in the order they became ready.
-    pub tasks: Vec<Entity>,
+    /// The tasks with their dispatch key (priority, stream order, sequence number), in the
+    /// order they became ready; dispatch sorts by the key.
+    pub tasks: Vec<((i32, u64, u64), Entity)>,
+}
+
+/// Retired task entities kept for reuse, so steady-state submission spawns and despawns nothing.
+#[derive(Resource, Debug, Default)]
+pub struct TaskPool {
+    /// Entities with a `Task` in status `Retired`.
+    pub free: Vec<Entity>,
+}
+
+impl TaskPool {
+    /// Most retired entities kept; beyond this they are despawned, so a burst's memory returns.
+    pub const CAPACITY: usize = 1 << 16;
 }
 
 /// Tasks occupying units, ordered by end time (then by dispatch order, for determinism).

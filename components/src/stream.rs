@@ -45,6 +45,8 @@ pub struct StreamState {
     pub error: Option<NpuError>,
     /// Position among all streams ever created, for deterministic ordering.
     pub order: u64,
+    /// The device's index.
+    pub device_index: u32,
 }
 
 impl StreamState {

@@ -149,6 +149,8 @@ pub enum TaskStatus {
     Failed,
     /// Never ran: an earlier failure aborted it.
     Aborted,
+    /// Retired: the entity waits in the task pool to be reused by a later submission.
+    Retired,
 }
 
 /// A host callback body.
@@ -235,8 +237,8 @@ pub struct Task {
     pub dma: u32,
     /// Non-plain-data parts.
     pub extra: TaskExtra,
-    /// Why it failed or was aborted.
-    pub error: Option<NpuError>,
+    /// Why it failed or was aborted (boxed: rare, and it keeps the component small).
+    pub error: Option<Box<NpuError>>,
 }
 
 impl Task {

@@ -10,7 +10,6 @@
 use std::cell::RefCell;
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::Devices;
 use npusim_components::{
     Context, ContextState, ContextStatus, DeviceState, Event, EventState, FailureMode, NpuError,
     NpuResult, Stream, StreamState,
@@ -45,16 +44,11 @@ fn set_top(runtime: u32, ctx: Entity) {
 
 impl Runtime {
     /// The context entity current on this thread, checked live (not necessarily healthy).
-    pub(crate) fn current_ctx_entity(&self, world: &World) -> NpuResult<Entity> {
+    pub(crate) fn current_ctx_entity(&self, inner: &Inner) -> NpuResult<Entity> {
+        let world = &inner.world;
         let ctx = match top_for(self.id()) {
             Some(c) => c,
-            None => {
-                let dev = world.resource::<Devices>().entities[0];
-                world
-                    .get::<DeviceState>(dev)
-                    .expect("device entity")
-                    .default_context
-            }
+            None => inner.default_contexts[0],
         };
         if world.get::<ContextState>(ctx).is_none() {
             return Err(NpuError::ContextNull(format!(
@@ -65,8 +59,9 @@ impl Runtime {
     }
 
     /// The current context, which must not have faulted (else its sticky error).
-    pub(crate) fn current_ctx(&self, world: &World) -> NpuResult<Entity> {
-        let ctx = self.current_ctx_entity(world)?;
+    pub(crate) fn current_ctx(&self, inner: &Inner) -> NpuResult<Entity> {
+        let world = &inner.world;
+        let ctx = self.current_ctx_entity(inner)?;
         healthy(world, ctx)?;
         Ok(ctx)
     }
@@ -74,17 +69,19 @@ impl Runtime {
     /// Checks a stream handle against the current context; returns (stream, context).
     pub(crate) fn check_stream(
         &self,
-        world: &World,
+        inner: &Inner,
         stream: Stream,
     ) -> NpuResult<(Entity, Entity)> {
+        let world = &inner.world;
         if stream.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(stream.to_string()));
         }
         let s = world
             .get::<StreamState>(stream.entity())
             .ok_or_else(|| NpuError::Destroyed(stream.to_string()))?;
-        let ctx = self.current_ctx_entity(world)?;
+        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
         if s.context != ctx {
+            self.current_ctx_entity(inner)?;
             return Err(NpuError::WrongContext {
                 handle: stream.to_string(),
                 owner: format!("context {}", s.context),
@@ -96,14 +93,15 @@ impl Runtime {
     }
 
     /// Checks an event handle against the current context; returns (event, context).
-    pub(crate) fn check_event(&self, world: &World, event: Event) -> NpuResult<(Entity, Entity)> {
+    pub(crate) fn check_event(&self, inner: &Inner, event: Event) -> NpuResult<(Entity, Entity)> {
+        let world = &inner.world;
         if event.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(event.to_string()));
         }
         let e = world
             .get::<EventState>(event.entity())
             .ok_or_else(|| NpuError::Destroyed(event.to_string()))?;
-        let ctx = self.current_ctx_entity(world)?;
+        let ctx = self.current_ctx_entity(inner)?;
         if e.context != ctx {
             return Err(NpuError::WrongContext {
                 handle: event.to_string(),
@@ -115,7 +113,8 @@ impl Runtime {
         Ok((event.entity(), ctx))
     }
 
-    fn check_context(&self, world: &World, ctx: Context) -> NpuResult<Entity> {
+    fn check_context(&self, inner: &Inner, ctx: Context) -> NpuResult<Entity> {
+        let world = &inner.world;
         if ctx.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(ctx.to_string()));
         }
@@ -141,7 +140,7 @@ impl Runtime {
     /// The index of the current context's device.
     pub fn current_device(&self) -> NpuResult<u32> {
         let g = self.lock();
-        let ctx = self.current_ctx_entity(&g.world)?;
+        let ctx = self.current_ctx_entity(&g)?;
         Ok(g.world
             .get::<ContextState>(ctx)
             .expect("checked")
@@ -152,10 +151,8 @@ impl Runtime {
     pub fn create_context(&self, index: u32) -> NpuResult<Context> {
         let mut g = self.lock();
         let device = device_entity(&g.world, index)?;
-        let cost = npusim_components::SimTime(g.costs.call_ns);
-        g.world
-            .resource_mut::<npusim_components::resources::HostClock>()
-            .now += cost;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         let ctx = spawn_context(&mut g, device, index, false);
         set_top(self.id(), ctx);
         Ok(Context::new(self.id(), ctx))
@@ -164,13 +161,13 @@ impl Runtime {
     /// The context current on this thread.
     pub fn current_context(&self) -> NpuResult<Context> {
         let g = self.lock();
-        Ok(Context::new(self.id(), self.current_ctx_entity(&g.world)?))
+        Ok(Context::new(self.id(), self.current_ctx_entity(&g)?))
     }
 
     /// Replaces the current context of this thread (`aclrtSetCurrentContext`).
     pub fn set_current_context(&self, ctx: Context) -> NpuResult<()> {
         let g = self.lock();
-        let e = self.check_context(&g.world, ctx)?;
+        let e = self.check_context(&g, ctx)?;
         set_top(self.id(), e);
         Ok(())
     }
@@ -178,7 +175,7 @@ impl Runtime {
     /// Makes `ctx` current on this thread, remembering the previous one for [`Runtime::pop_context`].
     pub fn push_context(&self, ctx: Context) -> NpuResult<()> {
         let g = self.lock();
-        let e = self.check_context(&g.world, ctx)?;
+        let e = self.check_context(&g, ctx)?;
         STACK.with(|s| s.borrow_mut().push((self.id(), e)));
         Ok(())
     }
@@ -197,7 +194,7 @@ impl Runtime {
     /// The default stream of the current context.
     pub fn default_stream(&self) -> NpuResult<Stream> {
         let g = self.lock();
-        let ctx = self.current_ctx_entity(&g.world)?;
+        let ctx = self.current_ctx_entity(&g)?;
         Ok(Stream::new(
             self.id(),
             g.world
@@ -211,7 +208,7 @@ impl Runtime {
     /// (`aclrtSetStreamFailureMode`).
     pub fn set_failure_mode(&self, mode: FailureMode) -> NpuResult<()> {
         let mut g = self.lock();
-        let ctx = self.current_ctx(&g.world)?;
+        let ctx = self.current_ctx(&g)?;
         g.world
             .get_mut::<ContextState>(ctx)
             .expect("checked")
@@ -222,7 +219,7 @@ impl Runtime {
     /// The sticky error of the current context, if it faulted.
     pub fn context_error(&self) -> NpuResult<Option<NpuError>> {
         let g = self.lock();
-        let ctx = self.current_ctx_entity(&g.world)?;
+        let ctx = self.current_ctx_entity(&g)?;
         Ok(g.world
             .get::<ContextState>(ctx)
             .expect("checked")
@@ -234,7 +231,7 @@ impl Runtime {
     /// A device's primary context cannot be destroyed.
     pub fn destroy_context(&self, ctx: Context) -> NpuResult<()> {
         let g = self.lock();
-        let e = self.check_context(&g.world, ctx)?;
+        let e = self.check_context(&g, ctx)?;
         if g.world.get::<ContextState>(e).expect("checked").is_default {
             return Err(NpuError::ContextRelease(format!(
                 "{ctx}: the primary context of a device"
@@ -247,10 +244,10 @@ impl Runtime {
             .streams
             .clone();
         let what = || format!("{ctx} teardown");
-        let done = |w: &World| {
+        let done = |i: &Inner| {
             streams
                 .iter()
-                .all(|s| w.get::<StreamState>(*s).is_none_or(|s| s.is_idle()))
+                .all(|s| i.world.get::<StreamState>(*s).is_none_or(|s| s.is_idle()))
         };
         let (mut g, result) = self.drive(g, &what, &done, None);
         // Even if its work can never finish, the context goes: its tasks are dropped with it.
@@ -264,7 +261,11 @@ impl Runtime {
 }
 
 fn healthy(world: &World, ctx: Entity) -> NpuResult<()> {
-    let c = world.get::<ContextState>(ctx).expect("checked by caller");
+    let Some(c) = world.get::<ContextState>(ctx) else {
+        return Err(NpuError::ContextNull(format!(
+            "context {ctx} current on this thread was destroyed; set another"
+        )));
+    };
     if c.status == ContextStatus::Faulted {
         return Err(c
             .sticky_error
@@ -288,8 +289,12 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
             .get::<StreamState>(s)
             .map(|s| s.queue.iter().copied().collect())
             .unwrap_or_default();
+        let dropped = tasks.len() as u64;
         for t in tasks {
             inner.world.despawn(t);
+        }
+        if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
+            d.finished += dropped;
         }
         inner.world.despawn(s);
     }

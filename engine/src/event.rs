@@ -3,7 +3,7 @@
 //! difference of the two records' simulated timestamps.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::HostClock;
+use crate::runtime::Inner;
 use npusim_components::task::{TaskDescriptor, TaskExtra};
 use npusim_components::{
     ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream, TaskKind,
@@ -15,9 +15,9 @@ impl Runtime {
     /// Creates an event in the current context.
     pub fn create_event(&self) -> NpuResult<Event> {
         let mut g = self.lock();
-        let ctx = self.current_ctx(&g.world)?;
-        let cost = SimTime(g.costs.call_ns);
-        g.world.resource_mut::<HostClock>().now += cost;
+        let ctx = self.current_ctx(&g)?;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         let e = g.world.spawn(EventState::new(ctx)).id();
         g.world
             .get_mut::<ContextState>(ctx)
@@ -30,7 +30,7 @@ impl Runtime {
     /// Destroys an event. Waits already enqueued on it no longer block.
     pub fn destroy_event(&self, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, ctx) = self.check_event(&g.world, event)?;
+        let (e, ctx) = self.check_event(&g, event)?;
         g.world
             .get_mut::<ContextState>(ctx)
             .expect("checked")
@@ -43,12 +43,10 @@ impl Runtime {
     /// Enqueues a record of `event` on `stream`: it fires when the stream's earlier work is done.
     pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g.world, event)?;
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (e, _) = self.check_event(&g, event)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
-        ev.recorded += 1;
-        let record = ev.recorded;
-        ev.pending.push(record);
+        let record = ev.push_record();
         let mut desc = TaskDescriptor::new(TaskKind::EventRecord);
         desc.args[0] = e.to_bits();
         desc.args[1] = record;
@@ -61,8 +59,8 @@ impl Runtime {
     /// If the event was never recorded, nothing waits.
     pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g.world, event)?;
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (e, _) = self.check_event(&g, event)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
         let mut desc = TaskDescriptor::new(TaskKind::EventWait);
         desc.args[0] = e.to_bits();
@@ -75,7 +73,7 @@ impl Runtime {
     /// Whether the latest record of `event` has fired (true if never recorded).
     pub fn query_event(&self, event: Event) -> NpuResult<bool> {
         let g = self.lock();
-        let (e, _) = self.check_event(&g.world, event)?;
+        let (e, _) = self.check_event(&g, event)?;
         Ok(g.world.get::<EventState>(e).expect("checked").is_complete())
     }
 
@@ -83,11 +81,11 @@ impl Runtime {
     /// timestamp.
     pub fn synchronize_event(&self, event: Event) -> NpuResult<()> {
         let g = self.lock();
-        let (e, _) = self.check_event(&g.world, event)?;
+        let (e, _) = self.check_event(&g, event)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
         let what = || event.to_string();
-        let done = |w: &World| {
-            w.get::<EventState>(e)
+        let done = |i: &Inner| {
+            i.world.get::<EventState>(e)
                 .is_none_or(|ev| ev.record_done(record))
         };
         let (mut g, result) = self.drive(g, &what, &done, None);
@@ -98,11 +96,9 @@ impl Runtime {
             .and_then(|ev| ev.timestamp)
             .unwrap_or(SimTime::ZERO);
         let sync = SimTime(g.costs.sync_ns);
-        let mut host = g.world.resource_mut::<HostClock>();
-        host.now = host.now.max(stamp) + sync;
-        drop(host);
+        g.host_now = g.host_now.max(stamp) + sync;
         // A fault that aborted the record is reported here.
-        self.current_ctx(&g.world)?;
+        self.current_ctx(&g)?;
         Ok(())
     }
 
@@ -110,8 +106,8 @@ impl Runtime {
     /// been recorded and have fired.
     pub fn event_elapsed_ms(&self, start: Event, end: Event) -> NpuResult<f32> {
         let g = self.lock();
-        let (s, _) = self.check_event(&g.world, start)?;
-        let (e, _) = self.check_event(&g.world, end)?;
+        let (s, _) = self.check_event(&g, start)?;
+        let (e, _) = self.check_event(&g, end)?;
         let stamp = |h: Event, x: Entity| -> NpuResult<SimTime> {
             let ev = g.world.get::<EventState>(x).expect("checked");
             if ev.recorded == 0 {
@@ -130,7 +126,7 @@ impl Runtime {
     /// The simulated time at which the latest record of `event` fired.
     pub fn event_timestamp(&self, event: Event) -> NpuResult<SimTime> {
         let g = self.lock();
-        let (e, _) = self.check_event(&g.world, event)?;
+        let (e, _) = self.check_event(&g, event)?;
         let ev = g.world.get::<EventState>(e).expect("checked");
         if ev.recorded == 0 {
             return Err(NpuError::EventNotRecorded(event.to_string()));

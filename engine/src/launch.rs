@@ -2,11 +2,9 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
-use npusim_components::resources::{Doorbell, HostClock};
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
-    TaskKind,
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, StreamState, TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -23,29 +21,22 @@ pub(crate) fn submit(
     extra: TaskExtra,
     host_cost_ns: u64,
 ) -> u64 {
-    let world = &mut inner.world;
-    let submit = {
-        let mut host = world.resource_mut::<HostClock>();
-        host.now += SimTime(host_cost_ns);
-        host.now
-    };
-    let mut st = world
-        .get_mut::<StreamState>(s)
-        .expect("stream checked by caller");
+    let submit = inner.charge(host_cost_ns);
+    let mut st = inner.world.get_mut::<StreamState>(s).expect("stream checked by caller");
     st.submitted += 1;
-    let new = NewTask {
+    let seq = st.submitted;
+    inner.submitted[st.device_index as usize] += 1;
+    inner.doorbell.push(NewTask {
         stream: s,
         context: st.context,
         device: st.device,
-        seq: st.submitted,
+        seq,
         priority: st.priority,
         stream_order: st.order,
         submit,
         desc,
         extra,
-    };
-    let seq = new.seq;
-    world.resource_mut::<Doorbell>().tasks.push(new);
+    });
     seq
 }
 
@@ -94,7 +85,7 @@ impl Runtime {
             )));
         }
         let mut g = self.lock();
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         if g.world.resource::<KernelRegistry>().get(kernel).is_none() {
             return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0)));
         }
@@ -122,7 +113,7 @@ impl Runtime {
         f: impl FnOnce() + Send + 'static,
     ) -> NpuResult<()> {
         let mut g = self.lock();
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         let desc = TaskDescriptor::new(TaskKind::HostCallback);
         let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
         let cost = g.costs.call_ns;

@@ -3,14 +3,13 @@
 //! pointer or a copy past a block's end is an error of the call and changes nothing.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::HostClock;
 use npusim_components::task::{TaskDescriptor, TaskExtra, copy_dir};
 use npusim_components::{
     ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
     TaskKind,
 };
 
-use crate::runtime::Runtime;
+use crate::runtime::{Inner, Runtime};
 
 /// Largest single host allocation (`malloc_host`), 64 GiB: beyond it is surely a mistake.
 const MAX_HOST_ALLOC: u64 = 64 << 30;
@@ -23,12 +22,13 @@ impl Runtime {
     /// Checks that `[ptr, ptr+len)` lies inside one live allocation of context `ctx`.
     pub(crate) fn check_range(
         &self,
-        world: &World,
+        inner: &Inner,
         ctx: Entity,
         ptr: DevicePtr,
         len: u64,
         what: &'static str,
     ) -> NpuResult<()> {
+        let world = &inner.world;
         if ptr.is_null() {
             return Err(NpuError::NullPointer(what));
         }
@@ -56,10 +56,10 @@ impl Runtime {
     /// Allocates `size` bytes of device memory in the current context (64-byte aligned).
     pub fn malloc(&self, size: u64) -> NpuResult<DevicePtr> {
         let mut g = self.lock();
-        let ctx = self.current_ctx(&g.world)?;
+        let ctx = self.current_ctx(&g)?;
         let device = self.device_of(&g.world, ctx);
-        let cost = SimTime(g.costs.call_ns);
-        g.world.resource_mut::<HostClock>().now += cost;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
         d.memory.alloc(size, ctx).map(DevicePtr)
     }
@@ -68,7 +68,7 @@ impl Runtime {
     /// device's queued work, so no queued task can touch the memory after it is reused.
     pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
         let g = self.lock();
-        let ctx = self.current_ctx(&g.world)?;
+        let ctx = self.current_ctx(&g)?;
         if ptr.is_null() {
             return Err(NpuError::NullPointer("free"));
         }
@@ -96,19 +96,13 @@ impl Runtime {
                 });
             }
         }
+        let device_index = g.world.get::<DeviceState>(device).expect("device").index;
         let what = || format!("free of {ptr}");
-        let done = |w: &World| {
-            let mut q = w
-                .try_query::<&npusim_components::StreamState>()
-                .expect("registered");
-            q.iter(w)
-                .filter(|s| s.device == device)
-                .all(|s| s.is_idle())
-        };
+        let done = |i: &Inner| i.device_idle(device_index);
         let (mut g, result) = self.drive(g, &what, &done, None);
         result?;
-        let cost = SimTime(g.costs.call_ns);
-        g.world.resource_mut::<HostClock>().now += cost;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
         d.memory.free(ptr.0, ctx).map(|_| ())
     }
@@ -121,8 +115,8 @@ impl Runtime {
             )));
         }
         let mut g = self.lock();
-        let cost = SimTime(g.costs.call_ns);
-        g.world.resource_mut::<HostClock>().now += cost;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         Ok(HostBuffer::new(size as usize, true))
     }
 
@@ -160,8 +154,8 @@ impl Runtime {
         stream: Stream,
     ) -> NpuResult<()> {
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g.world, stream)?;
-        self.check_range(&g.world, ctx, dst, bytes, "copy destination")?;
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        self.check_range(&g, ctx, dst, bytes, "copy destination")?;
         Self::check_host(src, bytes)?;
         let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
         desc.flags = copy_dir::H2D;
@@ -205,8 +199,8 @@ impl Runtime {
         stream: Stream,
     ) -> NpuResult<()> {
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g.world, stream)?;
-        self.check_range(&g.world, ctx, src, bytes, "copy source")?;
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        self.check_range(&g, ctx, src, bytes, "copy source")?;
         Self::check_host(dst, bytes)?;
         let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
         desc.flags = copy_dir::D2H;
@@ -234,9 +228,9 @@ impl Runtime {
         stream: Stream,
     ) -> NpuResult<()> {
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g.world, stream)?;
-        self.check_range(&g.world, ctx, dst, bytes, "copy destination")?;
-        self.check_range(&g.world, ctx, src, bytes, "copy source")?;
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        self.check_range(&g, ctx, dst, bytes, "copy destination")?;
+        self.check_range(&g, ctx, src, bytes, "copy source")?;
         let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
         desc.flags = copy_dir::D2D;
         desc.args[..3].copy_from_slice(&[dst.0, src.0, bytes]);
@@ -254,8 +248,8 @@ impl Runtime {
         stream: Stream,
     ) -> NpuResult<()> {
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g.world, stream)?;
-        self.check_range(&g.world, ctx, dst, bytes, "memset destination")?;
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        self.check_range(&g, ctx, dst, bytes, "memset destination")?;
         let mut desc = TaskDescriptor::new(TaskKind::Memset);
         desc.args[..3].copy_from_slice(&[dst.0, value as u64, bytes]);
         let cost = g.costs.copy_call_ns;

@@ -11,6 +11,7 @@ use npusim_components::resources::{
     Devices, Doorbell, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, SimClock,
     Timeline,
 };
+use npusim_components::task::NewTask;
 use npusim_components::{
     ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, KernelRegistry, NpuError,
     NpuResult, SimTime, StreamKind, StreamState, TaskRecord, Units,
@@ -33,6 +34,14 @@ pub struct HostCosts {
     pub sync_ns: u64,
     /// Staging pageable host memory, per byte (for async copies from pageable memory).
     pub stage_ns_per_kib: u64,
+}
+
+impl HostCosts {
+    /// No host cost at all: every call happens at the host's current time. Useful when the
+    /// device alone should bound a simulated run.
+    pub fn zero() -> Self {
+        Self { call_ns: 0, launch_ns: 0, copy_call_ns: 0, sync_ns: 0, stage_ns_per_kib: 0 }
+    }
 }
 
 impl Default for HostCosts {
@@ -86,6 +95,32 @@ pub(crate) struct Inner {
     pub schedule: Schedule,
     pub costs: HostCosts,
     pub next_stream_order: u64,
+    /// The host's clock. Host-side state lives here, outside the world, so an API call touches
+    /// no resource; it is handed to the world at the start of each frame.
+    pub host_now: SimTime,
+    /// Submissions since the last frame; swapped into the world's `Doorbell` at frame start.
+    pub doorbell: Vec<NewTask>,
+    /// Per device index: tasks submitted so far (compared with `DeviceState::finished`).
+    pub submitted: Vec<u64>,
+    /// Per device index: the device entity.
+    pub devices: Vec<Entity>,
+    /// Per device index: the primary context.
+    pub default_contexts: Vec<Entity>,
+}
+
+impl Inner {
+    /// Charges `ns` of host time for an API call; returns the new host time.
+    pub fn charge(&mut self, ns: u64) -> SimTime {
+        self.host_now += SimTime(ns);
+        self.host_now
+    }
+
+    /// Whether device `index` has finished everything submitted to it.
+    pub fn device_idle(&self, index: u32) -> bool {
+        let i = index as usize;
+        let finished = self.world.get::<DeviceState>(self.devices[i]).map_or(0, |d| d.finished);
+        finished >= self.submitted[i]
+    }
 }
 
 struct Shared {
@@ -124,6 +159,11 @@ impl RuntimeGuard<'_> {
         &mut self.inner.world
     }
 
+    /// The host's simulated clock.
+    pub fn host_now(&self) -> SimTime {
+        self.inner.host_now
+    }
+
     /// The frame schedule (add systems with `.in_set(NpuSet::…)`).
     pub fn schedule_mut(&mut self) -> &mut Schedule {
         &mut self.inner.schedule
@@ -156,11 +196,14 @@ pub struct Stats {
 }
 
 fn run_schedule(inner: &mut Inner) -> bool {
+    inner.world.resource_mut::<HostClock>().now = inner.host_now;
+    std::mem::swap(&mut inner.doorbell, &mut inner.world.resource_mut::<Doorbell>().tasks);
     inner
         .world
         .resource_mut::<FrameStats>()
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
+    inner.host_now = inner.world.resource::<HostClock>().now;
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
     #[cfg(feature = "tracy")]
@@ -204,6 +247,11 @@ impl Runtime {
             schedule,
             costs: config.host.clone(),
             next_stream_order: 0,
+            host_now: SimTime::ZERO,
+            doorbell: Vec::new(),
+            submitted: vec![0; config.devices as usize],
+            devices: Vec::new(),
+            default_contexts: Vec::new(),
         };
         let mut devices = Vec::new();
         for index in 0..config.devices {
@@ -219,6 +267,7 @@ impl Runtime {
                     },
                     memory: DeviceMemory::new(HEAP_BASE, config.device.hbm_bytes),
                     default_context: Entity::PLACEHOLDER,
+                    finished: 0,
                 })
                 .id();
             let ctx = spawn_context(&mut inner, device, index, true);
@@ -228,7 +277,9 @@ impl Runtime {
                 .expect("just spawned")
                 .default_context = ctx;
             devices.push(device);
+            inner.default_contexts.push(ctx);
         }
+        inner.devices = devices.clone();
         inner.world.resource_mut::<Devices>().entities = devices;
         let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
@@ -290,8 +341,7 @@ impl Runtime {
             }
         }
         let now = g.world.resource::<SimClock>().now;
-        let mut host = g.world.resource_mut::<HostClock>();
-        host.now = host.now.max(now);
+        g.host_now = g.host_now.max(now);
         Ok(())
     }
 
@@ -327,13 +377,13 @@ impl Runtime {
         &'a self,
         mut g: MutexGuard<'a, Inner>,
         what: &dyn Fn() -> String,
-        done: &dyn Fn(&World) -> bool,
+        done: &dyn Fn(&Inner) -> bool,
         timeout: Option<SimTime>,
     ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
-        let deadline = timeout.map(|t| g.world.resource::<HostClock>().now + t);
+        let deadline = timeout.map(|t| g.host_now + t);
         g.world.resource_mut::<SimClock>().horizon = deadline;
         loop {
-            if done(&g.world) {
+            if done(&g) {
                 g.world.resource_mut::<SimClock>().horizon = None;
                 return (g, Ok(()));
             }
@@ -342,14 +392,13 @@ impl Runtime {
             if progressed {
                 continue;
             }
-            if done(&g.world) {
+            if done(&g) {
                 continue;
             }
             g.world.resource_mut::<SimClock>().horizon = None;
             let pending = g.world.resource::<Running>().next_event().is_some();
             if let (Some(deadline), Some(timeout), true) = (deadline, timeout, pending) {
-                let mut host = g.world.resource_mut::<HostClock>();
-                host.now = host.now.max(deadline);
+                g.host_now = g.host_now.max(deadline);
                 return (
                     g,
                     Err(NpuError::WaitTimeout {
@@ -364,7 +413,7 @@ impl Runtime {
 
     /// The host's simulated clock.
     pub fn host_now(&self) -> SimTime {
-        self.lock().world.resource::<HostClock>().now
+        self.lock().host_now
     }
 
     /// The device's simulated clock.
@@ -375,7 +424,7 @@ impl Runtime {
     /// Models `duration` of CPU work on the host (preprocessing the next batch, say): the host
     /// clock moves on while queued device work keeps its own times.
     pub fn host_work(&self, duration: SimTime) {
-        self.lock().world.resource_mut::<HostClock>().now += duration;
+        self.lock().host_now += duration;
     }
 
     /// Finished tasks so far, in the order they finished (empty when the timeline is off).
@@ -396,16 +445,18 @@ impl Runtime {
     /// Counters: frames, tasks, units' busy time, memory.
     pub fn stats(&self) -> Stats {
         let mut g = self.lock();
+        let host_now = g.host_now;
         let world = &mut g.world;
         let live_tasks = world
             .query::<&npusim_components::Task>()
             .iter(world)
+            .filter(|t| t.status != npusim_components::TaskStatus::Retired)
             .count() as u64;
         let devices = world.resource::<Devices>().entities.clone();
         let mut stats = Stats {
             frames: world.resource::<FrameStats>().clone(),
             device_now: world.resource::<SimClock>().now,
-            host_now: world.resource::<HostClock>().now,
+            host_now,
             live_tasks,
             ..Stats::default()
         };
@@ -421,7 +472,7 @@ impl Runtime {
     /// Whether the doorbell, ready queue and running set are all empty.
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
-        g.world.resource::<Doorbell>().tasks.is_empty()
+        g.doorbell.is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
     }
@@ -492,6 +543,10 @@ pub(crate) fn spawn_stream(
             last_end: SimTime::ZERO,
             error: None,
             order,
+            device_index: inner
+                .world
+                .get::<DeviceState>(device)
+                .map_or(0, |d| d.index),
         })
         .id();
     if let Some(mut c) = inner.world.get_mut::<ContextState>(ctx) {

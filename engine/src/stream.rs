@@ -2,12 +2,11 @@
 //! different streams run concurrently and are ordered only by events.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::HostClock;
 use npusim_components::{
-    ContextState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
+    ContextState, DeviceState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
 };
 
-use crate::runtime::{Runtime, spawn_stream};
+use crate::runtime::{Inner, Runtime, spawn_stream};
 
 /// How to create a stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,10 +27,10 @@ impl Runtime {
     /// Creates a stream in the current context with `config`.
     pub fn create_stream_with(&self, config: StreamConfig) -> NpuResult<Stream> {
         let mut g = self.lock();
-        let ctx = self.current_ctx(&g.world)?;
+        let ctx = self.current_ctx(&g)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
-        let cost = SimTime(g.costs.call_ns);
-        g.world.resource_mut::<HostClock>().now += cost;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
         let s = spawn_stream(&mut g, ctx, device, config.priority, config.kind);
         Ok(Stream::new(self.id(), s))
     }
@@ -40,7 +39,7 @@ impl Runtime {
     /// cannot be destroyed.
     pub fn destroy_stream(&self, stream: Stream) -> NpuResult<()> {
         let g = self.lock();
-        let (s, ctx) = self.check_stream(&g.world, stream)?;
+        let (s, ctx) = self.check_stream(&g, stream)?;
         if g.world
             .get::<ContextState>(ctx)
             .expect("checked")
@@ -52,7 +51,7 @@ impl Runtime {
             )));
         }
         let what = || stream.to_string();
-        let done = |w: &World| w.get::<StreamState>(s).is_none_or(|st| st.is_idle());
+        let done = |i: &Inner| i.world.get::<StreamState>(s).is_none_or(|st| st.is_idle());
         let (mut g, result) = self.drive(g, &what, &done, None);
         if let Some(mut c) = g.world.get_mut::<ContextState>(ctx) {
             c.streams.retain(|x| *x != s);
@@ -62,8 +61,13 @@ impl Runtime {
             .get::<StreamState>(s)
             .map(|st| st.queue.iter().copied().collect())
             .unwrap_or_default();
+        let dropped = tasks.len() as u64;
         for t in tasks {
             g.world.despawn(t);
+        }
+        let device = g.world.get::<StreamState>(s).map(|st| st.device);
+        if let Some(mut d) = device.and_then(|d| g.world.get_mut::<DeviceState>(d)) {
+            d.finished += dropped;
         }
         g.world.despawn(s);
         result
@@ -73,7 +77,7 @@ impl Runtime {
     /// advance the device: a task stays pending until the frames that run it.
     pub fn query_stream(&self, stream: Stream) -> NpuResult<bool> {
         let g = self.lock();
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         Ok(g.world.get::<StreamState>(s).expect("checked").is_idle())
     }
 
@@ -92,21 +96,23 @@ impl Runtime {
 
     fn sync_stream(&self, stream: Stream, timeout: Option<SimTime>) -> NpuResult<()> {
         let g = self.lock();
-        let (s, _) = self.check_stream(&g.world, stream)?;
+        let (s, _) = self.check_stream(&g, stream)?;
         let target = g.world.get::<StreamState>(s).expect("checked").submitted;
         let what = || stream.to_string();
-        let done = |w: &World| {
-            w.get::<StreamState>(s)
+        let done = |i: &Inner| {
+            i.world.get::<StreamState>(s)
                 .is_none_or(|st| st.completed >= target)
         };
         let (mut g, result) = self.drive(g, &what, &done, timeout);
         result?;
         let sync = SimTime(g.costs.sync_ns);
-        let mut st = g.world.get_mut::<StreamState>(s).expect("checked");
+        // A host callback run during the wait may have destroyed the stream (after draining it).
+        let Some(mut st) = g.world.get_mut::<StreamState>(s) else {
+            return Err(NpuError::Destroyed(stream.to_string()));
+        };
         let end = st.last_end;
         let err = st.error.take();
-        let mut host = g.world.resource_mut::<HostClock>();
-        host.now = host.now.max(end) + sync;
+        g.host_now = g.host_now.max(end) + sync;
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -117,15 +123,11 @@ impl Runtime {
     /// (`aclrtSynchronizeDevice`); returns the first error of the current context's streams.
     pub fn synchronize_device(&self) -> NpuResult<()> {
         let g = self.lock();
-        let ctx = self.current_ctx_entity(&g.world)?;
+        let ctx = self.current_ctx_entity(&g)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let device_index = g.world.get::<ContextState>(ctx).expect("checked").device_index;
         let what = || format!("device of context {ctx}");
-        let done = |w: &World| {
-            let mut q = w.try_query::<&StreamState>().expect("registered");
-            q.iter(w)
-                .filter(|s| s.device == device)
-                .all(|s| s.is_idle())
-        };
+        let done = |i: &Inner| i.device_idle(device_index);
         let (mut g, result) = self.drive(g, &what, &done, None);
         result?;
         let mut end = SimTime::ZERO;
@@ -143,10 +145,9 @@ impl Runtime {
             }
         }
         let sync = SimTime(g.costs.sync_ns);
-        let mut host = g.world.resource_mut::<HostClock>();
-        host.now = host.now.max(end) + sync;
+        g.host_now = g.host_now.max(end) + sync;
         // A faulted context reports its sticky error.
-        self.current_ctx(&g.world)?;
+        self.current_ctx(&g)?;
         match first_err {
             Some(e) => Err(e),
             None => Ok(()),

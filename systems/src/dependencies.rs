@@ -5,7 +5,7 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, ReadyQueue, Running, SimClock};
-use npusim_components::{EventState, SimTime, StreamState, Task, TaskKind, TaskStatus};
+use npusim_components::{DeviceState, EventState, SimTime, StreamState, Task, TaskKind, TaskStatus};
 
 /// Makes ready every stream head whose dependencies are met.
 #[allow(clippy::too_many_arguments)]
@@ -18,6 +18,7 @@ pub fn resolve_dependencies(
     mut running: ResMut<Running>,
     mut finished: ResMut<Finished>,
     mut stats: ResMut<FrameStats>,
+    mut devices: Query<&mut DeviceState>,
 ) {
     crate::zone!("npusim::dependencies");
     let now = clock.now;
@@ -36,6 +37,9 @@ pub fn resolve_dependencies(
                 stream.queue.pop_front();
                 stream.completed = task.seq;
                 finished.tasks.push(head);
+                if let Ok(mut d) = devices.get_mut(task.device) {
+                    d.finished += 1;
+                }
                 stats.last_frame_progressed = true;
                 continue;
             }
@@ -59,7 +63,7 @@ pub fn resolve_dependencies(
             }
             task.status = TaskStatus::Ready;
             stream.head_active = true;
-            ready.tasks.push(head);
+            ready.tasks.push(((task.priority, task.stream_order, task.seq), head));
             stats.last_frame_progressed = true;
             break;
         }

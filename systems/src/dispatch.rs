@@ -26,14 +26,10 @@ pub fn dispatch(
         return;
     }
     let now = clock.now;
-    ready.tasks.sort_by_key(|&e| {
-        tasks.get(e).map_or((i32::MAX, u64::MAX, u64::MAX), |t| {
-            (t.priority, t.stream_order, t.seq)
-        })
-    });
+    ready.tasks.sort_unstable_by_key(|(key, _)| *key);
     let running = &mut *running;
     let mut dispatched = 0u64;
-    ready.tasks.retain(|&e| {
+    ready.tasks.retain(|&(_, e)| {
         let Ok(mut task) = tasks.get_mut(e) else {
             return false;
         };

@@ -1,14 +1,15 @@
-//! Retire: finished tasks are written to the timeline (when it is on) and despawned, so memory
-//! stays flat however many tasks run.
+//! Retire: finished tasks are written to the timeline (when it is on) and go back to the task
+//! pool for reuse (or are despawned when the pool is full), so memory stays flat however many
+//! tasks run.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::{Finished, FrameStats, Timeline};
+use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
 use npusim_components::{
-    DeviceState, Kernel, KernelRegistry, Task, TaskKind, TaskRecord, TaskStatus,
+    DeviceState, Kernel, KernelRegistry, Task, TaskExtra, TaskKind, TaskRecord, TaskStatus,
 };
 
-/// Records and despawns the tasks that finished this frame.
-pub fn retire(world: &mut World) {
+/// Records and recycles the tasks that finished this frame.
+pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     crate::zone!("npusim::retire");
     let mut finished = std::mem::take(&mut world.resource_mut::<Finished>().tasks);
     if finished.is_empty() {
@@ -18,9 +19,7 @@ pub fn retire(world: &mut World) {
     if world.resource::<Timeline>().enabled {
         let mut records = Vec::with_capacity(finished.len());
         for &e in &finished {
-            let Some(task) = world.get::<Task>(e) else {
-                continue;
-            };
+            let Some(task) = world.get::<Task>(e) else { continue };
             let kind = task.kind();
             let name = match kind {
                 TaskKind::Kernel => world
@@ -46,9 +45,21 @@ pub fn retire(world: &mut World) {
         world.resource_mut::<Timeline>().records.extend(records);
     }
     let count = finished.len() as u64;
+    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
     for e in finished.drain(..) {
-        world.despawn(e);
+        if pool.len() < TaskPool::CAPACITY
+            && let Ok(mut task) = tasks.get_mut(world, e)
+        {
+            // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
+            task.extra = TaskExtra::None;
+            task.error = None;
+            task.status = TaskStatus::Retired;
+            pool.push(e);
+        } else {
+            world.despawn(e);
+        }
     }
+    world.resource_mut::<TaskPool>().free = pool;
     world.resource_mut::<Finished>().tasks = finished;
     world.resource_mut::<FrameStats>().tasks_retired += count;
 }

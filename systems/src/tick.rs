@@ -62,6 +62,7 @@ fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) 
         device.units.free_dma += task.dma;
         device.units.core_busy_ns += busy * task.cores as u64;
         device.units.dma_busy_ns += busy * task.dma as u64;
+        device.finished += 1;
     }
     let (stream_e, context_e, seq) = (task.stream, task.context, task.seq);
     match result {
@@ -71,7 +72,7 @@ fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) 
         }
         Err(err) => {
             task.status = TaskStatus::Failed;
-            task.error = Some(err.clone());
+            task.error = Some(Box::new(err.clone()));
             w.stats.tasks_failed += 1;
             drop(task);
             fail(w, stream_e, context_e, err);
@@ -121,7 +122,7 @@ fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
                     seq: task.seq,
                 };
                 first_abort.get_or_insert_with(|| abort.clone());
-                task.error = Some(abort);
+                task.error = Some(Box::new(abort));
                 w.stats.tasks_aborted += 1;
                 if task.kind() == TaskKind::EventRecord
                     && let Some(event) = Entity::try_from_bits(task.desc.args[0])
@@ -165,8 +166,6 @@ fn execute(
                     desc.kernel
                 )));
             };
-            let run = kernel.run.clone();
-            let name = kernel.name.clone();
             let mut device = w
                 .devices
                 .get_mut(task.device)
@@ -180,7 +179,7 @@ fn execute(
                 context,
                 &mut device.memory,
             );
-            run(&mut ctx).map_err(|f| f.into_error(&name))
+            (kernel.run)(&mut ctx).map_err(|f| f.into_error(&kernel.name))
         }
         TaskKind::Memcpy => {
             let (dst, src, bytes) = (desc.args[0], desc.args[1], desc.args[2]);
