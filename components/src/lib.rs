@@ -25,7 +25,7 @@ pub use host::HostBuffer;
 pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
 pub use memory::{BlockInfo, DeviceMemory};
 pub use resources::{
-    Devices, Doorbell, Finished, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, TaskPool,
+    Devices, Doorbell, Finished, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, TaskPool, AbortRequests, FaultRecord, Faults,
     SimClock, TaskRecord, Timeline,
 };
 pub use stream::{StreamKind, StreamState};

@@ -153,3 +153,33 @@ pub struct FrameStats {
     /// Whether the last frame changed anything.
     pub last_frame_progressed: bool,
 }
+
+/// A task that faulted, for the exception callback (ACL's exception info).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FaultRecord {
+    /// Device index.
+    pub device: u32,
+    /// The faulting task's context.
+    pub context: Entity,
+    /// Its stream.
+    pub stream: Entity,
+    /// Its sequence number on the stream.
+    pub seq: u64,
+    /// What went wrong.
+    pub error: crate::error::NpuError,
+}
+
+/// Faults raised since the runtime last delivered them to the exception callback.
+#[derive(Resource, Debug, Default)]
+pub struct Faults {
+    /// Undelivered faults, in the order they happened.
+    pub pending: Vec<FaultRecord>,
+}
+
+/// Contexts whose queued work must be aborted (they are being destroyed); handled by the
+/// hardware tick at its start.
+#[derive(Resource, Debug, Default)]
+pub struct AbortRequests {
+    /// (context, the error its aborted tasks report).
+    pub contexts: Vec<(Entity, crate::error::NpuError)>,
+}

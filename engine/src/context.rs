@@ -8,41 +8,174 @@
 //! has not faulted.
 
 use std::cell::RefCell;
+use std::sync::{Arc, Weak};
 
 use bevy_ecs::prelude::*;
+use npusim_components::resources::{AbortRequests, FaultRecord, Faults};
 use npusim_components::{
     Context, ContextState, ContextStatus, DeviceState, Event, EventState, FailureMode, NpuError,
     NpuResult, Stream, StreamState,
 };
 
-use crate::runtime::{Inner, Runtime, device_entity, spawn_context};
+use crate::runtime::{Inner, Runtime, Shared, device_entity, spawn_context};
+
+/// One entry of a thread's context stack.
+struct Entry {
+    runtime: u32,
+    ctx: Entity,
+    shared: Weak<Shared>,
+}
+
+/// A thread's context stack. When the thread ends, its entries stop counting as users of their
+/// contexts, so those contexts can be destroyed by other threads.
+struct ThreadStack(Vec<Entry>);
+
+impl Drop for ThreadStack {
+    fn drop(&mut self) {
+        for e in self.0.drain(..) {
+            if let Some(shared) = e.shared.upgrade() {
+                let rt = Runtime::from_shared(shared);
+                rt.lock().release_user(e.ctx);
+            }
+        }
+    }
+}
 
 thread_local! {
-    /// (runtime id, context entity), innermost last.
-    static STACK: RefCell<Vec<(u32, Entity)>> = const { RefCell::new(Vec::new()) };
+    /// This thread's current contexts, innermost last (entries of several runtimes mix).
+    static STACK: RefCell<ThreadStack> = const { RefCell::new(ThreadStack(Vec::new())) };
 }
 
 fn top_for(runtime: u32) -> Option<Entity> {
     STACK.with(|s| {
         s.borrow()
+            .0
             .iter()
             .rev()
-            .find(|(r, _)| *r == runtime)
-            .map(|(_, e)| *e)
+            .find(|e| e.runtime == runtime)
+            .map(|e| e.ctx)
     })
 }
 
-fn set_top(runtime: u32, ctx: Entity) {
+/// How many of this thread's stack entries name `ctx` of `runtime`.
+fn own_uses(runtime: u32, ctx: Entity) -> u32 {
     STACK.with(|s| {
-        let mut s = s.borrow_mut();
-        match s.iter().rposition(|(r, _)| *r == runtime) {
-            Some(i) => s[i].1 = ctx,
-            None => s.push((runtime, ctx)),
-        }
-    });
+        s.borrow()
+            .0
+            .iter()
+            .filter(|e| e.runtime == runtime && e.ctx == ctx)
+            .count() as u32
+    })
 }
 
+impl Inner {
+    fn add_user(&mut self, ctx: Entity) {
+        if ctx == Entity::PLACEHOLDER {
+            return;
+        }
+        *self.ctx_users.entry(ctx).or_insert(0) += 1;
+    }
+
+    pub(crate) fn release_user(&mut self, ctx: Entity) {
+        if let Some(n) = self.ctx_users.get_mut(&ctx) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.ctx_users.remove(&ctx);
+            }
+        }
+    }
+}
+
+/// Information about a faulted task, given to the exception callback
+/// (as ACL's `aclrtExceptionInfo`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExceptionInfo {
+    /// Device index.
+    pub device: u32,
+    /// The faulting task's context.
+    pub context: Context,
+    /// Its stream.
+    pub stream: Stream,
+    /// Its sequence number on the stream (1-based).
+    pub task_seq: u64,
+    /// The ACL error code.
+    pub error_code: i32,
+    /// The error.
+    pub error: NpuError,
+}
+
+/// The exception callback type.
+pub type ExceptionCallback = Arc<dyn Fn(&ExceptionInfo) + Send + Sync>;
+
 impl Runtime {
+    /// Replaces this thread's current context (the top of its stack) with `ctx`.
+    fn stack_set_top(&self, inner: &mut Inner, ctx: Entity) {
+        let id = self.id();
+        let shared = self.weak();
+        let old = STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            match s.0.iter().rposition(|e| e.runtime == id) {
+                Some(i) => Some(std::mem::replace(&mut s.0[i].ctx, ctx)),
+                None => {
+                    s.0.push(Entry { runtime: id, ctx, shared });
+                    None
+                }
+            }
+        });
+        inner.add_user(ctx);
+        if let Some(old) = old {
+            inner.release_user(old);
+        }
+    }
+
+    /// Delivers faults raised by the last frames to the exception callback (outside the lock).
+    pub(crate) fn take_faults(&self, inner: &mut Inner) -> Vec<(ExceptionCallback, ExceptionInfo)> {
+        let pending: Vec<FaultRecord> = std::mem::take(&mut inner.world.resource_mut::<Faults>().pending);
+        let Some(cb) = inner.exception_callback.clone() else {
+            return Vec::new();
+        };
+        pending
+            .into_iter()
+            .map(|f| {
+                let info = ExceptionInfo {
+                    device: f.device,
+                    context: Context::new(self.id(), f.context),
+                    stream: Stream::new(self.id(), f.stream),
+                    task_seq: f.seq,
+                    error_code: f.error.code(),
+                    error: f.error,
+                };
+                (cb.clone(), info)
+            })
+            .collect()
+    }
+
+    /// Registers the callback that is told about every faulting task (device, context, stream,
+    /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that
+    /// drove the frame, outside the runtime's lock. `None` removes it.
+    pub fn set_exception_callback(&self, callback: Option<ExceptionCallback>) {
+        self.lock().exception_callback = callback;
+    }
+
+    /// Clears the current context's sticky error after a fault, so it can be used again
+    /// (its streams and events remain; its memory was released by the fault).
+    pub fn reset_context(&self) -> NpuResult<()> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx_entity(&g)?;
+        let streams = {
+            let mut c = g.world.get_mut::<ContextState>(ctx).expect("checked");
+            c.status = ContextStatus::Active;
+            c.sticky_error = None;
+            c.streams.clone()
+        };
+        for s in streams {
+            if let Some(mut st) = g.world.get_mut::<StreamState>(s) {
+                st.error = None;
+            }
+        }
+        Ok(())
+    }
+
     /// The context entity current on this thread, checked live (not necessarily healthy).
     pub(crate) fn current_ctx_entity(&self, inner: &Inner) -> NpuResult<Entity> {
         let world = &inner.world;
@@ -126,14 +259,14 @@ impl Runtime {
 
     /// Makes the primary context of device `index` current on this thread (`aclrtSetDevice`).
     pub fn set_device(&self, index: u32) -> NpuResult<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         let device = device_entity(&g.world, index)?;
         let ctx = g
             .world
             .get::<DeviceState>(device)
             .expect("device entity")
             .default_context;
-        set_top(self.id(), ctx);
+        self.stack_set_top(&mut g, ctx);
         Ok(())
     }
 
@@ -154,7 +287,7 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         let ctx = spawn_context(&mut g, device, index, false);
-        set_top(self.id(), ctx);
+        self.stack_set_top(&mut g, ctx);
         Ok(Context::new(self.id(), ctx))
     }
 
@@ -166,29 +299,34 @@ impl Runtime {
 
     /// Replaces the current context of this thread (`aclrtSetCurrentContext`).
     pub fn set_current_context(&self, ctx: Context) -> NpuResult<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
-        set_top(self.id(), e);
+        self.stack_set_top(&mut g, e);
         Ok(())
     }
 
     /// Makes `ctx` current on this thread, remembering the previous one for [`Runtime::pop_context`].
     pub fn push_context(&self, ctx: Context) -> NpuResult<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
-        STACK.with(|s| s.borrow_mut().push((self.id(), e)));
+        let (runtime, shared) = (self.id(), self.weak());
+        STACK.with(|s| s.borrow_mut().0.push(Entry { runtime, ctx: e, shared }));
+        g.add_user(e);
         Ok(())
     }
 
-    /// Undoes the latest [`Runtime::push_context`] (or `create_context`) of this thread and
-    /// returns the context it removed; `None` when nothing was pushed.
+    /// Removes this thread's current context (the latest [`Runtime::push_context`], or the
+    /// one `create_context` / `set_device` / `set_current_context` made current) and returns it;
+    /// the one below becomes current. `None` when the stack is empty.
     pub fn pop_context(&self) -> Option<Context> {
         let id = self.id();
-        STACK.with(|s| {
+        let popped = STACK.with(|s| {
             let mut s = s.borrow_mut();
-            let i = s.iter().rposition(|(r, _)| *r == id)?;
-            Some(Context::new(id, s.remove(i).1))
-        })
+            let i = s.0.iter().rposition(|e| e.runtime == id)?;
+            Some(s.0.remove(i).ctx)
+        })?;
+        self.lock().release_user(popped);
+        Some(Context::new(id, popped))
     }
 
     /// The default stream of the current context.
@@ -227,14 +365,21 @@ impl Runtime {
             .clone())
     }
 
-    /// Destroys a context: waits for its queued work, frees its memory, events and streams.
-    /// A device's primary context cannot be destroyed.
+    /// Destroys a context: its queued tasks are aborted (running ones finish), then its
+    /// streams, events and memory are released. Refused for a device's primary context and
+    /// for a context that another thread still has current.
     pub fn destroy_context(&self, ctx: Context) -> NpuResult<()> {
-        let g = self.lock();
+        let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
         if g.world.get::<ContextState>(e).expect("checked").is_default {
             return Err(NpuError::ContextRelease(format!(
                 "{ctx}: the primary context of a device"
+            )));
+        }
+        let users = g.ctx_users.get(&e).copied().unwrap_or(0);
+        if users > own_uses(self.id(), e) {
+            return Err(NpuError::ContextRelease(format!(
+                "{ctx}: another thread still has it as its current context"
             )));
         }
         let streams = g
@@ -243,6 +388,10 @@ impl Runtime {
             .expect("checked")
             .streams
             .clone();
+        g.world
+            .resource_mut::<AbortRequests>()
+            .contexts
+            .push((e, NpuError::ContextRelease(format!("{ctx} destroyed"))));
         let what = || format!("{ctx} teardown");
         let done = |i: &Inner| {
             streams
@@ -252,10 +401,22 @@ impl Runtime {
         let (mut g, result) = self.drive(g, &what, &done, None);
         // Even if its work can never finish, the context goes: its tasks are dropped with it.
         teardown_context(&mut g, e);
-        STACK.with(|s| {
-            s.borrow_mut()
-                .retain(|(r, c)| !(*r == self.id() && *c == e))
+        let id = self.id();
+        // Like ACL, the thread is left with no current context (calls fail with
+        // ACL_ERROR_RT_CONTEXT_NULL) until it sets one.
+        let removed = STACK.with(|s| {
+            let mut s = s.borrow_mut();
+            let mut n = 0;
+            for x in s.0.iter_mut().filter(|x| x.runtime == id && x.ctx == e) {
+                x.ctx = Entity::PLACEHOLDER;
+                n += 1;
+            }
+            n
         });
+        for _ in 0..removed {
+            g.release_user(e);
+        }
+        g.ctx_users.remove(&e);
         result.or(Ok(()))
     }
 }

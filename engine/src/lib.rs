@@ -42,6 +42,7 @@ pub use npusim_device::config::DeviceConfig;
 pub use npusim_device::cost::{ComputeUnit, KernelCost};
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
+pub use context::{ExceptionCallback, ExceptionInfo};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use stream::StreamConfig;
 

@@ -106,6 +106,11 @@ pub(crate) struct Inner {
     pub devices: Vec<Entity>,
     /// Per device index: the primary context.
     pub default_contexts: Vec<Entity>,
+    /// How many thread stack entries name each context (a context in use by another thread
+    /// cannot be destroyed).
+    pub ctx_users: std::collections::BTreeMap<Entity, u32>,
+    /// The exception callback.
+    pub exception_callback: Option<crate::context::ExceptionCallback>,
 }
 
 impl Inner {
@@ -123,7 +128,7 @@ impl Inner {
     }
 }
 
-struct Shared {
+pub(crate) struct Shared {
     id: u32,
     inner: Mutex<Inner>,
 }
@@ -187,6 +192,14 @@ pub struct Stats {
     pub host_now: SimTime,
     /// Task entities alive (queued, running or finished but not yet retired).
     pub live_tasks: u64,
+    /// Contexts alive (including each device's primary context).
+    pub contexts: u64,
+    /// Streams alive.
+    pub streams: u64,
+    /// Events alive.
+    pub events: u64,
+    /// Per device: bytes of host memory backing its simulated memory.
+    pub backed_bytes: Vec<u64>,
     /// Per device: units' busy time.
     pub units: Vec<Units>,
     /// Per device: bytes in live allocations.
@@ -252,6 +265,8 @@ impl Runtime {
             submitted: vec![0; config.devices as usize],
             devices: Vec::new(),
             default_contexts: Vec::new(),
+            ctx_users: Default::default(),
+            exception_callback: None,
         };
         let mut devices = Vec::new();
         for index in 0..config.devices {
@@ -288,6 +303,14 @@ impl Runtime {
                 inner: Mutex::new(inner),
             }),
         })
+    }
+
+    pub(crate) fn weak(&self) -> std::sync::Weak<Shared> {
+        Arc::downgrade(&self.shared)
+    }
+
+    pub(crate) fn from_shared(shared: Arc<Shared>) -> Self {
+        Self { shared }
     }
 
     /// This runtime's id (handles carry it, so handles of another runtime are refused).
@@ -352,6 +375,7 @@ impl Runtime {
         mut g: MutexGuard<'a, Inner>,
     ) -> (MutexGuard<'a, Inner>, bool) {
         let progressed = run_schedule(&mut g);
+        let faults = self.take_faults(&mut g);
         let calls = std::mem::take(
             &mut *g
                 .world
@@ -360,10 +384,13 @@ impl Runtime {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         );
-        if calls.is_empty() {
+        if calls.is_empty() && faults.is_empty() {
             return (g, progressed);
         }
         drop(g);
+        for (callback, info) in faults {
+            callback(&info);
+        }
         for call in calls {
             call();
         }
@@ -452,8 +479,17 @@ impl Runtime {
             .iter(world)
             .filter(|t| t.status != npusim_components::TaskStatus::Retired)
             .count() as u64;
+        let contexts = world.query::<&ContextState>().iter(world).count() as u64;
+        let streams = world.query::<&StreamState>().iter(world).count() as u64;
+        let events = world
+            .query::<&npusim_components::EventState>()
+            .iter(world)
+            .count() as u64;
         let devices = world.resource::<Devices>().entities.clone();
         let mut stats = Stats {
+            contexts,
+            streams,
+            events,
             frames: world.resource::<FrameStats>().clone(),
             device_now: world.resource::<SimClock>().now,
             host_now,
@@ -465,6 +501,7 @@ impl Runtime {
             stats.units.push(dev.units.clone());
             stats.live_bytes.push(dev.memory.live_bytes());
             stats.live_blocks.push(dev.memory.live_blocks());
+            stats.backed_bytes.push(dev.memory.backed_bytes());
         }
         stats
     }

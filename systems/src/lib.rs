@@ -73,6 +73,8 @@ pub fn init_resources(world: &mut World) {
     world.init_resource::<Running>();
     world.init_resource::<Finished>();
     world.init_resource::<TaskPool>();
+    world.init_resource::<Faults>();
+    world.init_resource::<AbortRequests>();
     world.init_resource::<PendingCallbacks>();
     world.init_resource::<Devices>();
     world.init_resource::<Timeline>();

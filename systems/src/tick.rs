@@ -7,7 +7,9 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::{Finished, FrameStats, PendingCallbacks, Running, SimClock};
+use npusim_components::resources::{
+    AbortRequests, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks, Running, SimClock,
+};
 use npusim_components::task::copy_dir;
 use npusim_components::{
     ContextState, ContextStatus, DeviceState, EventState, FailureMode, Kernel, KernelCtx,
@@ -24,6 +26,8 @@ pub struct TickWorld<'w, 's> {
     contexts: Query<'w, 's, &'static mut ContextState>,
     registry: Res<'w, KernelRegistry>,
     finished: ResMut<'w, Finished>,
+    faults: ResMut<'w, Faults>,
+    aborts: ResMut<'w, AbortRequests>,
     callbacks: ResMut<'w, PendingCallbacks>,
     stats: ResMut<'w, FrameStats>,
 }
@@ -31,6 +35,9 @@ pub struct TickWorld<'w, 's> {
 /// Advances the clock to the next event and completes the tasks that end then.
 pub fn hardware_tick(mut clock: ResMut<SimClock>, mut running: ResMut<Running>, mut w: TickWorld) {
     crate::zone!("npusim::hardware_tick");
+    for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
+        abort_context(&mut w, ctx, &err);
+    }
     let Some(next) = running.next_event() else {
         return;
     };
@@ -74,7 +81,15 @@ fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) 
             task.status = TaskStatus::Failed;
             task.error = Some(Box::new(err.clone()));
             w.stats.tasks_failed += 1;
+            let device = w.devices.get(task.device).map_or(0, |d| d.index);
             drop(task);
+            w.faults.pending.push(FaultRecord {
+                device,
+                context: context_e,
+                stream: stream_e,
+                seq,
+                error: err.clone(),
+            });
             fail(w, stream_e, context_e, err);
         }
     }
@@ -102,9 +117,23 @@ fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
         return;
     }
     ctx.status = ContextStatus::Faulted;
-    ctx.sticky_error.get_or_insert(err);
-    let streams = ctx.streams.clone();
+    ctx.sticky_error.get_or_insert(err.clone());
+    let device = ctx.device;
     drop(ctx);
+    abort_context(w, context_e, &err);
+    // A faulted context's memory is released: nothing of it may be read again.
+    if let Ok(mut d) = w.devices.get_mut(device) {
+        d.memory.free_all_of(context_e);
+    }
+}
+
+/// Aborts every queued (not yet running) task of the context's streams: they fail with
+/// `ACL_ERROR_RT_STREAM_ABORT`, and their event records never fire (waiters stop waiting).
+fn abort_context(w: &mut TickWorld, context_e: Entity, _cause: &NpuError) {
+    let Ok(ctx) = w.contexts.get(context_e) else {
+        return;
+    };
+    let streams = ctx.streams.clone();
     for s in streams {
         let Ok(mut stream) = w.streams.get_mut(s) else {
             continue;
