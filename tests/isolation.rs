@@ -18,8 +18,12 @@ fn tenant_b(rt: &Runtime, ctx: Option<Context>, barrier: Option<&Barrier>) -> Ve
         rt.set_current_context(c).unwrap();
     }
     let (m, n, k) = (16usize, 24usize, 8usize);
-    let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.0).collect();
-    let b: Vec<f32> = (0..k * n).map(|i| ((i * 5) % 11) as f32 * 0.125 - 0.5).collect();
+    let a: Vec<f32> = (0..m * k)
+        .map(|i| ((i * 7) % 13) as f32 * 0.25 - 1.0)
+        .collect();
+    let b: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 5) % 11) as f32 * 0.125 - 0.5)
+        .collect();
     let s = rt.create_stream().unwrap();
     let da = rt.malloc((4 * m * k) as u64).unwrap();
     let db = rt.malloc((4 * k * n) as u64).unwrap();
@@ -37,9 +41,24 @@ fn tenant_b(rt: &Runtime, ctx: Option<Context>, barrier: Option<&Barrier>) -> Ve
         {
             b.wait();
         }
-        rt.launch(gemm, 4, &[da.into(), db.into(), dc.into(), m.into(), n.into(), k.into()], s).unwrap();
-        rt.launch(softmax, 4, &[dc.into(), dy.into(), m.into(), n.into()], s).unwrap();
-        rt.launch(relu, 4, &[dy.into(), da.into(), (m * k).into()], s).unwrap();
+        rt.launch(
+            gemm,
+            4,
+            &[
+                da.into(),
+                db.into(),
+                dc.into(),
+                m.into(),
+                n.into(),
+                k.into(),
+            ],
+            s,
+        )
+        .unwrap();
+        rt.launch(softmax, 4, &[dc.into(), dy.into(), m.into(), n.into()], s)
+            .unwrap();
+        rt.launch(relu, 4, &[dy.into(), da.into(), (m * k).into()], s)
+            .unwrap();
         rt.synchronize_stream(s).unwrap();
         let mut y = vec![0f32; m * n];
         rt.memcpy_dtoh(&mut y, dy).unwrap();
@@ -64,7 +83,9 @@ fn fault_in_one_context_leaves_a_concurrent_context_bit_identical() {
     let before = rt.stats();
     let seen: Arc<Mutex<Vec<ExceptionInfo>>> = Arc::default();
     let sink = seen.clone();
-    rt.set_exception_callback(Some(Arc::new(move |info: &ExceptionInfo| sink.lock().unwrap().push(info.clone()))));
+    rt.set_exception_callback(Some(Arc::new(move |info: &ExceptionInfo| {
+        sink.lock().unwrap().push(info.clone())
+    })));
 
     let barrier = Arc::new(Barrier::new(2));
     let (rt_a, bar_a) = (rt.clone(), barrier.clone());
@@ -74,11 +95,14 @@ fn fault_in_one_context_leaves_a_concurrent_context_bit_identical() {
         let x = rt_a.malloc(4096).unwrap();
         let fill = rt_a.kernel("fill_f32").unwrap();
         let bad = rt_a.kernel("fault_bad_address").unwrap();
-        rt_a.launch(fill, 2, &[x.into(), 1024usize.into(), 1.5f32.into()], s).unwrap();
+        rt_a.launch(fill, 2, &[x.into(), 1024usize.into(), 1.5f32.into()], s)
+            .unwrap();
         bar_a.wait();
         // Midway: a kernel reading memory the context does not own.
-        rt_a.launch(bad, 1, &[Arg::Ptr(DevicePtr(0xdead_0000))], s).unwrap();
-        rt_a.launch(fill, 2, &[x.into(), 1024usize.into(), 2.5f32.into()], s).unwrap();
+        rt_a.launch(bad, 1, &[Arg::Ptr(DevicePtr(0xdead_0000))], s)
+            .unwrap();
+        rt_a.launch(fill, 2, &[x.into(), 1024usize.into(), 2.5f32.into()], s)
+            .unwrap();
         let sync = rt_a.synchronize_stream(s).unwrap_err();
         let sticky = rt_a.malloc(64).unwrap_err();
         rt_a.destroy_context(ctx).unwrap();
@@ -94,13 +118,29 @@ fn fault_in_one_context_leaves_a_concurrent_context_bit_identical() {
     let (sync_code, sticky_code) = a.join().unwrap();
     let out_b = b.join().unwrap();
 
-    assert_eq!(sync_code, 507015, "A's synchronize reports the AI core exception");
-    assert_eq!(sticky_code, 507015, "A's next call returns the sticky error");
+    assert_eq!(
+        sync_code, 507015,
+        "A's synchronize reports the AI core exception"
+    );
+    assert_eq!(
+        sticky_code, 507015,
+        "A's next call returns the sticky error"
+    );
     assert_eq!(out_b.len(), alone.len());
-    assert!(out_b.iter().zip(&alone).all(|(x, y)| x.to_bits() == y.to_bits()), "B is bit-identical to B alone");
+    assert!(
+        out_b
+            .iter()
+            .zip(&alone)
+            .all(|(x, y)| x.to_bits() == y.to_bits()),
+        "B is bit-identical to B alone"
+    );
 
     let faults = seen.lock().unwrap();
-    assert_eq!(faults.len(), 1, "exactly one exception reported: {faults:?}");
+    assert_eq!(
+        faults.len(),
+        1,
+        "exactly one exception reported: {faults:?}"
+    );
     assert_eq!(faults[0].error_code, 507015);
     assert_eq!(faults[0].device, 0);
     assert_eq!(faults[0].task_seq, 2);
@@ -116,7 +156,12 @@ fn fault_in_one_context_leaves_a_concurrent_context_bit_identical() {
     // A new context works normally afterwards.
     let c = rt.create_context(0).unwrap();
     let again = tenant_b(&rt, Some(c), None);
-    assert!(again.iter().zip(&alone).all(|(x, y)| x.to_bits() == y.to_bits()));
+    assert!(
+        again
+            .iter()
+            .zip(&alone)
+            .all(|(x, y)| x.to_bits() == y.to_bits())
+    );
 }
 
 #[test]
@@ -128,7 +173,8 @@ fn continue_mode_fails_only_the_faulting_task() {
     let div = rt.kernel("fault_div_zero").unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     rt.launch(div, 1, &[Arg::U64(0)], s).unwrap();
-    rt.launch(fill, 1, &[x.into(), 16usize.into(), 4.0f32.into()], s).unwrap();
+    rt.launch(fill, 1, &[x.into(), 16usize.into(), 4.0f32.into()], s)
+        .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert_eq!(err.code(), 507016, "division by zero is an AI core trap");
     let mut out = [0f32; 16];
@@ -144,15 +190,25 @@ fn stop_mode_aborts_the_rest_and_reset_makes_the_context_usable() {
     let spin = rt.kernel("fault_spin").unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     rt.launch(spin, 1, &[], s).unwrap();
-    rt.launch(fill, 1, &[x.into(), 16usize.into(), 4.0f32.into()], s).unwrap();
+    rt.launch(fill, 1, &[x.into(), 16usize.into(), 4.0f32.into()], s)
+        .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
-    assert_eq!(err.code(), 507014, "the watchdog reports an AI core timeout");
-    assert_eq!(rt.create_stream().unwrap_err().code(), 507014, "sticky until reset");
+    assert_eq!(
+        err.code(),
+        507014,
+        "the watchdog reports an AI core timeout"
+    );
+    assert_eq!(
+        rt.create_stream().unwrap_err().code(),
+        507014,
+        "sticky until reset"
+    );
     rt.reset_context().unwrap();
     // The fault released the context's memory; new allocations work.
     assert!(rt.free(x).is_err());
     let y = rt.malloc(64).unwrap();
-    rt.launch(fill, 1, &[y.into(), 16usize.into(), 1.0f32.into()], s).unwrap();
+    rt.launch(fill, 1, &[y.into(), 16usize.into(), 1.0f32.into()], s)
+        .unwrap();
     rt.synchronize_stream(s).unwrap();
 }
 
@@ -160,7 +216,11 @@ fn stop_mode_aborts_the_rest_and_reset_makes_the_context_usable() {
 fn a_context_current_on_another_thread_cannot_be_destroyed() {
     let rt = rt();
     let ctx = rt.create_context(0).unwrap();
-    let (rt2, holding, release) = (rt.clone(), Arc::new(Barrier::new(2)), Arc::new(Barrier::new(2)));
+    let (rt2, holding, release) = (
+        rt.clone(),
+        Arc::new(Barrier::new(2)),
+        Arc::new(Barrier::new(2)),
+    );
     let (h2, r2) = (holding.clone(), release.clone());
     let t = thread::spawn(move || {
         rt2.set_current_context(ctx).unwrap();
@@ -187,10 +247,19 @@ fn a_kernel_cannot_read_another_contexts_memory() {
     let s = rt.create_stream().unwrap();
     let out = rt.malloc(64).unwrap();
     // A copies B's pointer: refused at the call, the address is not A's.
-    assert_eq!(rt.memcpy_dtod_async(out, secret, 64, s).unwrap_err().code(), 107000);
+    assert_eq!(
+        rt.memcpy_dtod_async(out, secret, 64, s).unwrap_err().code(),
+        107000
+    );
     // A kernel given B's pointer faults instead of reading B's data.
     let add = rt.kernel("vector_add_f32").unwrap();
-    rt.launch(add, 1, &[secret.into(), secret.into(), out.into(), 16usize.into()], s).unwrap();
+    rt.launch(
+        add,
+        1,
+        &[secret.into(), secret.into(), out.into(), 16usize.into()],
+        s,
+    )
+    .unwrap();
     assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 507015);
     rt.set_current_context(b).unwrap();
     let mut back = [0u32; 16];

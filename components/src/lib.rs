@@ -25,8 +25,8 @@ pub use host::HostBuffer;
 pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
 pub use memory::{BlockInfo, DeviceMemory};
 pub use resources::{
-    Devices, Doorbell, Finished, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, TaskPool, AbortRequests, FaultRecord, Faults,
-    SimClock, TaskRecord, Timeline,
+    AbortRequests, Devices, Doorbell, FaultRecord, Faults, Finished, FrameStats, HostClock,
+    PendingCallbacks, ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use stream::{StreamKind, StreamState};
 pub use task::{NewTask, Task, TaskDescriptor, TaskExtra, TaskKind, TaskStatus};

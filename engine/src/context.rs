@@ -117,7 +117,11 @@ impl Runtime {
             match s.0.iter().rposition(|e| e.runtime == id) {
                 Some(i) => Some(std::mem::replace(&mut s.0[i].ctx, ctx)),
                 None => {
-                    s.0.push(Entry { runtime: id, ctx, shared });
+                    s.0.push(Entry {
+                        runtime: id,
+                        ctx,
+                        shared,
+                    });
                     None
                 }
             }
@@ -130,7 +134,8 @@ impl Runtime {
 
     /// Delivers faults raised by the last frames to the exception callback (outside the lock).
     pub(crate) fn take_faults(&self, inner: &mut Inner) -> Vec<(ExceptionCallback, ExceptionInfo)> {
-        let pending: Vec<FaultRecord> = std::mem::take(&mut inner.world.resource_mut::<Faults>().pending);
+        let pending: Vec<FaultRecord> =
+            std::mem::take(&mut inner.world.resource_mut::<Faults>().pending);
         let Some(cb) = inner.exception_callback.clone() else {
             return Vec::new();
         };
@@ -310,7 +315,13 @@ impl Runtime {
         let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
         let (runtime, shared) = (self.id(), self.weak());
-        STACK.with(|s| s.borrow_mut().0.push(Entry { runtime, ctx: e, shared }));
+        STACK.with(|s| {
+            s.borrow_mut().0.push(Entry {
+                runtime,
+                ctx: e,
+                shared,
+            })
+        });
         g.add_user(e);
         Ok(())
     }

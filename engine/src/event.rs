@@ -2,8 +2,8 @@
 //! wait was enqueued; waiting on a never-recorded event does not block; elapsed time is the
 //! difference of the two records' simulated timestamps.
 
-use bevy_ecs::prelude::*;
 use crate::runtime::Inner;
+use bevy_ecs::prelude::*;
 use npusim_components::task::{TaskDescriptor, TaskExtra};
 use npusim_components::{
     ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream, TaskKind,
@@ -85,7 +85,8 @@ impl Runtime {
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
         let what = || event.to_string();
         let done = |i: &Inner| {
-            i.world.get::<EventState>(e)
+            i.world
+                .get::<EventState>(e)
                 .is_none_or(|ev| ev.record_done(record))
         };
         let (mut g, result) = self.drive(g, &what, &done, None);

@@ -22,7 +22,10 @@ pub(crate) fn submit(
     host_cost_ns: u64,
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
-    let mut st = inner.world.get_mut::<StreamState>(s).expect("stream checked by caller");
+    let mut st = inner
+        .world
+        .get_mut::<StreamState>(s)
+        .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
     inner.submitted[st.device_index as usize] += 1;

@@ -30,6 +30,7 @@ pub mod memory;
 pub mod runtime;
 pub mod stream;
 
+pub use context::{ExceptionCallback, ExceptionInfo};
 pub use npusim_components as components;
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
@@ -42,7 +43,6 @@ pub use npusim_device::config::DeviceConfig;
 pub use npusim_device::cost::{ComputeUnit, KernelCost};
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
-pub use context::{ExceptionCallback, ExceptionInfo};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use stream::StreamConfig;
 

@@ -121,12 +121,24 @@ impl Runtime {
     }
 
     /// Frees host memory from [`Runtime::malloc_host`]; later uses of the buffer are errors.
+    /// Like `cudaFreeHost`, it first waits for the devices' queued work, so a queued copy from
+    /// or to the buffer completes instead of failing (and faulting its context).
     pub fn free_host(&self, buffer: &HostBuffer) -> NpuResult<()> {
         if !buffer.is_pinned() {
             return Err(NpuError::InvalidMemoryType(
                 "not memory from malloc_host".into(),
             ));
         }
+        if buffer.is_freed() {
+            return Err(NpuError::InvalidMemoryType(
+                "host buffer freed twice".into(),
+            ));
+        }
+        let what = || "free_host".to_string();
+        let done = |i: &Inner| (0..i.devices.len() as u32).all(|d| i.device_idle(d));
+        let (g, result) = self.drive(self.lock(), &what, &done, None);
+        drop(g);
+        result?;
         if !buffer.mark_freed() {
             return Err(NpuError::InvalidMemoryType(
                 "host buffer freed twice".into(),

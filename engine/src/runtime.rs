@@ -40,7 +40,13 @@ impl HostCosts {
     /// No host cost at all: every call happens at the host's current time. Useful when the
     /// device alone should bound a simulated run.
     pub fn zero() -> Self {
-        Self { call_ns: 0, launch_ns: 0, copy_call_ns: 0, sync_ns: 0, stage_ns_per_kib: 0 }
+        Self {
+            call_ns: 0,
+            launch_ns: 0,
+            copy_call_ns: 0,
+            sync_ns: 0,
+            stage_ns_per_kib: 0,
+        }
     }
 }
 
@@ -123,7 +129,10 @@ impl Inner {
     /// Whether device `index` has finished everything submitted to it.
     pub fn device_idle(&self, index: u32) -> bool {
         let i = index as usize;
-        let finished = self.world.get::<DeviceState>(self.devices[i]).map_or(0, |d| d.finished);
+        let finished = self
+            .world
+            .get::<DeviceState>(self.devices[i])
+            .map_or(0, |d| d.finished);
         finished >= self.submitted[i]
     }
 }
@@ -210,7 +219,10 @@ pub struct Stats {
 
 fn run_schedule(inner: &mut Inner) -> bool {
     inner.world.resource_mut::<HostClock>().now = inner.host_now;
-    std::mem::swap(&mut inner.doorbell, &mut inner.world.resource_mut::<Doorbell>().tasks);
+    std::mem::swap(
+        &mut inner.doorbell,
+        &mut inner.world.resource_mut::<Doorbell>().tasks,
+    );
     inner
         .world
         .resource_mut::<FrameStats>()

@@ -100,7 +100,8 @@ impl Runtime {
         let target = g.world.get::<StreamState>(s).expect("checked").submitted;
         let what = || stream.to_string();
         let done = |i: &Inner| {
-            i.world.get::<StreamState>(s)
+            i.world
+                .get::<StreamState>(s)
                 .is_none_or(|st| st.completed >= target)
         };
         let (mut g, result) = self.drive(g, &what, &done, timeout);
@@ -125,7 +126,11 @@ impl Runtime {
         let g = self.lock();
         let ctx = self.current_ctx_entity(&g)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
-        let device_index = g.world.get::<ContextState>(ctx).expect("checked").device_index;
+        let device_index = g
+            .world
+            .get::<ContextState>(ctx)
+            .expect("checked")
+            .device_index;
         let what = || format!("device of context {ctx}");
         let done = |i: &Inner| i.device_idle(device_index);
         let (mut g, result) = self.drive(g, &what, &done, None);

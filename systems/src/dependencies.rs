@@ -5,7 +5,9 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, ReadyQueue, Running, SimClock};
-use npusim_components::{DeviceState, EventState, SimTime, StreamState, Task, TaskKind, TaskStatus};
+use npusim_components::{
+    DeviceState, EventState, SimTime, StreamState, Task, TaskKind, TaskStatus,
+};
 
 /// Makes ready every stream head whose dependencies are met.
 #[allow(clippy::too_many_arguments)]
@@ -63,7 +65,9 @@ pub fn resolve_dependencies(
             }
             task.status = TaskStatus::Ready;
             stream.head_active = true;
-            ready.tasks.push(((task.priority, task.stream_order, task.seq), head));
+            ready
+                .tasks
+                .push(((task.priority, task.stream_order, task.seq), head));
             stats.last_frame_progressed = true;
             break;
         }

@@ -19,7 +19,9 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     if world.resource::<Timeline>().enabled {
         let mut records = Vec::with_capacity(finished.len());
         for &e in &finished {
-            let Some(task) = world.get::<Task>(e) else { continue };
+            let Some(task) = world.get::<Task>(e) else {
+                continue;
+            };
             let kind = task.kind();
             let name = match kind {
                 TaskKind::Kernel => world

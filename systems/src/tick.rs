@@ -82,7 +82,6 @@ fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) 
             task.error = Some(Box::new(err.clone()));
             w.stats.tasks_failed += 1;
             let device = w.devices.get(task.device).map_or(0, |d| d.index);
-            drop(task);
             w.faults.pending.push(FaultRecord {
                 device,
                 context: context_e,
@@ -119,7 +118,6 @@ fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
     ctx.status = ContextStatus::Faulted;
     ctx.sticky_error.get_or_insert(err.clone());
     let device = ctx.device;
-    drop(ctx);
     abort_context(w, context_e, &err);
     // A faulted context's memory is released: nothing of it may be read again.
     if let Ok(mut d) = w.devices.get_mut(device) {

@@ -1,0 +1,261 @@
+//! Events as a user sees them: the only order between streams, with ACL / CUDA semantics — a
+//! wait captures the record that was latest when it was enqueued, a never-recorded event does
+//! not block, and elapsed time is the modeled time between two records.
+
+use npusim::prelude::*;
+use npusim::{TaskRecord, codes};
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+/// The kernel records of `stream` named `name`, in stream order.
+fn kernels_on(rt: &Runtime, stream: Stream, name: &str) -> Vec<TaskRecord> {
+    let mut v: Vec<TaskRecord> = rt
+        .timeline()
+        .into_iter()
+        .filter(|r| r.stream == stream.entity() && r.name == name)
+        .collect();
+    v.sort_by_key(|r| r.seq);
+    v
+}
+
+/// A producer on `a` fills `x` (slowly: one block over many elements), a consumer on `b`
+/// computes `y = x + x`; with `join`, `b` waits on an event recorded on `a` after the producer.
+/// Returns the runtime, the streams and the consumer's output.
+fn producer_consumer(join: bool) -> (Runtime, Stream, Stream, Vec<f32>) {
+    let rt = runtime();
+    let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = 1 << 18;
+    let bytes = 4 * n as u64;
+    let (x, y) = (rt.malloc(bytes).unwrap(), rt.malloc(bytes).unwrap());
+    rt.launch(
+        rt.kernel("fill_f32").unwrap(),
+        1,
+        &[x.into(), n.into(), 1.25f32.into()],
+        a,
+    )
+    .unwrap();
+    if join {
+        let produced = rt.create_event().unwrap();
+        rt.record_event(produced, a).unwrap();
+        rt.stream_wait_event(b, produced).unwrap();
+    }
+    rt.launch(
+        rt.kernel("vector_add_f32").unwrap(),
+        8,
+        &[x.into(), x.into(), y.into(), n.into()],
+        b,
+    )
+    .unwrap();
+    let out = rt.malloc_host(bytes).unwrap();
+    rt.memcpy_dtoh_async(&out, y, bytes, b).unwrap();
+    rt.synchronize_stream(a).unwrap();
+    rt.synchronize_stream(b).unwrap();
+    let y_host = out.read().unwrap();
+    (rt, a, b, y_host)
+}
+
+#[test]
+fn a_consumer_waiting_on_an_event_never_starts_before_the_producer_ends() {
+    let (rt, a, b, y) = producer_consumer(true);
+    let producer = &kernels_on(&rt, a, "fill_f32")[0];
+    let consumer = &kernels_on(&rt, b, "vector_add_f32")[0];
+    assert!(
+        consumer.start >= producer.end,
+        "consumer started at {} before the producer ended at {}",
+        consumer.start,
+        producer.end
+    );
+    assert!(
+        y.iter().all(|&v| v == 2.5),
+        "the consumer saw the producer's data"
+    );
+}
+
+#[test]
+fn without_an_event_two_streams_overlap() {
+    let (rt, a, b, y) = producer_consumer(false);
+    let producer = &kernels_on(&rt, a, "fill_f32")[0];
+    let consumer = &kernels_on(&rt, b, "vector_add_f32")[0];
+    assert!(
+        consumer.start < producer.end,
+        "with nothing joining them the streams run concurrently"
+    );
+    assert!(
+        consumer.end < producer.end,
+        "the short consumer finishes first"
+    );
+    assert!(
+        y.iter().all(|&v| v == 0.0),
+        "so it read memory the producer had not written yet"
+    );
+}
+
+#[test]
+fn a_wait_captures_the_record_that_was_latest_when_it_was_enqueued() {
+    let rt = runtime();
+    let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = 1 << 18;
+    let (x, y, z) = (
+        rt.malloc(4 * n as u64).unwrap(),
+        rt.malloc(16 * n as u64).unwrap(),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
+    let fill = rt.kernel("fill_f32").unwrap();
+    let ev = rt.create_event().unwrap();
+    // Kernel 1, record; B waits (on record 1); then a much longer kernel 2 and a second record.
+    rt.launch(fill, 1, &[x.into(), n.into(), 1.0f32.into()], a)
+        .unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.stream_wait_event(b, ev).unwrap();
+    rt.launch(fill, 1, &[y.into(), (4 * n).into(), 2.0f32.into()], a)
+        .unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.launch(fill, 1, &[z.into(), n.into(), 3.0f32.into()], b)
+        .unwrap();
+    rt.synchronize_stream(a).unwrap();
+    rt.synchronize_stream(b).unwrap();
+
+    let on_a = kernels_on(&rt, a, "fill_f32");
+    let (k1, k2) = (&on_a[0], &on_a[1]);
+    let consumer = &kernels_on(&rt, b, "fill_f32")[0];
+    assert!(
+        k2.end > k1.end + (k1.end - k1.start),
+        "kernel 2 is the long one"
+    );
+    assert_eq!(
+        consumer.start, k1.end,
+        "B's task starts when kernel 1 (the record it captured) ends"
+    );
+    assert!(
+        consumer.end < k2.end,
+        "and does not wait for the later record"
+    );
+}
+
+#[test]
+fn waiting_on_a_never_recorded_event_does_not_block() {
+    let rt = runtime();
+    let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = 1 << 18;
+    let (x, y) = (
+        rt.malloc(4 * n as u64).unwrap(),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
+    let fill = rt.kernel("fill_f32").unwrap();
+    let ev = rt.create_event().unwrap();
+    assert!(
+        rt.query_event(ev).unwrap(),
+        "a never-recorded event is complete"
+    );
+    rt.launch(fill, 1, &[x.into(), n.into(), 1.0f32.into()], a)
+        .unwrap();
+    rt.stream_wait_event(b, ev).unwrap();
+    // Recording after the wait was enqueued does not affect it.
+    rt.record_event(ev, a).unwrap();
+    rt.launch(fill, 1, &[y.into(), 1024usize.into(), 2.0f32.into()], b)
+        .unwrap();
+    rt.synchronize_stream(b).unwrap();
+    rt.synchronize_event(ev).unwrap();
+
+    let on_a = &kernels_on(&rt, a, "fill_f32")[0];
+    let on_b = &kernels_on(&rt, b, "fill_f32")[0];
+    assert!(
+        on_b.end < on_a.end,
+        "B ran while A's long kernel was still running"
+    );
+}
+
+/// A kernel whose cost the test knows: pure vector work, `args[0]` flops.
+fn timed_kernel(rt: &Runtime) -> Kernel {
+    rt.register_kernel(NativeKernel::new(
+        "timed",
+        |_| Ok(()),
+        |args, _| KernelCost::vector(args[0] as f64, 0.0),
+    ))
+}
+
+#[test]
+fn elapsed_time_between_two_events_is_the_modeled_kernel_duration() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let timed = timed_kernel(&rt);
+    let (start, end) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    // A long first kernel makes sure every later call was submitted before the device reaches
+    // them, so the timed kernel starts exactly when the start event fires.
+    rt.launch(timed, 1, &[1_000_000_000u64.into()], s).unwrap();
+    rt.record_event(start, s).unwrap();
+    let (flops, block_dim) = (3_000_000_000u64, 12u32);
+    rt.launch(timed, block_dim, &[flops.into()], s).unwrap();
+    rt.record_event(end, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+
+    let cfg = rt.device_config(0).unwrap();
+    let modeled = cfg.kernel_duration_ns(
+        &KernelCost::vector(flops as f64, 0.0),
+        block_dim,
+        block_dim.min(cfg.ai_cores),
+    );
+    let t0 = rt.event_timestamp(start).unwrap();
+    let t1 = rt.event_timestamp(end).unwrap();
+    assert_eq!((t1 - t0).as_ns(), modeled);
+    let ms = rt.event_elapsed_ms(start, end).unwrap();
+    assert_eq!(ms, (modeled as f64 / 1e6) as f32);
+    let k = &kernels_on(&rt, s, "timed")[1];
+    assert_eq!((k.start, k.end), (t0, t1), "the events bracket the kernel");
+}
+
+#[test]
+fn elapsed_time_before_the_events_complete_is_not_complete() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let timed = timed_kernel(&rt);
+    let (start, end) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    rt.record_event(start, s).unwrap();
+    rt.launch(timed, 1, &[1_000_000u64.into()], s).unwrap();
+    rt.record_event(end, s).unwrap();
+
+    let err = rt.event_elapsed_ms(start, end).unwrap_err();
+    assert_eq!(err.code(), codes::RT_EVENT_NOT_COMPLETE, "{err}");
+    assert_eq!(err.code(), 507006);
+    assert!(!rt.query_event(end).unwrap());
+
+    rt.synchronize_event(end).unwrap();
+    assert!(rt.query_event(end).unwrap());
+    assert!(rt.event_elapsed_ms(start, end).unwrap() > 0.0);
+}
+
+#[test]
+fn elapsed_time_with_a_never_recorded_event_is_an_error() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let (recorded, never) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    rt.record_event(recorded, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    for err in [
+        rt.event_elapsed_ms(recorded, never).unwrap_err(),
+        rt.event_elapsed_ms(never, recorded).unwrap_err(),
+        rt.event_timestamp(never).unwrap_err(),
+    ] {
+        assert_eq!(err.code(), codes::RT_EVENT_TIMESTAMP_INVALID, "{err}");
+        assert!(matches!(err, NpuError::EventNotRecorded(_)));
+    }
+}
+
+#[test]
+fn synchronizing_an_event_moves_the_host_clock_to_its_timestamp() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let timed = timed_kernel(&rt);
+    let ev = rt.create_event().unwrap();
+    rt.launch(timed, 1, &[100_000_000u64.into()], s).unwrap();
+    rt.record_event(ev, s).unwrap();
+    rt.synchronize_event(ev).unwrap();
+    let stamp = rt.event_timestamp(ev).unwrap();
+    assert!(
+        stamp > SimTime::from_us(100),
+        "the record fired after the kernel"
+    );
+    assert!(rt.host_now() >= stamp);
+}
