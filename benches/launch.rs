@@ -39,7 +39,11 @@ fn bench(c: &mut Criterion) {
             total
         })
     });
-    let rt = Runtime::new(RuntimeConfig { timeline: false, ..RuntimeConfig::default() }).unwrap();
+    let rt = Runtime::new(RuntimeConfig {
+        timeline: false,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
     let stream = rt.create_stream().unwrap();
     let noop = rt.kernel("noop").unwrap();
     group.bench_function("npusim_launch", |b| {
@@ -50,7 +54,8 @@ fn bench(c: &mut Criterion) {
                 let n = left.min(BATCH);
                 let start = Instant::now();
                 for i in 0..n {
-                    rt.launch(noop, 1, &[Arg::U64(black_box(i))], stream).unwrap();
+                    rt.launch(noop, 1, &[Arg::U64(black_box(i))], stream)
+                        .unwrap();
                 }
                 total += start.elapsed();
                 rt.synchronize_stream(stream).unwrap();

@@ -26,7 +26,12 @@ const WAIT_EVERY: u64 = 8;
 /// The npusim program: submit everything, then synchronize.
 fn run_npusim() -> u64 {
     let host = HostCosts::zero();
-    let rt = Runtime::new(RuntimeConfig { timeline: false, host, ..RuntimeConfig::default() }).unwrap();
+    let rt = Runtime::new(RuntimeConfig {
+        timeline: false,
+        host,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
     let noop = rt.kernel("noop").unwrap();
     let streams: Vec<Stream> = (0..STREAMS).map(|_| rt.create_stream().unwrap()).collect();
     let events: Vec<Event> = (0..STREAMS).map(|_| rt.create_event().unwrap()).collect();
@@ -36,7 +41,8 @@ fn run_npusim() -> u64 {
             rt.launch(noop, 1, &[], stream).unwrap();
             if (j + 1) % WAIT_EVERY == 0 {
                 rt.record_event(events[s], stream).unwrap();
-                rt.stream_wait_event(stream, events[(s + 1) % STREAMS]).unwrap();
+                rt.stream_wait_event(stream, events[(s + 1) % STREAMS])
+                    .unwrap();
             }
         }
         // Let the device make progress between submissions, as a real host loop overlaps them.
@@ -71,8 +77,12 @@ mod plain {
     }
 
     pub fn run(cores: u32, kernel_ns: u64) -> u64 {
-        let mut streams: Vec<Stream> =
-            (0..STREAMS).map(|_| Stream { queue: VecDeque::new(), busy: false }).collect();
+        let mut streams: Vec<Stream> = (0..STREAMS)
+            .map(|_| Stream {
+                queue: VecDeque::new(),
+                busy: false,
+            })
+            .collect();
         let mut events: Vec<Event> = (0..STREAMS).map(|_| Event::default()).collect();
         let per_stream = TASKS / STREAMS as u64;
         for j in 0..per_stream {
@@ -122,7 +132,9 @@ mod plain {
                 }
             }
             // Tick.
-            let Some(&Reverse((t, _))) = heap.peek() else { break };
+            let Some(&Reverse((t, _))) = heap.peek() else {
+                break;
+            };
             now = t;
             while let Some(&Reverse((t, s))) = heap.peek() {
                 if t > now {
@@ -148,7 +160,9 @@ fn bench(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("pipeline_1M_tasks_16_streams");
     group.sample_size(10);
-    group.bench_function("hand_written_loop", |b| b.iter(|| black_box(plain::run(cfg.ai_cores, kernel_ns))));
+    group.bench_function("hand_written_loop", |b| {
+        b.iter(|| black_box(plain::run(cfg.ai_cores, kernel_ns)))
+    });
     group.bench_function("npusim", |b| b.iter(|| black_box(run_npusim())));
     group.finish();
 }

@@ -41,14 +41,30 @@ fn main() -> Result<(), NpuError> {
         let buf = rt_a.malloc(1 << 20)?;
         let fill = rt_a.kernel("fill_f32")?;
         let bad = rt_a.kernel("fault_bad_address")?;
-        rt_a.launch(fill, 4, &[buf.into(), (1usize << 18).into(), 1.0f32.into()], s)?;
+        rt_a.launch(
+            fill,
+            4,
+            &[buf.into(), (1usize << 18).into(), 1.0f32.into()],
+            s,
+        )?;
         mid_a.wait();
         rt_a.launch(bad, 1, &[Arg::Ptr(DevicePtr(0x1234_5678))], s)?;
-        rt_a.launch(fill, 4, &[buf.into(), (1usize << 18).into(), 2.0f32.into()], s)?;
+        rt_a.launch(
+            fill,
+            4,
+            &[buf.into(), (1usize << 18).into(), 2.0f32.into()],
+            s,
+        )?;
         let r = rt_a.synchronize_stream(s);
-        println!("tenant A: synchronize -> {:?}", r.as_ref().map_err(|e| e.code()));
+        println!(
+            "tenant A: synchronize -> {:?}",
+            r.as_ref().map_err(|e| e.code())
+        );
         let again = rt_a.malloc(64);
-        println!("tenant A: next call (malloc) -> {:?}", again.map_err(|e| e.code()));
+        println!(
+            "tenant A: next call (malloc) -> {:?}",
+            again.map_err(|e| e.code())
+        );
         rt_a.destroy_context(ctx)?;
         println!("tenant A: context destroyed");
         Ok(())
@@ -72,7 +88,11 @@ fn main() -> Result<(), NpuError> {
         rt_b.synchronize_stream(s)?;
         let mut out = vec![0f32; n];
         rt_b.memcpy_dtoh(&mut out, y)?;
-        println!("tenant B: all calls succeeded; y[0] = {} (expected {})", out[0], 0.5 + 8.0 * 2.0);
+        println!(
+            "tenant B: all calls succeeded; y[0] = {} (expected {})",
+            out[0],
+            0.5 + 8.0 * 2.0
+        );
         rt_b.destroy_context(ctx)?;
         println!("tenant B: context destroyed");
         Ok(out[0])
