@@ -11,6 +11,10 @@ pub type NpuResult<T> = Result<T, NpuError>;
 pub mod codes {
     /// ACL_SUCCESS
     pub const SUCCESS: i32 = 0;
+    /// ACL_ERROR_INVALID_FILE: a file that cannot be opened or read.
+    pub const INVALID_FILE: i32 = 100003;
+    /// ACL_ERROR_PARSE_FILE: a file whose contents are malformed (a bad kernel binary).
+    pub const PARSE_FILE: i32 = 100006;
     /// ACL_ERROR_RT_PARAM_INVALID
     pub const RT_PARAM_INVALID: i32 = 107000;
     /// ACL_ERROR_RT_INVALID_DEVICEID
@@ -186,6 +190,44 @@ pub enum NpuError {
     /// Something the simulator does not model.
     #[error("not supported: {0}")]
     NotSupported(String),
+    /// A tensor shape that cannot be used: a negative or overflowing dimension, a rank past
+    /// the limit, a shape read before anything wrote it, or shapes an op cannot combine.
+    #[error("invalid shape: {0}")]
+    InvalidShape(String),
+    /// A tensor's actual shape needs more bytes than its buffer holds; the task faulted
+    /// instead of writing past the buffer.
+    #[error("{tensor} of {op}: shape {shape} needs {needed} bytes but its buffer holds {capacity}")]
+    ShapeExceedsBuffer {
+        /// The op.
+        op: String,
+        /// The tensor (input or output name).
+        tensor: String,
+        /// The actual shape, as `[d0, d1, ...]`.
+        shape: String,
+        /// Bytes the shape needs.
+        needed: u64,
+        /// Bytes the buffer holds from the tensor's address to the end of its allocation.
+        capacity: u64,
+    },
+    /// Every slot of a context's shape buffer holds a live shape handle.
+    #[error("the shape buffer of {context} is full ({slots} live shape handles)")]
+    ShapeBufferFull {
+        /// The context.
+        context: String,
+        /// Its slot count.
+        slots: u32,
+    },
+    /// A kernel binary that is malformed or cannot be linked.
+    #[error("invalid kernel binary: {0}")]
+    InvalidBinary(String),
+    /// A file that cannot be read.
+    #[error("cannot read {path}: {why}")]
+    File {
+        /// The path.
+        path: String,
+        /// What the system said.
+        why: String,
+    },
     /// A bug in npusim (please report it); nothing the caller did.
     #[error("internal error: {0}")]
     Internal(String),
@@ -200,7 +242,10 @@ impl NpuError {
             | NpuError::NullPointer(_)
             | NpuError::InvalidPointer { .. }
             | NpuError::OutOfBounds { .. }
-            | NpuError::KernelNotFound(_) => RT_PARAM_INVALID,
+            | NpuError::KernelNotFound(_)
+            | NpuError::InvalidShape(_) => RT_PARAM_INVALID,
+            NpuError::ShapeExceedsBuffer { .. } => RT_AICORE_EXCEPTION,
+            NpuError::ShapeBufferFull { .. } => RT_MEMORY_ALLOCATION,
             NpuError::InvalidDevice { .. } => RT_INVALID_DEVICEID,
             NpuError::ContextNull(_) => RT_CONTEXT_NULL,
             NpuError::WrongContext { .. } => RT_STREAM_CONTEXT,
@@ -218,6 +263,8 @@ impl NpuError {
             NpuError::ContextRelease(_) => RT_CONTEXT_RELEASE_ERROR,
             NpuError::NotSupported(_) => RT_FEATURE_NOT_SUPPORT,
             NpuError::Internal(_) => RT_INTERNAL_ERROR,
+            NpuError::InvalidBinary(_) => PARSE_FILE,
+            NpuError::File { .. } => INVALID_FILE,
         }
     }
 }
@@ -252,5 +299,6 @@ mod tests {
             detail: "d".into(),
         };
         assert_eq!(e.code(), 507015);
+        assert_eq!(NpuError::InvalidShape("x".into()).code(), 107000);
     }
 }

@@ -60,6 +60,11 @@ handle!(
     Event,
     "event"
 );
+handle!(
+    /// A loaded kernel binary (its code in instruction memory, its data in device memory).
+    Binary,
+    "binary"
+);
 
 /// A kernel registered with the runtime (native or loaded from a binary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

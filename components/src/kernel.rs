@@ -100,6 +100,9 @@ pub enum KernelFault {
     BadArgs(String),
     /// Any other trap (illegal instruction, ebreak, kernel-reported abort).
     Trap(String),
+    /// A fault the kernel reports with its final error (a shape past its buffer, a shape that
+    /// shape propagation rejected): the task fails with exactly this error.
+    Raised(Box<NpuError>),
 }
 
 impl From<AccessFault> for KernelFault {
@@ -124,6 +127,7 @@ impl KernelFault {
             },
             KernelFault::Trap(d) => NpuError::AicoreTrap { kernel, detail: d },
             KernelFault::Timeout(d) => NpuError::AicoreTimeout { kernel, detail: d },
+            KernelFault::Raised(e) => *e,
         }
     }
 }
@@ -191,7 +195,7 @@ impl<'a> KernelCtx<'a> {
     }
 
     /// Reads `n` values of `T` at device address `ptr`.
-    pub fn load<T: bytemuck::Pod>(&self, ptr: u64, n: usize) -> Result<Vec<T>, KernelFault> {
+    pub fn load<T: bytemuck::Pod>(&mut self, ptr: u64, n: usize) -> Result<Vec<T>, KernelFault> {
         let bytes = n
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(|| KernelFault::BadArgs(format!("{n} elements overflow")))?;
@@ -225,6 +229,9 @@ pub struct NativeKernel {
     pub run: Arc<KernelFn>,
     /// The cost function.
     pub cost: Arc<CostFn>,
+    /// For a kernel loaded from a binary: the code the AI core runs (then `run` is unused and
+    /// the duration comes from the cycles the core counts, not from `cost`).
+    pub code: Option<Arc<crate::binary::BinaryCode>>,
 }
 
 impl NativeKernel {
@@ -238,6 +245,7 @@ impl NativeKernel {
             name: name.into(),
             run: Arc::new(run),
             cost: Arc::new(cost),
+            code: None,
         }
     }
 }

@@ -3,6 +3,8 @@
 //! the logic that changes this data lives in `npusim-systems` and `npusim-engine`.
 #![warn(missing_docs)]
 
+pub mod collective;
+pub mod binary;
 pub mod context;
 pub mod device;
 pub mod error;
@@ -11,22 +13,34 @@ pub mod handle;
 pub mod host;
 pub mod kernel;
 pub mod memory;
+pub mod pool;
 pub mod resources;
+pub mod shape;
 pub mod stream;
 pub mod task;
 pub mod time;
+pub mod tlb;
 
+pub use collective::{
+    CollectiveCall, CollectiveKind, CommConfig, CommState, DataType, Interconnect, LinkTimeline,
+    ReduceOp, Rendezvous,
+};
 pub use context::{ContextState, ContextStatus, FailureMode};
 pub use device::{DeviceState, Units};
 pub use error::{NpuError, NpuResult};
 pub use event::EventState;
-pub use handle::{Context, DevicePtr, Event, Kernel, Stream};
+pub use handle::{Binary, Context, DevicePtr, Event, Kernel, Stream};
 pub use host::HostBuffer;
 pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
-pub use memory::{BlockInfo, DeviceMemory};
+pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
+pub use pool::AllocPolicy;
 pub use resources::{
-    AbortRequests, Devices, Doorbell, FaultRecord, Faults, Finished, FrameStats, HostClock,
+    AbortRequests, Devices, Doorbell, PendingExec, FaultRecord, Faults, Finished, FrameStats, HostClock,
     PendingCallbacks, ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
+};
+pub use shape::{
+    OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,
+    TilingLog, TilingRecord,
 };
 pub use stream::{StreamKind, StreamState};
 pub use task::{NewTask, Task, TaskDescriptor, TaskExtra, TaskKind, TaskStatus};

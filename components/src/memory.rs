@@ -1,19 +1,36 @@
-//! Device memory of one device: the allocations (blocks) and their bytes. Blocks are looked up
-//! by address for every access, so a kernel or copy can only touch live memory of its own
-//! context: anything else is a fault, never someone else's bytes.
+//! Device memory of one device, as the runtime sees it: the driver (physical memory and
+//! address spaces), and per context a pool, a software TLB and the table of its allocations.
 //!
-//! Backing is sparse: 4 KiB pages get host memory on first write, and never-written memory
-//! reads as zeros, so a 64 GiB device costs nothing until used.
+//! Every context has its own address space and its own range of virtual addresses, so a
+//! pointer of one context is unmapped in every other: a kernel given a foreign pointer faults,
+//! it never reads someone else's bytes. Accesses by the runtime (copies, native kernels) are
+//! checked against live allocations; accesses by the simulated core go through the TLB and fault
+//! only on unmapped pages, as on hardware.
+//!
+//! Freeing is stream-ordered ([`DeviceMemory::begin_free`]): a freed block stays reserved until
+//! every stream position that used it has completed; the deferred-free system then returns it to
+//! the pool ([`DeviceMemory::release_completed`]).
 
 use std::collections::BTreeMap;
 
 use bevy_ecs::entity::Entity;
+use npusim_device::abi::{CODE_BASE, CODE_END, HEAP_BASE, MODULE_DATA_BASE, MODULE_DATA_END};
+use npusim_device::memory::{AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize};
+use smallvec::SmallVec;
 
 use crate::error::{NpuError, NpuResult};
+use crate::pool::{AllocPolicy, Pool, PoolConfig, PoolError, PoolStats};
+use crate::tlb::{Tlb, TlbStats};
 
-const PAGE: u64 = 4096;
 /// Every allocation starts on this boundary.
 pub const ALLOC_ALIGN: u64 = 64;
+
+/// Virtual-address span reserved for each context's heap (256 GiB, past any device's memory):
+/// context `i` allocates from `HEAP_BASE + i * CONTEXT_VA_SPAN`.
+pub const CONTEXT_VA_SPAN: u64 = 1 << 38;
+
+/// Most contexts alive at once on one device (their heaps must fit the 47-bit user space).
+pub const MAX_CONTEXTS: u64 = 480;
 
 /// A live allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,249 +75,557 @@ impl std::fmt::Display for AccessFault {
     }
 }
 
+/// A stream position: (stream entity, sequence number). Reached when the stream has completed
+/// that many tasks.
+pub type StreamPosition = (Entity, u64);
+
+#[derive(Debug)]
+struct Block {
+    size: u64,
+    /// `free` was called; the block waits for its uses and must not be used again.
+    freeing: bool,
+    /// The latest position of each stream whose tasks name this block.
+    uses: SmallVec<[StreamPosition; 2]>,
+}
+
+#[derive(Debug)]
+struct Space {
+    /// Next free address of the module-data window.
+    module_next: u64,
+    /// Mapped module data: base → (chunk, length).
+    modules: BTreeMap<u64, (ChunkId, u64)>,
+    slot: u64,
+    asid: AsId,
+    pool: Pool,
+    tlb: Tlb,
+    blocks: std::collections::HashMap<u64, Block, FxBuildHasher>,
+}
+
+/// A free waiting for stream positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingFree {
+    /// Owning context.
+    pub context: Entity,
+    /// Block base.
+    pub base: u64,
+    /// Positions that must complete first.
+    pub after: SmallVec<[StreamPosition; 4]>,
+}
+
+/// Memory counters of one device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryStats {
+    /// Pool counters summed over contexts (fragmentation is over all free bytes).
+    pub pool: PoolStats,
+    /// TLB counters summed over contexts.
+    pub tlb: TlbStats,
+    /// Driver counters.
+    pub driver: DriverStats,
+    /// Frees waiting for stream positions.
+    pub pending_frees: u64,
+    /// Frees released by the deferred-free system so far.
+    pub deferred_releases: u64,
+    /// Contexts with an address space.
+    pub address_spaces: u64,
+}
+
 /// The memory of one device.
 #[derive(Debug)]
 pub struct DeviceMemory {
-    base: u64,
-    capacity: u64,
-    live_bytes: u64,
+    driver: Driver,
+    spaces: BTreeMap<Entity, Space>,
+    free_slots: Vec<u64>,
+    next_slot: u64,
+    pending: Vec<PendingFree>,
+    deferred_releases: u64,
     peak_live_bytes: u64,
-    blocks: BTreeMap<u64, BlockInfo>,
-    /// Free address ranges, base → length, coalesced.
-    free: BTreeMap<u64, u64>,
-    pages: BTreeMap<u64, Box<[u8]>>,
+    /// Next free address of the instruction-memory window.
+    code_next: u64,
+}
+
+fn pool_error(e: PoolError, requested: u64, available: u64) -> NpuError {
+    match e {
+        PoolError::ZeroSize => NpuError::InvalidParam("allocation size must be nonzero".into()),
+        PoolError::OutOfMemory { .. } => NpuError::OutOfMemory { requested, available },
+        other => NpuError::Internal(format!("memory pool: {other}")),
+    }
 }
 
 impl DeviceMemory {
-    /// Memory of `capacity` bytes whose addresses start at `base`.
-    pub fn new(base: u64, capacity: u64) -> Self {
-        let mut free = BTreeMap::new();
-        if capacity > 0 {
-            free.insert(base, capacity);
-        }
-        Self {
-            base,
-            capacity,
-            live_bytes: 0,
+    /// Memory of `capacity` bytes.
+    pub fn new(capacity: u64) -> NpuResult<Self> {
+        let driver = Driver::new(capacity)
+            .map_err(|e| NpuError::InvalidParam(format!("device memory of {capacity} bytes: {e}")))?;
+        Ok(Self {
+            driver,
+            spaces: BTreeMap::new(),
+            free_slots: Vec::new(),
+            next_slot: 0,
+            pending: Vec::new(),
+            deferred_releases: 0,
             peak_live_bytes: 0,
-            blocks: BTreeMap::new(),
-            free,
-            pages: BTreeMap::new(),
+            code_next: CODE_BASE,
+        })
+    }
+
+    /// The driver (physical memory, address spaces, call counters).
+    pub fn driver(&self) -> &Driver {
+        &self.driver
+    }
+
+    /// Modeled host time of driver calls since the last drain (a kernel-mode crossing each).
+    pub fn take_driver_cost_ns(&self) -> u64 {
+        self.driver.take_host_cost_ns()
+    }
+
+    /// Gives `context` an address space, pool and TLB.
+    pub fn create_space(&mut self, context: Entity) -> NpuResult<()> {
+        if self.spaces.contains_key(&context) {
+            return Ok(());
         }
+        let slot = match self.free_slots.pop() {
+            Some(s) => s,
+            None if self.next_slot < MAX_CONTEXTS => {
+                self.next_slot += 1;
+                self.next_slot - 1
+            }
+            None => {
+                return Err(NpuError::InvalidParam(format!(
+                    "at most {MAX_CONTEXTS} contexts per device"
+                )));
+            }
+        };
+        let asid = self.driver.create_address_space();
+        let config = PoolConfig { heap_base: HEAP_BASE + slot * CONTEXT_VA_SPAN, ..PoolConfig::default() };
+        self.spaces.insert(
+            context,
+            Space {
+                module_next: MODULE_DATA_BASE,
+                modules: BTreeMap::new(),
+                slot,
+                asid,
+                pool: Pool::with_config(asid, config),
+                tlb: Tlb::new(),
+                blocks: Default::default(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Reserves `len` bytes of instruction memory for a binary's `.text` (aligned to 4 KiB).
+    /// Instruction memory is not data memory: the core fetches from the decoded program only.
+    pub fn alloc_code(&mut self, len: u64) -> NpuResult<u64> {
+        let base = self.code_next;
+        let end = base
+            .checked_add(len.max(4).next_multiple_of(4096))
+            .filter(|&e| e <= CODE_END)
+            .ok_or_else(|| NpuError::OutOfMemory { requested: len, available: CODE_END - base })?;
+        self.code_next = end;
+        Ok(base)
+    }
+
+    /// Maps `len` bytes of zeroed module data (a binary's `.rodata`, `.data`, `.bss`) into
+    /// `context`'s address space, in the module-data window below 2 GiB.
+    pub fn map_module_data(&mut self, context: Entity, len: u64) -> NpuResult<u64> {
+        let space = self
+            .spaces
+            .get_mut(&context)
+            .ok_or_else(|| NpuError::ContextNull(format!("context {context} has no address space")))?;
+        let size = len.max(1).next_multiple_of(4096);
+        let base = space.module_next;
+        if base.checked_add(size).is_none_or(|e| e > MODULE_DATA_END) {
+            return Err(NpuError::OutOfMemory { requested: len, available: MODULE_DATA_END - base });
+        }
+        let chunk = self.driver.reserve(size, PageSize::Normal4K).map_err(|_| NpuError::OutOfMemory {
+            requested: len,
+            available: self.driver.phys().capacity().saturating_sub(self.driver.stats().reserved_bytes),
+        })?;
+        if let Err(e) = self.driver.map(space.asid, base, chunk) {
+            let _ = self.driver.release(chunk);
+            return Err(NpuError::Internal(format!("mapping module data: {e}")));
+        }
+        // A guard page between modules, so running off one faults.
+        space.module_next = base + size + 4096;
+        space.modules.insert(base, (chunk, size));
+        Ok(base)
+    }
+
+    /// Unmaps and releases module data mapped at `base`.
+    pub fn unmap_module_data(&mut self, context: Entity, base: u64) {
+        let Some(space) = self.spaces.get_mut(&context) else { return };
+        if let Some((chunk, _)) = space.modules.remove(&base) {
+            let _ = self.driver.unmap(space.asid, base);
+            let _ = self.driver.release(chunk);
+            space.tlb.flush();
+        }
+    }
+
+    /// Releases everything of `context` and its address space.
+    pub fn destroy_space(&mut self, context: Entity) {
+        self.free_all_of(context);
+        let modules: Vec<u64> = self.spaces.get(&context).map(|s| s.modules.keys().copied().collect()).unwrap_or_default();
+        for m in modules {
+            self.unmap_module_data(context, m);
+        }
+        if let Some(space) = self.spaces.remove(&context) {
+            let _ = self.driver.destroy_address_space(space.asid);
+            self.free_slots.push(space.slot);
+        }
+    }
+
+    /// The address space of `context`, if it has one.
+    pub fn address_space(&self, context: Entity) -> Option<AsId> {
+        self.spaces.get(&context).map(|s| s.asid)
     }
 
     /// Capacity in bytes.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        self.driver.phys().capacity()
     }
 
-    /// Bytes in live blocks (rounded to the allocation granule).
+    /// Bytes in live allocations (including those waiting for a deferred free).
     pub fn live_bytes(&self) -> u64 {
-        self.live_bytes
+        self.spaces.values().map(|s| s.pool.stats().live_bytes).sum()
     }
 
-    /// Highest `live_bytes` seen.
+    /// Highest `live_bytes` seen (sampled at allocation).
     pub fn peak_live_bytes(&self) -> u64 {
         self.peak_live_bytes
     }
 
-    /// Number of live blocks.
+    /// Number of live allocations (including those waiting for a deferred free).
     pub fn live_blocks(&self) -> usize {
-        self.blocks.len()
+        self.spaces.values().map(|s| s.blocks.len()).sum()
     }
 
     /// Bytes of host memory backing device pages.
     pub fn backed_bytes(&self) -> u64 {
-        self.pages.len() as u64 * PAGE
+        self.driver.phys().backed_bytes()
     }
 
-    /// Allocates `size` bytes for `context` (first fit, 64-byte aligned).
+    /// Counters.
+    pub fn stats(&self) -> MemoryStats {
+        let mut pool = PoolStats::default();
+        let mut tlb = TlbStats::default();
+        for s in self.spaces.values() {
+            let p = s.pool.stats();
+            pool.live_bytes += p.live_bytes;
+            pool.live_blocks += p.live_blocks;
+            pool.reserved_bytes += p.reserved_bytes;
+            pool.reserved_huge_bytes += p.reserved_huge_bytes;
+            pool.reserved_normal_bytes += p.reserved_normal_bytes;
+            pool.peak_live_bytes += p.peak_live_bytes;
+            pool.peak_reserved_bytes += p.peak_reserved_bytes;
+            pool.free_bytes += p.free_bytes;
+            pool.largest_free_block = pool.largest_free_block.max(p.largest_free_block);
+            pool.chunks += p.chunks;
+            pool.cached_chunks += p.cached_chunks;
+            pool.driver_calls += p.driver_calls;
+            pool.allocs += p.allocs;
+            pool.frees += p.frees;
+            pool.failed_allocs += p.failed_allocs;
+            pool.released_chunks += p.released_chunks;
+            let t = s.tlb.stats();
+            tlb.hits += t.hits;
+            tlb.misses += t.misses;
+            tlb.driver_calls += t.driver_calls;
+            tlb.flushes += t.flushes;
+            tlb.faults += t.faults;
+            tlb.entries += t.entries;
+        }
+        pool.fragmentation = if pool.free_bytes == 0 {
+            0.0
+        } else {
+            1.0 - pool.largest_free_block as f64 / pool.free_bytes as f64
+        };
+        MemoryStats {
+            pool,
+            tlb,
+            driver: self.driver.stats(),
+            pending_frees: self.pending.len() as u64,
+            deferred_releases: self.deferred_releases,
+            address_spaces: self.spaces.len() as u64,
+        }
+    }
+
+    fn space(&self, context: Entity) -> NpuResult<&Space> {
+        self.spaces
+            .get(&context)
+            .ok_or_else(|| NpuError::ContextNull(format!("context {context} has no address space")))
+    }
+
+    /// Allocates `size` bytes for `context` with the default policy (huge pages first).
     pub fn alloc(&mut self, size: u64, context: Entity) -> NpuResult<u64> {
+        self.alloc_with(size, AllocPolicy::HugeFirst, context)
+    }
+
+    /// Allocates `size` bytes for `context` with `policy`. When the pool is exhausted, memory
+    /// cached by other contexts' pools is released to the driver and the request retried;
+    /// only then is it out of memory, with nothing changed.
+    pub fn alloc_with(&mut self, size: u64, policy: AllocPolicy, context: Entity) -> NpuResult<u64> {
         if size == 0 {
-            return Err(NpuError::InvalidParam(
-                "allocation size must be nonzero".into(),
-            ));
+            return Err(NpuError::InvalidParam("allocation size must be nonzero".into()));
         }
-        let rounded = size
-            .checked_add(ALLOC_ALIGN - 1)
-            .map(|s| s & !(ALLOC_ALIGN - 1))
-            .filter(|&s| s <= self.capacity)
-            .ok_or(NpuError::OutOfMemory {
-                requested: size,
-                available: self.capacity - self.live_bytes,
-            })?;
-        let found = self
-            .free
-            .iter()
-            .find(|(_, len)| **len >= rounded)
-            .map(|(b, l)| (*b, *l));
-        let Some((base, len)) = found else {
-            return Err(NpuError::OutOfMemory {
-                requested: size,
-                available: self.capacity - self.live_bytes,
-            });
+        self.space(context)?;
+        let available = self.capacity().saturating_sub(self.driver.stats().reserved_bytes);
+        let first = {
+            let space = self.spaces.get_mut(&context).expect("checked");
+            space.pool.alloc(&mut self.driver, size, policy)
         };
-        self.free.remove(&base);
-        if len > rounded {
-            self.free.insert(base + rounded, len - rounded);
-        }
-        self.blocks.insert(
-            base,
-            BlockInfo {
-                base,
-                size,
-                context,
-            },
-        );
-        self.live_bytes += rounded;
-        self.peak_live_bytes = self.peak_live_bytes.max(self.live_bytes);
-        Ok(base)
+        let allocation = match first {
+            Ok(a) => a,
+            Err(PoolError::OutOfMemory { .. }) => {
+                for (c, s) in self.spaces.iter_mut() {
+                    if *c != context {
+                        s.pool.trim(&mut self.driver);
+                    }
+                }
+                let space = self.spaces.get_mut(&context).expect("checked");
+                space.pool.alloc(&mut self.driver, size, policy).map_err(|e| {
+                    let available = self.driver.phys().capacity().saturating_sub(self.driver.stats().reserved_bytes);
+                    pool_error(e, size, available)
+                })?
+            }
+            Err(e) => return Err(pool_error(e, size, available)),
+        };
+        let space = self.spaces.get_mut(&context).expect("checked");
+        space.blocks.insert(allocation.va, Block { size, freeing: false, uses: SmallVec::new() });
+        let live = self.live_bytes();
+        self.peak_live_bytes = self.peak_live_bytes.max(live);
+        Ok(allocation.va)
     }
 
-    /// Frees the block starting at `ptr`, owned by `context`.
+    /// Checks that `ptr` is the start of a live, not yet freed block of `context`.
+    pub fn check_free(&self, ptr: u64, context: Entity) -> NpuResult<BlockInfo> {
+        let space = self.space(context)?;
+        match space.blocks.get(&ptr) {
+            Some(b) if !b.freeing => Ok(BlockInfo { base: ptr, size: b.size, context }),
+            Some(_) => Err(NpuError::BadFree { ptr, why: "already freed (its release is pending)" }),
+            None => {
+                let why = if self.spaces.iter().any(|(c, s)| *c != context && s.blocks.contains_key(&ptr)) {
+                    "the allocation belongs to another context"
+                } else if space.pool.block_containing(ptr).is_some() {
+                    "not the start of an allocation"
+                } else {
+                    "not a live allocation (double free or unknown pointer)"
+                };
+                Err(NpuError::BadFree { ptr, why })
+            }
+        }
+    }
+
+    /// Frees the block at `ptr` of `context` at once (no queued work may use it).
     pub fn free(&mut self, ptr: u64, context: Entity) -> NpuResult<BlockInfo> {
-        let Some(block) = self.blocks.get(&ptr).copied() else {
-            let why = match self.block_containing(ptr) {
-                Some(_) => "not the start of an allocation",
-                None => "not a live allocation (double free or unknown pointer)",
-            };
-            return Err(NpuError::BadFree { ptr, why });
-        };
-        if block.context != context {
-            return Err(NpuError::BadFree {
-                ptr,
-                why: "the allocation belongs to another context",
-            });
-        }
-        self.blocks.remove(&ptr);
-        let rounded = (block.size + ALLOC_ALIGN - 1) & !(ALLOC_ALIGN - 1);
-        self.live_bytes -= rounded;
-        self.insert_free(ptr, rounded);
-        Ok(block)
+        let info = self.check_free(ptr, context)?;
+        self.release(context, ptr);
+        Ok(info)
     }
 
-    fn insert_free(&mut self, mut base: u64, mut len: u64) {
-        if let Some((&pb, &pl)) = self.free.range(..base).next_back()
-            && pb + pl == base
+    fn release(&mut self, context: Entity, ptr: u64) {
+        if let Some(space) = self.spaces.get_mut(&context) {
+            space.blocks.remove(&ptr);
+            let _ = space.pool.free(ptr);
+        }
+    }
+
+    /// Starts a stream-ordered free: the block can no longer be used, and is released once
+    /// every position that used it (and `after`) has completed. Returns the positions it waits
+    /// for.
+    pub fn begin_free(&mut self, ptr: u64, context: Entity, after: &[StreamPosition]) -> NpuResult<BlockInfo> {
+        let info = self.check_free(ptr, context)?;
+        let space = self.spaces.get_mut(&context).expect("validated");
+        let block = space.blocks.get_mut(&ptr).expect("validated");
+        block.freeing = true;
+        let mut wait: SmallVec<[StreamPosition; 4]> = block.uses.iter().copied().collect();
+        for &(s, seq) in after {
+            match wait.iter_mut().find(|(w, _)| *w == s) {
+                Some(w) => w.1 = w.1.max(seq),
+                None => wait.push((s, seq)),
+            }
+        }
+        self.pending.push(PendingFree { context, base: ptr, after: wait });
+        Ok(info)
+    }
+
+    /// Notes that the task at `pos` names `addr`: if it lies in a live block of `context`, that
+    /// block's free waits for `pos`. Addresses outside the heap are ignored quickly.
+    pub fn note_use(&mut self, context: Entity, addr: u64, pos: StreamPosition) {
+        if addr < HEAP_BASE {
+            return;
+        }
+        let Some(space) = self.spaces.get_mut(&context) else { return };
+        let Some((base, _)) = space.pool.block_containing(addr) else { return };
+        let Some(block) = space.blocks.get_mut(&base) else { return };
+        match block.uses.iter_mut().find(|(s, _)| *s == pos.0) {
+            Some(u) => u.1 = u.1.max(pos.1),
+            None => block.uses.push(pos),
+        }
+        // A use noted after `free` (the frees are processed after ingest) joins the wait.
+        if block.freeing
+            && let Some(p) = self.pending.iter_mut().find(|p| p.context == context && p.base == base)
         {
-            self.free.remove(&pb);
-            base = pb;
-            len += pl;
+            match p.after.iter_mut().find(|(s, _)| *s == pos.0) {
+                Some(u) => u.1 = u.1.max(pos.1),
+                None => p.after.push(pos),
+            }
         }
-        if let Some(&nl) = self.free.get(&(base + len)) {
-            self.free.remove(&(base + len));
-            len += nl;
-        }
-        self.free.insert(base, len);
     }
 
-    /// Frees every block of `context` (when the context is destroyed); returns how many.
+    /// The positions the pending free of `base` waits for (empty if none is pending).
+    pub fn pending_positions(&self, base: u64, context: Entity) -> SmallVec<[StreamPosition; 4]> {
+        self.pending
+            .iter()
+            .find(|p| p.context == context && p.base == base)
+            .map(|p| p.after.clone())
+            .unwrap_or_default()
+    }
+
+    /// Releases the pending free of `base` now (its positions are known to have completed).
+    pub fn release_now(&mut self, base: u64, context: Entity) {
+        let before = self.pending.len();
+        self.pending.retain(|p| !(p.context == context && p.base == base));
+        if self.pending.len() < before {
+            self.release(context, base);
+            self.deferred_releases += 1;
+        }
+    }
+
+    /// Whether frees are waiting.
+    pub fn has_pending_frees(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Releases every pending free whose positions have all completed (`reached` says whether a
+    /// position has); returns how many were released.
+    pub fn release_completed(&mut self, reached: impl Fn(StreamPosition) -> bool) -> usize {
+        let mut done = Vec::new();
+        self.pending.retain(|p| {
+            if p.after.iter().all(|&pos| reached(pos)) {
+                done.push((p.context, p.base));
+                false
+            } else {
+                true
+            }
+        });
+        for &(c, b) in &done {
+            self.release(c, b);
+        }
+        self.deferred_releases += done.len() as u64;
+        done.len()
+    }
+
+    /// Frees every block of `context` at once (its work was aborted or it is being destroyed).
     pub fn free_all_of(&mut self, context: Entity) -> usize {
-        let bases: Vec<u64> = self
-            .blocks
-            .values()
-            .filter(|b| b.context == context)
-            .map(|b| b.base)
-            .collect();
-        for &b in &bases {
-            let _ = self.free(b, context);
+        self.pending.retain(|p| p.context != context);
+        let Some(space) = self.spaces.get_mut(&context) else { return 0 };
+        let n = space.blocks.len();
+        space.blocks.clear();
+        space.pool.release_all(&mut self.driver);
+        space.tlb.flush();
+        n
+    }
+
+    /// Releases memory cached by `context`'s pool back to the driver; returns bytes released.
+    pub fn trim(&mut self, context: Entity) -> u64 {
+        match self.spaces.get_mut(&context) {
+            Some(s) => s.pool.trim(&mut self.driver),
+            None => 0,
         }
-        bases.len()
     }
 
-    /// The live block containing `addr`, if any.
-    pub fn block_containing(&self, addr: u64) -> Option<BlockInfo> {
-        let (_, b) = self.blocks.range(..=addr).next_back()?;
-        (addr < b.base + b.size.max(1)).then_some(*b)
+    /// The live, not freed block of `context` containing `addr`, if any: what new work may
+    /// name.
+    pub fn block_containing(&self, addr: u64, context: Entity) -> Option<BlockInfo> {
+        self.find_block(addr, context, false)
     }
 
-    /// Checks that `[addr, addr+len)` lies inside one live block of `context`.
+    fn find_block(&self, addr: u64, context: Entity, include_freeing: bool) -> Option<BlockInfo> {
+        let space = self.spaces.get(&context)?;
+        let (base, _) = space.pool.block_containing(addr)?;
+        let b = space.blocks.get(&base).filter(|b| include_freeing || !b.freeing)?;
+        Some(BlockInfo { base, size: b.size, context })
+    }
+
+    /// Checks, for an access by queued work, that `[addr, addr+len)` lies inside one block of
+    /// `context` that is live or still reserved behind a pending free.
     pub fn check(&self, addr: u64, len: u64, context: Entity) -> Result<BlockInfo, AccessFault> {
-        let block = self
-            .block_containing(addr)
-            .filter(|b| b.context == context)
-            .ok_or(AccessFault::Unmapped { addr })?;
-        let end = addr.checked_add(len);
-        if end.is_none_or(|e| e > block.base + block.size) {
+        let block = self.find_block(addr, context, true).ok_or(AccessFault::Unmapped { addr })?;
+        if addr.checked_add(len).is_none_or(|e| e > block.base + block.size) {
             return Err(AccessFault::PastEnd { addr, len, block });
         }
         Ok(block)
     }
 
-    /// Reads `buf.len()` bytes at `addr` on behalf of `context`.
-    pub fn read(&self, addr: u64, buf: &mut [u8], context: Entity) -> Result<(), AccessFault> {
+    /// Reads `buf.len()` bytes at `addr` of a live block of `context`.
+    pub fn read(&mut self, addr: u64, buf: &mut [u8], context: Entity) -> Result<(), AccessFault> {
         self.check(addr, buf.len() as u64, context)?;
-        self.read_unchecked(addr, buf);
-        Ok(())
+        self.read_virt(context, addr, buf).map_err(|_| AccessFault::Unmapped { addr })
     }
 
-    /// Writes `data` at `addr` on behalf of `context`.
+    /// Writes `data` at `addr` of a live block of `context`.
     pub fn write(&mut self, addr: u64, data: &[u8], context: Entity) -> Result<(), AccessFault> {
         self.check(addr, data.len() as u64, context)?;
-        self.write_unchecked(addr, data);
-        Ok(())
+        self.write_virt(context, addr, data).map_err(|_| AccessFault::Unmapped { addr })
     }
 
-    /// Sets `len` bytes at `addr` to `value` on behalf of `context`.
-    pub fn fill(
-        &mut self,
-        addr: u64,
-        len: u64,
-        value: u8,
-        context: Entity,
-    ) -> Result<(), AccessFault> {
+    /// Sets `len` bytes at `addr` of a live block of `context` to `value`.
+    pub fn fill(&mut self, addr: u64, len: u64, value: u8, context: Entity) -> Result<(), AccessFault> {
         self.check(addr, len, context)?;
-        let mut done = 0;
+        let space = self.spaces.get_mut(&context).ok_or(AccessFault::Unmapped { addr })?;
+        let mut done = 0u64;
         while done < len {
-            let a = addr + done;
-            let off = a % PAGE;
-            let n = (PAGE - off).min(len - done);
-            if value == 0 && !self.pages.contains_key(&(a / PAGE)) {
-                // Untouched pages already read as zero.
-            } else {
-                let page = self.page_mut(a / PAGE);
-                page[off as usize..(off + n) as usize].fill(value);
-            }
+            let va = addr + done;
+            let (pa, room) = space
+                .tlb
+                .translate_extent(&self.driver, space.asid, va)
+                .map_err(|_| AccessFault::Unmapped { addr: va })?;
+            let n = room.min(len - done);
+            self.driver
+                .phys_mut()
+                .fill(pa, n, value)
+                .map_err(|_| AccessFault::Unmapped { addr: va })?;
             done += n;
         }
         Ok(())
     }
 
-    fn page_mut(&mut self, index: u64) -> &mut [u8] {
-        self.pages
-            .entry(index)
-            .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice())
-    }
-
-    fn read_unchecked(&self, addr: u64, buf: &mut [u8]) {
+    /// Reads through `context`'s page table (page-level protection only, as the AI core sees
+    /// memory): faults on an unmapped page.
+    pub fn read_virt(&mut self, context: Entity, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return Err(MemFault::PageFault { va: addr });
+        };
         let mut done = 0usize;
         while done < buf.len() {
-            let a = addr + done as u64;
-            let off = (a % PAGE) as usize;
-            let n = (PAGE as usize - off).min(buf.len() - done);
-            match self.pages.get(&(a / PAGE)) {
-                Some(p) => buf[done..done + n].copy_from_slice(&p[off..off + n]),
-                None => buf[done..done + n].fill(0),
-            }
+            let va = addr.wrapping_add(done as u64);
+            let (pa, room) = space.tlb.translate_extent(&self.driver, space.asid, va)?;
+            let n = (room.min((buf.len() - done) as u64)) as usize;
+            self.driver
+                .phys()
+                .read(pa, &mut buf[done..done + n])
+                .map_err(|_| MemFault::PageFault { va })?;
             done += n;
         }
+        Ok(())
     }
 
-    fn write_unchecked(&mut self, addr: u64, data: &[u8]) {
+    /// Writes through `context`'s page table; faults (writing nothing more) on an unmapped page.
+    pub fn write_virt(&mut self, context: Entity, addr: u64, data: &[u8]) -> Result<(), MemFault> {
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return Err(MemFault::PageFault { va: addr });
+        };
         let mut done = 0usize;
         while done < data.len() {
-            let a = addr + done as u64;
-            let off = (a % PAGE) as usize;
-            let n = (PAGE as usize - off).min(data.len() - done);
-            let page = self.page_mut(a / PAGE);
-            page[off..off + n].copy_from_slice(&data[done..done + n]);
+            let va = addr.wrapping_add(done as u64);
+            let (pa, room) = space.tlb.translate_extent(&self.driver, space.asid, va)?;
+            let n = (room.min((data.len() - done) as u64)) as usize;
+            self.driver
+                .phys_mut()
+                .write(pa, &data[done..done + n])
+                .map_err(|_| MemFault::PageFault { va })?;
             done += n;
         }
-    }
-
-    /// The first address of this memory.
-    pub fn base(&self) -> u64 {
-        self.base
+        Ok(())
     }
 }
 
@@ -312,9 +637,17 @@ mod tests {
         Entity::from_raw_u32(i).unwrap()
     }
 
+    fn mem() -> DeviceMemory {
+        let mut m = DeviceMemory::new(1 << 30).unwrap();
+        m.create_space(ctx(1)).unwrap();
+        m.create_space(ctx(2)).unwrap();
+        m
+    }
+
     #[test]
     fn never_written_memory_reads_zero_and_costs_nothing() {
-        let mut m = DeviceMemory::new(1 << 36, 64 << 30);
+        let mut m = DeviceMemory::new(64 << 30).unwrap();
+        m.create_space(ctx(1)).unwrap();
         let p = m.alloc(1 << 30, ctx(1)).unwrap();
         let mut buf = [7u8; 16];
         m.read(p + 12345, &mut buf, ctx(1)).unwrap();
@@ -323,32 +656,43 @@ mod tests {
     }
 
     #[test]
-    fn free_coalesces_so_a_large_block_fits_again() {
-        let mut m = DeviceMemory::new(0x1000_0000, 1 << 20);
-        let a = m.alloc(512 << 10, ctx(1)).unwrap();
-        let b = m.alloc(512 << 10, ctx(1)).unwrap();
-        assert!(m.alloc(64, ctx(1)).is_err());
-        m.free(a, ctx(1)).unwrap();
-        m.free(b, ctx(1)).unwrap();
-        assert_eq!(m.alloc(1 << 20, ctx(1)).unwrap(), a);
-    }
-
-    #[test]
     fn other_contexts_memory_is_unmapped() {
-        let mut m = DeviceMemory::new(0x1000_0000, 1 << 20);
+        let mut m = mem();
         let a = m.alloc(256, ctx(1)).unwrap();
         m.write(a, &[1, 2, 3], ctx(1)).unwrap();
         let mut buf = [0u8; 3];
-        assert_eq!(
-            m.read(a, &mut buf, ctx(2)),
-            Err(AccessFault::Unmapped { addr: a })
-        );
-        assert!(matches!(
-            m.read(a + 250, &mut [0u8; 8], ctx(1)),
-            Err(AccessFault::PastEnd { .. })
-        ));
+        assert_eq!(m.read(a, &mut buf, ctx(2)), Err(AccessFault::Unmapped { addr: a }));
+        assert!(m.read_virt(ctx(2), a, &mut buf).is_err(), "not even mapped in the other space");
+        assert!(matches!(m.read(a + 250, &mut [0u8; 8], ctx(1)), Err(AccessFault::PastEnd { .. })));
         assert!(m.free(a, ctx(2)).is_err());
         m.free(a, ctx(1)).unwrap();
         assert!(matches!(m.free(a, ctx(1)), Err(NpuError::BadFree { .. })));
+    }
+
+    #[test]
+    fn a_pending_free_waits_for_every_use() {
+        let mut m = mem();
+        let a = m.alloc(4096, ctx(1)).unwrap();
+        let (s1, s2) = (ctx(10), ctx(11));
+        m.note_use(ctx(1), a + 100, (s1, 3));
+        m.note_use(ctx(1), a, (s2, 7));
+        m.begin_free(a, ctx(1), &[]).unwrap();
+        assert!(m.block_containing(a, ctx(1)).is_none(), "new work cannot name a freed block");
+        assert!(m.check(a, 4, ctx(1)).is_ok(), "queued work still may");
+        assert_eq!(m.release_completed(|(s, seq)| s == s1 && seq <= 3), 0);
+        assert_eq!(m.live_blocks(), 1);
+        assert_eq!(m.release_completed(|_| true), 1);
+        assert_eq!(m.live_blocks(), 0);
+    }
+
+    #[test]
+    fn destroying_a_space_returns_every_page() {
+        let mut m = mem();
+        let a = m.alloc(3 << 20, ctx(1)).unwrap();
+        m.write(a, &[9; 8192], ctx(1)).unwrap();
+        assert!(m.backed_bytes() > 0);
+        m.destroy_space(ctx(1));
+        assert_eq!(m.driver().stats().reserved_bytes, 0);
+        assert_eq!(m.backed_bytes(), 0);
     }
 }

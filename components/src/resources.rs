@@ -122,6 +122,26 @@ pub struct TaskRecord {
     pub cores: u32,
     /// Whether it finished normally.
     pub ok: bool,
+    /// The kind of its stream.
+    pub stream_kind: crate::stream::StreamKind,
+    /// Its context.
+    pub context: Entity,
+    /// For an event record or wait: the event and the record number (flows in timelines).
+    pub event: Option<(Entity, u64)>,
+    /// Bytes a copy, memset or collective moved (0 otherwise).
+    pub bytes: u64,
+}
+
+/// Device-local tasks (kernels, copies, memsets) that were dispatched and whose effect on
+/// memory has not been applied yet. The hardware tick applies them all in one batch — devices
+/// in parallel — as soon as one of them is due to complete: a task's inputs are fixed from its
+/// dispatch (its dependencies completed) and nothing may read its outputs before it ends, so
+/// any moment in between gives the same result, and batching lets devices whose timelines are
+/// skewed still execute side by side.
+#[derive(Resource, Debug, Default)]
+pub struct PendingExec {
+    /// In dispatch order.
+    pub tasks: Vec<Entity>,
 }
 
 /// The recorded timeline (when enabled).

@@ -16,6 +16,10 @@ use crate::time::SimTime;
 pub const MAX_ARGS: usize = 16;
 /// Most tiling words a launch carries.
 pub const MAX_TILING: usize = 16;
+/// Most tensors (inputs and outputs) an op launch describes ([`crate::shape`]).
+pub const MAX_TENSORS: usize = 8;
+/// Most dimensions the static shapes of one op launch have together.
+pub const MAX_STATIC_DIMS: usize = 10;
 
 /// What a task does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +78,9 @@ pub mod copy_dir {
     pub const D2H: u32 = 2;
     /// Device to device.
     pub const D2D: u32 = 3;
+    /// Device to another device, over the interconnect (see
+    /// [`crate::collective::peer_word`] for its argument words).
+    pub const PEER: u32 = 4;
 }
 
 /// The task descriptor, as written to the submission queue.
@@ -107,6 +114,20 @@ pub struct TaskDescriptor {
     pub args: [u64; MAX_ARGS],
     /// Tiling words.
     pub tiling: [u32; MAX_TILING],
+    /// Tensors of an op launch: inputs in the low 16 bits, outputs in the high 16 (0 for a
+    /// plain kernel). See [`crate::shape`].
+    pub tensors: u32,
+    /// How far shape propagation and tiling got ([`crate::shape::shape_state`]).
+    pub shape_state: u32,
+    /// Per tensor: its slot in the context's shape buffer, or [`crate::shape::NO_SLOT`].
+    pub shape_slots: [u32; MAX_TENSORS],
+    /// Per tensor without a slot: the rank of its static shape in `static_dims`, or
+    /// [`crate::shape::NO_STATIC_SHAPE`].
+    pub static_ranks: [u8; MAX_TENSORS],
+    /// The static shapes' dimensions, concatenated in tensor order.
+    pub static_dims: [u64; MAX_STATIC_DIMS],
+    /// Device workspace the tiling asked for, in bytes.
+    pub workspace_bytes: u64,
 }
 
 impl TaskDescriptor {
@@ -131,6 +152,14 @@ impl TaskDescriptor {
     /// The tiling words in use.
     pub fn tiling_words(&self) -> &[u32] {
         &self.tiling[..(self.tiling_len as usize).min(MAX_TILING)]
+    }
+
+    /// Input and output tensor counts of an op launch (both 0 for a plain kernel).
+    pub fn tensor_counts(&self) -> (usize, usize) {
+        (
+            (self.tensors & 0xffff) as usize,
+            (self.tensors >> 16) as usize,
+        )
     }
 }
 
@@ -239,6 +268,10 @@ pub struct Task {
     pub extra: TaskExtra,
     /// Why it failed or was aborted (boxed: rare, and it keeps the component small).
     pub error: Option<Box<NpuError>>,
+    /// Whether its effect was already applied ahead of its end (device-local work executed
+    /// in a parallel batch, or a collective that failed at the rendezvous); its outcome is then
+    /// `error`.
+    pub executed: bool,
 }
 
 impl Task {
@@ -260,6 +293,7 @@ impl Task {
             dma: 0,
             extra: n.extra,
             error: None,
+            executed: false,
         }
     }
 

@@ -49,3 +49,33 @@ pub const ECALL_PRINT_I64: u64 = 2;
 pub const ECALL_PRINT_F32: u64 = 3;
 /// `ecall` with `a7 = ECALL_ABORT`: the kernel reports an error; the task faults with code `a0`.
 pub const ECALL_ABORT: u64 = 93;
+
+/// Start of the unified buffer (UB) in the core-local window: the vector unit's operands, and
+/// the only local buffer the scalar unit may also load from and store to. Its size comes from
+/// the preset (`DeviceConfig::ub_bytes`); the window reserves [`LOCAL_BUFFER_WINDOW`] bytes.
+pub const UB_BASE: u64 = 0x2100_0000;
+/// Start of the L1 buffer: the cube unit's staging memory, filled from global memory.
+pub const L1_BASE: u64 = 0x2200_0000;
+/// Start of the L0A buffer: the cube's left operand.
+pub const L0A_BASE: u64 = 0x2300_0000;
+/// Start of the L0B buffer: the cube's right operand.
+pub const L0B_BASE: u64 = 0x2400_0000;
+/// Start of the L0C buffer: the cube's f32 accumulator.
+pub const L0C_BASE: u64 = 0x2500_0000;
+/// Address space reserved for each local buffer (16 MiB); the configured size is smaller and
+/// anything past it faults.
+pub const LOCAL_BUFFER_WINDOW: u64 = 0x0100_0000;
+/// Alignment in bytes of every local-buffer address (and local row stride) an NPU instruction
+/// names.
+pub const LOCAL_BUFFER_ALIGN: u64 = 32;
+
+/// CSR: the size of this core's unified buffer in bytes (read-only).
+pub const CSR_UB_BYTES: u16 = 0xCC4;
+/// CSR: the size of this core's L1 buffer in bytes (read-only).
+pub const CSR_L1_BYTES: u16 = 0xCC5;
+/// CSR: the size of this core's L0A buffer in bytes (read-only).
+pub const CSR_L0A_BYTES: u16 = 0xCC6;
+/// CSR: the size of this core's L0B buffer in bytes (read-only).
+pub const CSR_L0B_BYTES: u16 = 0xCC7;
+/// CSR: the size of this core's L0C buffer in bytes (read-only).
+pub const CSR_L0C_BYTES: u16 = 0xCC8;

@@ -7,3 +7,4 @@ pub mod config;
 pub mod core;
 pub mod cost;
 pub mod memory;
+pub mod link;

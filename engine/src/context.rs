@@ -474,7 +474,7 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
         inner.world.despawn(e);
     }
     if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
-        d.memory.free_all_of(ctx);
+        d.memory.destroy_space(ctx);
     }
     inner.world.despawn(ctx);
 }

@@ -88,9 +88,24 @@ impl Runtime {
             )));
         }
         let mut g = self.lock();
-        let (s, _) = self.check_stream(&g, stream)?;
-        if g.world.resource::<KernelRegistry>().get(kernel).is_none() {
-            return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0)));
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        match g.world.resource::<KernelRegistry>().get(kernel) {
+            None => return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0))),
+            // A binary kernel runs in its binary's context, while the binary is loaded.
+            Some(k) => {
+                if let Some(code) = &k.code {
+                    if g.world.get::<npusim_components::binary::BinaryState>(code.binary).is_none() {
+                        return Err(NpuError::Destroyed(format!("the binary of kernel {}", k.name)));
+                    }
+                    if code.context != ctx {
+                        return Err(NpuError::WrongContext {
+                            handle: format!("kernel {}", k.name),
+                            owner: format!("context {}", code.context),
+                            current: format!("context {ctx}"),
+                        });
+                    }
+                }
+            }
         }
         let mut desc = TaskDescriptor::new(TaskKind::Kernel);
         desc.kernel = kernel.0;

@@ -22,20 +22,25 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod collective;
+pub mod binary;
 pub mod context;
 pub mod event;
 pub mod kernels;
 pub mod launch;
+pub mod loader;
 pub mod memory;
+pub mod ops;
 pub mod runtime;
 pub mod stream;
+pub mod timeline;
 
 pub use context::{ExceptionCallback, ExceptionInfo};
 pub use npusim_components as components;
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
 pub use npusim_components::{
-    Arg, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault, NativeKernel,
+    Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault, NativeKernel,
     NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
 };
 pub use npusim_device as device;
@@ -43,14 +48,24 @@ pub use npusim_device::config::DeviceConfig;
 pub use npusim_device::cost::{ComputeUnit, KernelCost};
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
+pub use ops::{OpBuilder, TensorArg};
+pub use npusim_components::shape::{
+    OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
+};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use stream::StreamConfig;
+pub use collective::{CommBuffer, Communicator, LinkStats};
+pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
+pub use npusim_device::link::{
+    CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
+};
+pub use timeline::HostSpan;
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::{
         Arg, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel, KernelCost,
-        KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, Runtime, RuntimeConfig,
-        SimTime, Stream, StreamConfig,
+        KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder, Runtime,
+        RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg, Tiling,
     };
 }

@@ -10,6 +10,7 @@ use npusim_components::{
 };
 
 use crate::runtime::{Inner, Runtime};
+use npusim_components::{AllocPolicy, MemoryStats, StreamState};
 
 /// Largest single host allocation (`malloc_host`), 64 GiB: beyond it is surely a mistake.
 const MAX_HOST_ALLOC: u64 = 64 << 30;
@@ -35,8 +36,7 @@ impl Runtime {
         let device = self.device_of(world, ctx);
         let memory = &world.get::<DeviceState>(device).expect("device").memory;
         let block = memory
-            .block_containing(ptr.0)
-            .filter(|b| b.context == ctx)
+            .block_containing(ptr.0, ctx)
             .ok_or(NpuError::InvalidPointer { ptr: ptr.0 })?;
         if ptr
             .0
@@ -53,58 +53,146 @@ impl Runtime {
         Ok(())
     }
 
-    /// Allocates `size` bytes of device memory in the current context (64-byte aligned).
+    /// Allocates `size` bytes of device memory in the current context (64-byte aligned),
+    /// huge pages first (`ACL_MEM_MALLOC_HUGE_FIRST`).
     pub fn malloc(&self, size: u64) -> NpuResult<DevicePtr> {
+        self.malloc_with_policy(size, AllocPolicy::HugeFirst)
+    }
+
+    /// Allocates with an explicit page policy (`aclrtMalloc`'s `aclrtMemMallocPolicy`). From the
+    /// context's pool: steady-state allocations make no driver call. When memory is exhausted,
+    /// frees still waiting for their streams are completed first and the request retried; only
+    /// then is it `ACL_ERROR_RT_DEVICE_OOM`, with nothing changed.
+    pub fn malloc_with_policy(&self, size: u64, policy: AllocPolicy) -> NpuResult<DevicePtr> {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
         let device = self.device_of(&g.world, ctx);
         let cost = g.costs.call_ns;
         g.charge(cost);
-        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
-        d.memory.alloc(size, ctx).map(DevicePtr)
+        let first = {
+            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+            d.memory.alloc_with(size, policy, ctx)
+        };
+        let result = match first {
+            Err(NpuError::OutOfMemory { .. })
+                if g.world.get::<DeviceState>(device).expect("device").memory.has_pending_frees() =>
+            {
+                let what = || "pending frees".to_string();
+                let done = |i: &Inner| {
+                    !i.world.get::<DeviceState>(device).is_some_and(|d| d.memory.has_pending_frees())
+                };
+                let (g2, _) = self.drive(g, &what, &done, None);
+                g = g2;
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.alloc_with(size, policy, ctx)
+            }
+            other => other,
+        };
+        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        g.charge(driver_cost);
+        result.map(DevicePtr)
     }
 
-    /// Frees device memory from [`Runtime::malloc`]. Like `cudaFree`, it first waits for the
-    /// device's queued work, so no queued task can touch the memory after it is reused.
-    pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
-        let g = self.lock();
-        let ctx = self.current_ctx(&g)?;
+    fn validate_free(&self, inner: &Inner, ctx: Entity, ptr: DevicePtr) -> NpuResult<Entity> {
         if ptr.is_null() {
             return Err(NpuError::NullPointer("free"));
         }
-        let device = self.device_of(&g.world, ctx);
-        // Refuse a bad pointer before waiting for anything.
-        let memory = &g.world.get::<DeviceState>(device).expect("device").memory;
-        match memory.block_containing(ptr.0) {
-            Some(b) if b.base == ptr.0 && b.context == ctx => {}
-            Some(b) if b.base == ptr.0 => {
-                return Err(NpuError::BadFree {
-                    ptr: ptr.0,
-                    why: "the allocation belongs to another context",
-                });
+        let device = self.device_of(&inner.world, ctx);
+        let memory = &inner.world.get::<DeviceState>(device).expect("device").memory;
+        memory.check_free(ptr.0, ctx)?;
+        Ok(device)
+    }
+
+    /// Frees device memory. Returns at once; the block stays reserved until every stream
+    /// position whose task names it has completed, then the deferred-free stage of a frame
+    /// returns it to the pool. A queued kernel that reads the block can never see it reused.
+    pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
+        self.free_after(ptr, None)
+    }
+
+    /// Stream-ordered free (`aclrtMemPoolFreeAsync`, `cudaFreeAsync`): as [`Runtime::free`],
+    /// and also not before `stream` reaches the position of this call.
+    pub fn free_async(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
+        self.free_after(ptr, Some(stream))
+    }
+
+    fn free_after(&self, ptr: DevicePtr, stream: Option<Stream>) -> NpuResult<()> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        let after: smallvec::SmallVec<[(Entity, u64); 1]> = match stream {
+            Some(st) => {
+                let (s, _) = self.check_stream(&g, st)?;
+                let pos = g.world.get::<StreamState>(s).expect("checked").submitted;
+                smallvec::smallvec![(s, pos)]
             }
-            Some(_) => {
-                return Err(NpuError::BadFree {
-                    ptr: ptr.0,
-                    why: "not the start of an allocation",
-                });
-            }
-            None => {
-                return Err(NpuError::BadFree {
-                    ptr: ptr.0,
-                    why: "not a live allocation (double free or unknown pointer)",
-                });
-            }
-        }
-        let device_index = g.world.get::<DeviceState>(device).expect("device").index;
-        let what = || format!("free of {ptr}");
-        let done = |i: &Inner| i.device_idle(device_index);
-        let (mut g, result) = self.drive(g, &what, &done, None);
-        result?;
+            None => smallvec::SmallVec::new(),
+        };
+        let device = self.validate_free(&g, ctx, ptr)?;
         let cost = g.costs.call_ns;
         g.charge(cost);
+        g.world
+            .get_mut::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .begin_free(ptr.0, ctx, &after)?;
+        // With nothing left on the doorbell, every task that names the block has been seen:
+        // if those are all done already, the block goes back to the pool now.
+        if g.doorbell.is_empty() {
+            let world = &g.world;
+            let memory = &world.get::<DeviceState>(device).expect("device").memory;
+            let all_done = memory.pending_positions(ptr.0, ctx).iter().all(|&(s, seq)| {
+                world.get::<StreamState>(s).is_none_or(|st| st.completed >= seq)
+            });
+            if all_done {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.release_now(ptr.0, ctx);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stream-ordered allocation (`aclrtMemPoolMallocAsync`, `cudaMallocAsync`): the memory may
+    /// be used by work enqueued on `stream` after this call.
+    pub fn malloc_async(&self, size: u64, stream: Stream) -> NpuResult<DevicePtr> {
+        {
+            let g = self.lock();
+            self.check_stream(&g, stream)?;
+        }
+        self.malloc(size)
+    }
+
+    /// Declares that work on `stream` (enqueued so far) uses the block containing `ptr`, so a
+    /// later free also waits for that position (as `recordStream`).
+    pub fn record_stream(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        self.check_range(&g, ctx, ptr, 0, "record_stream pointer")?;
+        let pos = g.world.get::<StreamState>(s).expect("checked").submitted;
+        let device = self.device_of(&g.world, ctx);
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
-        d.memory.free(ptr.0, ctx).map(|_| ())
+        d.memory.note_use(ctx, ptr.0, (s, pos));
+        Ok(())
+    }
+
+    /// Memory counters of the current context's device: pool (live, reserved, peaks,
+    /// fragmentation), TLB (hits, misses), driver calls, deferred frees.
+    pub fn memory_stats(&self) -> NpuResult<MemoryStats> {
+        let g = self.lock();
+        let ctx = self.current_ctx_entity(&g)?;
+        let device = self.device_of(&g.world, ctx);
+        Ok(g.world.get::<DeviceState>(device).expect("device").memory.stats())
+    }
+
+    /// Releases memory the current context's pool caches back to the driver (`trim`); returns
+    /// the bytes released.
+    pub fn trim_memory(&self) -> NpuResult<u64> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        let device = self.device_of(&g.world, ctx);
+        let released = g.world.get_mut::<DeviceState>(device).expect("device").memory.trim(ctx);
+        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        g.charge(driver_cost);
+        Ok(released)
     }
 
     /// Allocates `size` bytes of pinned (page-locked) host memory.

@@ -16,8 +16,8 @@ use npusim_components::{
     ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, KernelRegistry, NpuError,
     NpuResult, SimTime, StreamKind, StreamState, TaskRecord, Units,
 };
-use npusim_device::abi::HEAP_BASE;
 use npusim_device::config::DeviceConfig;
+use npusim_device::link::{Topology, TopologyConfig};
 
 static NEXT_RUNTIME_ID: AtomicU32 = AtomicU32::new(1);
 
@@ -73,6 +73,12 @@ pub struct RuntimeConfig {
     pub host: HostCosts,
     /// Whether finished tasks are recorded on the timeline (off for very long runs).
     pub timeline: bool,
+    /// How the devices are connected to each other.
+    pub topology: TopologyConfig,
+    /// Worker threads that run independent devices' work side by side: 0 picks one per
+    /// available core (at most one per device), 1 runs everything on the calling thread.
+    /// Results and timelines are the same for every value.
+    pub threads: usize,
 }
 
 impl Default for RuntimeConfig {
@@ -82,6 +88,8 @@ impl Default for RuntimeConfig {
             device: DeviceConfig::default(),
             host: HostCosts::default(),
             timeline: true,
+            topology: TopologyConfig::default(),
+            threads: 0,
         }
     }
 }
@@ -117,6 +125,13 @@ pub(crate) struct Inner {
     pub ctx_users: std::collections::BTreeMap<Entity, u32>,
     /// The exception callback.
     pub exception_callback: Option<crate::context::ExceptionCallback>,
+    /// Host-side spans for the timeline (host work, waits), when the timeline is on.
+    pub host_spans: Vec<crate::timeline::HostSpan>,
+    /// A wait in progress: what, and the host time it began (closed at the next lock, once
+    /// the waiting call has moved the host clock).
+    pub open_wait: Option<(String, SimTime)>,
+    /// Display id of the next communicator.
+    pub next_comm_id: u32,
 }
 
 impl Inner {
@@ -263,6 +278,7 @@ impl Runtime {
         npusim_systems::init_resources(&mut world);
         world.resource_mut::<Timeline>().enabled = config.timeline;
         crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
+        crate::ops::register_builtin_ops(&mut world)?;
         let mut schedule = Schedule::default();
         schedule.set_executor(SingleThreadedExecutor::new());
         npusim_systems::install(&mut schedule);
@@ -279,7 +295,26 @@ impl Runtime {
             default_contexts: Vec::new(),
             ctx_users: Default::default(),
             exception_callback: None,
+            host_spans: Vec::new(),
+            open_wait: None,
+            next_comm_id: 0,
         };
+        let topology = Topology::new(config.topology.clone(), config.devices)
+            .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;
+        inner
+            .world
+            .insert_resource(npusim_components::Interconnect::new(topology));
+        let threads = match config.threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(config.devices as usize),
+            n => n,
+        };
+        let workers = npusim_systems::tick::Workers::new(threads)
+            .map_err(|e| NpuError::Internal(format!("worker threads: {e}")))?;
+        inner.world.insert_resource(workers);
+        #[cfg(feature = "tracy")]
+        crate::timeline::install_tracy(&mut inner.schedule);
         let mut devices = Vec::new();
         for index in 0..config.devices {
             let device = inner
@@ -292,7 +327,7 @@ impl Runtime {
                         free_dma: config.device.dma_engines,
                         ..Units::default()
                     },
-                    memory: DeviceMemory::new(HEAP_BASE, config.device.hbm_bytes),
+                    memory: DeviceMemory::new(config.device.hbm_bytes)?,
                     default_context: Entity::PLACEHOLDER,
                     finished: 0,
                 })
@@ -333,7 +368,12 @@ impl Runtime {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // The world is only mutated by code that does not panic on user input; if a user system
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
-        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+        let mut g = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((what, start)) = g.open_wait.take() {
+            let end = g.host_now;
+            g.host_spans.push(crate::timeline::HostSpan { name: what, start, end });
+        }
+        g
     }
 
     /// Exclusive access to the world and schedule, for embedding.
@@ -421,6 +461,10 @@ impl Runtime {
     ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
         let deadline = timeout.map(|t| g.host_now + t);
         g.world.resource_mut::<SimClock>().horizon = deadline;
+        if g.world.resource::<Timeline>().enabled {
+            let start = g.host_now;
+            g.open_wait = Some((format!("wait: {}", what()), start));
+        }
         loop {
             if done(&g) {
                 g.world.resource_mut::<SimClock>().horizon = None;
@@ -463,7 +507,17 @@ impl Runtime {
     /// Models `duration` of CPU work on the host (preprocessing the next batch, say): the host
     /// clock moves on while queued device work keeps its own times.
     pub fn host_work(&self, duration: SimTime) {
-        self.lock().host_now += duration;
+        let mut g = self.lock();
+        let start = g.host_now;
+        g.host_now += duration;
+        if g.world.resource::<Timeline>().enabled {
+            let end = g.host_now;
+            g.host_spans.push(crate::timeline::HostSpan {
+                name: "host_work".into(),
+                start,
+                end,
+            });
+        }
     }
 
     /// Finished tasks so far, in the order they finished (empty when the timeline is off).
@@ -524,6 +578,7 @@ impl Runtime {
         g.doorbell.is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
+            && g.world.resource::<npusim_components::Rendezvous>().ops.is_empty()
     }
 }
 
@@ -559,6 +614,10 @@ pub(crate) fn spawn_context(
             is_default,
         })
         .id();
+    if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
+        // Fails only past MAX_CONTEXTS; the context then faults on its first allocation.
+        let _ = d.memory.create_space(ctx);
+    }
     let stream = spawn_stream(inner, ctx, device, 0, StreamKind::Compute);
     let mut c = inner
         .world

@@ -6,10 +6,24 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock};
+use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
+use npusim_components::resources::{
+    FrameStats, PendingExec, ReadyQueue, Running, SimClock, Timeline,
+};
 use npusim_components::task::copy_dir;
 use npusim_components::{DeviceState, KernelRegistry, SimTime, Task, TaskKind, TaskStatus};
 use npusim_device::cost::CopyDirection;
+
+/// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives,
+/// and the batch of device-local work the hardware tick applies.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct CommUnits<'w> {
+    interconnect: ResMut<'w, Interconnect>,
+    rendezvous: ResMut<'w, Rendezvous>,
+    pending: ResMut<'w, PendingExec>,
+    timeline: Res<'w, Timeline>,
+    link_timeline: ResMut<'w, LinkTimeline>,
+}
 
 /// Assigns units, start and end times to ready tasks.
 pub fn dispatch(
@@ -20,6 +34,9 @@ pub fn dispatch(
     mut devices: Query<&mut DeviceState>,
     registry: Res<KernelRegistry>,
     mut stats: ResMut<FrameStats>,
+    mut comm: CommUnits,
+    mut core_cache: Local<crate::binary::CoreCache>,
+    mut log: ResMut<npusim_components::binary::HostLog>,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -40,7 +57,6 @@ pub fn dispatch(
             return false;
         };
         let device = &mut *device;
-        let config = &device.config;
         let (cores, dma, duration) = match task.kind() {
             TaskKind::Kernel => {
                 if device.units.free_cores == 0 {
@@ -49,12 +65,31 @@ pub fn dispatch(
                 let block_dim = task.desc.block_dim.max(1);
                 let cores = block_dim.min(device.units.free_cores);
                 let duration = match registry.get(npusim_components::Kernel(task.desc.kernel)) {
+                    Some(k) if k.code.is_some() => {
+                        let code = k.code.as_ref().expect("checked");
+                        let (d, outcome) = crate::binary::run_binary(
+                            &mut core_cache,
+                            device,
+                            task.context,
+                            &task.desc,
+                            &k.name,
+                            code,
+                            cores,
+                            0,
+                            &mut log.lines,
+                        );
+                        // Raised when the task completes, like any fault.
+                        if let Err(e) = outcome {
+                            task.error = Some(Box::new(e));
+                        }
+                        d
+                    }
                     Some(k) => {
                         let cost = (k.cost)(task.desc.arg_words(), block_dim);
-                        config.kernel_duration_ns(&cost, block_dim, cores)
+                        device.config.kernel_duration_ns(&cost, block_dim, cores)
                     }
                     // Fails at completion with a clear error; costs only the launch.
-                    None => config.kernel_launch_ns,
+                    None => device.config.kernel_launch_ns,
                 };
                 (cores, 0, duration)
             }
@@ -64,19 +99,37 @@ pub fn dispatch(
                 }
                 let bytes = task.desc.args[2];
                 let duration = if task.kind() == TaskKind::Memset {
-                    config.memset_duration_ns(bytes)
+                    device.config.memset_duration_ns(bytes)
+                } else if task.desc.flags == copy_dir::PEER {
+                    // Over the interconnect: waits while a link of its route is held.
+                    let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
+                    match crate::collective::reserve_peer_copy(
+                        &mut comm.interconnect,
+                        tl,
+                        &task.desc,
+                        device.config.dma_setup_ns,
+                        now,
+                    ) {
+                        Some(d) => d,
+                        None => return true,
+                    }
                 } else {
                     let dir = match task.desc.flags {
                         copy_dir::H2D => CopyDirection::HostToDevice,
                         copy_dir::D2H => CopyDirection::DeviceToHost,
                         _ => CopyDirection::DeviceToDevice,
                     };
-                    config.copy_duration_ns(bytes, dir)
+                    device.config.copy_duration_ns(bytes, dir)
                 };
                 (0, 1, duration)
             }
-            TaskKind::HostCallback => (0, 0, config.callback_ns),
-            TaskKind::EventRecord | TaskKind::EventWait | TaskKind::Collective => (0, 0, 0),
+            TaskKind::HostCallback => (0, 0, device.config.callback_ns),
+            // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
+            TaskKind::Collective => {
+                comm.rendezvous.arriving.push(e);
+                return false;
+            }
+            TaskKind::EventRecord | TaskKind::EventWait => (0, 0, 0),
         };
         device.units.free_cores -= cores;
         device.units.free_dma -= dma;
@@ -90,6 +143,11 @@ pub fn dispatch(
             .push(Reverse((task.end, running.next_order, e)));
         running.next_order += 1;
         dispatched += 1;
+        let local = matches!(task.kind(), TaskKind::Kernel | TaskKind::Memset)
+            || (task.kind() == TaskKind::Memcpy && task.desc.flags != copy_dir::PEER);
+        if local {
+            comm.pending.tasks.push(e);
+        }
         false
     });
     if dispatched > 0 {

@@ -5,13 +5,15 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Doorbell, FrameStats, TaskPool};
-use npusim_components::{StreamState, Task};
+use npusim_components::task::{NewTask, copy_dir};
+use npusim_components::{DeviceState, StreamState, Task, TaskKind};
 
 /// Turns each doorbell entry into a task entity, in submission order.
 pub fn ingest(
     world: &mut World,
     tasks: &mut QueryState<&mut Task>,
     streams: &mut QueryState<&mut StreamState>,
+    devices: &mut QueryState<&mut DeviceState>,
 ) {
     crate::zone!("npusim::ingest");
     let mut pending = std::mem::take(&mut world.resource_mut::<Doorbell>().tasks);
@@ -23,6 +25,7 @@ pub fn ingest(
     let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
     for new in pending.drain(..) {
         let stream = new.stream;
+        note_uses(world, devices, &new);
         let task = match pool.pop() {
             Some(e) => match tasks.get_mut(world, e) {
                 Ok(mut t) => {
@@ -48,4 +51,29 @@ pub fn ingest(
     let mut stats = world.resource_mut::<FrameStats>();
     stats.tasks_ingested += count;
     stats.last_frame_progressed = true;
+}
+
+/// Records, for deferred free, that this task's stream position uses the blocks its pointers
+/// name (kernel arguments that are not floats, copy and memset addresses).
+fn note_uses(world: &mut World, devices: &mut QueryState<&mut DeviceState>, new: &NewTask) {
+    let d = &new.desc;
+    let words: &[u64] = match d.task_kind() {
+        Some(TaskKind::Kernel) => d.arg_words(),
+        Some(TaskKind::Memcpy) => match d.flags {
+            copy_dir::H2D => &d.args[..1],
+            copy_dir::D2H => &d.args[1..2],
+            _ => &d.args[..2],
+        },
+        Some(TaskKind::Memset) => &d.args[..1],
+        _ => return,
+    };
+    let Ok(mut device) = devices.get_mut(world, new.device) else {
+        return;
+    };
+    for (i, &w) in words.iter().enumerate() {
+        if d.task_kind() == Some(TaskKind::Kernel) && d.float_mask & (1 << i) != 0 {
+            continue;
+        }
+        device.memory.note_use(new.context, w, (new.stream, new.seq));
+    }
 }

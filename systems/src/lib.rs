@@ -4,9 +4,10 @@
 //! 1. [`NpuSet::Ingest`] — doorbell submissions become task entities in their streams.
 //! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
 //!    submit time has come and the event record it waits for has fired.
-//! 3. [`NpuSet::ShapePropagation`] — ready tasks resolve their dynamic shapes (filled by the
-//!    dynamic-shapes work; empty for now).
-//! 4. [`NpuSet::Tiling`] — ready kernels compute their tiling from actual shapes (same).
+//! 3. [`NpuSet::ShapePropagation`] — ready op launches read their input shapes from the
+//!    device-side shape buffer and write their inferred output shapes back ([`shapes`]).
+//! 4. [`NpuSet::Tiling`] — ready op launches compute their tiling from the actual shapes and
+//!    the device's resources, into their descriptors ([`tiling`]).
 //! 5. [`NpuSet::Dispatch`] — ready tasks take free units, in priority order, and get their
 //!    simulated start and end.
 //! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
@@ -22,11 +23,16 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{Schedule, SystemSet};
 
+pub mod binary;
+pub mod deferred_free;
+pub mod collective;
 pub mod dependencies;
 pub mod dispatch;
 pub mod ingest;
 pub mod retire;
+pub mod shapes;
 pub mod tick;
+pub mod tiling;
 
 /// Opens a Tracy zone for the rest of the scope when the `tracy` feature is on (and a client
 /// runs); nothing at all otherwise.
@@ -73,6 +79,7 @@ pub fn init_resources(world: &mut World) {
     world.init_resource::<Running>();
     world.init_resource::<Finished>();
     world.init_resource::<TaskPool>();
+    world.init_resource::<npusim_components::binary::HostLog>();
     world.init_resource::<Faults>();
     world.init_resource::<AbortRequests>();
     world.init_resource::<PendingCallbacks>();
@@ -80,6 +87,15 @@ pub fn init_resources(world: &mut World) {
     world.init_resource::<Timeline>();
     world.init_resource::<FrameStats>();
     world.init_resource::<npusim_components::KernelRegistry>();
+    world.init_resource::<PendingExec>();
+    world.init_resource::<npusim_components::collective::Rendezvous>();
+    world.init_resource::<npusim_components::collective::Interconnect>();
+    world.init_resource::<npusim_components::collective::LinkTimeline>();
+    world.init_resource::<tick::Workers>();
+    world.init_resource::<npusim_components::shape::OpRegistry>();
+    world.init_resource::<npusim_components::shape::ResolvedShapes>();
+    world.init_resource::<npusim_components::shape::ShapeStats>();
+    world.init_resource::<npusim_components::shape::TilingLog>();
 }
 
 /// Adds the sets, chained, and npusim's systems to `schedule`.
@@ -100,8 +116,14 @@ pub fn install(schedule: &mut Schedule) {
     schedule.add_systems((
         ingest::ingest.in_set(NpuSet::Ingest),
         dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
+        shapes::propagate_shapes.in_set(NpuSet::ShapePropagation),
+        tiling::compute_tiling.in_set(NpuSet::Tiling),
         dispatch::dispatch.in_set(NpuSet::Dispatch),
+        collective::start_collectives
+            .in_set(NpuSet::Dispatch)
+            .after(dispatch::dispatch),
         tick::hardware_tick.in_set(NpuSet::HardwareTick),
+        deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
         retire::retire.in_set(NpuSet::Retire),
     ));
 }

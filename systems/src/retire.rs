@@ -4,8 +4,10 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
+use npusim_components::task::copy_dir;
 use npusim_components::{
-    DeviceState, Kernel, KernelRegistry, Task, TaskExtra, TaskKind, TaskRecord, TaskStatus,
+    DeviceState, Kernel, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind,
+    TaskRecord, TaskStatus,
 };
 
 /// Records and recycles the tasks that finished this frame.
@@ -28,9 +30,24 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                     .resource::<KernelRegistry>()
                     .get(Kernel(task.desc.kernel))
                     .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
+                TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
+                    .map_or("collective", |c| c.kind.name())
+                    .to_string(),
+                TaskKind::Memcpy if task.desc.flags == copy_dir::PEER => "memcpy_peer".to_string(),
                 other => other.name().to_string(),
             };
             let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
+            let stream_kind = world
+                .get::<StreamState>(task.stream)
+                .map_or(StreamKind::default(), |s| s.kind);
+            let event = matches!(kind, TaskKind::EventRecord | TaskKind::EventWait)
+                .then(|| Entity::try_from_bits(task.desc.args[0]).map(|e| (e, task.desc.args[1])))
+                .flatten();
+            let bytes = match kind {
+                TaskKind::Memcpy | TaskKind::Memset => task.desc.args[2],
+                TaskKind::Collective => task.desc.args[npusim_components::collective::word::BYTES],
+                _ => 0,
+            };
             records.push(TaskRecord {
                 kind,
                 name,
@@ -42,6 +59,10 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                 end: task.end,
                 cores: task.cores,
                 ok: task.status == TaskStatus::Done,
+                stream_kind,
+                context: task.context,
+                event,
+                bytes,
             });
         }
         world.resource_mut::<Timeline>().records.extend(records);

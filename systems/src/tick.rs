@@ -1,14 +1,24 @@
 //! Hardware tick: the discrete-event clock jumps to the next moment something happens (the
 //! earliest end of a running task, or the submit time of a waiting stream head), never by fixed
 //! steps. Tasks ending then execute functionally — kernels compute, copies move bytes, event
-//! records fire — release their units and complete in their streams. A task that faults fails
-//! here, and by its context's failure mode the context's queued work is aborted.
+//! records fire, collectives move data across devices — release their units and complete in
+//! their streams. A task that faults fails here, and by its context's failure mode the
+//! context's queued work is aborted.
+//!
+//! Devices advance side by side: when a device-local task (kernel, copy, memset) is due, every
+//! dispatched device-local task not yet applied is applied in one batch ([`PendingExec`]), one
+//! device per worker job, each device's tasks in dispatch order. A task's inputs are fixed once
+//! it is dispatched and nothing may read its outputs before it ends, so the batch computes what
+//! task-by-task execution would; its outcome (a fault) still takes effect at its end. The batch
+//! is the same whatever the thread count, so results and timelines are too.
 
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
+use npusim_components::collective::Rendezvous;
 use npusim_components::resources::{
-    AbortRequests, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks, Running, SimClock,
+    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
+    PendingExec, Running, SimClock,
 };
 use npusim_components::task::copy_dir;
 use npusim_components::{
@@ -30,10 +40,73 @@ pub struct TickWorld<'w, 's> {
     aborts: ResMut<'w, AbortRequests>,
     callbacks: ResMut<'w, PendingCallbacks>,
     stats: ResMut<'w, FrameStats>,
+    pending: ResMut<'w, PendingExec>,
+    rendezvous: ResMut<'w, Rendezvous>,
+    device_entities: Res<'w, Devices>,
+    workers: Res<'w, Workers>,
+}
+
+/// The worker threads that execute independent devices' work side by side (a rayon pool), or
+/// none: everything on the frame's thread. Results are the same either way: work is split
+/// by device and into fixed chunks, never by thread.
+#[derive(Resource, Clone, Default)]
+pub struct Workers {
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Workers({})", self.threads())
+    }
+}
+
+impl Workers {
+    /// `threads` worker threads (0: one per available core); 1 means none.
+    pub fn new(threads: usize) -> Result<Self, String> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            threads
+        };
+        if threads <= 1 {
+            return Ok(Self { pool: None });
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("npusim-worker-{i}"))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self {
+            pool: Some(std::sync::Arc::new(pool)),
+        })
+    }
+
+    /// Threads that run work (1 without a pool).
+    pub fn threads(&self) -> usize {
+        self.pool.as_ref().map_or(1, |p| p.current_num_threads())
+    }
+
+    /// Whether work is split over several threads.
+    pub fn is_parallel(&self) -> bool {
+        self.pool.is_some()
+    }
+
+    /// Runs `f` inside the pool (so its rayon iterators use the pool's threads).
+    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
 }
 
 /// Advances the clock to the next event and completes the tasks that end then.
-pub fn hardware_tick(mut clock: ResMut<SimClock>, mut running: ResMut<Running>, mut w: TickWorld) {
+pub fn hardware_tick(
+    mut clock: ResMut<SimClock>,
+    mut running: ResMut<Running>,
+    mut w: TickWorld,
+    mut batch: Local<Vec<Entity>>,
+) {
     crate::zone!("npusim::hardware_tick");
     for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
         abort_context(&mut w, ctx, &err);
@@ -49,17 +122,113 @@ pub fn hardware_tick(mut clock: ResMut<SimClock>, mut running: ResMut<Running>, 
         w.stats.last_frame_progressed = true;
     }
     let now = clock.now;
+    batch.clear();
     while let Some(&Reverse((end, _, entity))) = running.heap.peek() {
         if end > now {
             break;
         }
         running.heap.pop();
+        batch.push(entity);
+    }
+    // Device-local work is due: apply it, and every other dispatched device-local task with
+    // it, devices side by side.
+    if batch.iter().any(|&e| w.tasks.get(e).is_ok_and(|t| !t.executed && is_device_local(t))) {
+        execute_pending(&mut w);
+    }
+    for &entity in batch.iter() {
         complete(&mut w, entity, now);
     }
 }
 
+/// Whether a task touches only its own device's memory (and host buffers).
+fn is_device_local(task: &Task) -> bool {
+    match task.kind() {
+        TaskKind::Kernel | TaskKind::Memset => true,
+        TaskKind::Memcpy => task.desc.flags != copy_dir::PEER,
+        _ => false,
+    }
+}
+
+/// Applies every dispatched device-local task not applied yet: on the worker threads, one
+/// device per job, each device's tasks in dispatch order. Outcomes are kept on the tasks until
+/// they complete.
+fn execute_pending(w: &mut TickWorld) {
+    let mut pending = std::mem::take(&mut w.pending.tasks);
+    let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::with_capacity(pending.len());
+    let registry: &KernelRegistry = &w.registry;
+    if !w.workers.is_parallel() {
+        for &e in &pending {
+            let Ok(task) = w.tasks.get(e) else { continue };
+            if task.executed || !is_device_local(task) {
+                continue;
+            }
+            let result = match w.devices.get_mut(task.device) {
+                Ok(mut d) => execute_local(task, &mut d, registry),
+                Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+            };
+            outcomes.push((e, result));
+        }
+    } else {
+        use rayon::prelude::*;
+        // Group by device index; a device's tasks stay in dispatch order.
+        let count = w.device_entities.entities.len();
+        let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
+        for &e in &pending {
+            let Ok(task) = w.tasks.get(e) else { continue };
+            if task.executed || !is_device_local(task) {
+                continue;
+            }
+            if let Ok(d) = w.devices.get(task.device)
+                && let Some(g) = groups.get_mut(d.index as usize)
+            {
+                g.push((e, task));
+            }
+        }
+        let mut devices: Vec<&mut DeviceState> =
+            w.devices.iter_mut().map(|d| d.into_inner()).collect();
+        devices.sort_by_key(|d| d.index);
+        let jobs: Vec<(&mut DeviceState, &Vec<(Entity, &Task)>)> = devices
+            .into_iter()
+            .filter_map(|d| {
+                let g = groups.get(d.index as usize)?;
+                (!g.is_empty()).then_some((d, g))
+            })
+            .collect();
+        let results: Vec<Vec<(Entity, Result<(), NpuError>)>> = w.workers.install(|| {
+            jobs.into_par_iter()
+                .map(|(device, group)| {
+                    group
+                        .iter()
+                        .map(|&(e, task)| (e, execute_local(task, device, registry)))
+                        .collect()
+                })
+                .collect()
+        });
+        outcomes.extend(results.into_iter().flatten());
+    }
+    for (e, result) in outcomes {
+        if let Ok(mut task) = w.tasks.get_mut(e) {
+            task.executed = true;
+            task.error = result.err().map(Box::new);
+        }
+    }
+    pending.clear();
+    w.pending.tasks = pending;
+}
+
 fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
-    let result = execute(w, entity, now);
+    // Applied ahead (a parallel batch, or a collective refused at the rendezvous)?
+    let ahead = match w.tasks.get_mut(entity) {
+        Ok(mut t) if t.executed => {
+            t.executed = false;
+            Some(t.error.take().map_or(Ok(()), |e| Err(*e)))
+        }
+        _ => None,
+    };
+    let result = match ahead {
+        Some(r) => r,
+        None => execute(w, entity, now),
+    };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
@@ -183,21 +352,75 @@ fn execute(
         return Ok(());
     };
     let desc = task.desc;
+    match task.kind() {
+        TaskKind::Memcpy if desc.flags == copy_dir::PEER => {
+            crate::collective::execute_peer_copy(&mut w.devices, &w.device_entities, &desc)
+        }
+        TaskKind::Kernel | TaskKind::Memcpy | TaskKind::Memset => {
+            let mut device = w
+                .devices
+                .get_mut(task.device)
+                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
+            execute_local(task, &mut device, &w.registry)
+        }
+        TaskKind::Collective => crate::collective::execute_collective(
+            &w.tasks,
+            &mut w.devices,
+            &mut w.rendezvous,
+            &w.workers,
+            task,
+        ),
+        TaskKind::EventRecord => {
+            if let Some(event) = Entity::try_from_bits(desc.args[0])
+                && let Ok(mut ev) = w.events.get_mut(event)
+            {
+                ev.fire(desc.args[1], now);
+            }
+            Ok(())
+        }
+        TaskKind::HostCallback => {
+            if let TaskExtra::Callback(slot) = &task.extra
+                && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+            {
+                w.callbacks
+                    .calls
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(f);
+            }
+            Ok(())
+        }
+        TaskKind::EventWait => Ok(()),
+    }
+}
+
+/// The effect of a task that touches only its own device's memory (and host buffers): a
+/// kernel, a copy that does not leave the device, a memset. Safe to run for several devices
+/// at once.
+fn execute_local(
+    task: &Task,
+    device: &mut DeviceState,
+    registry: &KernelRegistry,
+) -> Result<(), NpuError> {
+    let desc = task.desc;
     let context = task.context;
     match task.kind() {
         TaskKind::Kernel => {
             let id = Kernel(desc.kernel);
-            let Some(kernel) = w.registry.get(id) else {
+            let Some(kernel) = registry.get(id) else {
                 return Err(NpuError::KernelNotFound(format!(
                     "kernel id {}",
                     desc.kernel
                 )));
             };
-            let mut device = w
-                .devices
-                .get_mut(task.device)
-                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
-            let device = &mut *device;
+            // A binary kernel already ran on the AI cores at dispatch; its fault, if any, is
+            // raised now, at its end.
+            if kernel.code.is_some() {
+                return match &task.error {
+                    Some(e) => Err((**e).clone()),
+                    None => Ok(()),
+                };
+            }
             let mut ctx = KernelCtx::new(
                 desc.arg_words(),
                 desc.block_dim,
@@ -210,10 +433,6 @@ fn execute(
         }
         TaskKind::Memcpy => {
             let (dst, src, bytes) = (desc.args[0], desc.args[1], desc.args[2]);
-            let mut device = w
-                .devices
-                .get_mut(task.device)
-                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
             let fault = |f: npusim_components::memory::AccessFault| NpuError::AicoreException {
                 kernel: "memcpy".into(),
                 detail: f.to_string(),
@@ -247,39 +466,13 @@ fn execute(
                 _ => Err(NpuError::Internal("malformed copy descriptor".into())),
             }
         }
-        TaskKind::Memset => {
-            let mut device = w
-                .devices
-                .get_mut(task.device)
-                .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
-            device
-                .memory
-                .fill(desc.args[0], desc.args[2], desc.args[1] as u8, context)
-                .map_err(|f| NpuError::AicoreException {
-                    kernel: "memset".into(),
-                    detail: f.to_string(),
-                })
-        }
-        TaskKind::EventRecord => {
-            if let Some(event) = Entity::try_from_bits(desc.args[0])
-                && let Ok(mut ev) = w.events.get_mut(event)
-            {
-                ev.fire(desc.args[1], now);
-            }
-            Ok(())
-        }
-        TaskKind::HostCallback => {
-            if let TaskExtra::Callback(slot) = &task.extra
-                && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
-            {
-                w.callbacks
-                    .calls
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(f);
-            }
-            Ok(())
-        }
-        TaskKind::EventWait | TaskKind::Collective => Ok(()),
+        TaskKind::Memset => device
+            .memory
+            .fill(desc.args[0], desc.args[2], desc.args[1] as u8, context)
+            .map_err(|f| NpuError::AicoreException {
+                kernel: "memset".into(),
+                detail: f.to_string(),
+            }),
+        _ => Err(NpuError::Internal("not a device-local task".into())),
     }
 }

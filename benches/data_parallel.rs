@@ -1,0 +1,2 @@
+//! `data_parallel` (being written).
+fn main() {}

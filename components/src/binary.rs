@@ -1,0 +1,50 @@
+//! Loaded kernel binaries: the entity that owns a binary's instruction memory and module data,
+//! and the code a binary kernel's launches run on the simulated AI core.
+
+use std::sync::Arc;
+
+use bevy_ecs::component::Component;
+use bevy_ecs::entity::Entity;
+use bevy_ecs::resource::Resource;
+use npusim_device::core::Program;
+
+/// What a binary kernel runs: the decoded program of its binary and its entry point.
+#[derive(Debug)]
+pub struct BinaryCode {
+    /// The binary's decoded `.text` (decoded once, at load).
+    pub program: Arc<Program>,
+    /// The entry PC.
+    pub entry: u64,
+    /// The binary entity (checked live on launch).
+    pub binary: Entity,
+    /// The context whose address space holds the binary's data.
+    pub context: Entity,
+}
+
+/// A loaded binary.
+#[derive(Component, Debug)]
+pub struct BinaryState {
+    /// Owning context.
+    pub context: Entity,
+    /// The device entity.
+    pub device: Entity,
+    /// Where `.text` sits in instruction memory.
+    pub text_base: u64,
+    /// Bytes of `.text`.
+    pub text_len: u64,
+    /// Where the module data (`.rodata`, `.data`, `.bss`, …) is mapped, 0 when it has none.
+    pub data_base: u64,
+    /// Bytes of module data.
+    pub data_len: u64,
+    /// Exported functions and their entry PCs.
+    pub functions: Vec<(String, u64)>,
+    /// The decoded program.
+    pub program: Arc<Program>,
+}
+
+/// Lines kernels printed with the SDK's debug print (`ecall`), in the order they ran.
+#[derive(Resource, Debug, Default)]
+pub struct HostLog {
+    /// The lines, each prefixed with the kernel and block that printed it.
+    pub lines: Vec<String>,
+}

@@ -1,0 +1,257 @@
+/*
+ * npusim_ext.h — the NPU extension of the kernel SDK: the AI core's local buffers, data
+ * movers, vector and cube units, and the flags that order them. docs/isa.md is the reference;
+ * device/src/core/npu/ is the implementation, and device/src/abi.rs the numbers (when they
+ * disagree, abi.rs is right).
+ *
+ * Self-contained: include it on its own or after npusim.h (which gives block index / dim,
+ * tiling access and printing). Freestanding: no libc, no <stdint.h> needed.
+ *
+ * Every instruction is an R4-type word in a custom major opcode, emitted with `.insn r4` /
+ * `.insn r` and numeric opcodes (accepted by clang from version 14 on). All operands are
+ * integer registers; no instruction writes one.
+ *
+ * The model in five lines:
+ *  - Local buffers: UB (vector operands; the only one scalar code may load from / store to),
+ *    L1 (cube staging), L0A / L0B (cube operands), L0C (cube f32 accumulator). Every buffer
+ *    address an instruction names, and every local row stride, is a multiple of 32 bytes.
+ *  - Pipes: S (scalar), V (vector), M (cube), MTE1 (L1 -> L0A/L0B), MTE2 (GM -> L1/UB),
+ *    MTE3 (UB/L0C -> GM). Each runs its instructions in order; different pipes run at once.
+ *  - An instruction reads its sources when it starts and its results appear when it is done.
+ *    Nothing orders two pipes except flags: npu_set_flag(SRC, DST, ev) after the producer,
+ *    npu_wait_flag(SRC, DST, ev) before the consumer. Forget one and the consumer reads stale
+ *    (or clobbered) data, as on hardware. Each set must be issued before the wait it releases.
+ *  - Scalar code reading a result (e.g. a reduction in UB) waits with DST = NPU_PIPE_S.
+ *  - npu_pipe_barrier(p): later instructions of pipe p wait for all earlier ones;
+ *    NPU_PIPE_ALL drains everything and stalls the scalar unit until then.
+ */
+#ifndef NPUSIM_EXT_H
+#define NPUSIM_EXT_H
+
+#if !defined(__riscv) || __riscv_xlen != 64
+#error "npusim_ext.h is for the NPU's RV64 core: compile with --target=riscv64-unknown-elf"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef __UINT64_TYPE__ npu_u64;
+typedef __UINT32_TYPE__ npu_u32;
+typedef __UINT16_TYPE__ npu_u16;
+
+/* ---- Local buffers (abi.rs: UB_BASE ...) ------------------------------------------------ */
+
+#define NPU_UB_BASE 0x21000000UL
+#define NPU_L1_BASE 0x22000000UL
+#define NPU_L0A_BASE 0x23000000UL
+#define NPU_L0B_BASE 0x24000000UL
+#define NPU_L0C_BASE 0x25000000UL
+/* Alignment of every local-buffer address and local row stride, in bytes. */
+#define NPU_LOCAL_ALIGN 32UL
+
+/* Typed base pointers. UB and L0C hold f32 here; cast as needed. */
+#define NPU_UB ((float *)NPU_UB_BASE)
+#define NPU_L1 ((void *)NPU_L1_BASE)
+#define NPU_L0A ((void *)NPU_L0A_BASE)
+#define NPU_L0B ((void *)NPU_L0B_BASE)
+#define NPU_L0C ((float *)NPU_L0C_BASE)
+
+/* The address `off` bytes into a buffer, as a typed pointer. */
+#define NPU_UB_AT(off) ((float *)(NPU_UB_BASE + (npu_u64)(off)))
+#define NPU_L1_AT(off) ((void *)(NPU_L1_BASE + (npu_u64)(off)))
+#define NPU_L0A_AT(off) ((void *)(NPU_L0A_BASE + (npu_u64)(off)))
+#define NPU_L0B_AT(off) ((void *)(NPU_L0B_BASE + (npu_u64)(off)))
+#define NPU_L0C_AT(off) ((float *)(NPU_L0C_BASE + (npu_u64)(off)))
+
+/* `bytes` rounded up to the local alignment: the row pitch of a cube operand. */
+static inline npu_u64 npu_pitch(npu_u64 bytes) {
+    return (bytes + NPU_LOCAL_ALIGN - 1) & ~(NPU_LOCAL_ALIGN - 1);
+}
+
+/* Buffer sizes of this core, from read-only CSRs (abi.rs: CSR_UB_BYTES ...). */
+#define NPU__CSR_READ(csr)                                                                     \
+    ({                                                                                         \
+        npu_u64 npu__v;                                                                        \
+        __asm__ volatile("csrr %0, " #csr : "=r"(npu__v));                                     \
+        npu__v;                                                                                \
+    })
+static inline npu_u64 npu_ub_bytes(void) { return NPU__CSR_READ(0xCC4); }
+static inline npu_u64 npu_l1_bytes(void) { return NPU__CSR_READ(0xCC5); }
+static inline npu_u64 npu_l0a_bytes(void) { return NPU__CSR_READ(0xCC6); }
+static inline npu_u64 npu_l0b_bytes(void) { return NPU__CSR_READ(0xCC7); }
+static inline npu_u64 npu_l0c_bytes(void) { return NPU__CSR_READ(0xCC8); }
+
+/* ---- Encoding helpers ------------------------------------------------------------------- */
+
+/* `.insn r4 OPCODE, FUNCT3, FUNCT2, rd, rs1, rs2, rs3` with four register operands. The
+ * "memory" clobber keeps the compiler from moving scalar loads and stores across it. */
+#define NPU__R4(opcode, f3, f2, d, a, b, c)                                                    \
+    __asm__ volatile(".insn r4 " #opcode ", " #f3 ", " #f2 ", %0, %1, %2, %3"                  \
+                     :                                                                         \
+                     : "r"((npu_u64)(d)), "r"((npu_u64)(a)), "r"((npu_u64)(b)),                \
+                       "r"((npu_u64)(c))                                                       \
+                     : "memory")
+#define NPU__SYNC(f3, v)                                                                       \
+    __asm__ volatile(".insn r 0x7b, " #f3 ", 0, x0, %0, x0" : : "r"((npu_u64)(v)) : "memory")
+
+/* The bits of an f32, for scalar operands (passed in an integer register). */
+static inline npu_u64 npu__f32_bits(float f) {
+    union {
+        float f;
+        npu_u32 u;
+    } v;
+    v.f = f;
+    return v.u;
+}
+
+/* ---- Synchronization (custom-3, 0x7b) ---------------------------------------------------- */
+
+#define NPU_PIPE_S 0
+#define NPU_PIPE_V 1
+#define NPU_PIPE_M 2
+#define NPU_PIPE_MTE1 3
+#define NPU_PIPE_MTE2 4
+#define NPU_PIPE_MTE3 5
+#define NPU_PIPE_ALL 6
+/* Event ids per (src, dst) pair: 0 .. NPU_EVENTS-1. */
+#define NPU_EVENTS 8
+
+#define NPU__FLAG(src, dst, ev) ((npu_u64)(src) | ((npu_u64)(dst) << 8) | ((npu_u64)(ev) << 16))
+
+/* Releases flag (src, dst, ev) once everything issued to `src` so far has completed. */
+static inline void npu_set_flag(int src, int dst, int ev) { NPU__SYNC(0, NPU__FLAG(src, dst, ev)); }
+/* Holds `dst` (or the scalar unit, for NPU_PIPE_S) until the oldest unconsumed set of the flag
+ * is released, and consumes it. A wait with no earlier set faults. */
+static inline void npu_wait_flag(int src, int dst, int ev) { NPU__SYNC(1, NPU__FLAG(src, dst, ev)); }
+/* Later instructions of `pipe` wait for all earlier ones; NPU_PIPE_ALL also stalls the
+ * scalar unit until every pipe is idle. */
+static inline void npu_pipe_barrier(int pipe) { NPU__SYNC(2, pipe); }
+
+/* ---- Data movement (custom-1, 0x2b) ------------------------------------------------------ */
+/*
+ * Every copy moves `rows` rows of `row_bytes` bytes; row r is read at src + r * src_stride and
+ * written at dst + r * dst_stride. On the local side the address and (for rows > 1) the stride
+ * are multiples of 32 and the stride is at least row_bytes; global-memory addresses and strides
+ * are free. Cost on the pipe: setup + rows * pitch(row_bytes) / bandwidth, plus the global
+ * memory latency before the data lands (docs/isa.md).
+ */
+#define NPU__SHAPE(rows, row_bytes) (((npu_u64)(rows) << 32) | (npu_u32)(row_bytes))
+#define NPU__STRIDES(src, dst) (((npu_u64)(src) << 32) | (npu_u32)(dst))
+
+/* GM -> UB (MTE2). */
+static inline void npu_copy_gm_to_ub(void *ub_dst, const void *gm_src, npu_u32 rows,
+                                     npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 0, 0, ub_dst, gm_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* GM -> L1 (MTE2). */
+static inline void npu_copy_gm_to_l1(void *l1_dst, const void *gm_src, npu_u32 rows,
+                                     npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 1, 0, l1_dst, gm_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* UB -> GM (MTE3). */
+static inline void npu_copy_ub_to_gm(void *gm_dst, const void *ub_src, npu_u32 rows,
+                                     npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 2, 0, gm_dst, ub_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L1 -> L0A (MTE1). */
+static inline void npu_copy_l1_to_l0a(void *l0a_dst, const void *l1_src, npu_u32 rows,
+                                      npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 3, 0, l0a_dst, l1_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L1 -> L0B (MTE1). */
+static inline void npu_copy_l1_to_l0b(void *l0b_dst, const void *l1_src, npu_u32 rows,
+                                      npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 4, 0, l0b_dst, l1_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L0C -> GM, f32 (MTE3). */
+static inline void npu_copy_l0c_to_gm(void *gm_dst, const void *l0c_src, npu_u32 rows,
+                                      npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 5, 0, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* Contiguous forms: one row of `bytes`. */
+static inline void npu_copy_gm_to_ub_1d(void *ub_dst, const void *gm_src, npu_u32 bytes) {
+    npu_copy_gm_to_ub(ub_dst, gm_src, 1, bytes, bytes, bytes);
+}
+static inline void npu_copy_ub_to_gm_1d(void *gm_dst, const void *ub_src, npu_u32 bytes) {
+    npu_copy_ub_to_gm(gm_dst, ub_src, 1, bytes, bytes, bytes);
+}
+
+/* ---- Vector unit (custom-0, 0x0b) on UB --------------------------------------------------- */
+/*
+ * All pointers are UB addresses, 32-byte aligned; n is the element count (any value, the
+ * operands must fit in UB). dst may equal a source. Cost on V: 4 + ceil(n / 128) cycles
+ * (reductions 7 more) with the default preset.
+ */
+#define NPU__VEC(f3, f2, d, a, b, n) NPU__R4(0x0b, f3, f2, d, a, b, n)
+
+/* Element-wise, f32: dst[i] = a[i] op b[i]. */
+static inline void npu_vadd(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(0, 0, dst, a, b, n); }
+static inline void npu_vsub(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(1, 0, dst, a, b, n); }
+static inline void npu_vmul(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(2, 0, dst, a, b, n); }
+static inline void npu_vdiv(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(3, 0, dst, a, b, n); }
+static inline void npu_vmax(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(4, 0, dst, a, b, n); }
+static inline void npu_vmin(float *dst, const float *a, const float *b, npu_u64 n) { NPU__VEC(5, 0, dst, a, b, n); }
+
+/* Scalar broadcast, f32: dst[i] = a[i] op s. */
+static inline void npu_vadds(float *dst, const float *a, float s, npu_u64 n) { NPU__VEC(0, 1, dst, a, npu__f32_bits(s), n); }
+static inline void npu_vmuls(float *dst, const float *a, float s, npu_u64 n) { NPU__VEC(1, 1, dst, a, npu__f32_bits(s), n); }
+static inline void npu_vmaxs(float *dst, const float *a, float s, npu_u64 n) { NPU__VEC(2, 1, dst, a, npu__f32_bits(s), n); }
+static inline void npu_vmins(float *dst, const float *a, float s, npu_u64 n) { NPU__VEC(3, 1, dst, a, npu__f32_bits(s), n); }
+/* dst[i] = s. */
+static inline void npu_vdup(float *dst, float s, npu_u64 n) { NPU__VEC(4, 1, dst, 0, npu__f32_bits(s), n); }
+
+/* Unary, f32: dst[i] = f(a[i]). */
+static inline void npu_vexp(float *dst, const float *a, npu_u64 n) { NPU__VEC(0, 2, dst, a, 0, n); }
+static inline void npu_vln(float *dst, const float *a, npu_u64 n) { NPU__VEC(1, 2, dst, a, 0, n); }
+static inline void npu_vsqrt(float *dst, const float *a, npu_u64 n) { NPU__VEC(2, 2, dst, a, 0, n); }
+static inline void npu_vrelu(float *dst, const float *a, npu_u64 n) { NPU__VEC(3, 2, dst, a, 0, n); }
+static inline void npu_vabs(float *dst, const float *a, npu_u64 n) { NPU__VEC(4, 2, dst, a, 0, n); }
+static inline void npu_vrec(float *dst, const float *a, npu_u64 n) { NPU__VEC(5, 2, dst, a, 0, n); }
+static inline void npu_vmov(float *dst, const float *a, npu_u64 n) { NPU__VEC(6, 2, dst, a, 0, n); }
+
+/* Reductions: dst[0] = sum(a[0..n]) (accumulated in f64, rounded once) / max(a[0..n]). */
+static inline void npu_vsum(float *dst, const float *a, npu_u64 n) { NPU__VEC(0, 3, dst, a, 0, n); }
+static inline void npu_vrmax(float *dst, const float *a, npu_u64 n) { NPU__VEC(1, 3, dst, a, 0, n); }
+
+/* Casts: f32 -> f16 (round to nearest even) and f16 -> f32 (exact); f16 as raw bits. */
+static inline void npu_vcvt_f16_f32(npu_u16 *dst, const float *a, npu_u64 n) { NPU__VEC(2, 3, dst, a, 0, n); }
+static inline void npu_vcvt_f32_f16(float *dst, const npu_u16 *a, npu_u64 n) { NPU__VEC(3, 3, dst, a, 0, n); }
+
+/* ---- Cube unit (custom-2, 0x5b) ----------------------------------------------------------- */
+/*
+ * C (m x n, f32, in L0C) = [C +] A (m x k, in L0A) x B (k x n, in L0B), all row-major with each
+ * row starting on a 32-byte boundary: row pitch = npu_pitch(row bytes). m, n, k < 65536.
+ * f16 products are exact and accumulate in f32, in k order. Cost on M:
+ * 8 + ceil16(m) * ceil16(n) * ceil16(k) * 2 / 8192 cycles for f16 (/ 2048 for f32).
+ */
+#define NPU__MNK(m, n, k) ((npu_u64)(npu_u16)(m) | ((npu_u64)(npu_u16)(n) << 16) | ((npu_u64)(npu_u16)(k) << 32))
+
+static inline void npu_mmad_f16(float *c, const npu_u16 *a, const npu_u16 *b, npu_u32 m,
+                                npu_u32 n, npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 1, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 0, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+static inline void npu_mmad_f32(float *c, const float *a, const float *b, npu_u32 m, npu_u32 n,
+                                npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 3, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 2, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NPUSIM_EXT_H */

@@ -1,0 +1,281 @@
+//! Issuing the extension's instructions from the scalar core: operand checks, costs from the
+//! timing, scheduling on a pipe, and the scalar unit's own accesses to UB.
+
+use super::cube::CubeOp;
+use super::isa::{CopyDir, SyncOp, VecClass, VecOp};
+use super::layout::{Buffer, pitch};
+use super::pipes::{Pipe, Pipes};
+use super::vector::VectorOp;
+use super::{AsyncOp, CopyOp, Npu, NpuFault, Side};
+use crate::abi;
+use crate::core::decode::{Inst, Op};
+use crate::core::trap::Trap;
+use crate::core::{Bus, Core};
+
+/// A checked local-side region: the offset of its first byte.
+fn local_region(
+    npu: &Npu,
+    operand: &'static str,
+    expected: Buffer,
+    addr: u64,
+    rows: u64,
+    row_bytes: u64,
+    stride: u64,
+) -> Result<usize, NpuFault> {
+    let off = match Buffer::at(addr) {
+        Some((b, off)) if b == expected => off,
+        _ => {
+            return Err(NpuFault::WrongBuffer {
+                operand,
+                expected,
+                addr,
+            });
+        }
+    };
+    if off % abi::LOCAL_BUFFER_ALIGN != 0 {
+        return Err(NpuFault::Misaligned {
+            buffer: expected,
+            what: "address",
+            value: addr,
+        });
+    }
+    if rows > 1 {
+        if stride % abi::LOCAL_BUFFER_ALIGN != 0 {
+            return Err(NpuFault::Misaligned {
+                buffer: expected,
+                what: "stride",
+                value: stride,
+            });
+        }
+        if stride < row_bytes {
+            return Err(NpuFault::OverlappingRows {
+                buffer: expected,
+                stride,
+                row_bytes,
+            });
+        }
+    }
+    let len = if rows == 0 || row_bytes == 0 {
+        0
+    } else {
+        (rows - 1)
+            .checked_mul(stride)
+            .and_then(|v| v.checked_add(row_bytes))
+            .unwrap_or(u64::MAX)
+    };
+    let size = npu.buffers.size(expected) as u64;
+    if off > size || len > size - off {
+        return Err(NpuFault::OutOfBuffer {
+            buffer: expected,
+            addr,
+            len,
+            size: size as u32,
+        });
+    }
+    Ok(off as usize)
+}
+
+/// A checked contiguous UB operand of `len` bytes.
+fn ub(npu: &Npu, operand: &'static str, addr: u64, len: u64) -> Result<u32, NpuFault> {
+    local_region(npu, operand, Buffer::Ub, addr, 1, len, 0).map(|o| o as u32)
+}
+
+/// `ceil(log2(x))`.
+fn log2_ceil(x: u32) -> u64 {
+    (32 - x.max(1).saturating_sub(1).leading_zeros()) as u64
+}
+
+/// Rounds up to a multiple of 16 (the cube's fractal edge).
+fn pad16(x: u32) -> u64 {
+    (x as u64).div_ceil(16) * 16
+}
+
+impl Npu {
+    fn vector_op(&self, op: VecOp, [d, a, b, c]: [u64; 4]) -> Result<(VectorOp, u64), NpuFault> {
+        let n = c;
+        let elems = |e: u64| n.checked_mul(e).unwrap_or(u64::MAX);
+        let dst_len = match op {
+            VecOp::Sum | VecOp::RMax => 4,
+            VecOp::CvtF32ToF16 => elems(2),
+            _ => elems(4),
+        };
+        let dst = ub(self, "dst", d, dst_len)?;
+        let (src_a, src_b) = match op.class() {
+            VecClass::Binary => (ub(self, "a", a, elems(4))?, ub(self, "b", b, elems(4))?),
+            VecClass::Scalar if op == VecOp::Dup => (0, 0),
+            _ => (ub(self, "a", a, elems(op.src_elem()))?, 0),
+        };
+        // Every operand fits in UB, so `n` does too.
+        let n = n as u32;
+        let t = &self.timing;
+        let mut occupancy = t.vector_startup as u64 + (n as u64).div_ceil(t.vector_lanes as u64);
+        if op.class() == VecClass::Reduce {
+            occupancy += log2_ceil(t.vector_lanes);
+        }
+        let v = VectorOp {
+            op,
+            dst,
+            a: src_a,
+            b: src_b,
+            scalar: f32::from_bits(b as u32),
+            n,
+        };
+        Ok((v, occupancy))
+    }
+
+    fn copy_op(&self, dir: CopyDir, [d, s, shape, strides]: [u64; 4]) -> Result<(CopyOp, u64, u64), NpuFault> {
+        let (rows, row_bytes) = (shape >> 32, shape & 0xffff_ffff);
+        let (src_stride, dst_stride) = (strides >> 32, strides & 0xffff_ffff);
+        let side = |buffer: Option<Buffer>, operand, addr, stride| -> Result<Side, NpuFault> {
+            Ok(match buffer {
+                None => Side::Gm(addr),
+                Some(b) => Side::Local(b, local_region(self, operand, b, addr, rows, row_bytes, stride)?),
+            })
+        };
+        let src = side(dir.src(), "src", s, src_stride)?;
+        let dst = side(dir.dst(), "dst", d, dst_stride)?;
+        // A local side bounds rows × row_bytes by its buffer, so this cannot overflow.
+        let bytes = if row_bytes == 0 { 0 } else { rows * pitch(row_bytes) };
+        let t = &self.timing;
+        let (occupancy, extra) = match dir.pipe() {
+            Pipe::Mte1 => (t.mte1_setup as u64 + t.l1_bytes_per_cycle.cycles_for(bytes), 0),
+            _ => (
+                t.mte_setup as u64 + t.gm_bytes_per_cycle.cycles_for(bytes),
+                t.gm_latency as u64,
+            ),
+        };
+        let op = CopyOp {
+            src,
+            dst,
+            rows: if row_bytes == 0 { 0 } else { rows },
+            row_bytes,
+            src_stride,
+            dst_stride,
+        };
+        Ok((op, occupancy, extra))
+    }
+
+    fn cube_op(&self, funct: u8, [c, a, b, mnk]: [u64; 4]) -> Result<(CubeOp, u64), NpuFault> {
+        let (m, n, k) = (mnk & 0xffff, (mnk >> 16) & 0xffff, (mnk >> 32) & 0xffff);
+        let mut op = CubeOp {
+            c: 0,
+            a: 0,
+            b: 0,
+            m: m as u32,
+            n: n as u32,
+            k: k as u32,
+            accumulate: funct & 1 != 0,
+            f32_inputs: funct & 2 != 0,
+        };
+        let e = op.elem();
+        let (pa, pb, pc) = op.pitches();
+        op.a = local_region(self, "a", Buffer::L0a, a, m, k * e, pa)? as u32;
+        op.b = local_region(self, "b", Buffer::L0b, b, k, n * e, pb)? as u32;
+        op.c = local_region(self, "c", Buffer::L0c, c, m, n * 4, pc)? as u32;
+        let t = &self.timing;
+        let rate = if op.f32_inputs {
+            t.cube_f32_flops_per_cycle
+        } else {
+            t.cube_f16_flops_per_cycle
+        } as u64;
+        let flops = pad16(op.m) * pad16(op.n) * pad16(op.k) * 2;
+        Ok((op, t.cube_startup as u64 + flops.div_ceil(rate)))
+    }
+
+    /// Checks a scalar access of `len` bytes at `addr` (in `buffer`'s window, at `off`);
+    /// returns the UB offset.
+    pub(crate) fn scalar_check(
+        &self,
+        buffer: Buffer,
+        addr: u64,
+        off: u64,
+        len: usize,
+        store: bool,
+    ) -> Result<usize, NpuFault> {
+        if buffer != Buffer::Ub {
+            return Err(NpuFault::ScalarAccess {
+                access: if store { "store" } else { "load" },
+                buffer,
+                addr,
+            });
+        }
+        let size = self.buffers.size(Buffer::Ub) as u64;
+        if off + len as u64 > size {
+            return Err(NpuFault::OutOfBuffer {
+                buffer,
+                addr,
+                len: len as u64,
+                size: size as u32,
+            });
+        }
+        Ok(off as usize)
+    }
+}
+
+impl Core {
+    /// Executes one extension instruction at scalar time `self.cycles` (already charged its
+    /// issue cost). Stalls move `self.cycles` forward.
+    pub(crate) fn exec_npu<B: Bus>(&mut self, bus: &mut B, inst: Inst, pc: u64) -> Result<(), Trap> {
+        let regs = [
+            self.x[inst.rd as usize & 31],
+            self.x[inst.rs1 as usize & 31],
+            self.x[inst.rs2 as usize & 31],
+            self.x[(inst.imm >> 8) as usize & 31],
+        ];
+        let code = inst.imm as u8;
+        let fault = |fault| Trap::Npu { pc, fault };
+        self.npu.instructions += 1;
+        // Keeps the in-flight queue short; correctness does not depend on it.
+        self.npu.advance(self.cycles, bus)?;
+        match inst.op {
+            Op::NpuVector => {
+                let op = VecOp::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
+                let (v, occ) = self.npu.vector_op(op, regs).map_err(fault)?;
+                self.issue(Pipe::V, occ, 0, AsyncOp::Vector(v), pc);
+            }
+            Op::NpuMove => {
+                let dir = CopyDir::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
+                let (c, occ, extra) = self.npu.copy_op(dir, regs).map_err(fault)?;
+                self.issue(dir.pipe(), occ, extra, AsyncOp::Copy(c), pc);
+            }
+            Op::NpuCube => {
+                let (c, occ) = self.npu.cube_op(code, regs).map_err(fault)?;
+                self.issue(Pipe::M, occ, 0, AsyncOp::Cube(c), pc);
+            }
+            _ => {
+                let now = self.cycles;
+                let until = match SyncOp::from_code(code) {
+                    Some(SyncOp::SetFlag) => {
+                        let (s, d, e) = Pipes::flag_operand("set_flag", regs[1]).map_err(fault)?;
+                        self.npu.pipes.set_flag(s, d, e, now).map_err(fault)?;
+                        None
+                    }
+                    Some(SyncOp::WaitFlag) => {
+                        let (s, d, e) = Pipes::flag_operand("wait_flag", regs[1]).map_err(fault)?;
+                        self.npu.pipes.wait_flag(s, d, e).map_err(fault)?
+                    }
+                    Some(SyncOp::Barrier) => self.npu.pipes.barrier(regs[1]).map_err(fault)?,
+                    None => return Err(Trap::IllegalInstruction { pc, bits: 0 }),
+                };
+                if let Some(t) = until {
+                    self.stall_until(t);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn issue(&mut self, pipe: Pipe, occupancy: u64, extra: u64, op: AsyncOp, pc: u64) {
+        let t = self.npu.pipes.issue_time(pipe, self.cycles);
+        self.stall_until(t);
+        let slot = self.npu.pipes.schedule(pipe, self.cycles, occupancy, extra);
+        self.npu.enqueue(slot, op, pc);
+    }
+
+    fn stall_until(&mut self, t: u64) {
+        if t > self.cycles {
+            self.npu.stall_cycles += t - self.cycles;
+            self.cycles = t;
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! What an NPU instruction (or a scalar access to a local buffer) can do wrong. Operand faults
+//! are found when the instruction issues, so they are precise: the trap's pc is the offending
+//! instruction and nothing of it has happened. Faults of the global-memory side of a transfer
+//! are found when the transfer runs and are reported as the usual load / store page faults,
+//! attributed to the transfer's instruction.
+
+use super::layout::Buffer;
+use super::pipes::Pipe;
+
+/// Why an NPU instruction or a local-buffer access faulted.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NpuFault {
+    /// An operand region runs past the buffer's configured size.
+    #[error(
+        "{len} bytes at {addr:#x} run past the end of {buffer} ({size} bytes at {base:#x})",
+        base = buffer.base()
+    )]
+    OutOfBuffer {
+        /// The buffer.
+        buffer: Buffer,
+        /// First address of the region.
+        addr: u64,
+        /// Length of the region in bytes (first row start to last row end).
+        len: u64,
+        /// The buffer's configured size.
+        size: u32,
+    },
+    /// An operand that must be in one buffer points elsewhere.
+    #[error("{operand} address {addr:#x} is not in {expected} (at {base:#x})", base = expected.base())]
+    WrongBuffer {
+        /// Which operand (`"dst"`, `"src"`, `"a"`, …).
+        operand: &'static str,
+        /// The buffer the instruction requires.
+        expected: Buffer,
+        /// The address given.
+        addr: u64,
+    },
+    /// A local-buffer address or row stride that is not a multiple of 32 bytes.
+    #[error("{buffer} {what} {value:#x} is not a multiple of 32 bytes")]
+    Misaligned {
+        /// The buffer.
+        buffer: Buffer,
+        /// `"address"` or `"stride"`.
+        what: &'static str,
+        /// The offending value.
+        value: u64,
+    },
+    /// A local-side row stride smaller than the row: rows would overlap.
+    #[error("{buffer} stride {stride} is smaller than the row ({row_bytes} bytes)")]
+    OverlappingRows {
+        /// The buffer.
+        buffer: Buffer,
+        /// The stride given.
+        stride: u64,
+        /// The row length.
+        row_bytes: u64,
+    },
+    /// A scalar load or store to a local buffer other than the unified buffer.
+    #[error("scalar {access} at {addr:#x} in {buffer}: only UB is scalar-accessible")]
+    ScalarAccess {
+        /// `"load"` or `"store"`.
+        access: &'static str,
+        /// The buffer.
+        buffer: Buffer,
+        /// The address.
+        addr: u64,
+    },
+    /// A pipe number that does not exist (or `PIPE_ALL` where one pipe is required), or a
+    /// flag from a pipe to itself.
+    #[error("invalid pipe operand {value:#x} for {what}")]
+    BadPipe {
+        /// The instruction.
+        what: &'static str,
+        /// The packed operand.
+        value: u64,
+    },
+    /// An event id past the last one.
+    #[error("event id {event} out of range (0..{max})")]
+    BadEvent {
+        /// The event id given.
+        event: u64,
+        /// The number of event ids.
+        max: usize,
+    },
+    /// `wait_flag` with no earlier `set_flag` of the same flag to consume: it would wait for
+    /// ever (sets must be issued before the waits they release).
+    #[error("wait_flag({src}->{dst}, event {event}) has no set_flag issued before it: it would wait for ever")]
+    WaitWithoutSet {
+        /// Source pipe.
+        src: Pipe,
+        /// Destination pipe.
+        dst: Pipe,
+        /// Event id.
+        event: u8,
+    },
+    /// `set_flag` on a flag that already holds the maximum number of unconsumed sets.
+    #[error("set_flag({src}->{dst}, event {event}): {depth} sets are already pending")]
+    FlagOverflow {
+        /// Source pipe.
+        src: Pipe,
+        /// Destination pipe.
+        dst: Pipe,
+        /// Event id.
+        event: u8,
+        /// The limit.
+        depth: usize,
+    },
+}
+
+impl NpuFault {
+    /// The address the fault is about, when there is one.
+    pub fn addr(&self) -> Option<u64> {
+        match *self {
+            NpuFault::OutOfBuffer { addr, .. }
+            | NpuFault::WrongBuffer { addr, .. }
+            | NpuFault::ScalarAccess { addr, .. } => Some(addr),
+            NpuFault::Misaligned { value, what, .. } if what == "address" => Some(value),
+            _ => None,
+        }
+    }
+}

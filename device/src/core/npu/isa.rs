@@ -1,0 +1,368 @@
+//! The extension's instruction set: four custom major opcodes, R4-type encodings (R-type for
+//! synchronization), every operand in an integer register. The register in the `rd` field is
+//! read as an operand like the others; no NPU instruction writes an integer register.
+//!
+//! ```text
+//!  31    27 26 25 24  20 19  15 14  12 11   7 6      0
+//! [  rs3  ][ f2 ][ rs2 ][ rs1 ][ f3  ][ rd  ][ opcode ]
+//! ```
+//!
+//! | opcode | unit | f2 / f3 | operands `rd, rs1, rs2, rs3` |
+//! |---|---|---|---|
+//! | custom-0 `0x0b` | vector | [`VecOp`] code `f2 << 3 \| f3` | dst, a, b (or f32 bits), n |
+//! | custom-1 `0x2b` | data movers | f2 = 0, f3 = [`CopyDir`] | dst, src, `rows << 32 \| row_bytes`, `src_stride << 32 \| dst_stride` |
+//! | custom-2 `0x5b` | cube | f2 = 0, f3 = `f32 << 1 \| accumulate` | c, a, b, `m \| n << 16 \| k << 32` |
+//! | custom-3 `0x7b` | sync | f7 = 0, f3 = [`SyncOp`] | –, `src \| dst << 8 \| event << 16` (or a pipe), – |
+//!
+//! `docs/isa.md` has the full table with semantics and costs; [`encode`] builds the words.
+
+use super::layout::Buffer;
+use super::pipes::Pipe;
+
+/// custom-0: vector instructions.
+pub const OPCODE_VECTOR: u32 = 0x0b;
+/// custom-1: data movement.
+pub const OPCODE_MOVE: u32 = 0x2b;
+/// custom-2: cube matmul.
+pub const OPCODE_CUBE: u32 = 0x5b;
+/// custom-3: synchronization.
+pub const OPCODE_SYNC: u32 = 0x7b;
+
+/// A vector instruction. The discriminant is its code, `funct2 << 3 | funct3`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum VecOp {
+    /// `dst[i] = a[i] + b[i]` (f32).
+    Add = 0x00,
+    /// `dst[i] = a[i] - b[i]`.
+    Sub = 0x01,
+    /// `dst[i] = a[i] * b[i]`.
+    Mul = 0x02,
+    /// `dst[i] = a[i] / b[i]`.
+    Div = 0x03,
+    /// `dst[i] = max(a[i], b[i])` (a NaN operand yields the other).
+    Max = 0x04,
+    /// `dst[i] = min(a[i], b[i])`.
+    Min = 0x05,
+    /// `dst[i] = a[i] + s`, `s` the f32 whose bits are the low word of the `rs2` register.
+    Adds = 0x08,
+    /// `dst[i] = a[i] * s`.
+    Muls = 0x09,
+    /// `dst[i] = max(a[i], s)`.
+    Maxs = 0x0a,
+    /// `dst[i] = min(a[i], s)`.
+    Mins = 0x0b,
+    /// `dst[i] = s` (`a` is ignored).
+    Dup = 0x0c,
+    /// `dst[i] = exp(a[i])`.
+    Exp = 0x10,
+    /// `dst[i] = ln(a[i])`.
+    Ln = 0x11,
+    /// `dst[i] = sqrt(a[i])`.
+    Sqrt = 0x12,
+    /// `dst[i] = a[i] > 0 ? a[i] : 0`.
+    Relu = 0x13,
+    /// `dst[i] = |a[i]|`.
+    Abs = 0x14,
+    /// `dst[i] = 1 / a[i]`.
+    Rec = 0x15,
+    /// `dst[i] = a[i]` (copy within UB).
+    Mov = 0x16,
+    /// `dst[0] = a[0] + … + a[n-1]` (accumulated in f64, rounded once).
+    Sum = 0x18,
+    /// `dst[0] = max(a[0..n])` (−∞ for `n = 0`).
+    RMax = 0x19,
+    /// f32 → f16: `dst` holds `n` f16 values (round to nearest even).
+    CvtF32ToF16 = 0x1a,
+    /// f16 → f32: `a` holds `n` f16 values.
+    CvtF16ToF32 = 0x1b,
+}
+
+/// The operand shape of a vector instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VecClass {
+    Binary,
+    Scalar,
+    Unary,
+    Reduce,
+    Cast,
+}
+
+impl VecOp {
+    /// Every vector instruction.
+    pub const ALL: [VecOp; 22] = [
+        VecOp::Add,
+        VecOp::Sub,
+        VecOp::Mul,
+        VecOp::Div,
+        VecOp::Max,
+        VecOp::Min,
+        VecOp::Adds,
+        VecOp::Muls,
+        VecOp::Maxs,
+        VecOp::Mins,
+        VecOp::Dup,
+        VecOp::Exp,
+        VecOp::Ln,
+        VecOp::Sqrt,
+        VecOp::Relu,
+        VecOp::Abs,
+        VecOp::Rec,
+        VecOp::Mov,
+        VecOp::Sum,
+        VecOp::RMax,
+        VecOp::CvtF32ToF16,
+        VecOp::CvtF16ToF32,
+    ];
+
+    /// The instruction with code `code` (`funct2 << 3 | funct3`).
+    pub fn from_code(code: u8) -> Option<VecOp> {
+        VecOp::ALL.iter().copied().find(|op| *op as u8 == code)
+    }
+
+    /// `funct2 << 3 | funct3`.
+    pub const fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// The mnemonic (and SDK function suffix).
+    pub const fn name(self) -> &'static str {
+        match self {
+            VecOp::Add => "vadd",
+            VecOp::Sub => "vsub",
+            VecOp::Mul => "vmul",
+            VecOp::Div => "vdiv",
+            VecOp::Max => "vmax",
+            VecOp::Min => "vmin",
+            VecOp::Adds => "vadds",
+            VecOp::Muls => "vmuls",
+            VecOp::Maxs => "vmaxs",
+            VecOp::Mins => "vmins",
+            VecOp::Dup => "vdup",
+            VecOp::Exp => "vexp",
+            VecOp::Ln => "vln",
+            VecOp::Sqrt => "vsqrt",
+            VecOp::Relu => "vrelu",
+            VecOp::Abs => "vabs",
+            VecOp::Rec => "vrec",
+            VecOp::Mov => "vmov",
+            VecOp::Sum => "vsum",
+            VecOp::RMax => "vrmax",
+            VecOp::CvtF32ToF16 => "vcvt_f16_f32",
+            VecOp::CvtF16ToF32 => "vcvt_f32_f16",
+        }
+    }
+
+    pub(crate) const fn class(self) -> VecClass {
+        match self as u8 >> 3 {
+            0 => VecClass::Binary,
+            1 => VecClass::Scalar,
+            2 => VecClass::Unary,
+            _ => match self {
+                VecOp::Sum | VecOp::RMax => VecClass::Reduce,
+                _ => VecClass::Cast,
+            },
+        }
+    }
+
+    /// Bytes per element of the source operands.
+    pub(crate) const fn src_elem(self) -> u64 {
+        match self {
+            VecOp::CvtF16ToF32 => 2,
+            _ => 4,
+        }
+    }
+
+    /// Bytes the destination receives for `n` elements.
+    pub(crate) const fn dst_bytes(self, n: u64) -> u64 {
+        match self {
+            VecOp::Sum | VecOp::RMax => 4,
+            VecOp::CvtF32ToF16 => 2 * n,
+            _ => 4 * n,
+        }
+    }
+}
+
+/// A data-mover instruction: which buffers it connects (funct3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum CopyDir {
+    /// Global memory → UB, on MTE2.
+    GmToUb = 0,
+    /// Global memory → L1, on MTE2.
+    GmToL1 = 1,
+    /// UB → global memory, on MTE3.
+    UbToGm = 2,
+    /// L1 → L0A, on MTE1.
+    L1ToL0a = 3,
+    /// L1 → L0B, on MTE1.
+    L1ToL0b = 4,
+    /// L0C → global memory (f32), on MTE3.
+    L0cToGm = 5,
+}
+
+impl CopyDir {
+    /// Every direction.
+    pub const ALL: [CopyDir; 6] = [
+        CopyDir::GmToUb,
+        CopyDir::GmToL1,
+        CopyDir::UbToGm,
+        CopyDir::L1ToL0a,
+        CopyDir::L1ToL0b,
+        CopyDir::L0cToGm,
+    ];
+
+    /// The direction with funct3 `code`.
+    pub fn from_code(code: u8) -> Option<CopyDir> {
+        CopyDir::ALL.get(code as usize).copied()
+    }
+
+    /// The pipe that executes it.
+    pub const fn pipe(self) -> Pipe {
+        match self {
+            CopyDir::GmToUb | CopyDir::GmToL1 => Pipe::Mte2,
+            CopyDir::UbToGm | CopyDir::L0cToGm => Pipe::Mte3,
+            CopyDir::L1ToL0a | CopyDir::L1ToL0b => Pipe::Mte1,
+        }
+    }
+
+    /// Source buffer; `None` is global memory.
+    pub const fn src(self) -> Option<Buffer> {
+        match self {
+            CopyDir::GmToUb | CopyDir::GmToL1 => None,
+            CopyDir::UbToGm => Some(Buffer::Ub),
+            CopyDir::L1ToL0a | CopyDir::L1ToL0b => Some(Buffer::L1),
+            CopyDir::L0cToGm => Some(Buffer::L0c),
+        }
+    }
+
+    /// Destination buffer; `None` is global memory.
+    pub const fn dst(self) -> Option<Buffer> {
+        match self {
+            CopyDir::GmToUb => Some(Buffer::Ub),
+            CopyDir::GmToL1 => Some(Buffer::L1),
+            CopyDir::UbToGm | CopyDir::L0cToGm => None,
+            CopyDir::L1ToL0a => Some(Buffer::L0a),
+            CopyDir::L1ToL0b => Some(Buffer::L0b),
+        }
+    }
+
+    /// The SDK name.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CopyDir::GmToUb => "copy_gm_to_ub",
+            CopyDir::GmToL1 => "copy_gm_to_l1",
+            CopyDir::UbToGm => "copy_ub_to_gm",
+            CopyDir::L1ToL0a => "copy_l1_to_l0a",
+            CopyDir::L1ToL0b => "copy_l1_to_l0b",
+            CopyDir::L0cToGm => "copy_l0c_to_gm",
+        }
+    }
+}
+
+/// A synchronization instruction (funct3 of custom-3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum SyncOp {
+    /// `set_flag(src, dst, event)`, operand `src | dst << 8 | event << 16` in `rs1`.
+    SetFlag = 0,
+    /// `wait_flag(src, dst, event)`, same operand.
+    WaitFlag = 1,
+    /// `pipe_barrier(pipe)`, the pipe number (or `PIPE_ALL`) in `rs1`.
+    Barrier = 2,
+}
+
+impl SyncOp {
+    /// The instruction with funct3 `code`.
+    pub fn from_code(code: u8) -> Option<SyncOp> {
+        match code {
+            0 => Some(SyncOp::SetFlag),
+            1 => Some(SyncOp::WaitFlag),
+            2 => Some(SyncOp::Barrier),
+            _ => None,
+        }
+    }
+}
+
+/// Instruction words and packed operands, for tests and hand-written programs. Register
+/// arguments are register numbers (0..32).
+pub mod encode {
+    use super::*;
+
+    /// An R4-type word.
+    pub const fn r4(opcode: u32, funct3: u32, funct2: u32, rd: u32, rs1: u32, rs2: u32, rs3: u32) -> u32 {
+        (rs3 & 31) << 27
+            | (funct2 & 3) << 25
+            | (rs2 & 31) << 20
+            | (rs1 & 31) << 15
+            | (funct3 & 7) << 12
+            | (rd & 31) << 7
+            | (opcode & 0x7f)
+    }
+
+    /// A vector instruction: `op dst, a, b, n` (registers).
+    pub const fn vector(op: VecOp, dst: u32, a: u32, b: u32, n: u32) -> u32 {
+        let code = op as u32;
+        r4(OPCODE_VECTOR, code & 7, code >> 3, dst, a, b, n)
+    }
+
+    /// A data-mover instruction: `dir dst, src, shape, strides` (registers).
+    pub const fn copy(dir: CopyDir, dst: u32, src: u32, shape: u32, strides: u32) -> u32 {
+        r4(OPCODE_MOVE, dir as u32, 0, dst, src, shape, strides)
+    }
+
+    /// A cube instruction: `mmad c, a, b, mnk` (registers).
+    pub const fn mmad(accumulate: bool, f32_inputs: bool, c: u32, a: u32, b: u32, mnk: u32) -> u32 {
+        r4(OPCODE_CUBE, (f32_inputs as u32) << 1 | accumulate as u32, 0, c, a, b, mnk)
+    }
+
+    /// A synchronization instruction with its operand in register `rs1`.
+    pub const fn sync(op: SyncOp, rs1: u32) -> u32 {
+        r4(OPCODE_SYNC, op as u32, 0, 0, rs1, 0, 0)
+    }
+
+    /// The packed `set_flag` / `wait_flag` operand.
+    pub const fn flag(src: Pipe, dst: Pipe, event: u8) -> u64 {
+        src as u64 | (dst as u64) << 8 | (event as u64) << 16
+    }
+
+    /// The packed shape operand of a copy.
+    pub const fn shape(rows: u32, row_bytes: u32) -> u64 {
+        (rows as u64) << 32 | row_bytes as u64
+    }
+
+    /// The packed strides operand of a copy.
+    pub const fn strides(src_stride: u32, dst_stride: u32) -> u64 {
+        (src_stride as u64) << 32 | dst_stride as u64
+    }
+
+    /// The packed `m, n, k` operand of a cube instruction.
+    pub const fn mnk(m: u16, n: u16, k: u16) -> u64 {
+        m as u64 | (n as u64) << 16 | (k as u64) << 32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for op in VecOp::ALL {
+            assert_eq!(VecOp::from_code(op.code()), Some(op));
+        }
+        for d in CopyDir::ALL {
+            assert_eq!(CopyDir::from_code(d as u8), Some(d));
+        }
+        assert_eq!(VecOp::from_code(0x06), None);
+        assert_eq!(CopyDir::from_code(6), None);
+    }
+
+    #[test]
+    fn clang_encodes_the_same_words() {
+        // `.insn r4 0x0b, 0, 0, a0, a1, a2, a3` as clang-16 assembles it.
+        assert_eq!(encode::vector(VecOp::Add, 10, 11, 12, 13), 0x68c5_850b);
+        // `.insn r 0x7b, 0, 0, x0, a2, x0`.
+        assert_eq!(encode::sync(SyncOp::SetFlag, 12), 0x0006_007b);
+    }
+}

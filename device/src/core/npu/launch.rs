@@ -1,0 +1,89 @@
+//! From blocks to a launch: how long a kernel launch takes once each of its blocks has run on
+//! a core. Blocks go to cores round-robin (block `b` on core `b % cores`), a core runs its
+//! blocks back to back, and the launch ends when the busiest core does — unless the device's
+//! HBM cannot deliver the launch's traffic that fast. That traffic is the union of the blocks'
+//! global-memory footprints: bytes several blocks read come from L2 after the first time.
+//!
+//! ```
+//! use npusim_device::config::DeviceConfig;
+//! use npusim_device::core::npu::launch::LaunchModel;
+//! use npusim_device::core::{Footprint, RunStats};
+//!
+//! let model = LaunchModel::from_device(&DeviceConfig::ascend_910b());
+//! let block = RunStats { block_cycles: 1000, ..RunStats::default() };
+//! let fp = Footprint::default();
+//! let est = model.estimate([(&block, &fp), (&block, &fp)]);
+//! assert_eq!(est.cycles, 1000); // two blocks on two of the 24 cores
+//! ```
+
+use super::config::PerCycle;
+use super::footprint::Footprint;
+use super::pipes::PipeCycles;
+use crate::config::DeviceConfig;
+use crate::core::RunStats;
+
+/// What the launch-level estimate needs of the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LaunchModel {
+    /// AI cores the blocks are spread over.
+    pub cores: u32,
+    /// The whole device's HBM bandwidth, bytes per core cycle.
+    pub hbm_bytes_per_cycle: PerCycle,
+    /// Core clock, to turn cycles into seconds.
+    pub clock_hz: u64,
+}
+
+/// A launch's simulated time and where it went.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LaunchEstimate {
+    /// The launch's time in core cycles: the larger of the two below.
+    pub cycles: u64,
+    /// The busiest core's sum of block cycles.
+    pub busiest_core_cycles: u64,
+    /// The distinct bytes the launch moved (reads plus writes) over the HBM bandwidth.
+    pub hbm_floor_cycles: u64,
+    /// Distinct bytes read plus distinct bytes written.
+    pub hbm_bytes: u64,
+    /// Blocks.
+    pub blocks: u32,
+    /// Busy cycles per pipe, summed over blocks.
+    pub pipe_busy: PipeCycles,
+    /// The launch's time in seconds.
+    pub seconds: f64,
+}
+
+impl LaunchModel {
+    /// All of `cfg`'s cores and its HBM.
+    pub fn from_device(cfg: &DeviceConfig) -> LaunchModel {
+        LaunchModel {
+            cores: cfg.ai_cores.max(1),
+            hbm_bytes_per_cycle: PerCycle::from_f64(
+                cfg.hbm_bandwidth / cfg.core_clock_hz.max(1) as f64,
+            ),
+            clock_hz: cfg.core_clock_hz.max(1),
+        }
+    }
+
+    /// The estimate for blocks `0, 1, …` with these statistics and footprints.
+    pub fn estimate<'a>(
+        &self,
+        blocks: impl IntoIterator<Item = (&'a RunStats, &'a Footprint)>,
+    ) -> LaunchEstimate {
+        let cores = self.cores.max(1) as usize;
+        let mut per_core = vec![0u64; cores];
+        let mut union = Footprint::default();
+        let mut est = LaunchEstimate::default();
+        for (i, (stats, fp)) in blocks.into_iter().enumerate() {
+            per_core[i % cores] += stats.block_cycles;
+            union.merge(fp);
+            est.pipe_busy.add(&stats.pipe_busy);
+            est.blocks += 1;
+        }
+        est.busiest_core_cycles = per_core.into_iter().max().unwrap_or(0);
+        est.hbm_bytes = union.read_bytes() + union.write_bytes();
+        est.hbm_floor_cycles = self.hbm_bytes_per_cycle.cycles_for(est.hbm_bytes);
+        est.cycles = est.busiest_core_cycles.max(est.hbm_floor_cycles);
+        est.seconds = est.cycles as f64 / self.clock_hz as f64;
+        est
+    }
+}

@@ -1,0 +1,321 @@
+//! The AI core's NPU extension: local buffers, data movers, the vector and cube units, and the
+//! pipes and flags that order them. The scalar core ([`Core`](super::Core)) issues the
+//! extension's instructions (custom opcodes, [`isa`]); each goes to one pipe and runs there
+//! asynchronously while the scalar core carries on.
+//!
+//! How an instruction runs:
+//!
+//! 1. **Issue** (scalar time `t`): operands are checked against the buffers (faults here are
+//!    precise); the pipe's timing state ([`pipes`]) gives the instruction a start cycle (the
+//!    pipe is free, its last wait released, and `start ≥ t`) and a done cycle (start plus
+//!    occupancy, plus the global-memory latency for GM transfers).
+//! 2. **Read** (at `start`): the instruction reads its sources and computes its result into a
+//!    staging buffer.
+//! 3. **Write** (at `done`): the result lands in the destination.
+//!
+//! Reads and writes of all instructions — and the scalar unit's own loads and stores to UB and
+//! global memory — happen in cycle order, with writes before reads at the same cycle. So a
+//! consumer that starts before its producer is done reads the old bytes, exactly as on hardware
+//! when a `wait_flag` is missing, and a producer that lands before a slow consumer starts
+//! clobbers what it was meant to read. The scalar unit's time only moves forward and every new
+//! instruction starts no earlier than it, so processing events up to the scalar unit's current
+//! cycle is always safe: nothing issued later can land before then.
+
+mod buffers;
+mod config;
+mod cube;
+mod exec;
+mod f16;
+mod fault;
+mod footprint;
+pub mod isa;
+pub mod launch;
+mod layout;
+pub mod pipes;
+pub mod tiling;
+mod vector;
+
+pub use config::{
+    BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
+    L1_BYTES_PER_CYCLE, MTE_SETUP_CYCLES, MTE1_SETUP_CYCLES, NpuConfig, NpuTiming,
+    PIPE_QUEUE_DEPTH, PerCycle, VECTOR_STARTUP_CYCLES, hbm_share_bytes_per_cycle,
+};
+pub use f16::{f16_to_f32, f32_to_f16};
+pub use fault::NpuFault;
+pub use footprint::Footprint;
+pub use isa::{CopyDir, SyncOp, VecOp};
+pub use layout::{Buffer, pitch};
+pub use pipes::{Pipe, PipeCycles};
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::Bus;
+use super::trap::Trap;
+use buffers::{LocalBuffers, Staging};
+use cube::{CubeOp, CubeScratch};
+use pipes::{Pipes, Slot};
+use vector::VectorOp;
+
+/// One side of a transfer.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    Gm(u64),
+    Local(Buffer, usize),
+}
+
+/// A 2-D transfer: `rows` rows of `row_bytes`, each side with its own stride.
+#[derive(Clone, Copy, Debug)]
+struct CopyOp {
+    src: Side,
+    dst: Side,
+    rows: u64,
+    row_bytes: u64,
+    src_stride: u64,
+    dst_stride: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum AsyncOp {
+    Copy(CopyOp),
+    Vector(VectorOp),
+    Cube(CubeOp),
+}
+
+/// An issued instruction that has not landed yet.
+struct Pending {
+    pc: u64,
+    op: AsyncOp,
+    data: Staging,
+}
+
+const WRITE: u8 = 0;
+const READ: u8 = 1;
+
+/// A point in time where an instruction reads or writes. Ordered by cycle, then writes before
+/// reads, then issue order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Event {
+    time: u64,
+    phase: u8,
+    seq: u64,
+    slot: u32,
+}
+
+/// The extension's state inside one core.
+pub(crate) struct Npu {
+    pub buffers: LocalBuffers,
+    pub pipes: Pipes,
+    timing: NpuTiming,
+    sizes: BufferSizes,
+    events: BinaryHeap<Reverse<Event>>,
+    ops: Vec<Option<Pending>>,
+    free_slots: Vec<u32>,
+    pool: Vec<Staging>,
+    seq: u64,
+    cube_scratch: CubeScratch,
+    pub footprint: Footprint,
+    pub instructions: u64,
+    pub stall_cycles: u64,
+    pub gm_read_bytes: u64,
+    pub gm_write_bytes: u64,
+}
+
+impl Npu {
+    pub fn new(config: &NpuConfig) -> Npu {
+        Npu {
+            buffers: LocalBuffers::new(&config.buffers),
+            pipes: Pipes::new(config.timing.queue_depth),
+            timing: config.timing,
+            sizes: config.buffers,
+            events: BinaryHeap::new(),
+            ops: Vec::new(),
+            free_slots: Vec::new(),
+            pool: Vec::new(),
+            seq: 0,
+            cube_scratch: CubeScratch::default(),
+            footprint: Footprint::default(),
+            instructions: 0,
+            stall_cycles: 0,
+            gm_read_bytes: 0,
+            gm_write_bytes: 0,
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.buffers.reset();
+        self.pipes.reset();
+        self.events.clear();
+        for (i, p) in self.ops.iter_mut().enumerate() {
+            if let Some(p) = p.take() {
+                self.pool.push(p.data);
+                self.free_slots.push(i as u32);
+            }
+        }
+        self.seq = 0;
+        self.footprint.clear();
+        self.instructions = 0;
+        self.stall_cycles = 0;
+        self.gm_read_bytes = 0;
+        self.gm_write_bytes = 0;
+    }
+
+    pub fn sizes(&self) -> &BufferSizes {
+        &self.sizes
+    }
+
+    /// Queues the read and write of an instruction scheduled in `slot`.
+    fn enqueue(&mut self, slot: Slot, op: AsyncOp, pc: u64) {
+        let data = self.pool.pop().unwrap_or_default();
+        let pending = Some(Pending { pc, op, data });
+        let i = match self.free_slots.pop() {
+            Some(i) => {
+                self.ops[i as usize] = pending;
+                i
+            }
+            None => {
+                self.ops.push(pending);
+                (self.ops.len() - 1) as u32
+            }
+        };
+        for (time, phase) in [(slot.start, READ), (slot.done, WRITE)] {
+            self.seq += 1;
+            self.events.push(Reverse(Event {
+                time,
+                phase,
+                seq: self.seq,
+                slot: i,
+            }));
+        }
+    }
+
+    /// Runs every read and write due at or before `now`, in order.
+    #[inline]
+    pub fn advance<B: Bus>(&mut self, now: u64, bus: &mut B) -> Result<(), Trap> {
+        while let Some(&Reverse(e)) = self.events.peek() {
+            if e.time > now {
+                break;
+            }
+            self.events.pop();
+            self.run_event(e, bus)?;
+        }
+        Ok(())
+    }
+
+    fn run_event<B: Bus>(&mut self, e: Event, bus: &mut B) -> Result<(), Trap> {
+        let slot = e.slot as usize;
+        let Some(mut p) = self.ops[slot].take() else {
+            unreachable!("an event outlived its instruction");
+        };
+        if e.phase == READ {
+            let r = self.read_phase(&mut p, bus);
+            self.ops[slot] = Some(p);
+            r
+        } else {
+            let r = self.write_phase(&p, bus);
+            self.pool.push(p.data);
+            self.free_slots.push(e.slot);
+            r
+        }
+    }
+
+    fn read_phase<B: Bus>(&mut self, p: &mut Pending, bus: &mut B) -> Result<(), Trap> {
+        match p.op {
+            AsyncOp::Copy(c) => {
+                let rb = c.row_bytes as usize;
+                p.data.resize(c.rows as usize * rb);
+                let out = p.data.bytes_mut();
+                match c.src {
+                    Side::Gm(va) => {
+                        let rows = if c.src_stride == c.row_bytes { 1 } else { c.rows };
+                        let len = out.len() / rows.max(1) as usize;
+                        for (r, chunk) in out.chunks_exact_mut(len.max(1)).enumerate() {
+                            let addr = va.wrapping_add(r as u64 * c.src_stride);
+                            bus.load(addr, chunk)
+                                .map_err(|fault| Trap::LoadPageFault {
+                                    pc: p.pc,
+                                    addr: fault.addr,
+                                    fault,
+                                })?;
+                            self.footprint.read(addr, chunk.len() as u64);
+                        }
+                        self.gm_read_bytes += out.len() as u64;
+                    }
+                    Side::Local(b, off) => {
+                        let src = self.buffers.bytes(b);
+                        for (r, chunk) in out.chunks_exact_mut(rb.max(1)).enumerate() {
+                            let o = off + r * c.src_stride as usize;
+                            chunk.copy_from_slice(&src[o..o + rb]);
+                        }
+                    }
+                }
+            }
+            AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data),
+            AsyncOp::Cube(c) => cube::compute(
+                &c,
+                self.buffers.bytes(Buffer::L0a),
+                self.buffers.bytes(Buffer::L0b),
+                self.buffers.bytes(Buffer::L0c),
+                &mut self.cube_scratch,
+                &mut p.data,
+            ),
+        }
+        Ok(())
+    }
+
+    fn write_phase<B: Bus>(&mut self, p: &Pending, bus: &mut B) -> Result<(), Trap> {
+        let data = p.data.bytes();
+        match p.op {
+            AsyncOp::Copy(c) => {
+                let rb = c.row_bytes as usize;
+                match c.dst {
+                    Side::Gm(va) => {
+                        let rows = if c.dst_stride == c.row_bytes { 1 } else { c.rows };
+                        let len = data.len() / rows.max(1) as usize;
+                        for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
+                            let addr = va.wrapping_add(r as u64 * c.dst_stride);
+                            bus.store(addr, chunk)
+                                .map_err(|fault| Trap::StorePageFault {
+                                    pc: p.pc,
+                                    addr: fault.addr,
+                                    fault,
+                                })?;
+                            self.footprint.write(addr, chunk.len() as u64);
+                        }
+                        self.gm_write_bytes += data.len() as u64;
+                    }
+                    Side::Local(b, off) => {
+                        if rb == 0 || c.rows == 0 {
+                            return Ok(());
+                        }
+                        let stride = c.dst_stride as usize;
+                        let len = (c.rows as usize - 1) * stride + rb;
+                        let dst = self.buffers.range_mut(b, off, len);
+                        for (r, chunk) in data.chunks_exact(rb).enumerate() {
+                            dst[r * stride..r * stride + rb].copy_from_slice(chunk);
+                        }
+                    }
+                }
+            }
+            AsyncOp::Vector(v) => {
+                self.buffers
+                    .range_mut(Buffer::Ub, v.dst as usize, data.len())
+                    .copy_from_slice(data);
+            }
+            AsyncOp::Cube(c) => {
+                let (_, _, pc) = c.pitches();
+                let (m, row) = (c.m as usize, c.n as usize * 4);
+                if m == 0 || row == 0 {
+                    return Ok(());
+                }
+                let len = (m - 1) * pc as usize + row;
+                let dst = self.buffers.range_mut(Buffer::L0c, c.c as usize, len);
+                for (i, chunk) in data.chunks_exact(row).enumerate() {
+                    let o = i * pc as usize;
+                    dst[o..o + row].copy_from_slice(chunk);
+                }
+            }
+        }
+        Ok(())
+    }
+}

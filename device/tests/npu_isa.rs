@@ -1,0 +1,535 @@
+//! The NPU extension instruction by instruction: data movement with strides, every vector
+//! operation and the cube against Rust references, the pipes' timing, the flags, and the
+//! faults. Programs are hand-assembled (`npu_support::Asm`).
+
+mod npu_support;
+
+use npu_support::*;
+use npusim_device::abi;
+use npusim_device::core::npu::isa::{CopyDir, VecOp, encode};
+use npusim_device::core::npu::{
+    Buffer, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES,
+    f16_to_f32, f32_to_f16, pipes::PIPE_ALL,
+};
+use npusim_device::core::{CoreConfig, Trap};
+
+const GM: u64 = abi::HEAP_BASE;
+const UB: u64 = abi::UB_BASE;
+
+fn gm_copy_cycles(bytes: u64) -> u64 {
+    MTE_SETUP_CYCLES as u64 + bytes.div_ceil(128)
+}
+
+#[test]
+fn copy_in_add_copy_out_computes_the_sum() {
+    let mut m = Machine::new();
+    let n = 1000u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
+    m.gm.write_f32(GM, &x);
+    m.gm.write_f32(GM + 0x4000, &y);
+    let mut a = Asm::new();
+    a.copy(CopyDir::GmToUb, UB, GM, 4 * n)
+        .copy(CopyDir::GmToUb, UB + 0x4000, GM + 0x4000, 4 * n)
+        .sync(Pipe::Mte2, Pipe::V)
+        .vec(VecOp::Add, UB + 0x8000, UB, UB + 0x4000, n as u64)
+        .sync(Pipe::V, Pipe::Mte3)
+        .copy(CopyDir::UbToGm, GM + 0x8000, UB + 0x8000, 4 * n);
+    let stats = m.run(&a.words).unwrap();
+    let z = m.gm.read_f32(GM + 0x8000, n as usize);
+    for i in 0..n as usize {
+        assert_eq!(z[i], x[i] + y[i]);
+    }
+    assert_eq!(stats.gm_read_bytes, 8 * n as u64);
+    assert_eq!(stats.gm_write_bytes, 4 * n as u64);
+    assert_eq!(stats.npu_instructions, 8);
+    // The block ends when the last write has landed in global memory.
+    assert!(stats.block_cycles > stats.cycles);
+    assert_eq!(m.core.footprint().reads(), &[(GM, GM + 4000), (GM + 0x4000, GM + 0x4000 + 4000)]);
+    assert_eq!(m.core.footprint().writes(), &[(GM + 0x8000, GM + 0x8000 + 4000)]);
+}
+
+#[test]
+fn a_scalar_read_without_a_wait_sees_the_old_bytes() {
+    let run = |wait: bool| {
+        let mut m = Machine::new();
+        m.gm.write_f32(GM, &[42.0; 8]);
+        let mut a = Asm::new();
+        a.copy(CopyDir::GmToUb, UB, GM, 32);
+        if wait {
+            a.sync(Pipe::Mte2, Pipe::S);
+        }
+        a.load_w(A0, UB);
+        let stats = m.run(&a.words).unwrap();
+        (f32::from_bits(m.core.x(A0 as usize) as u32), stats)
+    };
+    let (stale, s1) = run(false);
+    let (fresh, s2) = run(true);
+    assert_eq!(stale, 0.0, "the copy had not landed when the scalar unit read UB");
+    assert_eq!(fresh, 42.0);
+    assert_eq!(s1.stall_cycles, 0);
+    // The wait lasted until the copy's data landed: setup + 1 cycle of data + GM latency after
+    // it was issued.
+    assert!(s2.stall_cycles > 0);
+    assert!(s2.cycles >= gm_copy_cycles(32) + GM_LATENCY_CYCLES as u64);
+}
+
+#[test]
+fn a_vector_op_that_forgets_its_wait_reads_stale_data() {
+    let run = |wait: bool| {
+        let mut m = Machine::new();
+        m.gm.write_f32(GM, &[1.0; 64]);
+        // UB starts with 0; a first copy puts 5.0 there and is waited for properly.
+        m.gm.write_f32(GM + 0x1000, &[5.0; 64]);
+        let mut a = Asm::new();
+        a.copy(CopyDir::GmToUb, UB, GM + 0x1000, 256)
+            .sync(Pipe::Mte2, Pipe::V)
+            .copy(CopyDir::GmToUb, UB, GM, 256);
+        if wait {
+            a.sync(Pipe::Mte2, Pipe::V);
+        }
+        a.vec(VecOp::Adds, UB + 0x1000, UB, 10f32.to_bits() as u64, 64)
+            .sync(Pipe::V, Pipe::Mte3)
+            .copy(CopyDir::UbToGm, GM + 0x2000, UB + 0x1000, 256);
+        m.run(&a.words).unwrap();
+        m.gm.read_f32(GM + 0x2000, 64)
+    };
+    assert_eq!(run(false), vec![15.0; 64], "old UB contents + 10");
+    assert_eq!(run(true), vec![11.0; 64], "new UB contents + 10");
+}
+
+#[test]
+fn a_copy_that_does_not_wait_for_its_reader_clobbers_what_it_reads() {
+    // The vector unit is kept busy by a long operation, so the add that reads UB[0..] starts
+    // late; a refill of UB[0..] issued after it but not ordered after it lands first.
+    let run = |wait: bool| {
+        let mut m = Machine::new();
+        m.gm.write_f32(GM, &[1.0; 64]);
+        m.gm.write_f32(GM + 0x1000, &[100.0; 64]);
+        let mut a = Asm::new();
+        a.copy(CopyDir::GmToUb, UB, GM, 256)
+            .sync(Pipe::Mte2, Pipe::V)
+            .vec(VecOp::Exp, UB + 0x2000, UB + 0x2000, 0, 40_000)
+            .vec(VecOp::Adds, UB + 0x1000, UB, 0, 64);
+        if wait {
+            a.sync(Pipe::V, Pipe::Mte2);
+        }
+        a.copy(CopyDir::GmToUb, UB, GM + 0x1000, 256)
+            .sync(Pipe::V, Pipe::Mte3)
+            .copy(CopyDir::UbToGm, GM + 0x2000, UB + 0x1000, 256);
+        m.run(&a.words).unwrap();
+        m.gm.read_f32(GM + 0x2000, 64)
+    };
+    assert_eq!(run(false), vec![100.0; 64], "write-after-read race");
+    assert_eq!(run(true), vec![1.0; 64]);
+}
+
+#[test]
+fn strided_copies_gather_and_scatter_tiles() {
+    // A 6 × 10 f32 matrix in GM; copy rows 1..4, columns 2..7 into UB with a 32-float pitch,
+    // then back out to a 5-wide dense matrix.
+    let mut m = Machine::new();
+    let mat: Vec<f32> = (0..60).map(|i| i as f32).collect();
+    m.gm.write_f32(GM, &mat);
+    let mut a = Asm::new();
+    a.copy2d(CopyDir::GmToUb, UB, GM + 4 * (10 + 2), 3, 20, 40, 128)
+        .sync(Pipe::Mte2, Pipe::Mte3)
+        .copy2d(CopyDir::UbToGm, GM + 0x1000, UB, 3, 20, 128, 20);
+    m.run(&a.words).unwrap();
+    let ub = bytes_f32(&m.core.buffer(Buffer::Ub)[..3 * 128]);
+    for r in 0..3 {
+        assert_eq!(&ub[r * 32..r * 32 + 5], &mat[(r + 1) * 10 + 2..(r + 1) * 10 + 7]);
+        assert!(ub[r * 32 + 5..(r + 1) * 32].iter().all(|&v| v == 0.0));
+    }
+    let out = m.gm.read_f32(GM + 0x1000, 15);
+    for r in 0..3 {
+        assert_eq!(&out[r * 5..r * 5 + 5], &mat[(r + 1) * 10 + 2..(r + 1) * 10 + 7]);
+    }
+}
+
+fn vector_reference(op: VecOp, a: &[f32], b: &[f32], s: f32) -> Vec<f32> {
+    let f = |g: &dyn Fn(f32, f32) -> f32| a.iter().zip(b).map(|(&x, &y)| g(x, y)).collect();
+    let u = |g: &dyn Fn(f32) -> f32| a.iter().map(|&x| g(x)).collect();
+    match op {
+        VecOp::Add => f(&|x, y| x + y),
+        VecOp::Sub => f(&|x, y| x - y),
+        VecOp::Mul => f(&|x, y| x * y),
+        VecOp::Div => f(&|x, y| x / y),
+        VecOp::Max => f(&f32::max),
+        VecOp::Min => f(&f32::min),
+        VecOp::Adds => u(&|x| x + s),
+        VecOp::Muls => u(&|x| x * s),
+        VecOp::Maxs => u(&|x| x.max(s)),
+        VecOp::Mins => u(&|x| x.min(s)),
+        VecOp::Dup => vec![s; a.len()],
+        VecOp::Exp => u(&|x| x.exp()),
+        VecOp::Ln => u(&|x| x.ln()),
+        VecOp::Sqrt => u(&f32::sqrt),
+        VecOp::Relu => u(&|x| if x > 0.0 { x } else { 0.0 }),
+        VecOp::Abs => u(&f32::abs),
+        VecOp::Rec => u(&|x| 1.0 / x),
+        VecOp::Mov => a.to_vec(),
+        VecOp::Sum => vec![a.iter().map(|&x| x as f64).sum::<f64>() as f32],
+        VecOp::RMax => vec![a.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x))],
+        VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 => unreachable!(),
+    }
+}
+
+#[test]
+fn every_vector_op_matches_its_reference() {
+    let n = 777usize;
+    let mut rng = Rng(7);
+    let a = rng.vec(n, 0.01, 20.0);
+    let b = rng.vec(n, -5.0, 5.0);
+    let s = 2.75f32;
+    for op in VecOp::ALL {
+        if matches!(op, VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32) {
+            continue;
+        }
+        let mut m = Machine::new();
+        m.core.buffer_mut(Buffer::Ub)[..4 * n].copy_from_slice(&f32_bytes(&a));
+        m.core.buffer_mut(Buffer::Ub)[0x1000..0x1000 + 4 * n].copy_from_slice(&f32_bytes(&b));
+        let bb = if matches!(op.code() >> 3, 1) { s.to_bits() as u64 } else { UB + 0x1000 };
+        let mut asm = Asm::new();
+        asm.vec(op, UB + 0x2000, UB, bb, n as u64);
+        // Core::run resets the buffers, so stage the operands with scalar stores instead.
+        let mut prog = Asm::new();
+        for (i, v) in a.iter().enumerate() {
+            prog.li(A4, v.to_bits() as u64).store_w(UB + 4 * i as u64, A4);
+        }
+        for (i, v) in b.iter().enumerate() {
+            prog.li(A4, v.to_bits() as u64).store_w(UB + 0x1000 + 4 * i as u64, A4);
+        }
+        prog.set_flag(Pipe::S, Pipe::V, 0).wait_flag(Pipe::S, Pipe::V, 0);
+        prog.words.extend_from_slice(&asm.words);
+        m.run(&prog.words).unwrap();
+        let want = vector_reference(op, &a, &b, s);
+        let got = bytes_f32(&m.core.buffer(Buffer::Ub)[0x2000..0x2000 + 4 * want.len()]);
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let tol = match op {
+                VecOp::Exp | VecOp::Ln => w.abs() * 2e-7,
+                VecOp::Sum => w.abs() * 1e-6,
+                _ => 0.0,
+            };
+            assert!((g - w).abs() <= tol, "{} [{i}]: got {g}, want {w}", op.name());
+        }
+    }
+}
+
+#[test]
+fn casts_convert_between_f32_and_f16() {
+    let vals = [0.0f32, 1.0, -2.5, 65504.0, 1e-7, 3.14159, 70000.0, -0.000061];
+    let mut prog = Asm::new();
+    for (i, v) in vals.iter().enumerate() {
+        prog.li(A4, v.to_bits() as u64).store_w(UB + 4 * i as u64, A4);
+    }
+    prog.sync(Pipe::S, Pipe::V)
+        .vec(VecOp::CvtF32ToF16, UB + 0x100, UB, 0, vals.len() as u64)
+        .vec(VecOp::CvtF16ToF32, UB + 0x200, UB + 0x100, 0, vals.len() as u64);
+    let mut m = Machine::new();
+    m.run(&prog.words).unwrap();
+    let ub = m.core.buffer(Buffer::Ub);
+    for (i, v) in vals.iter().enumerate() {
+        let h = u16::from_le_bytes([ub[0x100 + 2 * i], ub[0x101 + 2 * i]]);
+        assert_eq!(h, f32_to_f16(*v));
+        let back = f32::from_le_bytes(ub[0x200 + 4 * i..0x204 + 4 * i].try_into().unwrap());
+        assert_eq!(back, f16_to_f32(h));
+    }
+}
+
+fn matmul_ref(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    matmul_acc_ref(vec![0f32; m * n], a, b, m, n, k)
+}
+
+/// `c += a × b`, each element accumulating its products in `k` order, as the cube does.
+fn matmul_acc_ref(mut c: Vec<f32>, a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    for i in 0..m {
+        for kk in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + kk] * b[kk * n + j];
+            }
+        }
+    }
+    c
+}
+
+/// Runs A (m × k) × B (k × n) through GM → L1 → L0A/L0B → cube → L0C → GM, twice with
+/// accumulate on the second, and returns C.
+fn cube_round_trip(m: usize, n: usize, k: usize, f32_in: bool) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+    let mut rng = Rng(99 + m as u64);
+    let a: Vec<f32> = rng.vec(m * k, -2.0, 2.0).into_iter().map(|v| f16_to_f32(f32_to_f16(v))).collect();
+    let b: Vec<f32> = rng.vec(k * n, -2.0, 2.0).into_iter().map(|v| f16_to_f32(f32_to_f16(v))).collect();
+    let e = if f32_in { 4 } else { 2 };
+    let mut mach = Machine::new();
+    if f32_in {
+        mach.gm.write_f32(GM, &a);
+        mach.gm.write_f32(GM + 0x10000, &b);
+    } else {
+        mach.gm.write_u16(GM, &a.iter().map(|&v| f32_to_f16(v)).collect::<Vec<_>>());
+        mach.gm.write_u16(GM + 0x10000, &b.iter().map(|&v| f32_to_f16(v)).collect::<Vec<_>>());
+    }
+    let pitch = |bytes: usize| bytes.div_ceil(32) * 32;
+    let (pa, pb, pc) = (pitch(k * e), pitch(n * e), pitch(n * 4));
+    let l1 = abi::L1_BASE;
+    let mut asm = Asm::new();
+    asm.copy2d(CopyDir::GmToL1, l1, GM, m as u32, (k * e) as u32, (k * e) as u32, pa as u32)
+        .copy2d(CopyDir::GmToL1, l1 + 0x10000, GM + 0x10000, k as u32, (n * e) as u32, (n * e) as u32, pb as u32)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy2d(CopyDir::L1ToL0a, abi::L0A_BASE, l1, m as u32, (k * e) as u32, pa as u32, pa as u32)
+        .copy2d(CopyDir::L1ToL0b, abi::L0B_BASE, l1 + 0x10000, k as u32, (n * e) as u32, pb as u32, pb as u32)
+        .sync(Pipe::Mte1, Pipe::M)
+        .mmad(false, f32_in, abi::L0C_BASE, abi::L0A_BASE, abi::L0B_BASE, m as u16, n as u16, k as u16)
+        .sync(Pipe::M, Pipe::Mte3)
+        .copy2d(CopyDir::L0cToGm, GM + 0x20000, abi::L0C_BASE, m as u32, (n * 4) as u32, pc as u32, (n * 4) as u32)
+        .sync(Pipe::Mte3, Pipe::M)
+        .mmad(true, f32_in, abi::L0C_BASE, abi::L0A_BASE, abi::L0B_BASE, m as u16, n as u16, k as u16)
+        .sync(Pipe::M, Pipe::Mte3)
+        .copy2d(CopyDir::L0cToGm, GM + 0x40000, abi::L0C_BASE, m as u32, (n * 4) as u32, pc as u32, (n * 4) as u32);
+    mach.run(&asm.words).unwrap();
+    let once = mach.gm.read_f32(GM + 0x20000, m * n);
+    let twice = mach.gm.read_f32(GM + 0x40000, m * n);
+    let want = matmul_ref(&a, &b, m, n, k);
+    let want2 = matmul_acc_ref(want.clone(), &a, &b, m, n, k);
+    assert_eq!(twice, want2, "{m}x{n}x{k} f32_in={f32_in}: accumulate");
+    (want, once, twice)
+}
+
+#[test]
+fn the_cube_multiplies_f16_and_f32_matrices_of_any_shape() {
+    for &(m, n, k) in &[(16, 16, 16), (5, 7, 9), (33, 17, 40), (1, 64, 3)] {
+        for f32_in in [false, true] {
+            let (want, once, twice) = cube_round_trip(m, n, k, f32_in);
+            assert_eq!(once, want, "{m}x{n}x{k} f32_in={f32_in}");
+            assert_ne!(once, twice);
+        }
+    }
+}
+
+#[test]
+fn a_copy_costs_setup_plus_bytes_over_bandwidth_plus_latency() {
+    let mut m = Machine::new();
+    let mut a = Asm::new();
+    a.copy(CopyDir::GmToUb, UB, GM, 64 * 1024);
+    let issue_words = a.words.len() as u64;
+    m.run(&a.words).unwrap();
+    let s = m.core.stats();
+    // Each `li`/copy word costs one scalar cycle; the copy starts when issued.
+    let start = issue_words;
+    assert_eq!(s.pipe_busy.mte2, gm_copy_cycles(64 * 1024));
+    assert_eq!(s.block_cycles, start + gm_copy_cycles(64 * 1024) + GM_LATENCY_CYCLES as u64);
+}
+
+#[test]
+fn pipes_overlap_and_a_pipe_runs_in_order() {
+    let n = 128 * 300; // 300 cycles of vector work per instruction
+    let mut a = Asm::new();
+    a.vec(VecOp::Dup, UB, 0, 0, n)
+        .vec(VecOp::Dup, UB, 0, 0, n)
+        .copy(CopyDir::GmToL1, abi::L1_BASE, GM, 128 * 300);
+    let mut m = Machine::new();
+    let s = m.run(&a.words).unwrap();
+    let v = VECTOR_STARTUP_CYCLES as u64 + 300;
+    assert_eq!(s.pipe_busy.vector, 2 * v);
+    // The copy ran beside the two vector instructions, which ran one after the other.
+    assert!(s.block_cycles < s.pipe_busy.vector + s.pipe_busy.mte2);
+    assert!(s.block_cycles >= 2 * v);
+}
+
+#[test]
+fn barrier_all_waits_for_every_pipe() {
+    let mut a = Asm::new();
+    a.vec(VecOp::Dup, UB, 0, 0, 128 * 100);
+    // One cycle per word so far: the vector instruction issues at this cycle.
+    let issued = a.words.len() as u64;
+    a.barrier(PIPE_ALL as u64);
+    let mut m = Machine::new();
+    let s = m.run(&a.words).unwrap();
+    assert!(s.stall_cycles > 0);
+    let done = issued + VECTOR_STARTUP_CYCLES as u64 + 100;
+    assert_eq!(s.cycles, done + 2, "the barrier released at `done`, then `ret` (2 cycles)");
+    assert_eq!(s.block_cycles, s.cycles);
+}
+
+#[test]
+fn a_full_queue_stalls_the_scalar_unit() {
+    let mut a = Asm::new();
+    a.li(A0, UB).li(A1, UB).li(A3, 128 * 100);
+    for _ in 0..100 {
+        a.word(encode::vector(VecOp::Mov, A0, A1, A2, A3));
+    }
+    let mut m = Machine::new();
+    let s = m.run(&a.words).unwrap();
+    assert!(s.stall_cycles > 0, "100 instructions of 100 cycles do not fit in a queue of 32");
+    assert_eq!(s.pipe_busy.vector, 100 * (VECTOR_STARTUP_CYCLES as u64 + 100));
+}
+
+fn npu_fault(words: &[u32]) -> (u64, NpuFault) {
+    let mut m = Machine::new();
+    match m.run(words) {
+        Err(Trap::Npu { pc, fault }) => (pc, fault),
+        other => panic!("expected an NPU fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn operands_outside_their_buffer_fault_precisely() {
+    // A vector op running past the end of UB.
+    let mut a = Asm::new();
+    a.vec(VecOp::Add, UB, UB, UB + 0x2_0000, 0x1_0000 / 4 + 1);
+    let (pc, f) = npu_fault(&a.words);
+    assert_eq!(pc, Machine::pc_of(a.words.len() - 1));
+    assert!(matches!(f, NpuFault::OutOfBuffer { buffer: Buffer::Ub, .. }), "{f}");
+    assert!(f.to_string().contains("run past the end of UB (196608 bytes at 0x21000000)"), "{f}");
+
+    // Misaligned UB address.
+    let (_, f) = npu_fault(&Asm::new().vec(VecOp::Exp, UB + 4, UB, 0, 8).words);
+    assert!(matches!(f, NpuFault::Misaligned { what: "address", .. }), "{f}");
+
+    // A copy into L1 whose destination is in UB.
+    let (_, f) = npu_fault(&Asm::new().copy(CopyDir::GmToL1, UB, GM, 64).words);
+    assert!(matches!(f, NpuFault::WrongBuffer { expected: Buffer::L1, .. }), "{f}");
+
+    // Overlapping rows on the local side.
+    let (_, f) = npu_fault(&Asm::new().copy2d(CopyDir::GmToUb, UB, GM, 4, 64, 64, 32).words);
+    assert!(matches!(f, NpuFault::OverlappingRows { .. }), "{f}");
+
+    // A cube operand too big for L0A (256 × 256 f16 = 128 KiB > 64 KiB).
+    let (_, f) = npu_fault(
+        &Asm::new()
+            .mmad(false, false, abi::L0C_BASE, abi::L0A_BASE, abi::L0B_BASE, 256, 16, 256)
+            .words,
+    );
+    assert!(matches!(f, NpuFault::OutOfBuffer { buffer: Buffer::L0a, .. }), "{f}");
+}
+
+#[test]
+fn the_scalar_unit_may_touch_ub_only() {
+    let (_, f) = npu_fault(&Asm::new().load_w(A0, abi::L1_BASE).words);
+    assert!(matches!(f, NpuFault::ScalarAccess { buffer: Buffer::L1, .. }), "{f}");
+    let (_, f) = npu_fault(&Asm::new().store_w(abi::L0C_BASE + 64, A0).words);
+    assert!(matches!(f, NpuFault::ScalarAccess { buffer: Buffer::L0c, .. }), "{f}");
+    let (_, f) = npu_fault(&Asm::new().load_w(A0, UB + (192 << 10)).words);
+    assert!(matches!(f, NpuFault::OutOfBuffer { buffer: Buffer::Ub, .. }), "{f}");
+    let mut m = Machine::new();
+    m.run(&Asm::new().li(A0, 7).store_w(UB + 100, A0).load_w(A1, UB + 100).words)
+        .unwrap();
+    assert_eq!(m.core.x(A1 as usize), 7);
+}
+
+#[test]
+fn bad_flags_fault() {
+    let (_, f) = npu_fault(&Asm::new().wait_flag(Pipe::V, Pipe::Mte2, 3).words);
+    assert!(matches!(f, NpuFault::WaitWithoutSet { src: Pipe::V, dst: Pipe::Mte2, event: 3 }), "{f}");
+    assert!(f.to_string().contains("wait_flag(V->MTE2, event 3)"), "{f}");
+    let (_, f) = npu_fault(&Asm::new().set_flag(Pipe::V, Pipe::V, 0).words);
+    assert!(matches!(f, NpuFault::BadPipe { .. }), "{f}");
+    let (_, f) = npu_fault(&Asm::new().barrier(9).words);
+    assert!(matches!(f, NpuFault::BadPipe { .. }), "{f}");
+}
+
+#[test]
+fn undefined_extension_encodings_are_illegal() {
+    for w in [
+        encode::r4(0x0b, 6, 0, 0, 0, 0, 0), // vector funct 0x06
+        encode::r4(0x2b, 6, 0, 0, 0, 0, 0), // no seventh copy direction
+        encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
+        encode::r4(0x5b, 4, 0, 0, 0, 0, 0), // cube funct3 4
+        encode::r4(0x7b, 3, 0, 0, 0, 0, 0), // sync funct3 3
+        encode::r4(0x7b, 0, 0, 0, 0, 0, 1), // sync with rs3 != 0
+    ] {
+        let mut m = Machine::new();
+        assert_eq!(
+            m.run(&[w]).unwrap_err(),
+            Trap::IllegalInstruction { pc: abi::CODE_BASE, bits: w }
+        );
+    }
+}
+
+#[test]
+fn a_gm_fault_in_a_transfer_names_the_transfer() {
+    let mut a = Asm::new();
+    a.copy(CopyDir::GmToUb, UB, 0x1000, 64);
+    let copy_pc = Machine::pc_of(a.words.len() - 1);
+    a.li(A5, 1);
+    let mut m = Machine::new();
+    match m.run(&a.words) {
+        Err(Trap::LoadPageFault { pc, addr, .. }) => {
+            assert_eq!(pc, copy_pc);
+            assert_eq!(addr, 0x1000);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn buffer_sizes_come_from_the_config_and_are_readable_as_csrs() {
+    let mut cfg = CoreConfig::default();
+    cfg.npu.buffers.ub = 4096;
+    let mut m = Machine::with_config(cfg.clone());
+    let mut a = Asm::new();
+    a.word(core_asm::csrr(A0, abi::CSR_UB_BYTES))
+        .word(core_asm::csrr(A1, abi::CSR_L0C_BYTES));
+    m.run(&a.words).unwrap();
+    assert_eq!(m.core.x(A0 as usize), 4096);
+    assert_eq!(m.core.x(A1 as usize), 128 << 10);
+    assert_eq!(m.core.buffer_size(Buffer::Ub), 4096);
+    let (_, f) = {
+        let mut m = Machine::with_config(cfg);
+        match m.run(&Asm::new().vec(VecOp::Dup, UB, 0, 0, 1025).words) {
+            Err(Trap::Npu { pc, fault }) => (pc, fault),
+            o => panic!("{o:?}"),
+        }
+    };
+    assert!(matches!(f, NpuFault::OutOfBuffer { size: 4096, .. }));
+}
+
+#[test]
+fn runs_are_deterministic_and_reset_clears_the_buffers() {
+    let mut m = Machine::new();
+    m.gm.write_f32(GM, &[3.0; 16]);
+    let mut a = Asm::new();
+    a.copy(CopyDir::GmToUb, UB, GM, 64)
+        .sync(Pipe::Mte2, Pipe::V)
+        .vec(VecOp::Exp, UB + 64, UB, 0, 16);
+    let s1 = m.run(&a.words).unwrap();
+    assert_ne!(m.core.buffer(Buffer::Ub)[64], 0);
+    let s2 = m.run(&a.words).unwrap();
+    assert_eq!(s1, s2);
+    m.run(&[]).unwrap();
+    assert!(m.core.buffer(Buffer::Ub).iter().all(|&b| b == 0));
+}
+
+#[test]
+fn random_extension_instructions_never_panic() {
+    let mut rng = Rng(0x5eed);
+    for round in 0..3000 {
+        let mut a = Asm::new();
+        let bases = [UB, abi::L1_BASE, abi::L0A_BASE, abi::L0B_BASE, abi::L0C_BASE, GM, 0];
+        for r in [A0, A1, A2, A3, A4, A5] {
+            let v = match rng.next() % 4 {
+                0 => bases[(rng.next() % 7) as usize] + (rng.next() % 4096) * 32,
+                1 => rng.next() % 5000,
+                2 => encode::shape((rng.next() % 64) as u32, (rng.next() % 4096) as u32),
+                _ => rng.next(),
+            };
+            a.li(r, v);
+        }
+        for _ in 0..4 {
+            let opcode = [0x0b, 0x2b, 0x5b, 0x7b][(rng.next() % 4) as usize];
+            let regs = [A0, A1, A2, A3, A4, A5];
+            let pick = |rng: &mut Rng| regs[(rng.next() % 6) as usize];
+            let w = encode::r4(
+                opcode,
+                (rng.next() % 8) as u32,
+                (rng.next() % 4) as u32 * (round % 2),
+                pick(&mut rng),
+                pick(&mut rng),
+                pick(&mut rng),
+                pick(&mut rng) * (round % 3 != 0) as u32,
+            );
+            a.word(w);
+        }
+        let mut m = Machine::new();
+        let _ = m.run(&a.words);
+    }
+}

@@ -1,0 +1,168 @@
+//! Kernel binaries: load an ELF object (or linked image) compiled for the simulated AI core,
+//! link it into the current context — `.text` into instruction memory, decoded once; `.rodata`,
+//! `.data`, `.bss` into the context's module-data window — and launch its functions through the
+//! same path as native kernels. Malformed input is an `ACL_ERROR_PARSE_FILE` error, never a
+//! panic.
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::*;
+use npusim_components::binary::{BinaryCode, BinaryState, HostLog};
+use npusim_components::{
+    Binary, ContextState, DeviceState, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult,
+};
+use npusim_device::core::Program;
+use npusim_device::cost::KernelCost;
+
+use crate::loader::{self, BinaryKind};
+use crate::runtime::{Inner, Runtime};
+
+impl Runtime {
+    fn check_binary(&self, inner: &Inner, binary: Binary) -> NpuResult<(Entity, Entity)> {
+        if binary.runtime() != self.id() {
+            return Err(NpuError::ForeignHandle(binary.to_string()));
+        }
+        let b = inner
+            .world
+            .get::<BinaryState>(binary.entity())
+            .ok_or_else(|| NpuError::Destroyed(binary.to_string()))?;
+        let ctx = self.current_ctx(inner)?;
+        if b.context != ctx {
+            return Err(NpuError::WrongContext {
+                handle: binary.to_string(),
+                owner: format!("context {}", b.context),
+                current: format!("context {ctx}"),
+            });
+        }
+        Ok((binary.entity(), ctx))
+    }
+
+    /// Loads a kernel binary from a file (`aclrtBinaryLoadFromFile`).
+    pub fn load_binary_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<Binary> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| NpuError::File {
+            path: path.display().to_string(),
+            why: e.to_string(),
+        })?;
+        self.load_binary(&bytes)
+    }
+
+    /// Loads a kernel binary from memory (`aclrtBinaryLoadFromData`) into the current context:
+    /// a relocatable RISC-V object (`.o`, relocations applied here) or a linked image.
+    pub fn load_binary(&self, bytes: &[u8]) -> NpuResult<Binary> {
+        let parsed = loader::parse(bytes).map_err(|e| NpuError::InvalidBinary(e.to_string()))?;
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        let (text_base, data_base) = match (parsed.kind(), parsed.link_address()) {
+            (BinaryKind::Executable, Some(bases)) => bases,
+            _ => {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                let text = d.memory.alloc_code(parsed.text_size())?;
+                let data = if parsed.data_size() > 0 {
+                    d.memory.map_module_data(ctx, parsed.data_size())?
+                } else {
+                    0
+                };
+                (text, data)
+            }
+        };
+        let linked = match loader::link(&parsed, text_base, data_base) {
+            Ok(l) => l,
+            Err(e) => {
+                if data_base != 0 {
+                    let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                    d.memory.unmap_module_data(ctx, data_base);
+                }
+                return Err(NpuError::InvalidBinary(e.to_string()));
+            }
+        };
+        let data_len = linked.data.len() as u64;
+        if !linked.data.is_empty() {
+            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+            // An executable image brings its own data addresses: map them first.
+            if parsed.kind() == BinaryKind::Executable {
+                return Err(NpuError::InvalidBinary(
+                    "linked images with data are not supported; load the relocatable object".into(),
+                ));
+            }
+            d.memory
+                .write_virt(ctx, data_base, &linked.data)
+                .map_err(|e| NpuError::Internal(format!("writing module data: {e}")))?;
+        }
+        let program = Arc::new(Program::decode(linked.text_base, &linked.text));
+        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        g.charge(driver_cost);
+        let e = g
+            .world
+            .spawn(BinaryState {
+                context: ctx,
+                device,
+                text_base: linked.text_base,
+                text_len: linked.text.len() as u64,
+                data_base,
+                data_len,
+                functions: linked.functions.clone(),
+                program,
+            })
+            .id();
+        Ok(Binary::new(self.id(), e))
+    }
+
+    /// The exported functions of a binary and their entry addresses.
+    pub fn binary_functions(&self, binary: Binary) -> NpuResult<Vec<(String, u64)>> {
+        let g = self.lock();
+        let (b, _) = self.check_binary(&g, binary)?;
+        Ok(g.world.get::<BinaryState>(b).expect("checked").functions.clone())
+    }
+
+    /// A launchable kernel for the function `name` of `binary` (`aclrtBinaryGetFunction`).
+    /// Launch it with [`Runtime::launch`]; its arguments are passed per the LP64F calling
+    /// convention, and its duration is the cycles the AI cores count.
+    pub fn get_function(&self, binary: Binary, name: &str) -> NpuResult<Kernel> {
+        let mut g = self.lock();
+        let (b, ctx) = self.check_binary(&g, binary)?;
+        let state = g.world.get::<BinaryState>(b).expect("checked");
+        let entry = state
+            .functions
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, pc)| *pc)
+            .ok_or_else(|| NpuError::KernelNotFound(format!("{name} in {binary}")))?;
+        let code = Arc::new(BinaryCode { program: state.program.clone(), entry, binary: b, context: ctx });
+        let mut kernel = NativeKernel::new(
+            name,
+            |_| Err(npusim_components::KernelFault::Trap("a binary kernel runs on the AI core".into())),
+            |_, _| KernelCost::default(),
+        );
+        kernel.code = Some(code);
+        Ok(g.world.resource_mut::<KernelRegistry>().register(kernel))
+    }
+
+    /// Unloads a binary (`aclrtBinaryUnLoad`): waits for the device's queued work, then frees
+    /// its instruction memory and module data. Its kernels can no longer be launched.
+    pub fn unload_binary(&self, binary: Binary) -> NpuResult<()> {
+        let g = self.lock();
+        let (b, ctx) = self.check_binary(&g, binary)?;
+        let index = g.world.get::<ContextState>(ctx).expect("checked").device_index;
+        let what = || format!("unload of {binary}");
+        let done = |i: &Inner| i.device_idle(index);
+        let (mut g, result) = self.drive(g, &what, &done, None);
+        result?;
+        let state = g.world.get::<BinaryState>(b).expect("checked");
+        let (device, data_base) = (state.device, state.data_base);
+        if data_base != 0 {
+            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+            d.memory.unmap_module_data(ctx, data_base);
+        }
+        g.world.despawn(b);
+        Ok(())
+    }
+
+    /// Takes the lines kernels printed (the SDK's `npu_print_*`) since the last call.
+    pub fn take_kernel_log(&self) -> Vec<String> {
+        std::mem::take(&mut self.lock().world.resource_mut::<HostLog>().lines)
+    }
+}

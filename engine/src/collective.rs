@@ -1,0 +1,621 @@
+//! Communicators, collectives and peer copies: the HCCL-style API over the devices of a
+//! runtime.
+//!
+//! 1. [`Runtime::comm_init_all`] makes one communicator rank per device (as `HcclCommInitAll`)
+//!    and returns a handle per rank.
+//! 2. For each rank, the host makes that rank's device current ([`Runtime::set_device`]) and
+//!    enqueues the rank's call on one of its streams — usually a
+//!    [`StreamKind::Communication`](crate::StreamKind) stream that waits on an event recorded
+//!    after the kernels producing the data. Calls return at once.
+//! 3. On the device, each rank's task waits at the head of its stream for its events, then at
+//!    the rendezvous for the other ranks; when all are there and the links are free, the
+//!    operation runs on every rank at once, for the time the α–β model of its algorithm gives,
+//!    and the data moves through the devices' memories. Compute streams keep running meanwhile.
+//! 4. A rank that never joins makes the others fail with `ACL_ERROR_RT_WAIT_TIMEOUT` after the
+//!    communicator's `exec_timeout` of simulated time, so their synchronize returns an error
+//!    instead of hanging.
+//!
+//! [`Runtime::memcpy_peer_async`] copies between two devices' memories over the links of its
+//! route. Buffers handed to the interconnect (RDMA) must be device memory or pinned host memory
+//! from [`Runtime::malloc_host`]; pageable host memory is refused.
+
+use bevy_ecs::prelude::*;
+use npusim_components::collective::{
+    CollectiveCall, CollectiveKind, CommConfig, CommState, DataType, Interconnect, ReduceOp,
+    peer_word,
+};
+use npusim_components::task::{TaskDescriptor, TaskExtra, copy_dir};
+use npusim_components::{
+    ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
+    StreamState, TaskKind,
+};
+use npusim_device::link::{LinkConfig, Node, Topology};
+
+use crate::runtime::{Inner, Runtime, device_entity};
+
+/// One rank's handle on a communicator (`HcclComm`). Copyable; checked on every use.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Communicator {
+    runtime: u32,
+    entity: Entity,
+    id: u32,
+    rank: u32,
+    size: u32,
+    device: u32,
+}
+
+impl Communicator {
+    /// This handle's rank.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the communicator.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// The device this rank lives on.
+    pub fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// The communicator's display id (the same for all its ranks).
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "communicator {} rank {}/{} (device {})",
+            self.id, self.rank, self.size, self.device
+        )
+    }
+}
+
+impl std::fmt::Display for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
+}
+
+/// A buffer for a send or receive: device memory, or pinned host memory (read or written by
+/// the interconnect directly, as RDMA does).
+#[derive(Clone, Debug)]
+pub enum CommBuffer {
+    /// Device memory of the calling rank's context.
+    Device(DevicePtr),
+    /// Host memory; must be pinned ([`Runtime::malloc_host`]).
+    Host(HostBuffer),
+}
+
+impl From<DevicePtr> for CommBuffer {
+    fn from(p: DevicePtr) -> Self {
+        CommBuffer::Device(p)
+    }
+}
+
+impl From<HostBuffer> for CommBuffer {
+    fn from(b: HostBuffer) -> Self {
+        CommBuffer::Host(b)
+    }
+}
+
+impl From<&HostBuffer> for CommBuffer {
+    fn from(b: &HostBuffer) -> Self {
+        CommBuffer::Host(b.clone())
+    }
+}
+
+/// What a link has done so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkStats {
+    /// Link id (its index in [`Topology::links`]).
+    pub id: u32,
+    /// Sending end.
+    pub from: Node,
+    /// Receiving end.
+    pub to: Node,
+    /// Its bandwidth and latency.
+    pub config: LinkConfig,
+    /// Simulated time it was held.
+    pub busy: SimTime,
+    /// Bytes it carried.
+    pub bytes: u64,
+    /// Collectives and peer copies that used it.
+    pub transfers: u64,
+}
+
+/// One side of a call, checked.
+struct Buffer {
+    addr: u64,
+    host: Option<HostBuffer>,
+}
+
+impl Runtime {
+    /// Makes a communicator with one rank per device in `devices` (rank `r` on device
+    /// `devices[r]`), as `HcclCommInitAll`; returns the ranks' handles in rank order.
+    pub fn comm_init_all(&self, devices: &[u32]) -> NpuResult<Vec<Communicator>> {
+        self.comm_init_all_with(devices, CommConfig::default())
+    }
+
+    /// As [`Runtime::comm_init_all`], with an algorithm and a rendezvous timeout.
+    pub fn comm_init_all_with(
+        &self,
+        devices: &[u32],
+        config: CommConfig,
+    ) -> NpuResult<Vec<Communicator>> {
+        if devices.is_empty() {
+            return Err(NpuError::InvalidParam(
+                "a communicator needs at least one device".into(),
+            ));
+        }
+        let mut g = self.lock();
+        for (i, &d) in devices.iter().enumerate() {
+            device_entity(&g.world, d)?;
+            if devices[..i].contains(&d) {
+                return Err(NpuError::InvalidParam(format!(
+                    "device {d} is listed twice: a communicator has one rank per device"
+                )));
+            }
+        }
+        let n = devices.len();
+        let cost = g.costs.call_ns * n as u64;
+        g.charge(cost);
+        let id = g.next_comm_id;
+        g.next_comm_id += 1;
+        let entity = g
+            .world
+            .spawn(CommState {
+                id,
+                devices: devices.to_vec(),
+                config,
+                next_seq: vec![0; n],
+                sends: vec![0; n * n],
+                recvs: vec![0; n * n],
+                destroyed: vec![false; n],
+                broken: None,
+            })
+            .id();
+        Ok(devices
+            .iter()
+            .enumerate()
+            .map(|(rank, &device)| Communicator {
+                runtime: self.id(),
+                entity,
+                id,
+                rank: rank as u32,
+                size: n as u32,
+                device,
+            })
+            .collect())
+    }
+
+    fn check_comm<'a>(&self, g: &'a Inner, comm: &Communicator) -> NpuResult<&'a CommState> {
+        if comm.runtime != self.id() {
+            return Err(NpuError::ForeignHandle(comm.to_string()));
+        }
+        let state = g
+            .world
+            .get::<CommState>(comm.entity)
+            .filter(|c| c.id == comm.id)
+            .ok_or_else(|| NpuError::Destroyed(comm.to_string()))?;
+        if state.destroyed.get(comm.rank as usize).copied().unwrap_or(true) {
+            return Err(NpuError::Destroyed(comm.to_string()));
+        }
+        Ok(state)
+    }
+
+    /// Destroys this rank's handle (`HcclCommDestroy`); the communicator goes when every rank's
+    /// handle is destroyed. Operations already enqueued still run.
+    pub fn comm_destroy(&self, comm: Communicator) -> NpuResult<()> {
+        let mut g = self.lock();
+        self.check_comm(&g, &comm)?;
+        let mut state = g
+            .world
+            .get_mut::<CommState>(comm.entity)
+            .expect("checked");
+        state.destroyed[comm.rank as usize] = true;
+        if state.destroyed.iter().all(|d| *d) {
+            g.world.despawn(comm.entity);
+        }
+        Ok(())
+    }
+
+    /// The error that broke the communicator (a rank that timed out at a rendezvous), if any.
+    pub fn comm_error(&self, comm: &Communicator) -> NpuResult<Option<NpuError>> {
+        let g = self.lock();
+        Ok(self.check_comm(&g, comm)?.broken.clone())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn enqueue_collective(
+        &self,
+        comm: &Communicator,
+        stream: Stream,
+        kind: CollectiveKind,
+        dtype: DataType,
+        op: ReduceOp,
+        count: u64,
+        peer: u32,
+        send: Option<CommBuffer>,
+        recv: Option<CommBuffer>,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let state = self.check_comm(&g, comm)?;
+        if let Some(err) = &state.broken {
+            return Err(err.clone());
+        }
+        let n = state.devices.len() as u64;
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        let stream_device = g.world.get::<StreamState>(s).expect("checked").device_index;
+        if stream_device != comm.device {
+            return Err(NpuError::InvalidParam(format!(
+                "{stream} is on device {stream_device}, but {comm} is on device {}",
+                comm.device
+            )));
+        }
+        if peer >= comm.size {
+            return Err(NpuError::InvalidParam(format!(
+                "rank {peer} does not exist in {comm}"
+            )));
+        }
+        if kind.is_p2p() && peer == comm.rank {
+            return Err(NpuError::InvalidParam(format!(
+                "{comm} cannot {} to itself",
+                kind.name()
+            )));
+        }
+        let bytes = count
+            .checked_mul(dtype.size())
+            .ok_or_else(|| NpuError::InvalidParam(format!("{count} elements overflow")))?;
+        let (send_len, recv_len, message) = match kind {
+            CollectiveKind::AllReduce | CollectiveKind::Broadcast => (bytes, bytes, bytes),
+            CollectiveKind::Send | CollectiveKind::Recv => (bytes, bytes, bytes),
+            CollectiveKind::AllGather => {
+                let total = bytes.checked_mul(n).ok_or_else(|| {
+                    NpuError::InvalidParam(format!("{count} x {n} elements overflow"))
+                })?;
+                (bytes, total, total)
+            }
+            CollectiveKind::ReduceScatter => {
+                let total = bytes.checked_mul(n).ok_or_else(|| {
+                    NpuError::InvalidParam(format!("{count} x {n} elements overflow"))
+                })?;
+                (total, bytes, total)
+            }
+        };
+        let check = |buf: Option<CommBuffer>, len: u64, what: &'static str| -> NpuResult<Buffer> {
+            match buf {
+                None => Ok(Buffer {
+                    addr: 0,
+                    host: None,
+                }),
+                Some(CommBuffer::Device(p)) => {
+                    self.check_range(&g, ctx, p, len, what)?;
+                    Ok(Buffer {
+                        addr: p.0,
+                        host: None,
+                    })
+                }
+                Some(CommBuffer::Host(h)) => {
+                    if !h.is_pinned() {
+                        return Err(NpuError::InvalidMemoryType(format!(
+                            "the {what} is pageable host memory; the interconnect reads and \
+                             writes it directly (RDMA), which needs device memory or pinned host \
+                             memory from malloc_host"
+                        )));
+                    }
+                    let have = h.bytes()?.len() as u64;
+                    if len > have {
+                        return Err(NpuError::InvalidParam(format!(
+                            "{len} bytes do not fit the {what}, a host buffer of {have} bytes"
+                        )));
+                    }
+                    Ok(Buffer {
+                        addr: 0,
+                        host: Some(h),
+                    })
+                }
+            }
+        };
+        let send = check(send, send_len, "send buffer")?;
+        let recv = check(recv, recv_len, "receive buffer")?;
+        let state = g
+            .world
+            .get_mut::<CommState>(comm.entity)
+            .expect("checked");
+        let mut state = state;
+        let (r, p, size) = (comm.rank as usize, peer as usize, n as usize);
+        let counter = match kind {
+            CollectiveKind::Send => &mut state.sends[r * size + p],
+            CollectiveKind::Recv => &mut state.recvs[p * size + r],
+            _ => &mut state.next_seq[r],
+        };
+        let seq = *counter;
+        *counter += 1;
+        let call = CollectiveCall {
+            kind,
+            dtype,
+            op,
+            comm: comm.entity,
+            send: send.addr,
+            recv: recv.addr,
+            count,
+            rank: comm.rank,
+            peer,
+            seq,
+            bytes: message,
+        };
+        let extra = match send.host.or(recv.host) {
+            Some(buffer) => TaskExtra::Host { buffer, offset: 0 },
+            None => TaskExtra::None,
+        };
+        let cost = g.costs.launch_ns;
+        crate::launch::submit(&mut g, s, call.encode(), extra, cost);
+        Ok(())
+    }
+
+    /// Enqueues this rank's part of an all-reduce (`HcclAllReduce`): every rank's `recv` gets
+    /// the element-wise `op` of every rank's `send` (`count` elements; in place is allowed).
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::AllReduce,
+            dtype,
+            op,
+            count,
+            0,
+            Some(send.into()),
+            Some(recv.into()),
+        )
+    }
+
+    /// Enqueues this rank's part of an all-gather (`HcclAllGather`): every rank's `recv`
+    /// (`send_count × size` elements) gets every rank's `send_count` elements in rank order.
+    pub fn all_gather(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        send_count: u64,
+        dtype: DataType,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::AllGather,
+            dtype,
+            ReduceOp::Sum,
+            send_count,
+            0,
+            Some(send.into()),
+            Some(recv.into()),
+        )
+    }
+
+    /// Enqueues this rank's part of a reduce-scatter (`HcclReduceScatter`): rank `r`'s `recv`
+    /// (`recv_count` elements) gets block `r` of the element-wise `op` of every rank's `send`
+    /// (`recv_count × size` elements).
+    #[allow(clippy::too_many_arguments)]
+    pub fn reduce_scatter(
+        &self,
+        send: DevicePtr,
+        recv: DevicePtr,
+        recv_count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::ReduceScatter,
+            dtype,
+            op,
+            recv_count,
+            0,
+            Some(send.into()),
+            Some(recv.into()),
+        )
+    }
+
+    /// Enqueues this rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` gets
+    /// rank `root`'s `count` elements.
+    pub fn broadcast(
+        &self,
+        buf: DevicePtr,
+        count: u64,
+        dtype: DataType,
+        root: u32,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::Broadcast,
+            dtype,
+            ReduceOp::Sum,
+            count,
+            root,
+            Some(buf.into()),
+            Some(buf.into()),
+        )
+    }
+
+    /// Enqueues sending `count` elements of `buf` to rank `peer` (`HcclSend`); it pairs with
+    /// the peer's matching [`Runtime::recv`] (the k-th send to a peer with its k-th receive
+    /// from this rank). `buf` is device memory or pinned host memory.
+    pub fn send(
+        &self,
+        buf: impl Into<CommBuffer>,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::Send,
+            dtype,
+            ReduceOp::Sum,
+            count,
+            peer,
+            Some(buf.into()),
+            None,
+        )
+    }
+
+    /// Enqueues receiving `count` elements from rank `peer` into `buf` (`HcclRecv`).
+    pub fn recv(
+        &self,
+        buf: impl Into<CommBuffer>,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+        comm: &Communicator,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.enqueue_collective(
+            comm,
+            stream,
+            CollectiveKind::Recv,
+            dtype,
+            ReduceOp::Sum,
+            count,
+            peer,
+            None,
+            Some(buf.into()),
+        )
+    }
+
+    /// Enqueues a copy of `bytes` bytes from `src` on device `src_device` to `dst` on device
+    /// `dst_device`, over the links between them (`cudaMemcpyPeerAsync`). `stream` is in the
+    /// current context, on one of the two devices; memory on that device belongs to the current
+    /// context, memory on the other to that device's primary context.
+    pub fn memcpy_peer_async(
+        &self,
+        dst: DevicePtr,
+        dst_device: u32,
+        src: DevicePtr,
+        src_device: u32,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        let here = g.world.get::<ContextState>(ctx).expect("checked").device_index;
+        let primary = |g: &Inner, d: u32| -> NpuResult<Entity> {
+            let e = device_entity(&g.world, d)?;
+            Ok(g.world
+                .get::<DeviceState>(e)
+                .expect("device entity")
+                .default_context)
+        };
+        let ctx_of = |g: &Inner, d: u32| -> NpuResult<Entity> {
+            if d == here { Ok(ctx) } else { primary(g, d) }
+        };
+        let (src_ctx, dst_ctx) = (ctx_of(&g, src_device)?, ctx_of(&g, dst_device)?);
+        if here != src_device && here != dst_device {
+            return Err(NpuError::InvalidParam(format!(
+                "{stream} is on device {here}, neither the source device {src_device} nor the \
+                 destination device {dst_device}"
+            )));
+        }
+        self.check_range(&g, src_ctx, src, bytes, "peer copy source")?;
+        self.check_range(&g, dst_ctx, dst, bytes, "peer copy destination")?;
+        let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
+        if src_device == dst_device {
+            desc.flags = copy_dir::D2D;
+            desc.args[..3].copy_from_slice(&[dst.0, src.0, bytes]);
+        } else {
+            desc.flags = copy_dir::PEER;
+            desc.arg_count = peer_word::COUNT_WORDS;
+            desc.args[peer_word::DST] = dst.0;
+            desc.args[peer_word::SRC] = src.0;
+            desc.args[peer_word::BYTES] = bytes;
+            desc.args[peer_word::SRC_DEVICE] = src_device as u64;
+            desc.args[peer_word::DST_DEVICE] = dst_device as u64;
+            desc.args[peer_word::SRC_CTX] = src_ctx.to_bits();
+            desc.args[peer_word::DST_CTX] = dst_ctx.to_bits();
+        }
+        let cost = g.costs.copy_call_ns;
+        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+
+    /// As [`Runtime::memcpy_peer_async`] on the current context's default stream, waiting for
+    /// the copy.
+    pub fn memcpy_peer(
+        &self,
+        dst: DevicePtr,
+        dst_device: u32,
+        src: DevicePtr,
+        src_device: u32,
+        bytes: u64,
+    ) -> NpuResult<()> {
+        let stream = self.default_stream()?;
+        self.memcpy_peer_async(dst, dst_device, src, src_device, bytes, stream)?;
+        self.synchronize_stream(stream)
+    }
+
+    /// The interconnect: its links, their bandwidths and latencies, and routing.
+    pub fn topology(&self) -> Topology {
+        self.lock()
+            .world
+            .resource::<Interconnect>()
+            .topology
+            .clone()
+    }
+
+    /// What each link has carried so far.
+    pub fn link_stats(&self) -> Vec<LinkStats> {
+        let g = self.lock();
+        let ic = g.world.resource::<Interconnect>();
+        ic.topology
+            .links()
+            .iter()
+            .zip(&ic.links)
+            .enumerate()
+            .map(|(id, (l, u))| LinkStats {
+                id: id as u32,
+                from: l.from,
+                to: l.to,
+                config: l.config,
+                busy: SimTime(u.busy_ns),
+                bytes: u.bytes,
+                transfers: u.transfers,
+            })
+            .collect()
+    }
+
+    /// Per device: simulated time its communication engine ran collectives.
+    pub fn comm_engine_busy(&self) -> Vec<SimTime> {
+        let g = self.lock();
+        g.world
+            .resource::<Interconnect>()
+            .engines
+            .iter()
+            .map(|e| SimTime(e.busy_ns))
+            .collect()
+    }
+}

@@ -1,0 +1,203 @@
+//! Shape handles: slots in a context's shape buffer, which lives in that context's device
+//! memory and is allocated with its first handle. Also the host's view of the dynamic-shape
+//! stages: their counters and the record of tiling decisions.
+
+use bevy_ecs::prelude::*;
+use npusim_components::shape::{
+    SLOT_BYTES, Shape, ShapeBuffer, ShapeHandle, ShapeSlot, ShapeStats, TilingLog, TilingRecord,
+};
+use npusim_components::{
+    ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, Stream,
+};
+use npusim_device::cost::CopyDirection;
+
+use crate::runtime::{Inner, Runtime};
+
+/// Whether the context's shape buffer still owns its memory (a fault releases a context's
+/// memory, and with it the buffer).
+fn buffer_alive(world: &World, ctx: Entity, device: Entity) -> Option<bool> {
+    let base = world.get::<ShapeBuffer>(ctx)?.base();
+    let memory = &world.get::<DeviceState>(device)?.memory;
+    Some(
+        memory
+            .block_containing(base, ctx)
+            .is_some_and(|b| b.base == base && b.size == ShapeBuffer::BYTES),
+    )
+}
+
+/// Gives `ctx` a live shape buffer: allocates it the first time, and again (invalidating every
+/// old handle) if a fault released it.
+fn ensure_buffer(world: &mut World, ctx: Entity, device: Entity) -> NpuResult<()> {
+    let alive = buffer_alive(world, ctx, device);
+    if alive == Some(true) {
+        return Ok(());
+    }
+    let mut d = world
+        .get_mut::<DeviceState>(device)
+        .ok_or_else(|| NpuError::Internal("context on a missing device".into()))?;
+    let base = d.memory.alloc(ShapeBuffer::BYTES, ctx)?;
+    // Allocations are not zeroed: clear it so no slot reads as written.
+    d.memory
+        .fill(base, ShapeBuffer::BYTES, 0, ctx)
+        .map_err(|f| NpuError::Internal(format!("clearing a new shape buffer: {f}")))?;
+    match alive {
+        Some(_) => world
+            .get_mut::<ShapeBuffer>(ctx)
+            .expect("present")
+            .rebase(base),
+        None => {
+            world.entity_mut(ctx).insert(ShapeBuffer::new(base));
+        }
+    }
+    Ok(())
+}
+
+impl Runtime {
+    /// Checks that `h` is a live shape handle of context `ctx` of this runtime.
+    pub(crate) fn check_shape_handle(
+        &self,
+        world: &World,
+        ctx: Entity,
+        h: ShapeHandle,
+    ) -> NpuResult<()> {
+        if h.runtime() != self.id() {
+            return Err(NpuError::ForeignHandle(h.to_string()));
+        }
+        if h.context() != ctx {
+            return Err(NpuError::WrongContext {
+                handle: h.to_string(),
+                owner: format!("context {}", h.context()),
+                current: format!("context {ctx}"),
+            });
+        }
+        let device = world.get::<ContextState>(ctx).map(|c| c.device);
+        let live = world
+            .get::<ShapeBuffer>(ctx)
+            .is_some_and(|b| b.is_live(h.slot(), h.generation()));
+        if !live || device.and_then(|d| buffer_alive(world, ctx, d)) != Some(true) {
+            return Err(NpuError::Destroyed(h.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The slot address of a checked handle.
+    fn slot_addr(world: &World, h: ShapeHandle) -> NpuResult<u64> {
+        world
+            .get::<ShapeBuffer>(h.context())
+            .and_then(|b| b.slot_addr(h.slot()))
+            .ok_or_else(|| NpuError::Destroyed(h.to_string()))
+    }
+
+    /// Creates a shape handle in the current context: a slot of its device-side shape buffer,
+    /// holding no shape until a producer (or [`Runtime::set_shape_async`]) writes one.
+    pub fn create_shape(&self) -> NpuResult<ShapeHandle> {
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        ensure_buffer(&mut g.world, ctx, device)?;
+        let (slot, generation) = g
+            .world
+            .get_mut::<ShapeBuffer>(ctx)
+            .expect("ensured")
+            .acquire()
+            .ok_or_else(|| NpuError::ShapeBufferFull {
+                context: format!("context {ctx}"),
+                slots: ShapeBuffer::SLOTS,
+            })?;
+        Ok(ShapeHandle::new(self.id(), ctx, slot, generation))
+    }
+
+    /// Frees a shape handle. Like [`Runtime::free`], it first waits for the device's queued
+    /// work, so no queued launch can read the slot after it is reused.
+    pub fn free_shape(&self, shape: ShapeHandle) -> NpuResult<()> {
+        let g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        self.check_shape_handle(&g.world, ctx, shape)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let index = g.world.get::<DeviceState>(device).expect("device").index;
+        let what = || format!("free of {shape}");
+        let done = |i: &Inner| i.device_idle(index);
+        let (mut g, result) = self.drive(g, &what, &done, None);
+        result?;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        // The wait may have faulted the context and lost its buffer: then the handle is gone.
+        self.check_shape_handle(&g.world, ctx, shape)?;
+        let addr = Self::slot_addr(&g.world, shape)?;
+        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+        d.memory
+            .fill(addr, SLOT_BYTES, 0, ctx)
+            .map_err(|f| NpuError::Internal(format!("clearing {shape}: {f}")))?;
+        g.world
+            .get_mut::<ShapeBuffer>(ctx)
+            .expect("checked")
+            .release(shape.slot(), shape.generation());
+        Ok(())
+    }
+
+    /// Enqueues writing `dims` into `shape`'s slot from the host, in stream order (a small
+    /// host-to-device copy): how a host-known shape enters a dynamic pipeline. Negative or
+    /// overflowing dims are refused here.
+    pub fn set_shape_async(&self, shape: ShapeHandle, dims: &[i64], stream: Stream) -> NpuResult<()> {
+        let value = ShapeSlot::written(&Shape::from_signed(dims)?);
+        let addr = {
+            let g = self.lock();
+            let (_, ctx) = self.check_stream(&g, stream)?;
+            self.check_shape_handle(&g.world, ctx, shape)?;
+            Self::slot_addr(&g.world, shape)?
+        };
+        let staged = HostBuffer::staged(bytemuck::bytes_of(&value));
+        self.memcpy_htod_async(DevicePtr(addr), &staged, SLOT_BYTES, stream)
+    }
+
+    /// Reads `shape` back to the host. This is a host round trip: it waits for the device's
+    /// queued work (as a synchronous copy does) and is counted in
+    /// [`ShapeStats::host_shape_reads`]. Pipelines never need it between a producer and its
+    /// consumers.
+    pub fn read_shape(&self, shape: ShapeHandle) -> NpuResult<Shape> {
+        {
+            let g = self.lock();
+            let ctx = self.current_ctx(&g)?;
+            self.check_shape_handle(&g.world, ctx, shape)?;
+        }
+        self.synchronize_device()?;
+        let mut g = self.lock();
+        let ctx = self.current_ctx(&g)?;
+        self.check_shape_handle(&g.world, ctx, shape)?;
+        let addr = Self::slot_addr(&g.world, shape)?;
+        let device = g.world.get::<ContextState>(ctx).expect("checked").device;
+        let (raw, read_ns) = {
+            let costs = g.costs.copy_call_ns;
+            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+            let mut raw = <ShapeSlot as bytemuck::Zeroable>::zeroed();
+            d.memory
+                .read(addr, bytemuck::bytes_of_mut(&mut raw), ctx)
+                .map_err(|f| NpuError::Internal(format!("reading {shape}: {f}")))?;
+            let ns = costs
+                + d.config
+                    .copy_duration_ns(SLOT_BYTES, CopyDirection::DeviceToHost);
+            (raw, ns)
+        };
+        g.charge(read_ns);
+        g.world.resource_mut::<ShapeStats>().host_shape_reads += 1;
+        raw.decode()
+            .map_err(|why| NpuError::InvalidShape(format!("{shape} {why}")))
+    }
+
+    /// Counters of shape propagation and tiling, including the host's shape reads.
+    pub fn shape_stats(&self) -> ShapeStats {
+        self.lock().world.resource::<ShapeStats>().clone()
+    }
+
+    /// Turns recording of tiling decisions on or off (off by default).
+    pub fn set_tiling_log_enabled(&self, on: bool) {
+        self.lock().world.resource_mut::<TilingLog>().enabled = on;
+    }
+
+    /// Takes the tiling decisions recorded so far, in the order they were made.
+    pub fn take_tiling_log(&self) -> Vec<TilingRecord> {
+        std::mem::take(&mut self.lock().world.resource_mut::<TilingLog>().records)
+    }
+}

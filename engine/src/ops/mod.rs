@@ -1,0 +1,516 @@
+//! Ops with dynamic shapes (DESIGN §5): kernels registered with shape inference, a tiling
+//! function and a cost function, launched with tensors whose shapes may be known only on the
+//! device.
+//!
+//! Using them, step by step:
+//!
+//! 1. **Shape handles.** [`Runtime::create_shape`] takes a slot in the current context's shape
+//!    buffer (device memory). A handle stands for a shape that a producer will write on the
+//!    device — the count of `nonzero`, the boxes kept by NMS.
+//! 2. **Launch.** [`Runtime::launch_op`] takes the op, its input and output tensors
+//!    ([`TensorArg`]: a device pointer plus a static shape, a shape handle, or — for outputs —
+//!    nothing) and its attributes. Buffers are sized for an upper bound; the op processes the
+//!    actual shape. The call only rings the doorbell: nothing about shapes happens yet, except
+//!    that static dims are checked (negative, overflowing or past their buffer is an `Err`).
+//! 3. **Shape propagation** (frame stage 3), when the launch is ready: input shapes come from
+//!    the descriptor or the shape buffer; inferred output shapes go back to the buffer.
+//! 4. **Tiling** (stage 4): the op's tiling function picks block dim, tile sizes that fit a
+//!    core's unified buffer / L1, a tiling key and a workspace size, from the actual shapes.
+//! 5. **Execution** (hardware tick): the kernel reads its tiling words; a data-dependent
+//!    producer writes its actual output shape into its slot, for the next consumer.
+//!
+//! The host never reads a shape to keep this going. [`Runtime::read_shape`] exists for the end
+//! of a pipeline (or debugging); each call is counted in [`ShapeStats::host_shape_reads`].
+//!
+//! ```
+//! use npusim_engine::prelude::*;
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let s = rt.create_stream()?;
+//! let x = rt.malloc(4 * 8)?;
+//! let idx = rt.malloc(4 * 8)?;
+//! rt.memcpy_htod(x, &[0.0f32, 1.5, 0.0, -2.0, 0.0, 0.0, 3.0, 0.0])?;
+//! let count = rt.create_shape()?;
+//! let nonzero = rt.op("nonzero_f32")?;
+//! rt.launch_op(nonzero, &[TensorArg::new(x, &[8])], &[TensorArg::dynamic(idx, count)], &[], s)?;
+//! rt.synchronize_stream(s)?;
+//! assert_eq!(rt.read_shape(count)?.dims(), &[3]);
+//! # Ok::<(), NpuError>(())
+//! ```
+//!
+//! Built-in ops (tensor element types in brackets; indices are `i32`):
+//!
+//! | op | inputs → outputs | attributes |
+//! |---|---|---|
+//! | `sigmoid_f32` | `x` → `y` (same shape) | |
+//! | `threshold_f32` | `x` → `y`: `x` where `x > t`, else 0 | `t: f32` |
+//! | `nonzero_f32`, `nonzero_i32` | `x` → `indices [k]`, flat indices of nonzero elements (data-dependent) | |
+//! | `gather_rows` | `table [r, ...]`, `indices [...]` → `out [indices..., ...]` (4-byte elements; embedding lookup) | |
+//! | `nms_f32` | `boxes [n, 4]`, `scores [n]` → `keep [k]`, indices by descending score (data-dependent) | `iou_threshold: f32`, `score_threshold: f32`, `max_outputs: u64` |
+//! | `box_area_f32` | `boxes [n, 4]` → `area [n]` | |
+//! | `box_scale_f32` | `boxes [n, 4]` → `scaled [n, 4]` | `sx: f32`, `sy: f32` |
+//! | `matmul_f32` | `a [m, k]`, `b [k, n]` → `c [m, n]` | |
+//! | `softmax_f32` | `x [..., c]` → `y` (softmax over the last dim) | |
+
+mod boxes;
+mod elementwise;
+mod gather;
+mod handles;
+mod matmul;
+mod nms;
+mod nonzero;
+mod softmax;
+pub mod split;
+
+use std::sync::Arc;
+
+use bevy_ecs::prelude::*;
+use npusim_components::shape::{
+    InferFn, MAX_RANK, NO_SLOT, NO_STATIC_SHAPE, OP_HIDDEN_ARGS, OpCostFn, OpDef, OpKernelFn,
+    OpRegistry, OpTiling, Shape, ShapeHandle, TensorSpec, Tiling, TilingFn,
+    decode_cost,
+};
+use npusim_components::task::{MAX_ARGS, MAX_STATIC_DIMS, MAX_TENSORS, TaskDescriptor, TaskExtra};
+use npusim_components::{
+    Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
+    NativeKernel, NpuError, NpuResult, OpShapes, Stream, TaskKind,
+};
+use npusim_device::config::DeviceConfig;
+use npusim_device::cost::KernelCost;
+
+use crate::runtime::Runtime;
+
+pub use npusim_components::shape::{ShapeStats, TilingLog, TilingRecord};
+
+/// A new op: its signature and its four functions. Register it with
+/// [`Runtime::register_op`] (or [`OpBuilder::register`] on registries of your own).
+///
+/// Arguments of a launch are laid out as: input pointers, output pointers, attributes — so a
+/// kernel reads input `i` with `k.ptr(i)` and attribute `j` at `inputs + outputs + j`.
+pub struct OpBuilder {
+    name: String,
+    inputs: Vec<TensorSpec>,
+    outputs: Vec<TensorSpec>,
+    attrs: Vec<String>,
+    infer: Option<Arc<InferFn>>,
+    tiling: Option<Arc<TilingFn>>,
+    cost: Option<Arc<OpCostFn>>,
+    kernel: Option<Arc<OpKernelFn>>,
+}
+
+impl std::fmt::Debug for OpBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "OpBuilder({})", self.name)
+    }
+}
+
+impl OpBuilder {
+    /// An op named `name`, with no tensors yet.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            inputs: Vec::new(),
+            outputs: Vec::new(),
+            attrs: Vec::new(),
+            infer: None,
+            tiling: None,
+            cost: None,
+            kernel: None,
+        }
+    }
+
+    fn spec(name: &str, elem_bytes: u32, data_dependent: bool) -> TensorSpec {
+        TensorSpec {
+            name: name.to_string(),
+            elem_bytes,
+            data_dependent,
+        }
+    }
+
+    /// Adds an input of `elem_bytes`-byte elements.
+    pub fn input(mut self, name: &str, elem_bytes: u32) -> Self {
+        self.inputs.push(Self::spec(name, elem_bytes, false));
+        self
+    }
+
+    /// Adds an output whose shape inference computes exactly.
+    pub fn output(mut self, name: &str, elem_bytes: u32) -> Self {
+        self.outputs.push(Self::spec(name, elem_bytes, false));
+        self
+    }
+
+    /// Adds an output whose shape depends on the data: inference gives an upper bound and the
+    /// kernel publishes the actual shape ([`npusim_components::shape::publish_shape`]). It must
+    /// be the op's first output, and launches must give it a shape handle.
+    pub fn data_dependent_output(mut self, name: &str, elem_bytes: u32) -> Self {
+        self.outputs.push(Self::spec(name, elem_bytes, true));
+        self
+    }
+
+    /// Adds an attribute (a scalar argument after the tensors).
+    pub fn attr(mut self, name: &str) -> Self {
+        self.attrs.push(name.to_string());
+        self
+    }
+
+    /// Sets shape inference: input shapes and attribute words → output shapes.
+    pub fn infer(
+        mut self,
+        f: impl Fn(&[Shape], &[u64], &mut [Shape]) -> Result<(), String> + Send + Sync + 'static,
+    ) -> Self {
+        self.infer = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the tiling function: actual shapes and the device → [`Tiling`].
+    pub fn tiling(
+        mut self,
+        f: impl Fn(&OpShapes<'_>, &DeviceConfig) -> Result<Tiling, String> + Send + Sync + 'static,
+    ) -> Self {
+        self.tiling = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the cost function: shapes and tiling → modeled work.
+    pub fn cost(
+        mut self,
+        f: impl Fn(&OpShapes<'_>, &Tiling) -> KernelCost + Send + Sync + 'static,
+    ) -> Self {
+        self.cost = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the kernel body.
+    pub fn kernel(
+        mut self,
+        f: impl Fn(&mut KernelCtx<'_>, &OpTiling<'_>) -> Result<(), KernelFault>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
+        self.kernel = Some(Arc::new(f));
+        self
+    }
+
+    /// Registers the op's kernel in `kernels` and the op in `ops`; returns the kernel id that
+    /// launches it.
+    pub fn register(self, kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> NpuResult<Kernel> {
+        let bad = |why: String| NpuError::InvalidParam(format!("op {:?}: {why}", self.name));
+        let (Some(infer), Some(tiling), Some(cost), Some(body)) =
+            (self.infer.clone(), self.tiling.clone(), self.cost.clone(), self.kernel.clone())
+        else {
+            return Err(bad(
+                "needs shape inference, tiling, cost and a kernel".into(),
+            ));
+        };
+        let tensors = self.inputs.len() + self.outputs.len();
+        if tensors > MAX_TENSORS {
+            return Err(bad(format!("{tensors} tensors; at most {MAX_TENSORS}")));
+        }
+        if tensors + self.attrs.len() + OP_HIDDEN_ARGS > MAX_ARGS {
+            return Err(bad(format!(
+                "{tensors} tensors and {} attributes need more than the {} argument words an op \
+                 launch has",
+                self.attrs.len(),
+                MAX_ARGS - OP_HIDDEN_ARGS
+            )));
+        }
+        let all = self.inputs.iter().chain(&self.outputs);
+        if let Some(t) = all.clone().find(|t| t.elem_bytes == 0) {
+            return Err(bad(format!("tensor {} has 0-byte elements", t.name)));
+        }
+        if self.outputs.iter().skip(1).any(|t| t.data_dependent) {
+            return Err(bad("only the first output may be data-dependent".into()));
+        }
+        let name = self.name.clone();
+        let faults = ops.faults().clone();
+        let run = move |k: &mut KernelCtx<'_>| {
+            let words = k.tiling;
+            let Some(t) = OpTiling::parse(words) else {
+                return Err(KernelFault::BadArgs(format!(
+                    "op {name} was launched without shapes or tiling: launch it with \
+                     Runtime::launch_op"
+                )));
+            };
+            if let Some(id) = t.fault_id() {
+                let err = faults.take(id).unwrap_or_else(|| {
+                    NpuError::InvalidShape(format!("{name}: shape propagation rejected the launch"))
+                });
+                return Err(KernelFault::Raised(Box::new(err)));
+            }
+            body(k, &t)
+        };
+        let kernel = kernels.register(NativeKernel::new(self.name.clone(), run, |args, _| {
+            decode_cost(args).unwrap_or_default()
+        }));
+        ops.insert(OpDef {
+            name: self.name,
+            kernel,
+            inputs: self.inputs,
+            outputs: self.outputs,
+            attrs: self.attrs,
+            infer,
+            tiling,
+            cost,
+        });
+        Ok(kernel)
+    }
+}
+
+/// A tensor argument of [`Runtime::launch_op`]: where its data is and what its shape is.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorArg {
+    ptr: DevicePtr,
+    shape: TensorShape,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum TensorShape {
+    /// Known at submission (`rank` may exceed `MAX_RANK`: refused at launch).
+    Static { rank: usize, dims: [i64; MAX_RANK] },
+    /// In a shape-buffer slot.
+    Dynamic(ShapeHandle),
+    /// An output whose shape is inferred and not published.
+    Inferred,
+}
+
+impl TensorArg {
+    /// A tensor at `ptr` whose shape `dims` is known at submission. Negative or overflowing
+    /// dims, or a shape past the buffer, make the launch fail.
+    pub fn new(ptr: DevicePtr, dims: &[i64]) -> Self {
+        let mut d = [0i64; MAX_RANK];
+        for (x, y) in d.iter_mut().zip(dims) {
+            *x = *y;
+        }
+        Self {
+            ptr,
+            shape: TensorShape::Static {
+                rank: dims.len(),
+                dims: d,
+            },
+        }
+    }
+
+    /// A tensor at `ptr` whose shape is in `shape`'s slot: for an input, written there by its
+    /// producer on the device; for an output, written there by this launch.
+    pub fn dynamic(ptr: DevicePtr, shape: ShapeHandle) -> Self {
+        Self {
+            ptr,
+            shape: TensorShape::Dynamic(shape),
+        }
+    }
+
+    /// An output at `ptr` whose shape is inferred on the device and not published.
+    pub fn output(ptr: DevicePtr) -> Self {
+        Self {
+            ptr,
+            shape: TensorShape::Inferred,
+        }
+    }
+
+    /// The device pointer.
+    pub fn ptr(&self) -> DevicePtr {
+        self.ptr
+    }
+}
+
+impl Runtime {
+    /// Registers an op; launches find it by the returned id or with [`Runtime::op`].
+    pub fn register_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
+        let mut g = self.lock();
+        g.world
+            .resource_scope(|world, mut ops: Mut<OpRegistry>| {
+                op.register(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
+            })
+    }
+
+    /// The op registered as `name`.
+    pub fn op(&self, name: &str) -> NpuResult<Kernel> {
+        let g = self.lock();
+        let k = g.world.resource::<KernelRegistry>().lookup(name)?;
+        g.world
+            .resource::<OpRegistry>()
+            .get(k)
+            .map(|_| k)
+            .ok_or_else(|| NpuError::KernelNotFound(format!("{name} (a kernel, but not an op)")))
+    }
+
+    /// Names of the registered ops.
+    pub fn op_names(&self) -> Vec<String> {
+        self.lock()
+            .world
+            .resource::<OpRegistry>()
+            .names()
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Enqueues `op` on `stream` with its `inputs`, `outputs` and `attrs` (in the op's order).
+    /// Returns before anything executes: shapes are resolved and tiling chosen on the device
+    /// when the launch's dependencies are met. Static shapes are checked here.
+    pub fn launch_op(
+        &self,
+        op: Kernel,
+        inputs: &[TensorArg],
+        outputs: &[TensorArg],
+        attrs: &[Arg],
+        stream: Stream,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, ctx) = self.check_stream(&g, stream)?;
+        let world = &g.world;
+        let def = world
+            .resource::<OpRegistry>()
+            .get(op)
+            .cloned()
+            .ok_or_else(|| NpuError::KernelNotFound(format!("no op has kernel id {}", op.0)))?;
+        let name = &def.name;
+        if inputs.len() != def.inputs.len()
+            || outputs.len() != def.outputs.len()
+            || attrs.len() != def.attrs.len()
+        {
+            return Err(NpuError::InvalidParam(format!(
+                "{name} takes {} inputs, {} outputs and {} attributes; got {}, {} and {}",
+                def.inputs.len(),
+                def.outputs.len(),
+                def.attrs.len(),
+                inputs.len(),
+                outputs.len(),
+                attrs.len()
+            )));
+        }
+        let device = world.get::<ContextState>(ctx).expect("checked").device;
+        let memory = &world.get::<DeviceState>(device).expect("device").memory;
+        let mut desc = TaskDescriptor::new(TaskKind::Kernel);
+        desc.kernel = op.0;
+        desc.block_dim = 1;
+        let n_in = inputs.len();
+        let mut dim_at = 0usize;
+        for (i, t) in inputs.iter().chain(outputs).enumerate() {
+            let spec = def.tensor(i).expect("counts checked");
+            let is_input = i < n_in;
+            if t.ptr.is_null() {
+                return Err(NpuError::NullPointer("op tensor"));
+            }
+            let block = memory
+                .block_containing(t.ptr.0, ctx)
+                .ok_or(NpuError::InvalidPointer { ptr: t.ptr.0 })?;
+            let capacity = block.base + block.size - t.ptr.0;
+            desc.args[i] = t.ptr.0;
+            desc.shape_slots[i] = NO_SLOT;
+            desc.static_ranks[i] = NO_STATIC_SHAPE;
+            match t.shape {
+                TensorShape::Static { rank, dims } => {
+                    if spec.data_dependent {
+                        return Err(NpuError::InvalidParam(format!(
+                            "output {} of {name} depends on the data: give it a shape handle",
+                            spec.name
+                        )));
+                    }
+                    if rank > MAX_RANK {
+                        return Err(NpuError::InvalidShape(format!(
+                            "{} of {name}: rank {rank} exceeds the maximum {MAX_RANK}",
+                            spec.name
+                        )));
+                    }
+                    let shape = Shape::from_signed(&dims[..rank]).map_err(|e| match e {
+                        NpuError::InvalidShape(m) => {
+                            NpuError::InvalidShape(format!("{} of {name}: {m}", spec.name))
+                        }
+                        other => other,
+                    })?;
+                    let needed = shape.bytes(spec.elem_bytes as u64);
+                    if needed.is_none_or(|b| b > capacity) {
+                        return Err(NpuError::InvalidShape(format!(
+                            "{} of {name}: shape {shape} needs {} bytes but its buffer holds {capacity}",
+                            spec.name,
+                            needed.map_or("more than 2^64".to_string(), |b| b.to_string())
+                        )));
+                    }
+                    let end = dim_at + rank;
+                    if end > MAX_STATIC_DIMS {
+                        return Err(NpuError::InvalidParam(format!(
+                            "the static shapes of one {name} launch have more than \
+                             {MAX_STATIC_DIMS} dims: pass some as shape handles"
+                        )));
+                    }
+                    desc.static_dims[dim_at..end].copy_from_slice(shape.dims());
+                    desc.static_ranks[i] = rank as u8;
+                    dim_at = end;
+                }
+                TensorShape::Dynamic(h) => {
+                    self.check_shape_handle(world, ctx, h)?;
+                    desc.shape_slots[i] = h.slot();
+                }
+                TensorShape::Inferred => {
+                    if is_input {
+                        return Err(NpuError::InvalidParam(format!(
+                            "input {} of {name} needs a shape (static or a shape handle)",
+                            spec.name
+                        )));
+                    }
+                    if spec.data_dependent {
+                        return Err(NpuError::InvalidParam(format!(
+                            "output {} of {name} depends on the data: give it a shape handle",
+                            spec.name
+                        )));
+                    }
+                }
+            }
+        }
+        let n = inputs.len() + outputs.len();
+        for (j, a) in attrs.iter().enumerate() {
+            desc.args[n + j] = a.word();
+            if a.is_float() {
+                desc.float_mask |= 1 << (n + j);
+            }
+        }
+        // The hidden words stay zero until the tiling stage prices the launch.
+        desc.arg_count = (n + attrs.len() + OP_HIDDEN_ARGS) as u32;
+        desc.tensors = n_in as u32 | (outputs.len() as u32) << 16;
+        let cost = g.costs.launch_ns;
+        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+}
+
+/// Registers every built-in op (the table in the module docs).
+pub fn register_builtin_ops(world: &mut World) -> NpuResult<()> {
+    world.resource_scope(|world, mut ops: Mut<OpRegistry>| {
+        register_builtin_ops_into(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
+    })
+}
+
+/// Registers the built-in ops into registries of your own (embedding npusim's systems in your
+/// own world).
+pub fn register_builtin_ops_into(
+    kernels: &mut KernelRegistry,
+    ops: &mut OpRegistry,
+) -> NpuResult<()> {
+    elementwise::register(kernels, ops)?;
+    nonzero::register(kernels, ops)?;
+    gather::register(kernels, ops)?;
+    nms::register(kernels, ops)?;
+    boxes::register(kernels, ops)?;
+    matmul::register(kernels, ops)?;
+    softmax::register(kernels, ops)
+}
+
+/// The error a kernel raises when its data-dependent output does not fit its buffer.
+pub(crate) fn exceeds(op: &str, tensor: &str, shape: &Shape, elem_bytes: u64, capacity: u64) -> KernelFault {
+    KernelFault::Raised(Box::new(NpuError::ShapeExceedsBuffer {
+        op: op.to_string(),
+        tensor: tensor.to_string(),
+        shape: shape.to_string(),
+        needed: shape.bytes(elem_bytes).unwrap_or(u64::MAX),
+        capacity,
+    }))
+}
+
+/// Turns a shape-constructor error into an inference message.
+pub(crate) fn msg(e: NpuError) -> String {
+    match e {
+        NpuError::InvalidShape(m) => m,
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,122 @@
+//! Running a binary kernel on the simulated AI cores. A launch of `block_dim` blocks on `cores`
+//! cores runs each block on the RISC-V core (with its NPU extension) against the context's
+//! address space; block `b` goes to core `b % cores`, and the launch lasts as long as the
+//! busiest core's blocks plus the launch overhead. Binary kernels run when they are dispatched
+//! (their cycle count *is* their duration), so their writes are visible from their start;
+//! work ordered after them by stream order or events cannot tell.
+
+use bevy_ecs::entity::Entity;
+use npusim_components::binary::BinaryCode;
+use npusim_components::task::TaskDescriptor;
+use npusim_components::{DeviceMemory, DeviceState, NpuError};
+use npusim_device::config::DeviceConfig;
+use npusim_device::core::{Bus, Core, CoreConfig, KernelArg, MemFault, NpuCsrs, Trap};
+
+/// Instructions one block may execute before the watchdog stops it.
+pub const WATCHDOG_INSTRUCTIONS: u64 = 200_000_000;
+
+/// The core's view of one context's memory: page-level protection through its TLB.
+struct ContextBus<'a> {
+    memory: &'a mut DeviceMemory,
+    context: Entity,
+}
+
+impl Bus for ContextBus<'_> {
+    #[inline]
+    fn load(&mut self, va: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+        self.memory.read_virt(self.context, va, buf).map_err(|_| MemFault::unmapped(va))
+    }
+
+    #[inline]
+    fn store(&mut self, va: u64, data: &[u8]) -> Result<(), MemFault> {
+        self.memory.write_virt(self.context, va, data).map_err(|_| MemFault::unmapped(va))
+    }
+}
+
+/// A reusable core (its local buffers are large; building one per launch would dominate).
+#[derive(Default)]
+pub struct CoreCache {
+    core: Option<(String, Box<Core>)>,
+}
+
+impl CoreCache {
+    fn get(&mut self, config: &DeviceConfig) -> &mut Core {
+        let stale = self.core.as_ref().is_none_or(|(name, _)| *name != config.name);
+        if stale {
+            self.core = Some((config.name.clone(), Box::new(Core::new(CoreConfig::from_device(config)))));
+        }
+        &mut self.core.as_mut().expect("just set").1
+    }
+}
+
+/// The error a trap fails its task with.
+pub fn trap_error(kernel: &str, block: u32, trap: &Trap) -> NpuError {
+    let kernel = kernel.to_string();
+    let detail = format!("block {block}: {trap}");
+    match trap {
+        Trap::BudgetExceeded { .. } => NpuError::AicoreTimeout { kernel, detail },
+        Trap::LoadPageFault { .. }
+        | Trap::StorePageFault { .. }
+        | Trap::LoadMisaligned { .. }
+        | Trap::StoreMisaligned { .. }
+        | Trap::InstructionPageFault { .. }
+        | Trap::InstructionMisaligned { .. } => NpuError::AicoreException { kernel, detail },
+        _ => NpuError::AicoreTrap { kernel, detail },
+    }
+}
+
+/// Runs every block of a binary kernel launch; returns its simulated duration in nanoseconds
+/// and its outcome. Debug prints go to `log`.
+#[allow(clippy::too_many_arguments)]
+pub fn run_binary(
+    cache: &mut CoreCache,
+    device: &mut DeviceState,
+    context: Entity,
+    desc: &TaskDescriptor,
+    name: &str,
+    code: &BinaryCode,
+    cores: u32,
+    tiling_addr: u64,
+    log: &mut Vec<String>,
+) -> (u64, Result<(), NpuError>) {
+    let config = device.config.clone();
+    let words = desc.arg_words();
+    let args: Vec<KernelArg> = words
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            if desc.float_mask & (1 << i) != 0 {
+                KernelArg::F32(f32::from_bits(w as u32))
+            } else {
+                KernelArg::Int(w)
+            }
+        })
+        .collect();
+    let block_dim = desc.block_dim.max(1);
+    let cores = cores.clamp(1, block_dim);
+    let mut busy = vec![0u64; cores as usize];
+    let core = cache.get(&config);
+    let mut bus = ContextBus { memory: &mut device.memory, context };
+    let mut outcome = Ok(());
+    for block in 0..block_dim {
+        let csrs = NpuCsrs {
+            block_idx: block as u64,
+            block_dim: block_dim as u64,
+            core_id: (block % cores) as u64,
+            tiling: tiling_addr,
+        };
+        let result = core.run(&code.program, code.entry, &args, csrs, &mut bus, WATCHDOG_INSTRUCTIONS);
+        for line in core.take_output() {
+            log.push(format!("[{name} block {block}] {line}"));
+        }
+        let stats = core.stats();
+        busy[(block % cores) as usize] += stats.block_cycles.max(stats.cycles);
+        if let Err(trap) = result {
+            outcome = Err(trap_error(name, block, &trap));
+            break;
+        }
+    }
+    let cycles = busy.into_iter().max().unwrap_or(0);
+    let ns = (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
+    (config.kernel_launch_ns + ns.max(1), outcome)
+}

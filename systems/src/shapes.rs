@@ -1,0 +1,256 @@
+//! Shape propagation (DESIGN §3, stage 3): an op launch that became ready reads its input shapes
+//! — static ones from its descriptor, dynamic ones from its context's shape buffer in device
+//! memory, where their producers wrote them — checks that every tensor fits its buffer, runs
+//! the op's shape inference, and writes the output shapes it can infer back to the buffer.
+//! Nothing here goes through the host: a consumer is ready only once its producer completed
+//! (stream order or an event), so the producer's shape is already in device memory.
+//!
+//! A launch whose shapes are unusable (a negative dim, a shape past its buffer, a slot nobody
+//! wrote) is not dispatched as is: its descriptor is marked faulted and its kernel fails with
+//! the error when it runs, through the frame's usual failure path.
+
+use bevy_ecs::prelude::*;
+use bytemuck::Zeroable;
+use npusim_components::memory::DeviceMemory;
+use npusim_components::resources::ReadyQueue;
+use npusim_components::shape::{
+    NO_SLOT, NO_STATIC_SHAPE, OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, Shape, ShapeBuffer, ShapeSlot, ShapeStats, encode_fault, op_attrs, shape_state,
+};
+use npusim_components::task::MAX_TENSORS;
+use npusim_components::{
+    DeviceState, Kernel, NpuError, Task, TaskDescriptor, TaskKind, TaskStatus,
+};
+
+/// Resolves the shapes of every ready op launch not resolved yet.
+pub fn propagate_shapes(
+    ready: Res<ReadyQueue>,
+    mut tasks: Query<&mut Task>,
+    buffers: Query<&ShapeBuffer>,
+    mut devices: Query<&mut DeviceState>,
+    ops: Res<OpRegistry>,
+    mut resolved: ResMut<ResolvedShapes>,
+    mut stats: ResMut<ShapeStats>,
+) {
+    crate::zone!("npusim::shape_propagation");
+    for &(_, e) in &ready.tasks {
+        let Ok(mut task) = tasks.get_mut(e) else {
+            continue;
+        };
+        if task.status != TaskStatus::Ready
+            || task.desc.tensors == 0
+            || task.desc.shape_state != shape_state::SUBMITTED
+            || task.kind() != TaskKind::Kernel
+        {
+            continue;
+        }
+        let Some(op) = ops.get(Kernel(task.desc.kernel)) else {
+            continue;
+        };
+        let Ok(mut device) = devices.get_mut(task.device) else {
+            continue;
+        };
+        let buffer = buffers.get(task.context).ok();
+        let context = task.context;
+        match resolve_launch(
+            &task.desc,
+            op,
+            buffer,
+            &mut device.memory,
+            context,
+            &mut stats,
+        ) {
+            Ok(mut launch) => {
+                launch.task = e;
+                task.desc.shape_state = shape_state::RESOLVED;
+                stats.launches_resolved += 1;
+                resolved.launches.push(launch);
+            }
+            Err(err) => {
+                stats.shape_faults += 1;
+                encode_fault(&mut task.desc, ops.faults().post(err));
+            }
+        }
+    }
+}
+
+/// Bytes from `ptr` to the end of its allocation in `context`, or why there are none.
+fn capacity(
+    memory: &DeviceMemory,
+    ptr: u64,
+    context: Entity,
+    op: &OpDef,
+    i: usize,
+) -> Result<u64, NpuError> {
+    memory
+        .block_containing(ptr, context)
+        .map(|b| b.base + b.size - ptr)
+        .ok_or_else(|| NpuError::AicoreException {
+            kernel: op.name.clone(),
+            detail: format!(
+                "{} at {ptr:#x} is not inside a live allocation of its context",
+                op.tensor_name(i)
+            ),
+        })
+}
+
+fn exceeds(op: &OpDef, i: usize, shape: &Shape, needed: Option<u64>, cap: u64) -> NpuError {
+    NpuError::ShapeExceedsBuffer {
+        op: op.name.clone(),
+        tensor: op.tensor_name(i).to_string(),
+        shape: shape.to_string(),
+        needed: needed.unwrap_or(u64::MAX),
+        capacity: cap,
+    }
+}
+
+/// Resolves one launch: input shapes from the descriptor and the shape buffer, their buffers
+/// checked, output shapes inferred, checked and written to their slots. Public so benches and
+/// embedders can run the stage's core on a descriptor of their own.
+pub fn resolve_launch(
+    desc: &TaskDescriptor,
+    op: &OpDef,
+    buffer: Option<&ShapeBuffer>,
+    memory: &mut DeviceMemory,
+    context: Entity,
+    stats: &mut ShapeStats,
+) -> Result<ResolvedLaunch, NpuError> {
+    let (n_in, n_out) = desc.tensor_counts();
+    let n = n_in + n_out;
+    if n_in != op.inputs.len() || n_out != op.outputs.len() || n > MAX_TENSORS {
+        return Err(NpuError::InvalidShape(format!(
+            "{}: launch describes {n_in} inputs and {n_out} outputs; the op has {} and {}",
+            op.name,
+            op.inputs.len(),
+            op.outputs.len()
+        )));
+    }
+    let mut launch = ResolvedLaunch {
+        task: Entity::PLACEHOLDER,
+        shapes: [Shape::SCALAR; MAX_TENSORS],
+        capacities: [0; MAX_TENSORS],
+        n_in: n_in as u8,
+        n_out: n_out as u8,
+        out_slot: 0,
+    };
+    let slot_addr = |slot: u32, i: usize| -> Result<u64, NpuError> {
+        buffer.and_then(|b| b.slot_addr(slot)).ok_or_else(|| {
+            NpuError::InvalidShape(format!(
+                "{}: {} names shape slot {slot}, but its context has no such slot",
+                op.name,
+                op.tensor_name(i)
+            ))
+        })
+    };
+    let mut dim_at = 0usize;
+    for i in 0..n {
+        let spec = op.tensor(i).expect("counts checked");
+        launch.capacities[i] = capacity(memory, desc.args[i], context, op, i)?;
+        let slot = desc.shape_slots[i];
+        let rank = desc.static_ranks[i];
+        if i < n_in {
+            let shape = if slot != NO_SLOT {
+                let addr = slot_addr(slot, i)?;
+                let mut raw = ShapeSlot::zeroed();
+                memory
+                    .read(addr, bytemuck::bytes_of_mut(&mut raw), context)
+                    .map_err(|f| NpuError::InvalidShape(format!(
+                        "{}: shape buffer of {} is gone ({f})",
+                        op.name,
+                        op.tensor_name(i)
+                    )))?;
+                stats.dynamic_inputs_read += 1;
+                raw.decode().map_err(|why| {
+                    NpuError::InvalidShape(format!(
+                        "{}: the shape of input {} (slot {slot}) {why}",
+                        op.name,
+                        op.tensor_name(i)
+                    ))
+                })?
+            } else {
+                static_shape(desc, rank, &mut dim_at, op, i)?
+            };
+            let needed = shape.bytes(spec.elem_bytes as u64);
+            if needed.is_none_or(|b| b > launch.capacities[i]) {
+                return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
+            }
+            launch.shapes[i] = shape;
+        } else if slot == NO_SLOT && rank != NO_STATIC_SHAPE {
+            // A declared output shape: checked against inference below.
+            launch.shapes[i] = static_shape(desc, rank, &mut dim_at, op, i)?;
+        }
+    }
+    let mut outputs = [Shape::SCALAR; MAX_TENSORS];
+    let attrs = op_attrs(desc);
+    (op.infer)(&launch.shapes[..n_in], attrs, &mut outputs[..n_out])
+        .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
+    for (j, &shape) in outputs[..n_out].iter().enumerate() {
+        let i = n_in + j;
+        let spec = &op.outputs[j];
+        let (slot, rank) = (desc.shape_slots[i], desc.static_ranks[i]);
+        if slot == NO_SLOT && rank != NO_STATIC_SHAPE && launch.shapes[i] != shape {
+            return Err(NpuError::InvalidShape(format!(
+                "{}: output {} was declared {} but its inferred shape is {shape}",
+                op.name, spec.name, launch.shapes[i]
+            )));
+        }
+        launch.shapes[i] = shape;
+        if !spec.data_dependent {
+            let needed = shape.bytes(spec.elem_bytes as u64);
+            if needed.is_none_or(|b| b > launch.capacities[i]) {
+                return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
+            }
+        }
+        if slot != NO_SLOT {
+            let addr = slot_addr(slot, i)?;
+            // A data-dependent output's slot says "pending" until its kernel publishes the
+            // actual shape, so a consumer can never read last batch's shape by mistake.
+            let value = if spec.data_dependent {
+                ShapeSlot::zeroed()
+            } else {
+                stats.outputs_written += 1;
+                ShapeSlot::written(&shape)
+            };
+            memory
+                .write(addr, bytemuck::bytes_of(&value), context)
+                .map_err(|f| {
+                    NpuError::InvalidShape(format!(
+                        "{}: shape buffer of {} is gone ({f})",
+                        op.name, spec.name
+                    ))
+                })?;
+            if j == 0 && spec.data_dependent {
+                launch.out_slot = addr;
+            }
+        }
+    }
+    Ok(launch)
+}
+
+fn static_shape(
+    desc: &TaskDescriptor,
+    rank: u8,
+    dim_at: &mut usize,
+    op: &OpDef,
+    i: usize,
+) -> Result<Shape, NpuError> {
+    let missing = || {
+        NpuError::InvalidShape(format!(
+            "{}: {} has neither a static shape nor a shape handle",
+            op.name,
+            op.tensor_name(i)
+        ))
+    };
+    if rank == NO_STATIC_SHAPE {
+        return Err(missing());
+    }
+    let end = *dim_at + rank as usize;
+    let dims = desc.static_dims.get(*dim_at..end).ok_or_else(missing)?;
+    *dim_at = end;
+    Shape::new(dims).map_err(|e| match e {
+        NpuError::InvalidShape(m) => {
+            NpuError::InvalidShape(format!("{}: {}: {m}", op.name, op.tensor_name(i)))
+        }
+        other => other,
+    })
+}
+

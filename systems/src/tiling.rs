@@ -1,0 +1,102 @@
+//! Tiling (DESIGN §3, stage 4): each op launch whose shapes were resolved this frame runs its
+//! op's tiling function on the actual shapes and the device's resources (AI cores, unified
+//! buffer, L1). The result — block dim, tiling key, tiling words, workspace size — goes into
+//! the task descriptor, where dispatch (block dim) and the kernel (tiling words) read it; the
+//! op's cost function prices the launch from the same shapes and tiling. A tiling that does
+//! not fit the device (too many blocks, tiles past a core's buffers) rejects the launch
+//! instead of running it.
+
+use bevy_ecs::prelude::*;
+use npusim_components::shape::{
+    OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling, TilingLog,
+    TilingRecord, encode_fault, op_attrs, shape_state, tiling_word, write_hidden_cost,
+};
+use npusim_components::task::MAX_TILING;
+use npusim_components::{DeviceState, Kernel, NpuError, Task, TaskDescriptor};
+use npusim_device::config::DeviceConfig;
+
+/// Computes and writes the tiling of every launch resolved this frame.
+pub fn compute_tiling(
+    mut resolved: ResMut<ResolvedShapes>,
+    mut tasks: Query<&mut Task>,
+    devices: Query<&DeviceState>,
+    ops: Res<OpRegistry>,
+    mut log: ResMut<TilingLog>,
+    mut stats: ResMut<ShapeStats>,
+) {
+    crate::zone!("npusim::tiling");
+    let resolved = &mut *resolved;
+    for launch in resolved.launches.drain(..) {
+        let Ok(mut task) = tasks.get_mut(launch.task) else {
+            continue;
+        };
+        let Some(op) = ops.get(Kernel(task.desc.kernel)) else {
+            continue;
+        };
+        let Ok(device) = devices.get(task.device) else {
+            continue;
+        };
+        match tile_launch(&mut task.desc, &launch, op, &device.config) {
+            Ok(tiling) => {
+                stats.tilings += 1;
+                if log.enabled {
+                    let shapes = launch.op_shapes(&[]);
+                    log.records.push(TilingRecord {
+                        op: op.name.clone(),
+                        stream: task.stream,
+                        seq: task.seq,
+                        inputs: shapes.inputs.to_vec(),
+                        outputs: shapes.outputs.to_vec(),
+                        tiling,
+                    });
+                }
+            }
+            Err(err) => {
+                stats.shape_faults += 1;
+                encode_fault(&mut task.desc, ops.faults().post(err));
+            }
+        }
+    }
+}
+
+/// Runs `op`'s tiling for a resolved launch, checks it against the device and writes it, with
+/// the launch's cost, into `desc`. Public so benches and embedders can run the stage's core.
+pub fn tile_launch(
+    desc: &mut TaskDescriptor,
+    launch: &ResolvedLaunch,
+    op: &OpDef,
+    config: &DeviceConfig,
+) -> Result<Tiling, NpuError> {
+    let attrs = op_attrs(desc);
+    let shapes = launch.op_shapes(attrs);
+    let tiling = (op.tiling)(&shapes, config)
+        .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
+    tiling
+        .check(config)
+        .map_err(|detail| NpuError::AicoreException {
+            kernel: op.name.clone(),
+            detail: format!("tiling rejected: {detail}"),
+        })?;
+    let cost = (op.cost)(&shapes, &tiling);
+    let out_capacity = if launch.n_out > 0 {
+        launch.capacities[launch.n_in as usize]
+    } else {
+        0
+    };
+    let mut words = [0u32; MAX_TILING];
+    words[tiling_word::KEY] = tiling.key;
+    words[tiling_word::OUT_SLOT] = launch.out_slot as u32;
+    words[tiling_word::OUT_SLOT + 1] = (launch.out_slot >> 32) as u32;
+    words[tiling_word::OUT_CAPACITY] = out_capacity as u32;
+    words[tiling_word::OUT_CAPACITY + 1] = (out_capacity >> 32) as u32;
+    let op_words = tiling.words();
+    words[tiling_word::OP..tiling_word::OP + op_words.len()].copy_from_slice(op_words);
+    desc.tiling = words;
+    desc.tiling_len = (tiling_word::OP + op_words.len()) as u32;
+    desc.tiling_key = tiling.key;
+    desc.block_dim = tiling.block_dim;
+    desc.workspace_bytes = tiling.workspace_bytes;
+    write_hidden_cost(desc, &cost);
+    desc.shape_state = shape_state::TILED;
+    Ok(tiling)
+}

@@ -1,0 +1,155 @@
+//! Kernel binaries compiled from C (`examples/kernels/*.o`, rebuilt by
+//! `scripts/build-kernels.sh`) load, link and run on the simulated AI core through the normal
+//! launch API, and compute what their CPU references compute.
+
+use npusim::prelude::*;
+
+fn kernel_object(name: &str) -> Vec<u8> {
+    let path = format!("{}/examples/kernels/{name}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn rt() -> Runtime {
+    Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap()
+}
+
+fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
+    let p = rt.malloc((std::mem::size_of_val(data) as u64).max(1)).unwrap();
+    rt.memcpy_htod(p, data).unwrap();
+    p
+}
+
+fn download<T: bytemuck::Pod + Default + Clone>(rt: &Runtime, p: DevicePtr, n: usize) -> Vec<T> {
+    let mut out = vec![T::default(); n];
+    rt.memcpy_dtoh(&mut out, p).unwrap();
+    out
+}
+
+#[test]
+fn vector_add_binary_matches_the_cpu_on_several_block_dims() {
+    let rt = rt();
+    let bin = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    for (n, blocks) in [(1usize, 1u32), (1000, 3), (4099, 8)] {
+        let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+        let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
+        let (da, db, dc) = (upload(&rt, &a), upload(&rt, &b), rt.malloc(4 * n as u64).unwrap());
+        rt.launch(vadd, blocks, &[da.into(), db.into(), dc.into(), n.into()], s).unwrap();
+        rt.synchronize_stream(s).unwrap();
+        let c: Vec<f32> = download(&rt, dc, n);
+        for i in 0..n {
+            assert_eq!(c[i], a[i] + b[i], "n={n} i={i}");
+        }
+    }
+    let rec = rt.timeline().into_iter().rfind(|r| r.name == "vadd_f32").unwrap();
+    assert!(rec.end > rec.start, "a binary kernel takes the time its cycles take");
+}
+
+#[test]
+fn saxpy_gets_its_float_argument_in_a_float_register() {
+    let rt = rt();
+    let bin = rt.load_binary(&kernel_object("saxpy.o")).unwrap();
+    let saxpy = rt.get_function(bin, "saxpy").unwrap();
+    let s = rt.create_stream().unwrap();
+    let n = 777usize;
+    let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1.0 + i as f32).collect();
+    let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
+    rt.launch(saxpy, 4, &[n.into(), 2.5f32.into(), dx.into(), dy.into()], s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let out: Vec<f32> = download(&rt, dy, n);
+    for i in 0..n {
+
+        assert!((out[i] - (2.5 * x[i] + y[i])).abs() <= 1e-5 * out[i].abs().max(1.0));
+    }
+}
+
+#[test]
+fn reduction_in_two_launches_matches_the_cpu() {
+    let rt = rt();
+    let bin = rt.load_binary(&kernel_object("reduce.o")).unwrap();
+    let partial_k = rt.get_function(bin, "reduce_sum_f32").unwrap();
+    let final_k = rt.get_function(bin, "reduce_final_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    let n = 10_000usize;
+    let x: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 / 8.0).collect();
+    let dx = upload(&rt, &x);
+    let blocks = 8u32;
+    let partial = rt.malloc(4 * blocks as u64).unwrap();
+    let out = rt.malloc(4).unwrap();
+    rt.launch(partial_k, blocks, &[dx.into(), partial.into(), n.into()], s).unwrap();
+    rt.launch(final_k, 1, &[partial.into(), out.into(), (blocks as u64).into()], s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let got: Vec<f32> = download(&rt, out, 1);
+    let want: f64 = x.iter().map(|&v| v as f64).sum();
+    assert!((got[0] as f64 - want).abs() / want < 1e-5, "{} vs {want}", got[0]);
+}
+
+#[test]
+fn integer_sort_uses_its_rodata_table_in_both_code_models() {
+    for object in ["sort.o", "sort_medlow.o"] {
+        let rt = rt();
+        let bin = rt.load_binary(&kernel_object(object)).unwrap();
+        let sort = rt.get_function(bin, "sort_i32").unwrap();
+        let s = rt.create_stream().unwrap();
+        let mut v: Vec<i32> = (0..1000).map(|i| ((i * 7919) % 2003) - 1000).collect();
+        let dv = upload(&rt, &v);
+        rt.launch(sort, 1, &[dv.into(), v.len().into()], s).unwrap();
+        rt.synchronize_stream(s).unwrap();
+        v.sort();
+        assert_eq!(download::<i32>(&rt, dv, v.len()), v, "{object}");
+    }
+}
+
+#[test]
+fn kernel_traps_fail_the_task_with_their_codes() {
+    let cases = [
+        ("null_deref", vec![], 507015),
+        ("div_zero", vec![Arg::I64(0)], 507016),
+        ("spin_forever", vec![], 507014),
+        ("call_abort", vec![Arg::I64(7)], 507016),
+    ];
+    for (name, args, code) in cases {
+        let rt = rt();
+        let bin = rt.load_binary(&kernel_object("faults.o")).unwrap();
+        let k = rt.get_function(bin, name).unwrap();
+        let s = rt.create_stream().unwrap();
+        rt.launch(k, 1, &args, s).unwrap();
+        let err = rt.synchronize_stream(s).unwrap_err();
+        assert_eq!(err.code(), code, "{name}: {err}");
+    }
+}
+
+#[test]
+fn a_kernel_given_another_contexts_pointer_faults_instead_of_reading_it() {
+    let rt = rt();
+    let secret = upload(&rt, &[7.0f32; 64]);
+    let _tenant = rt.create_context(0).unwrap();
+    let bin = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    let out = rt.malloc(256).unwrap();
+    rt.launch(vadd, 1, &[secret.into(), secret.into(), out.into(), 64usize.into()], s).unwrap();
+    assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 507015);
+}
+
+#[test]
+fn malformed_binaries_are_parse_errors_and_unloaded_kernels_cannot_launch() {
+    let rt = rt();
+    let good = kernel_object("vector_add.o");
+    for bad in [&b""[..], &b"\x7fELF"[..], &good[..good.len() / 2]] {
+        assert_eq!(rt.load_binary(bad).unwrap_err().code(), 100006);
+    }
+    let mut wrong_machine = good.clone();
+    wrong_machine[18] = 0x3e; // EM_X86_64
+    assert_eq!(rt.load_binary(&wrong_machine).unwrap_err().code(), 100006);
+    assert_eq!(rt.load_binary_file("/nonexistent/k.o").unwrap_err().code(), 100003);
+    let bin = rt.load_binary(&good).unwrap();
+    assert_eq!(rt.get_function(bin, "nope").unwrap_err().code(), 107000);
+    let k = rt.get_function(bin, "vadd_f32").unwrap();
+    rt.unload_binary(bin).unwrap();
+    let s = rt.create_stream().unwrap();
+    assert_eq!(rt.launch(k, 1, &[], s).unwrap_err().code(), 107017);
+    assert_eq!(rt.get_function(bin, "vadd_f32").unwrap_err().code(), 107017);
+}
