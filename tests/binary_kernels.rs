@@ -14,7 +14,9 @@ fn rt() -> Runtime {
 }
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
-    let p = rt.malloc((std::mem::size_of_val(data) as u64).max(1)).unwrap();
+    let p = rt
+        .malloc((std::mem::size_of_val(data) as u64).max(1))
+        .unwrap();
     rt.memcpy_htod(p, data).unwrap();
     p
 }
@@ -34,16 +36,33 @@ fn vector_add_binary_matches_the_cpu_on_several_block_dims() {
     for (n, blocks) in [(1usize, 1u32), (1000, 3), (4099, 8)] {
         let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
         let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
-        let (da, db, dc) = (upload(&rt, &a), upload(&rt, &b), rt.malloc(4 * n as u64).unwrap());
-        rt.launch(vadd, blocks, &[da.into(), db.into(), dc.into(), n.into()], s).unwrap();
+        let (da, db, dc) = (
+            upload(&rt, &a),
+            upload(&rt, &b),
+            rt.malloc(4 * n as u64).unwrap(),
+        );
+        rt.launch(
+            vadd,
+            blocks,
+            &[da.into(), db.into(), dc.into(), n.into()],
+            s,
+        )
+        .unwrap();
         rt.synchronize_stream(s).unwrap();
         let c: Vec<f32> = download(&rt, dc, n);
         for i in 0..n {
             assert_eq!(c[i], a[i] + b[i], "n={n} i={i}");
         }
     }
-    let rec = rt.timeline().into_iter().rfind(|r| r.name == "vadd_f32").unwrap();
-    assert!(rec.end > rec.start, "a binary kernel takes the time its cycles take");
+    let rec = rt
+        .timeline()
+        .into_iter()
+        .rfind(|r| r.name == "vadd_f32")
+        .unwrap();
+    assert!(
+        rec.end > rec.start,
+        "a binary kernel takes the time its cycles take"
+    );
 }
 
 #[test]
@@ -56,11 +75,16 @@ fn saxpy_gets_its_float_argument_in_a_float_register() {
     let x: Vec<f32> = (0..n).map(|i| (i % 17) as f32).collect();
     let y: Vec<f32> = (0..n).map(|i| 1.0 + i as f32).collect();
     let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
-    rt.launch(saxpy, 4, &[n.into(), 2.5f32.into(), dx.into(), dy.into()], s).unwrap();
+    rt.launch(
+        saxpy,
+        4,
+        &[n.into(), 2.5f32.into(), dx.into(), dy.into()],
+        s,
+    )
+    .unwrap();
     rt.synchronize_stream(s).unwrap();
     let out: Vec<f32> = download(&rt, dy, n);
     for i in 0..n {
-
         assert!((out[i] - (2.5 * x[i] + y[i])).abs() <= 1e-5 * out[i].abs().max(1.0));
     }
 }
@@ -78,12 +102,23 @@ fn reduction_in_two_launches_matches_the_cpu() {
     let blocks = 8u32;
     let partial = rt.malloc(4 * blocks as u64).unwrap();
     let out = rt.malloc(4).unwrap();
-    rt.launch(partial_k, blocks, &[dx.into(), partial.into(), n.into()], s).unwrap();
-    rt.launch(final_k, 1, &[partial.into(), out.into(), (blocks as u64).into()], s).unwrap();
+    rt.launch(partial_k, blocks, &[dx.into(), partial.into(), n.into()], s)
+        .unwrap();
+    rt.launch(
+        final_k,
+        1,
+        &[partial.into(), out.into(), (blocks as u64).into()],
+        s,
+    )
+    .unwrap();
     rt.synchronize_stream(s).unwrap();
     let got: Vec<f32> = download(&rt, out, 1);
     let want: f64 = x.iter().map(|&v| v as f64).sum();
-    assert!((got[0] as f64 - want).abs() / want < 1e-5, "{} vs {want}", got[0]);
+    assert!(
+        (got[0] as f64 - want).abs() / want < 1e-5,
+        "{} vs {want}",
+        got[0]
+    );
 }
 
 #[test]
@@ -130,7 +165,13 @@ fn a_kernel_given_another_contexts_pointer_faults_instead_of_reading_it() {
     let vadd = rt.get_function(bin, "vadd_f32").unwrap();
     let s = rt.create_stream().unwrap();
     let out = rt.malloc(256).unwrap();
-    rt.launch(vadd, 1, &[secret.into(), secret.into(), out.into(), 64usize.into()], s).unwrap();
+    rt.launch(
+        vadd,
+        1,
+        &[secret.into(), secret.into(), out.into(), 64usize.into()],
+        s,
+    )
+    .unwrap();
     assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 507015);
 }
 
@@ -144,7 +185,10 @@ fn malformed_binaries_are_parse_errors_and_unloaded_kernels_cannot_launch() {
     let mut wrong_machine = good.clone();
     wrong_machine[18] = 0x3e; // EM_X86_64
     assert_eq!(rt.load_binary(&wrong_machine).unwrap_err().code(), 100006);
-    assert_eq!(rt.load_binary_file("/nonexistent/k.o").unwrap_err().code(), 100003);
+    assert_eq!(
+        rt.load_binary_file("/nonexistent/k.o").unwrap_err().code(),
+        100003
+    );
     let bin = rt.load_binary(&good).unwrap();
     assert_eq!(rt.get_function(bin, "nope").unwrap_err().code(), 107000);
     let k = rt.get_function(bin, "vadd_f32").unwrap();

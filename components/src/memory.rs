@@ -15,7 +15,9 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::entity::Entity;
 use npusim_device::abi::{CODE_BASE, CODE_END, HEAP_BASE, MODULE_DATA_BASE, MODULE_DATA_END};
-use npusim_device::memory::{AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize};
+use npusim_device::memory::{
+    AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize,
+};
 use smallvec::SmallVec;
 
 use crate::error::{NpuError, NpuResult};
@@ -146,7 +148,10 @@ pub struct DeviceMemory {
 fn pool_error(e: PoolError, requested: u64, available: u64) -> NpuError {
     match e {
         PoolError::ZeroSize => NpuError::InvalidParam("allocation size must be nonzero".into()),
-        PoolError::OutOfMemory { .. } => NpuError::OutOfMemory { requested, available },
+        PoolError::OutOfMemory { .. } => NpuError::OutOfMemory {
+            requested,
+            available,
+        },
         other => NpuError::Internal(format!("memory pool: {other}")),
     }
 }
@@ -154,8 +159,9 @@ fn pool_error(e: PoolError, requested: u64, available: u64) -> NpuError {
 impl DeviceMemory {
     /// Memory of `capacity` bytes.
     pub fn new(capacity: u64) -> NpuResult<Self> {
-        let driver = Driver::new(capacity)
-            .map_err(|e| NpuError::InvalidParam(format!("device memory of {capacity} bytes: {e}")))?;
+        let driver = Driver::new(capacity).map_err(|e| {
+            NpuError::InvalidParam(format!("device memory of {capacity} bytes: {e}"))
+        })?;
         Ok(Self {
             driver,
             spaces: BTreeMap::new(),
@@ -196,7 +202,10 @@ impl DeviceMemory {
             }
         };
         let asid = self.driver.create_address_space();
-        let config = PoolConfig { heap_base: HEAP_BASE + slot * CONTEXT_VA_SPAN, ..PoolConfig::default() };
+        let config = PoolConfig {
+            heap_base: HEAP_BASE + slot * CONTEXT_VA_SPAN,
+            ..PoolConfig::default()
+        };
         self.spaces.insert(
             context,
             Space {
@@ -219,7 +228,10 @@ impl DeviceMemory {
         let end = base
             .checked_add(len.max(4).next_multiple_of(4096))
             .filter(|&e| e <= CODE_END)
-            .ok_or_else(|| NpuError::OutOfMemory { requested: len, available: CODE_END - base })?;
+            .ok_or_else(|| NpuError::OutOfMemory {
+                requested: len,
+                available: CODE_END - base,
+            })?;
         self.code_next = end;
         Ok(base)
     }
@@ -227,19 +239,28 @@ impl DeviceMemory {
     /// Maps `len` bytes of zeroed module data (a binary's `.rodata`, `.data`, `.bss`) into
     /// `context`'s address space, in the module-data window below 2 GiB.
     pub fn map_module_data(&mut self, context: Entity, len: u64) -> NpuResult<u64> {
-        let space = self
-            .spaces
-            .get_mut(&context)
-            .ok_or_else(|| NpuError::ContextNull(format!("context {context} has no address space")))?;
+        let space = self.spaces.get_mut(&context).ok_or_else(|| {
+            NpuError::ContextNull(format!("context {context} has no address space"))
+        })?;
         let size = len.max(1).next_multiple_of(4096);
         let base = space.module_next;
         if base.checked_add(size).is_none_or(|e| e > MODULE_DATA_END) {
-            return Err(NpuError::OutOfMemory { requested: len, available: MODULE_DATA_END - base });
+            return Err(NpuError::OutOfMemory {
+                requested: len,
+                available: MODULE_DATA_END - base,
+            });
         }
-        let chunk = self.driver.reserve(size, PageSize::Normal4K).map_err(|_| NpuError::OutOfMemory {
-            requested: len,
-            available: self.driver.phys().capacity().saturating_sub(self.driver.stats().reserved_bytes),
-        })?;
+        let chunk =
+            self.driver
+                .reserve(size, PageSize::Normal4K)
+                .map_err(|_| NpuError::OutOfMemory {
+                    requested: len,
+                    available: self
+                        .driver
+                        .phys()
+                        .capacity()
+                        .saturating_sub(self.driver.stats().reserved_bytes),
+                })?;
         if let Err(e) = self.driver.map(space.asid, base, chunk) {
             let _ = self.driver.release(chunk);
             return Err(NpuError::Internal(format!("mapping module data: {e}")));
@@ -252,7 +273,9 @@ impl DeviceMemory {
 
     /// Unmaps and releases module data mapped at `base`.
     pub fn unmap_module_data(&mut self, context: Entity, base: u64) {
-        let Some(space) = self.spaces.get_mut(&context) else { return };
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return;
+        };
         if let Some((chunk, _)) = space.modules.remove(&base) {
             let _ = self.driver.unmap(space.asid, base);
             let _ = self.driver.release(chunk);
@@ -263,7 +286,11 @@ impl DeviceMemory {
     /// Releases everything of `context` and its address space.
     pub fn destroy_space(&mut self, context: Entity) {
         self.free_all_of(context);
-        let modules: Vec<u64> = self.spaces.get(&context).map(|s| s.modules.keys().copied().collect()).unwrap_or_default();
+        let modules: Vec<u64> = self
+            .spaces
+            .get(&context)
+            .map(|s| s.modules.keys().copied().collect())
+            .unwrap_or_default();
         for m in modules {
             self.unmap_module_data(context, m);
         }
@@ -285,7 +312,10 @@ impl DeviceMemory {
 
     /// Bytes in live allocations (including those waiting for a deferred free).
     pub fn live_bytes(&self) -> u64 {
-        self.spaces.values().map(|s| s.pool.stats().live_bytes).sum()
+        self.spaces
+            .values()
+            .map(|s| s.pool.stats().live_bytes)
+            .sum()
     }
 
     /// Highest `live_bytes` seen (sampled at allocation).
@@ -362,12 +392,21 @@ impl DeviceMemory {
     /// Allocates `size` bytes for `context` with `policy`. When the pool is exhausted, memory
     /// cached by other contexts' pools is released to the driver and the request retried;
     /// only then is it out of memory, with nothing changed.
-    pub fn alloc_with(&mut self, size: u64, policy: AllocPolicy, context: Entity) -> NpuResult<u64> {
+    pub fn alloc_with(
+        &mut self,
+        size: u64,
+        policy: AllocPolicy,
+        context: Entity,
+    ) -> NpuResult<u64> {
         if size == 0 {
-            return Err(NpuError::InvalidParam("allocation size must be nonzero".into()));
+            return Err(NpuError::InvalidParam(
+                "allocation size must be nonzero".into(),
+            ));
         }
         self.space(context)?;
-        let available = self.capacity().saturating_sub(self.driver.stats().reserved_bytes);
+        let available = self
+            .capacity()
+            .saturating_sub(self.driver.stats().reserved_bytes);
         let first = {
             let space = self.spaces.get_mut(&context).expect("checked");
             space.pool.alloc(&mut self.driver, size, policy)
@@ -381,15 +420,29 @@ impl DeviceMemory {
                     }
                 }
                 let space = self.spaces.get_mut(&context).expect("checked");
-                space.pool.alloc(&mut self.driver, size, policy).map_err(|e| {
-                    let available = self.driver.phys().capacity().saturating_sub(self.driver.stats().reserved_bytes);
-                    pool_error(e, size, available)
-                })?
+                space
+                    .pool
+                    .alloc(&mut self.driver, size, policy)
+                    .map_err(|e| {
+                        let available = self
+                            .driver
+                            .phys()
+                            .capacity()
+                            .saturating_sub(self.driver.stats().reserved_bytes);
+                        pool_error(e, size, available)
+                    })?
             }
             Err(e) => return Err(pool_error(e, size, available)),
         };
         let space = self.spaces.get_mut(&context).expect("checked");
-        space.blocks.insert(allocation.va, Block { size, freeing: false, uses: SmallVec::new() });
+        space.blocks.insert(
+            allocation.va,
+            Block {
+                size,
+                freeing: false,
+                uses: SmallVec::new(),
+            },
+        );
         let live = self.live_bytes();
         self.peak_live_bytes = self.peak_live_bytes.max(live);
         Ok(allocation.va)
@@ -399,10 +452,21 @@ impl DeviceMemory {
     pub fn check_free(&self, ptr: u64, context: Entity) -> NpuResult<BlockInfo> {
         let space = self.space(context)?;
         match space.blocks.get(&ptr) {
-            Some(b) if !b.freeing => Ok(BlockInfo { base: ptr, size: b.size, context }),
-            Some(_) => Err(NpuError::BadFree { ptr, why: "already freed (its release is pending)" }),
+            Some(b) if !b.freeing => Ok(BlockInfo {
+                base: ptr,
+                size: b.size,
+                context,
+            }),
+            Some(_) => Err(NpuError::BadFree {
+                ptr,
+                why: "already freed (its release is pending)",
+            }),
             None => {
-                let why = if self.spaces.iter().any(|(c, s)| *c != context && s.blocks.contains_key(&ptr)) {
+                let why = if self
+                    .spaces
+                    .iter()
+                    .any(|(c, s)| *c != context && s.blocks.contains_key(&ptr))
+                {
                     "the allocation belongs to another context"
                 } else if space.pool.block_containing(ptr).is_some() {
                     "not the start of an allocation"
@@ -431,7 +495,12 @@ impl DeviceMemory {
     /// Starts a stream-ordered free: the block can no longer be used, and is released once
     /// every position that used it (and `after`) has completed. Returns the positions it waits
     /// for.
-    pub fn begin_free(&mut self, ptr: u64, context: Entity, after: &[StreamPosition]) -> NpuResult<BlockInfo> {
+    pub fn begin_free(
+        &mut self,
+        ptr: u64,
+        context: Entity,
+        after: &[StreamPosition],
+    ) -> NpuResult<BlockInfo> {
         let info = self.check_free(ptr, context)?;
         let space = self.spaces.get_mut(&context).expect("validated");
         let block = space.blocks.get_mut(&ptr).expect("validated");
@@ -443,7 +512,11 @@ impl DeviceMemory {
                 None => wait.push((s, seq)),
             }
         }
-        self.pending.push(PendingFree { context, base: ptr, after: wait });
+        self.pending.push(PendingFree {
+            context,
+            base: ptr,
+            after: wait,
+        });
         Ok(info)
     }
 
@@ -453,16 +526,25 @@ impl DeviceMemory {
         if addr < HEAP_BASE {
             return;
         }
-        let Some(space) = self.spaces.get_mut(&context) else { return };
-        let Some((base, _)) = space.pool.block_containing(addr) else { return };
-        let Some(block) = space.blocks.get_mut(&base) else { return };
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return;
+        };
+        let Some((base, _)) = space.pool.block_containing(addr) else {
+            return;
+        };
+        let Some(block) = space.blocks.get_mut(&base) else {
+            return;
+        };
         match block.uses.iter_mut().find(|(s, _)| *s == pos.0) {
             Some(u) => u.1 = u.1.max(pos.1),
             None => block.uses.push(pos),
         }
         // A use noted after `free` (the frees are processed after ingest) joins the wait.
         if block.freeing
-            && let Some(p) = self.pending.iter_mut().find(|p| p.context == context && p.base == base)
+            && let Some(p) = self
+                .pending
+                .iter_mut()
+                .find(|p| p.context == context && p.base == base)
         {
             match p.after.iter_mut().find(|(s, _)| *s == pos.0) {
                 Some(u) => u.1 = u.1.max(pos.1),
@@ -483,7 +565,8 @@ impl DeviceMemory {
     /// Releases the pending free of `base` now (its positions are known to have completed).
     pub fn release_now(&mut self, base: u64, context: Entity) {
         let before = self.pending.len();
-        self.pending.retain(|p| !(p.context == context && p.base == base));
+        self.pending
+            .retain(|p| !(p.context == context && p.base == base));
         if self.pending.len() < before {
             self.release(context, base);
             self.deferred_releases += 1;
@@ -517,7 +600,9 @@ impl DeviceMemory {
     /// Frees every block of `context` at once (its work was aborted or it is being destroyed).
     pub fn free_all_of(&mut self, context: Entity) -> usize {
         self.pending.retain(|p| p.context != context);
-        let Some(space) = self.spaces.get_mut(&context) else { return 0 };
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return 0;
+        };
         let n = space.blocks.len();
         space.blocks.clear();
         space.pool.release_all(&mut self.driver);
@@ -542,15 +627,27 @@ impl DeviceMemory {
     fn find_block(&self, addr: u64, context: Entity, include_freeing: bool) -> Option<BlockInfo> {
         let space = self.spaces.get(&context)?;
         let (base, _) = space.pool.block_containing(addr)?;
-        let b = space.blocks.get(&base).filter(|b| include_freeing || !b.freeing)?;
-        Some(BlockInfo { base, size: b.size, context })
+        let b = space
+            .blocks
+            .get(&base)
+            .filter(|b| include_freeing || !b.freeing)?;
+        Some(BlockInfo {
+            base,
+            size: b.size,
+            context,
+        })
     }
 
     /// Checks, for an access by queued work, that `[addr, addr+len)` lies inside one block of
     /// `context` that is live or still reserved behind a pending free.
     pub fn check(&self, addr: u64, len: u64, context: Entity) -> Result<BlockInfo, AccessFault> {
-        let block = self.find_block(addr, context, true).ok_or(AccessFault::Unmapped { addr })?;
-        if addr.checked_add(len).is_none_or(|e| e > block.base + block.size) {
+        let block = self
+            .find_block(addr, context, true)
+            .ok_or(AccessFault::Unmapped { addr })?;
+        if addr
+            .checked_add(len)
+            .is_none_or(|e| e > block.base + block.size)
+        {
             return Err(AccessFault::PastEnd { addr, len, block });
         }
         Ok(block)
@@ -559,19 +656,30 @@ impl DeviceMemory {
     /// Reads `buf.len()` bytes at `addr` of a live block of `context`.
     pub fn read(&mut self, addr: u64, buf: &mut [u8], context: Entity) -> Result<(), AccessFault> {
         self.check(addr, buf.len() as u64, context)?;
-        self.read_virt(context, addr, buf).map_err(|_| AccessFault::Unmapped { addr })
+        self.read_virt(context, addr, buf)
+            .map_err(|_| AccessFault::Unmapped { addr })
     }
 
     /// Writes `data` at `addr` of a live block of `context`.
     pub fn write(&mut self, addr: u64, data: &[u8], context: Entity) -> Result<(), AccessFault> {
         self.check(addr, data.len() as u64, context)?;
-        self.write_virt(context, addr, data).map_err(|_| AccessFault::Unmapped { addr })
+        self.write_virt(context, addr, data)
+            .map_err(|_| AccessFault::Unmapped { addr })
     }
 
     /// Sets `len` bytes at `addr` of a live block of `context` to `value`.
-    pub fn fill(&mut self, addr: u64, len: u64, value: u8, context: Entity) -> Result<(), AccessFault> {
+    pub fn fill(
+        &mut self,
+        addr: u64,
+        len: u64,
+        value: u8,
+        context: Entity,
+    ) -> Result<(), AccessFault> {
         self.check(addr, len, context)?;
-        let space = self.spaces.get_mut(&context).ok_or(AccessFault::Unmapped { addr })?;
+        let space = self
+            .spaces
+            .get_mut(&context)
+            .ok_or(AccessFault::Unmapped { addr })?;
         let mut done = 0u64;
         while done < len {
             let va = addr + done;
@@ -591,7 +699,12 @@ impl DeviceMemory {
 
     /// Reads through `context`'s page table (page-level protection only, as the AI core sees
     /// memory): faults on an unmapped page.
-    pub fn read_virt(&mut self, context: Entity, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
+    pub fn read_virt(
+        &mut self,
+        context: Entity,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), MemFault> {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
@@ -661,9 +774,18 @@ mod tests {
         let a = m.alloc(256, ctx(1)).unwrap();
         m.write(a, &[1, 2, 3], ctx(1)).unwrap();
         let mut buf = [0u8; 3];
-        assert_eq!(m.read(a, &mut buf, ctx(2)), Err(AccessFault::Unmapped { addr: a }));
-        assert!(m.read_virt(ctx(2), a, &mut buf).is_err(), "not even mapped in the other space");
-        assert!(matches!(m.read(a + 250, &mut [0u8; 8], ctx(1)), Err(AccessFault::PastEnd { .. })));
+        assert_eq!(
+            m.read(a, &mut buf, ctx(2)),
+            Err(AccessFault::Unmapped { addr: a })
+        );
+        assert!(
+            m.read_virt(ctx(2), a, &mut buf).is_err(),
+            "not even mapped in the other space"
+        );
+        assert!(matches!(
+            m.read(a + 250, &mut [0u8; 8], ctx(1)),
+            Err(AccessFault::PastEnd { .. })
+        ));
         assert!(m.free(a, ctx(2)).is_err());
         m.free(a, ctx(1)).unwrap();
         assert!(matches!(m.free(a, ctx(1)), Err(NpuError::BadFree { .. })));
@@ -677,7 +799,10 @@ mod tests {
         m.note_use(ctx(1), a + 100, (s1, 3));
         m.note_use(ctx(1), a, (s2, 7));
         m.begin_free(a, ctx(1), &[]).unwrap();
-        assert!(m.block_containing(a, ctx(1)).is_none(), "new work cannot name a freed block");
+        assert!(
+            m.block_containing(a, ctx(1)).is_none(),
+            "new work cannot name a freed block"
+        );
         assert!(m.check(a, 4, ctx(1)).is_ok(), "queued work still may");
         assert_eq!(m.release_completed(|(s, seq)| s == s1 && seq <= 3), 0);
         assert_eq!(m.live_blocks(), 1);

@@ -132,18 +132,6 @@ pub struct TaskRecord {
     pub bytes: u64,
 }
 
-/// Device-local tasks (kernels, copies, memsets) that were dispatched and whose effect on
-/// memory has not been applied yet. The hardware tick applies them all in one batch — devices
-/// in parallel — as soon as one of them is due to complete: a task's inputs are fixed from its
-/// dispatch (its dependencies completed) and nothing may read its outputs before it ends, so
-/// any moment in between gives the same result, and batching lets devices whose timelines are
-/// skewed still execute side by side.
-#[derive(Resource, Debug, Default)]
-pub struct PendingExec {
-    /// In dispatch order.
-    pub tasks: Vec<Entity>,
-}
-
 /// The recorded timeline (when enabled).
 #[derive(Resource, Debug, Default)]
 pub struct Timeline {

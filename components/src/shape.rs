@@ -565,7 +565,7 @@ impl<'a> OpTiling<'a> {
     /// Parses the tiling words of an op launch; `None` when the frame wrote none (the op's
     /// kernel was launched as a plain kernel).
     pub fn parse(words: &'a [u32]) -> Option<Self> {
-        (words.len() > tiling_word::OP).then_some(Self { words })
+        (words.len() >= tiling_word::OP).then_some(Self { words })
     }
 
     fn u64_at_abs(&self, i: usize) -> u64 {

@@ -268,9 +268,9 @@ pub struct Task {
     pub extra: TaskExtra,
     /// Why it failed or was aborted (boxed: rare, and it keeps the component small).
     pub error: Option<Box<NpuError>>,
-    /// Whether its effect was already applied ahead of its end (device-local work executed
-    /// in a parallel batch, or a collective that failed at the rendezvous); its outcome is then
-    /// `error`.
+    /// Whether its effect was already applied (device-local work executed with the other
+    /// devices' in a parallel batch, or a collective refused at the rendezvous); its outcome is
+    /// then `error`.
     pub executed: bool,
 }
 

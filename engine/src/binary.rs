@@ -93,7 +93,12 @@ impl Runtime {
                 .map_err(|e| NpuError::Internal(format!("writing module data: {e}")))?;
         }
         let program = Arc::new(Program::decode(linked.text_base, &linked.text));
-        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        let driver_cost = g
+            .world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .take_driver_cost_ns();
         g.charge(driver_cost);
         let e = g
             .world
@@ -115,7 +120,11 @@ impl Runtime {
     pub fn binary_functions(&self, binary: Binary) -> NpuResult<Vec<(String, u64)>> {
         let g = self.lock();
         let (b, _) = self.check_binary(&g, binary)?;
-        Ok(g.world.get::<BinaryState>(b).expect("checked").functions.clone())
+        Ok(g.world
+            .get::<BinaryState>(b)
+            .expect("checked")
+            .functions
+            .clone())
     }
 
     /// A launchable kernel for the function `name` of `binary` (`aclrtBinaryGetFunction`).
@@ -131,10 +140,19 @@ impl Runtime {
             .find(|(n, _)| n == name)
             .map(|(_, pc)| *pc)
             .ok_or_else(|| NpuError::KernelNotFound(format!("{name} in {binary}")))?;
-        let code = Arc::new(BinaryCode { program: state.program.clone(), entry, binary: b, context: ctx });
+        let code = Arc::new(BinaryCode {
+            program: state.program.clone(),
+            entry,
+            binary: b,
+            context: ctx,
+        });
         let mut kernel = NativeKernel::new(
             name,
-            |_| Err(npusim_components::KernelFault::Trap("a binary kernel runs on the AI core".into())),
+            |_| {
+                Err(npusim_components::KernelFault::Trap(
+                    "a binary kernel runs on the AI core".into(),
+                ))
+            },
             |_, _| KernelCost::default(),
         );
         kernel.code = Some(code);
@@ -146,7 +164,11 @@ impl Runtime {
     pub fn unload_binary(&self, binary: Binary) -> NpuResult<()> {
         let g = self.lock();
         let (b, ctx) = self.check_binary(&g, binary)?;
-        let index = g.world.get::<ContextState>(ctx).expect("checked").device_index;
+        let index = g
+            .world
+            .get::<ContextState>(ctx)
+            .expect("checked")
+            .device_index;
         let what = || format!("unload of {binary}");
         let done = |i: &Inner| i.device_idle(index);
         let (mut g, result) = self.drive(g, &what, &done, None);
@@ -159,6 +181,17 @@ impl Runtime {
         }
         g.world.despawn(b);
         Ok(())
+    }
+
+    /// Takes the per-block counters (instructions, cycles, core) of the binary launches run
+    /// since the last call (the latest 1024).
+    pub fn take_binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
+        self.lock()
+            .world
+            .resource_mut::<HostLog>()
+            .launches
+            .drain(..)
+            .collect()
     }
 
     /// Takes the lines kernels printed (the SDK's `npu_print_*`) since the last call.

@@ -38,6 +38,7 @@ pub mod timeline;
 pub use context::{ExceptionCallback, ExceptionInfo};
 pub use npusim_components as components;
 pub use npusim_components::context::FailureMode;
+pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::error::codes;
 pub use npusim_components::{
     Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault, NativeKernel,
@@ -64,7 +65,7 @@ pub use timeline::HostSpan;
 /// The names most programs need.
 pub mod prelude {
     pub use crate::{
-        Arg, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel, KernelCost,
+        Arg, Binary, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel, KernelCost,
         KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder, Runtime,
         RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg, Tiling,
     };

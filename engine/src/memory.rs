@@ -75,11 +75,17 @@ impl Runtime {
         };
         let result = match first {
             Err(NpuError::OutOfMemory { .. })
-                if g.world.get::<DeviceState>(device).expect("device").memory.has_pending_frees() =>
+                if g.world
+                    .get::<DeviceState>(device)
+                    .expect("device")
+                    .memory
+                    .has_pending_frees() =>
             {
                 let what = || "pending frees".to_string();
                 let done = |i: &Inner| {
-                    !i.world.get::<DeviceState>(device).is_some_and(|d| d.memory.has_pending_frees())
+                    !i.world
+                        .get::<DeviceState>(device)
+                        .is_some_and(|d| d.memory.has_pending_frees())
                 };
                 let (g2, _) = self.drive(g, &what, &done, None);
                 g = g2;
@@ -88,7 +94,12 @@ impl Runtime {
             }
             other => other,
         };
-        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        let driver_cost = g
+            .world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .take_driver_cost_ns();
         g.charge(driver_cost);
         result.map(DevicePtr)
     }
@@ -98,7 +109,11 @@ impl Runtime {
             return Err(NpuError::NullPointer("free"));
         }
         let device = self.device_of(&inner.world, ctx);
-        let memory = &inner.world.get::<DeviceState>(device).expect("device").memory;
+        let memory = &inner
+            .world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory;
         memory.check_free(ptr.0, ctx)?;
         Ok(device)
     }
@@ -140,9 +155,14 @@ impl Runtime {
         if g.doorbell.is_empty() {
             let world = &g.world;
             let memory = &world.get::<DeviceState>(device).expect("device").memory;
-            let all_done = memory.pending_positions(ptr.0, ctx).iter().all(|&(s, seq)| {
-                world.get::<StreamState>(s).is_none_or(|st| st.completed >= seq)
-            });
+            let all_done = memory
+                .pending_positions(ptr.0, ctx)
+                .iter()
+                .all(|&(s, seq)| {
+                    world
+                        .get::<StreamState>(s)
+                        .is_none_or(|st| st.completed >= seq)
+                });
             if all_done {
                 let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
                 d.memory.release_now(ptr.0, ctx);
@@ -180,7 +200,11 @@ impl Runtime {
         let g = self.lock();
         let ctx = self.current_ctx_entity(&g)?;
         let device = self.device_of(&g.world, ctx);
-        Ok(g.world.get::<DeviceState>(device).expect("device").memory.stats())
+        Ok(g.world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .stats())
     }
 
     /// Releases memory the current context's pool caches back to the driver (`trim`); returns
@@ -189,8 +213,18 @@ impl Runtime {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
         let device = self.device_of(&g.world, ctx);
-        let released = g.world.get_mut::<DeviceState>(device).expect("device").memory.trim(ctx);
-        let driver_cost = g.world.get::<DeviceState>(device).expect("device").memory.take_driver_cost_ns();
+        let released = g
+            .world
+            .get_mut::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .trim(ctx);
+        let driver_cost = g
+            .world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .take_driver_cost_ns();
         g.charge(driver_cost);
         Ok(released)
     }

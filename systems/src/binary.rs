@@ -6,7 +6,7 @@
 //! work ordered after them by stream order or events cannot tell.
 
 use bevy_ecs::entity::Entity;
-use npusim_components::binary::BinaryCode;
+use npusim_components::binary::{BinaryCode, BlockStats, HostLog, LaunchStats};
 use npusim_components::task::TaskDescriptor;
 use npusim_components::{DeviceMemory, DeviceState, NpuError};
 use npusim_device::config::DeviceConfig;
@@ -24,12 +24,16 @@ struct ContextBus<'a> {
 impl Bus for ContextBus<'_> {
     #[inline]
     fn load(&mut self, va: u64, buf: &mut [u8]) -> Result<(), MemFault> {
-        self.memory.read_virt(self.context, va, buf).map_err(|_| MemFault::unmapped(va))
+        self.memory
+            .read_virt(self.context, va, buf)
+            .map_err(|_| MemFault::unmapped(va))
     }
 
     #[inline]
     fn store(&mut self, va: u64, data: &[u8]) -> Result<(), MemFault> {
-        self.memory.write_virt(self.context, va, data).map_err(|_| MemFault::unmapped(va))
+        self.memory
+            .write_virt(self.context, va, data)
+            .map_err(|_| MemFault::unmapped(va))
     }
 }
 
@@ -41,9 +45,15 @@ pub struct CoreCache {
 
 impl CoreCache {
     fn get(&mut self, config: &DeviceConfig) -> &mut Core {
-        let stale = self.core.as_ref().is_none_or(|(name, _)| *name != config.name);
+        let stale = self
+            .core
+            .as_ref()
+            .is_none_or(|(name, _)| *name != config.name);
         if stale {
-            self.core = Some((config.name.clone(), Box::new(Core::new(CoreConfig::from_device(config)))));
+            self.core = Some((
+                config.name.clone(),
+                Box::new(Core::new(CoreConfig::from_device(config))),
+            ));
         }
         &mut self.core.as_mut().expect("just set").1
     }
@@ -77,7 +87,7 @@ pub fn run_binary(
     code: &BinaryCode,
     cores: u32,
     tiling_addr: u64,
-    log: &mut Vec<String>,
+    log: &mut HostLog,
 ) -> (u64, Result<(), NpuError>) {
     let config = device.config.clone();
     let words = desc.arg_words();
@@ -96,8 +106,15 @@ pub fn run_binary(
     let cores = cores.clamp(1, block_dim);
     let mut busy = vec![0u64; cores as usize];
     let core = cache.get(&config);
-    let mut bus = ContextBus { memory: &mut device.memory, context };
+    let mut bus = ContextBus {
+        memory: &mut device.memory,
+        context,
+    };
     let mut outcome = Ok(());
+    let mut launch = LaunchStats {
+        kernel: name.to_string(),
+        blocks: Vec::with_capacity(block_dim as usize),
+    };
     for block in 0..block_dim {
         let csrs = NpuCsrs {
             block_idx: block as u64,
@@ -105,18 +122,36 @@ pub fn run_binary(
             core_id: (block % cores) as u64,
             tiling: tiling_addr,
         };
-        let result = core.run(&code.program, code.entry, &args, csrs, &mut bus, WATCHDOG_INSTRUCTIONS);
+        let result = core.run(
+            &code.program,
+            code.entry,
+            &args,
+            csrs,
+            &mut bus,
+            WATCHDOG_INSTRUCTIONS,
+        );
         for line in core.take_output() {
-            log.push(format!("[{name} block {block}] {line}"));
+            log.lines.push(format!("[{name} block {block}] {line}"));
         }
         let stats = core.stats();
-        busy[(block % cores) as usize] += stats.block_cycles.max(stats.cycles);
+        let cycles = stats.block_cycles.max(stats.cycles);
+        busy[(block % cores) as usize] += cycles;
+        launch.blocks.push(BlockStats {
+            instructions: stats.instructions,
+            cycles,
+            core: block % cores,
+        });
         if let Err(trap) = result {
             outcome = Err(trap_error(name, block, &trap));
             break;
         }
     }
+    if log.launches.len() == HostLog::MAX_LAUNCHES {
+        log.launches.pop_front();
+    }
+    log.launches.push_back(launch);
     let cycles = busy.into_iter().max().unwrap_or(0);
-    let ns = (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
+    let ns =
+        (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
     (config.kernel_launch_ns + ns.max(1), outcome)
 }

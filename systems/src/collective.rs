@@ -15,9 +15,8 @@ use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{
-    Arrival, CollectiveCall, CollectiveKind, CommOp, CommState, DataType, Interconnect,
-    LinkRecord, LinkTimeline, OpKey, OpPhase, ReduceOp, Rendezvous, f16_to_f32, f32_to_f16,
-    peer_word,
+    Arrival, CollectiveCall, CollectiveKind, CommOp, CommState, DataType, Interconnect, LinkRecord,
+    LinkTimeline, OpKey, OpPhase, ReduceOp, Rendezvous, f16_to_f32, f32_to_f16, peer_word,
 };
 use npusim_components::memory::AccessFault;
 use npusim_components::resources::{Devices, FrameStats, Running, SimClock, Timeline};
@@ -101,7 +100,11 @@ pub fn start_collectives(mut w: RendezvousWorld) {
                     a.call.seq,
                     op.comm_id,
                     a.call.rank,
-                    if a.call.kind.is_p2p() { "its peer" } else { "ranks" },
+                    if a.call.kind.is_p2p() {
+                        "its peer"
+                    } else {
+                        "ranks"
+                    },
                     if a.call.kind.is_p2p() {
                         vec![a.call.peer as usize]
                     } else {
@@ -219,7 +222,13 @@ fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) {
 /// Ends a rank's task at `now` with `err` (it goes through the running set, so completion,
 /// stream order and failure modes are the usual ones).
 /// A rank that timed out spans its wait, from `since` (its arrival).
-fn fail_at(w: &mut RendezvousWorld, e: Entity, err: NpuError, now: SimTime, since: Option<SimTime>) {
+fn fail_at(
+    w: &mut RendezvousWorld,
+    e: Entity,
+    err: NpuError,
+    now: SimTime,
+    since: Option<SimTime>,
+) {
     let Ok(mut task) = w.tasks.get_mut(e) else {
         return;
     };
@@ -322,10 +331,10 @@ fn start_op(w: &mut RendezvousWorld, op: &mut CommOp, now: SimTime) {
             extra.push((d.config.host_link_latency_ns, d.config.host_link_bandwidth));
         }
     }
-    let plan = w
-        .interconnect
-        .topology
-        .plan(pattern, &ranks, call.bytes, op.config.algorithm, &extra);
+    let plan =
+        w.interconnect
+            .topology
+            .plan(pattern, &ranks, call.bytes, op.config.algorithm, &extra);
     let engines_free = engines.iter().all(|&d| {
         w.interconnect
             .engines
@@ -464,9 +473,9 @@ fn read_side(
     if let TaskExtra::Host { buffer, offset } = &side.task.extra {
         let data = buffer.bytes()?;
         let start = *offset as usize;
-        let src = data.get(start..start + len).ok_or_else(|| {
-            NpuError::InvalidParam("host range past the buffer".into())
-        })?;
+        let src = data
+            .get(start..start + len)
+            .ok_or_else(|| NpuError::InvalidParam("host range past the buffer".into()))?;
         buf.bytes_mut().copy_from_slice(src);
         return Ok(buf);
     }
@@ -537,7 +546,10 @@ fn reduce(inputs: &[Buf], dtype: DataType, op: ReduceOp, workers: &Workers) -> B
     let mut out = Buf::zeroed(len);
     match dtype {
         DataType::F32 => {
-            let ins: Vec<&[f32]> = inputs.iter().map(|b| bytemuck::cast_slice(b.bytes())).collect();
+            let ins: Vec<&[f32]> = inputs
+                .iter()
+                .map(|b| bytemuck::cast_slice(b.bytes()))
+                .collect();
             let o: &mut [f32] = bytemuck::cast_slice_mut(out.bytes_mut());
             match op {
                 ReduceOp::Sum => reduce_typed(o, &ins, |a, b| a + b, workers),
@@ -547,7 +559,10 @@ fn reduce(inputs: &[Buf], dtype: DataType, op: ReduceOp, workers: &Workers) -> B
             }
         }
         DataType::I32 => {
-            let ins: Vec<&[i32]> = inputs.iter().map(|b| bytemuck::cast_slice(b.bytes())).collect();
+            let ins: Vec<&[i32]> = inputs
+                .iter()
+                .map(|b| bytemuck::cast_slice(b.bytes()))
+                .collect();
             let o: &mut [i32] = bytemuck::cast_slice_mut(out.bytes_mut());
             match op {
                 ReduceOp::Sum => reduce_typed(o, &ins, i32::wrapping_add, workers),
@@ -629,7 +644,9 @@ pub(crate) fn execute_collective(
     }
     let op = &mut rendezvous.ops[index];
     let OpPhase::Running { left, result, .. } = &mut op.phase else {
-        return Err(NpuError::Internal("collective completed before it started".into()));
+        return Err(NpuError::Internal(
+            "collective completed before it started".into(),
+        ));
     };
     *left = left.saturating_sub(1);
     let out = result.clone().unwrap_or(Ok(()));

@@ -19,9 +19,9 @@ pub fn deferred_free(
             continue;
         }
         // A destroyed stream has nothing left to run.
-        let released = device.memory.release_completed(|(s, seq)| {
-            streams.get(s).map_or(true, |st| st.completed >= seq)
-        });
+        let released = device
+            .memory
+            .release_completed(|(s, seq)| streams.get(s).map_or(true, |st| st.completed >= seq));
         if released > 0 {
             stats.last_frame_progressed = true;
         }

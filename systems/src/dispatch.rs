@@ -7,20 +7,16 @@ use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
-use npusim_components::resources::{
-    FrameStats, PendingExec, ReadyQueue, Running, SimClock, Timeline,
-};
+use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
 use npusim_components::task::copy_dir;
 use npusim_components::{DeviceState, KernelRegistry, SimTime, Task, TaskKind, TaskStatus};
 use npusim_device::cost::CopyDirection;
 
-/// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives,
-/// and the batch of device-local work the hardware tick applies.
+/// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct CommUnits<'w> {
     interconnect: ResMut<'w, Interconnect>,
     rendezvous: ResMut<'w, Rendezvous>,
-    pending: ResMut<'w, PendingExec>,
     timeline: Res<'w, Timeline>,
     link_timeline: ResMut<'w, LinkTimeline>,
 }
@@ -76,7 +72,7 @@ pub fn dispatch(
                             code,
                             cores,
                             0,
-                            &mut log.lines,
+                            &mut log,
                         );
                         // Raised when the task completes, like any fault.
                         if let Err(e) = outcome {
@@ -143,11 +139,6 @@ pub fn dispatch(
             .push(Reverse((task.end, running.next_order, e)));
         running.next_order += 1;
         dispatched += 1;
-        let local = matches!(task.kind(), TaskKind::Kernel | TaskKind::Memset)
-            || (task.kind() == TaskKind::Memcpy && task.desc.flags != copy_dir::PEER);
-        if local {
-            comm.pending.tasks.push(e);
-        }
         false
     });
     if dispatched > 0 {

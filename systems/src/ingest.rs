@@ -74,6 +74,8 @@ fn note_uses(world: &mut World, devices: &mut QueryState<&mut DeviceState>, new:
         if d.task_kind() == Some(TaskKind::Kernel) && d.float_mask & (1 << i) != 0 {
             continue;
         }
-        device.memory.note_use(new.context, w, (new.stream, new.seq));
+        device
+            .memory
+            .note_use(new.context, w, (new.stream, new.seq));
     }
 }

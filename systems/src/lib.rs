@@ -24,8 +24,8 @@ use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{Schedule, SystemSet};
 
 pub mod binary;
-pub mod deferred_free;
 pub mod collective;
+pub mod deferred_free;
 pub mod dependencies;
 pub mod dispatch;
 pub mod ingest;
@@ -87,7 +87,6 @@ pub fn init_resources(world: &mut World) {
     world.init_resource::<Timeline>();
     world.init_resource::<FrameStats>();
     world.init_resource::<npusim_components::KernelRegistry>();
-    world.init_resource::<PendingExec>();
     world.init_resource::<npusim_components::collective::Rendezvous>();
     world.init_resource::<npusim_components::collective::Interconnect>();
     world.init_resource::<npusim_components::collective::LinkTimeline>();

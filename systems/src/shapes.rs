@@ -14,7 +14,8 @@ use bytemuck::Zeroable;
 use npusim_components::memory::DeviceMemory;
 use npusim_components::resources::ReadyQueue;
 use npusim_components::shape::{
-    NO_SLOT, NO_STATIC_SHAPE, OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, Shape, ShapeBuffer, ShapeSlot, ShapeStats, encode_fault, op_attrs, shape_state,
+    NO_SLOT, NO_STATIC_SHAPE, OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, Shape,
+    ShapeBuffer, ShapeSlot, ShapeStats, encode_fault, op_attrs, shape_state,
 };
 use npusim_components::task::MAX_TENSORS;
 use npusim_components::{
@@ -153,11 +154,13 @@ pub fn resolve_launch(
                 let mut raw = ShapeSlot::zeroed();
                 memory
                     .read(addr, bytemuck::bytes_of_mut(&mut raw), context)
-                    .map_err(|f| NpuError::InvalidShape(format!(
-                        "{}: shape buffer of {} is gone ({f})",
-                        op.name,
-                        op.tensor_name(i)
-                    )))?;
+                    .map_err(|f| {
+                        NpuError::InvalidShape(format!(
+                            "{}: shape buffer of {} is gone ({f})",
+                            op.name,
+                            op.tensor_name(i)
+                        ))
+                    })?;
                 stats.dynamic_inputs_read += 1;
                 raw.decode().map_err(|why| {
                     NpuError::InvalidShape(format!(
@@ -253,4 +256,3 @@ fn static_shape(
         other => other,
     })
 }
-

@@ -5,20 +5,19 @@
 //! their streams. A task that faults fails here, and by its context's failure mode the
 //! context's queued work is aborted.
 //!
-//! Devices advance side by side: when a device-local task (kernel, copy, memset) is due, every
-//! dispatched device-local task not yet applied is applied in one batch ([`PendingExec`]), one
-//! device per worker job, each device's tasks in dispatch order. A task's inputs are fixed once
-//! it is dispatched and nothing may read its outputs before it ends, so the batch computes what
-//! task-by-task execution would; its outcome (a fault) still takes effect at its end. The batch
-//! is the same whatever the thread count, so results and timelines are too.
+//! Devices advance side by side: the device-local tasks (kernels, copies, memsets) ending at
+//! this moment execute first, one device per worker job, each device's tasks in completion
+//! order; then every task ending now completes in order (and cross-device work — collectives,
+//! peer copies — moves its data), exactly as one by one. Devices share no memory, so this is
+//! what task-by-task execution computes, and the split never depends on the thread count.
 
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::Rendezvous;
 use npusim_components::resources::{
-    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
-    PendingExec, Running, SimClock,
+    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks, Running,
+    SimClock,
 };
 use npusim_components::task::copy_dir;
 use npusim_components::{
@@ -40,7 +39,6 @@ pub struct TickWorld<'w, 's> {
     aborts: ResMut<'w, AbortRequests>,
     callbacks: ResMut<'w, PendingCallbacks>,
     stats: ResMut<'w, FrameStats>,
-    pending: ResMut<'w, PendingExec>,
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
@@ -130,11 +128,8 @@ pub fn hardware_tick(
         running.heap.pop();
         batch.push(entity);
     }
-    // Device-local work is due: apply it, and every other dispatched device-local task with
-    // it, devices side by side.
-    if batch.iter().any(|&e| w.tasks.get(e).is_ok_and(|t| !t.executed && is_device_local(t))) {
-        execute_pending(&mut w);
-    }
+    // Device-local work ending now runs first, devices side by side.
+    execute_local_batch(&mut w, &batch);
     for &entity in batch.iter() {
         complete(&mut w, entity, now);
     }
@@ -149,15 +144,17 @@ fn is_device_local(task: &Task) -> bool {
     }
 }
 
-/// Applies every dispatched device-local task not applied yet: on the worker threads, one
-/// device per job, each device's tasks in dispatch order. Outcomes are kept on the tasks until
-/// they complete.
-fn execute_pending(w: &mut TickWorld) {
-    let mut pending = std::mem::take(&mut w.pending.tasks);
-    let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::with_capacity(pending.len());
+/// Executes the device-local tasks of `batch` (tasks ending now, in completion order): on the
+/// worker threads, one device per job, each device's tasks in batch order. Outcomes are kept
+/// on the tasks for their completion.
+fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
+    if pending.is_empty() {
+        return;
+    }
+    let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::new();
     let registry: &KernelRegistry = &w.registry;
     if !w.workers.is_parallel() {
-        for &e in &pending {
+        for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
             if task.executed || !is_device_local(task) {
                 continue;
@@ -173,7 +170,7 @@ fn execute_pending(w: &mut TickWorld) {
         // Group by device index; a device's tasks stay in dispatch order.
         let count = w.device_entities.entities.len();
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
-        for &e in &pending {
+        for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
             if task.executed || !is_device_local(task) {
                 continue;
@@ -212,8 +209,6 @@ fn execute_pending(w: &mut TickWorld) {
             task.error = result.err().map(Box::new);
         }
     }
-    pending.clear();
-    w.pending.tasks = pending;
 }
 
 fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {

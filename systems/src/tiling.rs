@@ -8,8 +8,8 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::shape::{
-    OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling, TilingLog,
-    TilingRecord, encode_fault, op_attrs, shape_state, tiling_word, write_hidden_cost,
+    OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling, TilingLog, TilingRecord,
+    encode_fault, op_attrs, shape_state, tiling_word, write_hidden_cost,
 };
 use npusim_components::task::MAX_TILING;
 use npusim_components::{DeviceState, Kernel, NpuError, Task, TaskDescriptor};

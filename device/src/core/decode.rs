@@ -413,7 +413,9 @@ pub(crate) fn decode(w: u32) -> Inst {
             Inst::new(op, rd as u8, rs1, rs2, (rs3 | (funct3 << 8)) as i32)
         }
         0x53 => decode_op_fp(w, rd, funct3, rs1, rs2, funct7),
-        isa::OPCODE_VECTOR | isa::OPCODE_MOVE | isa::OPCODE_CUBE | isa::OPCODE_SYNC => decode_npu(w),
+        isa::OPCODE_VECTOR | isa::OPCODE_MOVE | isa::OPCODE_CUBE | isa::OPCODE_SYNC => {
+            decode_npu(w)
+        }
         _ => ill,
     }
 }
@@ -437,7 +439,13 @@ fn decode_npu(w: u32) -> Inst {
         _ => return Inst::illegal(w),
     };
     let field = |shift: u32| ((w >> shift) & 31) as u8;
-    Inst::new(op, field(7), field(15), field(20), code as i32 | ((w >> 27) << 8) as i32)
+    Inst::new(
+        op,
+        field(7),
+        field(15),
+        field(20),
+        code as i32 | ((w >> 27) << 8) as i32,
+    )
 }
 
 /// The OP-FP major opcode (single precision only).

@@ -180,8 +180,20 @@ impl Core {
                     self.x[rd] = u64::from_le_bytes(v);
                 }
                 Op::Sb => st!(self.store::<1, B>(bus, a.wrapping_add(imm), [b as u8], pc, cycles)),
-                Op::Sh => st!(self.store(bus, a.wrapping_add(imm), (b as u16).to_le_bytes(), pc, cycles)),
-                Op::Sw => st!(self.store(bus, a.wrapping_add(imm), (b as u32).to_le_bytes(), pc, cycles)),
+                Op::Sh => st!(self.store(
+                    bus,
+                    a.wrapping_add(imm),
+                    (b as u16).to_le_bytes(),
+                    pc,
+                    cycles
+                )),
+                Op::Sw => st!(self.store(
+                    bus,
+                    a.wrapping_add(imm),
+                    (b as u32).to_le_bytes(),
+                    pc,
+                    cycles
+                )),
                 Op::Sd => st!(self.store(bus, a.wrapping_add(imm), b.to_le_bytes(), pc, cycles)),
                 Op::Flw => {
                     let v = tr!(self.load::<4, B>(bus, a.wrapping_add(imm), pc, cycles));

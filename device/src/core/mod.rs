@@ -245,7 +245,10 @@ impl Core {
     /// A core in its reset state.
     pub fn new(config: CoreConfig) -> Core {
         // The stack window must not shadow the local buffers above it.
-        let local_size = config.local_size.min((abi::UB_BASE - abi::LOCAL_BASE) as usize) & !15;
+        let local_size = config
+            .local_size
+            .min((abi::UB_BASE - abi::LOCAL_BASE) as usize)
+            & !15;
         Core {
             op_costs: config.latencies.per_op(),
             latencies: config.latencies,

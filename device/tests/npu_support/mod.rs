@@ -1,12 +1,12 @@
 //! Shared by the NPU extension's integration tests: a global-memory bus that can also serve a
 //! linked kernel image, a tiny assembler layer over `core_asm` for extension instructions, and
 //! f32 / f16 helpers.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 use npusim_device::abi;
+use npusim_device::core::npu::Pipe;
 use npusim_device::core::npu::isa::encode;
 use npusim_device::core::npu::isa::{CopyDir, SyncOp, VecOp};
-use npusim_device::core::npu::Pipe;
 use npusim_device::core::{Bus, Core, CoreConfig, MemFault, NpuCsrs, Program, RunStats, Trap};
 
 #[path = "../core_asm/mod.rs"]
@@ -114,8 +114,14 @@ impl Machine {
         let mut text = words.to_vec();
         text.push(core_asm::RET);
         let program = Program::decode(abi::CODE_BASE, &core_asm::bytes(&text));
-        self.core
-            .run(&program, abi::CODE_BASE, &[], NpuCsrs::default(), &mut self.gm, 10_000_000)
+        self.core.run(
+            &program,
+            abi::CODE_BASE,
+            &[],
+            NpuCsrs::default(),
+            &mut self.gm,
+            10_000_000,
+        )
     }
 
     /// The address of word `i` of a program run with [`Machine::run`].
@@ -167,8 +173,21 @@ impl Asm {
     pub fn copy(&mut self, dir: CopyDir, dst: u64, src: u64, bytes: u32) -> &mut Self {
         self.copy2d(dir, dst, src, 1, bytes, bytes, bytes)
     }
-    pub fn mmad(&mut self, acc: bool, f32_in: bool, c: u64, a: u64, b: u64, m: u16, n: u16, k: u16) -> &mut Self {
-        self.li(A0, c).li(A1, a).li(A2, b).li(A3, encode::mnk(m, n, k));
+    pub fn mmad(
+        &mut self,
+        acc: bool,
+        f32_in: bool,
+        c: u64,
+        a: u64,
+        b: u64,
+        m: u16,
+        n: u16,
+        k: u16,
+    ) -> &mut Self {
+        self.li(A0, c)
+            .li(A1, a)
+            .li(A2, b)
+            .li(A3, encode::mnk(m, n, k));
         self.word(encode::mmad(acc, f32_in, A0, A1, A2, A3))
     }
     pub fn set_flag(&mut self, src: Pipe, dst: Pipe, ev: u8) -> &mut Self {
@@ -249,7 +268,10 @@ impl Kernel {
             .lines()
             .filter_map(|l| {
                 let (n, a) = l.split_once(' ')?;
-                Some((n.to_string(), u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?))
+                Some((
+                    n.to_string(),
+                    u64::from_str_radix(a.trim_start_matches("0x"), 16).ok()?,
+                ))
             })
             .collect();
         Kernel {

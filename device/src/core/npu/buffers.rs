@@ -1,26 +1,48 @@
 //! The storage behind the local buffers: one zeroed block per buffer, 8-byte aligned so the
-//! vector and cube units can view 32-byte aligned regions as `f32` / `u16` slices. Resetting
-//! zeroes only the prefix that may have been written, so a core with a megabyte of buffers
-//! still resets in the time its kernel touched.
+//! vector and cube units can view 32-byte aligned regions as `f32` / `u16` slices. The blocks
+//! are allocated when a kernel first touches a buffer (a core that only runs scalar code never
+//! pays for the megabyte), and resetting zeroes only the prefix that may have been written.
 
 use super::config::BufferSizes;
 use super::layout::Buffer;
+use crate::abi;
 
 /// The five local buffers of one core.
 pub(crate) struct LocalBuffers {
+    /// Empty until [`LocalBuffers::ensure`].
     mem: [Vec<u64>; 5],
+    allocated: bool,
     size: [usize; 5],
     /// Bytes from 0 up to here may be non-zero.
     dirty: [usize; 5],
 }
 
+/// Zeros that unallocated buffers read as: one lazily mapped block as large as a buffer
+/// window, never written (so its pages stay the kernel's shared zero page).
+fn zeros(len: usize) -> &'static [u8] {
+    static ZEROS: std::sync::OnceLock<Vec<u64>> = std::sync::OnceLock::new();
+    let z = ZEROS.get_or_init(|| vec![0u64; abi::LOCAL_BUFFER_WINDOW as usize / 8]);
+    &bytemuck::cast_slice(z)[..len]
+}
+
 impl LocalBuffers {
     pub fn new(sizes: &BufferSizes) -> LocalBuffers {
-        let size = Buffer::ALL.map(|b| sizes.of(b) as usize);
         LocalBuffers {
-            mem: size.map(|s| vec![0u64; s / 8]),
-            size,
+            mem: Default::default(),
+            allocated: false,
+            size: Buffer::ALL.map(|b| sizes.of(b) as usize),
             dirty: [0; 5],
+        }
+    }
+
+    /// Allocates the buffers if this is their first use.
+    #[inline]
+    pub fn ensure(&mut self) {
+        if !self.allocated {
+            for b in Buffer::ALL {
+                self.mem[b.index()] = vec![0u64; self.size[b.index()] / 8];
+            }
+            self.allocated = true;
         }
     }
 
@@ -31,23 +53,30 @@ impl LocalBuffers {
     pub fn reset(&mut self) {
         for b in Buffer::ALL {
             let d = std::mem::take(&mut self.dirty[b.index()]);
-            let words = d.div_ceil(8);
+            let words = d.div_ceil(8).min(self.mem[b.index()].len());
             self.mem[b.index()][..words].fill(0);
         }
     }
 
+    /// The whole buffer (zeros if it was never used).
     pub fn bytes(&self, b: Buffer) -> &[u8] {
-        bytemuck::cast_slice(&self.mem[b.index()])
+        if self.allocated {
+            bytemuck::cast_slice(&self.mem[b.index()])
+        } else {
+            zeros(self.size[b.index()])
+        }
     }
 
     /// The whole buffer, writable; marks all of it as possibly non-zero.
     pub fn bytes_mut(&mut self, b: Buffer) -> &mut [u8] {
+        self.ensure();
         self.dirty[b.index()] = self.size[b.index()];
         bytemuck::cast_slice_mut(&mut self.mem[b.index()])
     }
 
     /// `len` bytes at `off`, writable. The caller has checked the range.
     pub fn range_mut(&mut self, b: Buffer, off: usize, len: usize) -> &mut [u8] {
+        self.ensure();
         let d = &mut self.dirty[b.index()];
         *d = (*d).max(off + len);
         &mut bytemuck::cast_slice_mut(&mut self.mem[b.index()])[off..off + len]
@@ -110,7 +139,9 @@ mod tests {
     #[test]
     fn reset_zeroes_what_was_written() {
         let mut b = LocalBuffers::new(&BufferSizes::from_device(&DeviceConfig::default()));
+        assert!(b.bytes(Buffer::L1).iter().all(|&x| x == 0), "unallocated reads as zeros");
         b.range_mut(Buffer::L1, 1000, 8).fill(7);
+        assert_eq!(b.bytes(Buffer::L1)[1000], 7);
         b.bytes_mut(Buffer::Ub)[5] = 1;
         b.reset();
         assert!(b.bytes(Buffer::L1).iter().all(|&x| x == 0));

@@ -16,7 +16,11 @@ impl PerCycle {
     /// `v` units per cycle (at least 1/65536).
     pub fn from_f64(v: f64) -> PerCycle {
         let q = (v * 65536.0).round();
-        PerCycle(if q.is_finite() && q >= 1.0 { q.min(1e18) as u64 } else { 1 })
+        PerCycle(if q.is_finite() && q >= 1.0 {
+            q.min(1e18) as u64
+        } else {
+            1
+        })
     }
 
     /// Whole units per cycle.

@@ -44,7 +44,15 @@ pub(crate) struct CubeScratch {
 }
 
 /// Widens `rows` rows of `cols` elements at `off` (row pitch `pitch` bytes) into `dst`.
-fn widen(dst: &mut Vec<f32>, src: &[u8], off: usize, rows: usize, cols: usize, pitch: usize, f32_in: bool) {
+fn widen(
+    dst: &mut Vec<f32>,
+    src: &[u8],
+    off: usize,
+    rows: usize,
+    cols: usize,
+    pitch: usize,
+    f32_in: bool,
+) {
     dst.clear();
     dst.reserve(rows * cols);
     for r in 0..rows {
@@ -58,11 +66,34 @@ fn widen(dst: &mut Vec<f32>, src: &[u8], off: usize, rows: usize, cols: usize, p
 }
 
 /// Computes the new C tile, dense `m × n`, into `out`.
-pub(crate) fn compute(op: &CubeOp, l0a: &[u8], l0b: &[u8], l0c: &[u8], scratch: &mut CubeScratch, out: &mut Staging) {
+pub(crate) fn compute(
+    op: &CubeOp,
+    l0a: &[u8],
+    l0b: &[u8],
+    l0c: &[u8],
+    scratch: &mut CubeScratch,
+    out: &mut Staging,
+) {
     let (m, n, k) = (op.m as usize, op.n as usize, op.k as usize);
     let (pa, pb, pc) = op.pitches();
-    widen(&mut scratch.a, l0a, op.a as usize, m, k, pa as usize, op.f32_inputs);
-    widen(&mut scratch.b, l0b, op.b as usize, k, n, pb as usize, op.f32_inputs);
+    widen(
+        &mut scratch.a,
+        l0a,
+        op.a as usize,
+        m,
+        k,
+        pa as usize,
+        op.f32_inputs,
+    );
+    widen(
+        &mut scratch.b,
+        l0b,
+        op.b as usize,
+        k,
+        n,
+        pb as usize,
+        op.f32_inputs,
+    );
     out.resize(m * n * 4);
     let c = out.f32s_mut();
     if op.accumulate {

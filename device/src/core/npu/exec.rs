@@ -32,7 +32,7 @@ fn local_region(
             });
         }
     };
-    if off % abi::LOCAL_BUFFER_ALIGN != 0 {
+    if !off.is_multiple_of(abi::LOCAL_BUFFER_ALIGN) {
         return Err(NpuFault::Misaligned {
             buffer: expected,
             what: "address",
@@ -40,7 +40,7 @@ fn local_region(
         });
     }
     if rows > 1 {
-        if stride % abi::LOCAL_BUFFER_ALIGN != 0 {
+        if !stride.is_multiple_of(abi::LOCAL_BUFFER_ALIGN) {
             return Err(NpuFault::Misaligned {
                 buffer: expected,
                 what: "stride",
@@ -93,7 +93,7 @@ fn pad16(x: u32) -> u64 {
 impl Npu {
     fn vector_op(&self, op: VecOp, [d, a, b, c]: [u64; 4]) -> Result<(VectorOp, u64), NpuFault> {
         let n = c;
-        let elems = |e: u64| n.checked_mul(e).unwrap_or(u64::MAX);
+        let elems = |e: u64| n.saturating_mul(e);
         let dst_len = match op {
             VecOp::Sum | VecOp::RMax => 4,
             VecOp::CvtF32ToF16 => elems(2),
@@ -123,22 +123,36 @@ impl Npu {
         Ok((v, occupancy))
     }
 
-    fn copy_op(&self, dir: CopyDir, [d, s, shape, strides]: [u64; 4]) -> Result<(CopyOp, u64, u64), NpuFault> {
+    fn copy_op(
+        &self,
+        dir: CopyDir,
+        [d, s, shape, strides]: [u64; 4],
+    ) -> Result<(CopyOp, u64, u64), NpuFault> {
         let (rows, row_bytes) = (shape >> 32, shape & 0xffff_ffff);
         let (src_stride, dst_stride) = (strides >> 32, strides & 0xffff_ffff);
         let side = |buffer: Option<Buffer>, operand, addr, stride| -> Result<Side, NpuFault> {
             Ok(match buffer {
                 None => Side::Gm(addr),
-                Some(b) => Side::Local(b, local_region(self, operand, b, addr, rows, row_bytes, stride)?),
+                Some(b) => Side::Local(
+                    b,
+                    local_region(self, operand, b, addr, rows, row_bytes, stride)?,
+                ),
             })
         };
         let src = side(dir.src(), "src", s, src_stride)?;
         let dst = side(dir.dst(), "dst", d, dst_stride)?;
         // A local side bounds rows × row_bytes by its buffer, so this cannot overflow.
-        let bytes = if row_bytes == 0 { 0 } else { rows * pitch(row_bytes) };
+        let bytes = if row_bytes == 0 {
+            0
+        } else {
+            rows * pitch(row_bytes)
+        };
         let t = &self.timing;
         let (occupancy, extra) = match dir.pipe() {
-            Pipe::Mte1 => (t.mte1_setup as u64 + t.l1_bytes_per_cycle.cycles_for(bytes), 0),
+            Pipe::Mte1 => (
+                t.mte1_setup as u64 + t.l1_bytes_per_cycle.cycles_for(bytes),
+                0,
+            ),
             _ => (
                 t.mte_setup as u64 + t.gm_bytes_per_cycle.cycles_for(bytes),
                 t.gm_latency as u64,
@@ -215,7 +229,12 @@ impl Npu {
 impl Core {
     /// Executes one extension instruction at scalar time `self.cycles` (already charged its
     /// issue cost). Stalls move `self.cycles` forward.
-    pub(crate) fn exec_npu<B: Bus>(&mut self, bus: &mut B, inst: Inst, pc: u64) -> Result<(), Trap> {
+    pub(crate) fn exec_npu<B: Bus>(
+        &mut self,
+        bus: &mut B,
+        inst: Inst,
+        pc: u64,
+    ) -> Result<(), Trap> {
         let regs = [
             self.x[inst.rd as usize & 31],
             self.x[inst.rs1 as usize & 31],
@@ -234,7 +253,8 @@ impl Core {
                 self.issue(Pipe::V, occ, 0, AsyncOp::Vector(v), pc);
             }
             Op::NpuMove => {
-                let dir = CopyDir::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
+                let dir =
+                    CopyDir::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
                 let (c, occ, extra) = self.npu.copy_op(dir, regs).map_err(fault)?;
                 self.issue(dir.pipe(), occ, extra, AsyncOp::Copy(c), pc);
             }

@@ -85,7 +85,9 @@ pub enum NpuFault {
     },
     /// `wait_flag` with no earlier `set_flag` of the same flag to consume: it would wait for
     /// ever (sets must be issued before the waits they release).
-    #[error("wait_flag({src}->{dst}, event {event}) has no set_flag issued before it: it would wait for ever")]
+    #[error(
+        "wait_flag({src}->{dst}, event {event}) has no set_flag issued before it: it would wait for ever"
+    )]
     WaitWithoutSet {
         /// Source pipe.
         src: Pipe,
@@ -115,7 +117,11 @@ impl NpuFault {
             NpuFault::OutOfBuffer { addr, .. }
             | NpuFault::WrongBuffer { addr, .. }
             | NpuFault::ScalarAccess { addr, .. } => Some(addr),
-            NpuFault::Misaligned { value, what, .. } if what == "address" => Some(value),
+            NpuFault::Misaligned {
+                value,
+                what: "address",
+                ..
+            } => Some(value),
             _ => None,
         }
     }

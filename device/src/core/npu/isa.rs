@@ -290,7 +290,15 @@ pub mod encode {
     use super::*;
 
     /// An R4-type word.
-    pub const fn r4(opcode: u32, funct3: u32, funct2: u32, rd: u32, rs1: u32, rs2: u32, rs3: u32) -> u32 {
+    pub const fn r4(
+        opcode: u32,
+        funct3: u32,
+        funct2: u32,
+        rd: u32,
+        rs1: u32,
+        rs2: u32,
+        rs3: u32,
+    ) -> u32 {
         (rs3 & 31) << 27
             | (funct2 & 3) << 25
             | (rs2 & 31) << 20
@@ -313,7 +321,15 @@ pub mod encode {
 
     /// A cube instruction: `mmad c, a, b, mnk` (registers).
     pub const fn mmad(accumulate: bool, f32_inputs: bool, c: u32, a: u32, b: u32, mnk: u32) -> u32 {
-        r4(OPCODE_CUBE, (f32_inputs as u32) << 1 | accumulate as u32, 0, c, a, b, mnk)
+        r4(
+            OPCODE_CUBE,
+            (f32_inputs as u32) << 1 | accumulate as u32,
+            0,
+            c,
+            a,
+            b,
+            mnk,
+        )
     }
 
     /// A synchronization instruction with its operand in register `rs1`.

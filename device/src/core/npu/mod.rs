@@ -227,16 +227,19 @@ impl Npu {
                 let out = p.data.bytes_mut();
                 match c.src {
                     Side::Gm(va) => {
-                        let rows = if c.src_stride == c.row_bytes { 1 } else { c.rows };
+                        let rows = if c.src_stride == c.row_bytes {
+                            1
+                        } else {
+                            c.rows
+                        };
                         let len = out.len() / rows.max(1) as usize;
                         for (r, chunk) in out.chunks_exact_mut(len.max(1)).enumerate() {
                             let addr = va.wrapping_add(r as u64 * c.src_stride);
-                            bus.load(addr, chunk)
-                                .map_err(|fault| Trap::LoadPageFault {
-                                    pc: p.pc,
-                                    addr: fault.addr,
-                                    fault,
-                                })?;
+                            bus.load(addr, chunk).map_err(|fault| Trap::LoadPageFault {
+                                pc: p.pc,
+                                addr: fault.addr,
+                                fault,
+                            })?;
                             self.footprint.read(addr, chunk.len() as u64);
                         }
                         self.gm_read_bytes += out.len() as u64;
@@ -270,7 +273,11 @@ impl Npu {
                 let rb = c.row_bytes as usize;
                 match c.dst {
                     Side::Gm(va) => {
-                        let rows = if c.dst_stride == c.row_bytes { 1 } else { c.rows };
+                        let rows = if c.dst_stride == c.row_bytes {
+                            1
+                        } else {
+                            c.rows
+                        };
                         let len = data.len() / rows.max(1) as usize;
                         for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
                             let addr = va.wrapping_add(r as u64 * c.dst_stride);

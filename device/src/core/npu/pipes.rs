@@ -43,7 +43,14 @@ pub const MAX_QUEUE_DEPTH: usize = 64;
 
 impl Pipe {
     /// All pipes, by number.
-    pub const ALL: [Pipe; PIPES] = [Pipe::S, Pipe::V, Pipe::M, Pipe::Mte1, Pipe::Mte2, Pipe::Mte3];
+    pub const ALL: [Pipe; PIPES] = [
+        Pipe::S,
+        Pipe::V,
+        Pipe::M,
+        Pipe::Mte1,
+        Pipe::Mte2,
+        Pipe::Mte3,
+    ];
 
     /// The pipe numbered `n`.
     pub fn from_number(n: u64) -> Option<Pipe> {
@@ -310,8 +317,20 @@ mod tests {
         let a = p.schedule(Pipe::Mte2, 0, 100, 50);
         let b = p.schedule(Pipe::Mte2, 1, 100, 50);
         let v = p.schedule(Pipe::V, 2, 10, 0);
-        assert_eq!(a, Slot { start: 0, done: 150 });
-        assert_eq!(b, Slot { start: 100, done: 250 });
+        assert_eq!(
+            a,
+            Slot {
+                start: 0,
+                done: 150
+            }
+        );
+        assert_eq!(
+            b,
+            Slot {
+                start: 100,
+                done: 250
+            }
+        );
         assert_eq!(v, Slot { start: 2, done: 12 });
         assert_eq!(p.finish_time(), 250);
         assert_eq!(p.busy().mte2, 200);

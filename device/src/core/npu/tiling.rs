@@ -10,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 
 use super::config::{NpuConfig, NpuTiming};
 use super::layout::{Buffer, pitch};
+use super::pipes::{Pipe, Pipes};
 
 /// Entry symbol of the single-buffered vector add.
 pub const EXT_VADD_SINGLE: &str = "ext_vadd_single";
@@ -173,7 +174,12 @@ fn rows_per_tile(rows: u64, blocks: u32, max_fit: u64) -> u64 {
 }
 
 /// Tiling of the row softmax of a `rows × cols` matrix over `blocks` blocks.
-pub fn softmax(rows: u64, cols: u64, blocks: u32, cfg: &NpuConfig) -> Result<SoftmaxTiling, TilingError> {
+pub fn softmax(
+    rows: u64,
+    cols: u64,
+    blocks: u32,
+    cfg: &NpuConfig,
+) -> Result<SoftmaxTiling, TilingError> {
     let ub = cfg.buffers.of(Buffer::Ub) as u64;
     let pitch = round_up(cols.max(1), 8);
     let per_row = 2 * pitch * 4 + 32;
@@ -230,81 +236,196 @@ fn block_range(items: u64, blocks: u64, b: u64) -> (u64, u64) {
     (start, start + base + (b < extra) as u64)
 }
 
-/// Estimated cycles of one tile of a matmul with tiling `t` (rows × cols of output), on the
-/// pipe that bounds it, following the kernel's loop and the unit costs of `timing`.
-fn matmul_tile_cycles(t: &MatmulTiling, rows: u64, cols: u64, load_a: bool, timing: &NpuTiming) -> u64 {
-    let (k, tk1, tk0) = (t.k as u64, t.tk1 as u64, t.tk0 as u64);
-    let gm = |bytes: u64| timing.mte_setup as u64 + timing.gm_bytes_per_cycle.cycles_for(bytes);
-    let l1 = |bytes: u64| timing.mte1_setup as u64 + timing.l1_bytes_per_cycle.cycles_for(bytes);
-    let pad = |x: u64| round_up(x.max(1), 16);
-    let (mut cube, mut mte1, mut mte2) = (0, 0, 0);
-    let mut kc = 0;
-    while kc < k {
-        let kk = tk1.min(k - kc);
-        if load_a {
-            mte2 += gm(rows * pitch(2 * kk));
+/// Scalar cycles the compiled kernel spends, on average, around each extension instruction it
+/// issues (operand set-up, loop bookkeeping), for the dry run. Measured on `ext_matmul.o`.
+const DRY_ISSUE_CYCLES: u64 = 15;
+/// Scalar cycles of the kernel's prologue (tiling loads, checks, block range) before its first
+/// extension instruction. Measured on `ext_matmul.o`.
+const DRY_PROLOGUE_CYCLES: u64 = 290;
+
+/// The timing of a kernel's issue sequence without its data: the same pipes and flags as the
+/// core ([`Pipes`]), driven by a mirror of the kernel's loop.
+struct DryRun<'a> {
+    pipes: Pipes,
+    now: u64,
+    timing: &'a NpuTiming,
+}
+
+impl DryRun<'_> {
+    fn new(timing: &NpuTiming) -> DryRun<'_> {
+        DryRun {
+            pipes: Pipes::new(timing.queue_depth),
+            now: DRY_PROLOGUE_CYCLES,
+            timing,
         }
-        mte2 += gm(kk * pitch(2 * cols));
-        let mut ks = 0;
-        while ks < kk {
-            let k0 = tk0.min(kk - ks);
-            mte1 += l1(rows * pitch(2 * k0)) + l1(k0 * pitch(2 * cols));
-            cube += timing.cube_startup as u64
-                + (pad(rows) * pad(cols) * pad(k0) * 2).div_ceil(timing.cube_f16_flops_per_cycle as u64);
-            ks += k0;
-        }
-        kc += kk;
     }
-    let out = gm(rows * pitch(4 * cols)) + timing.gm_latency as u64;
-    let steady = cube.max(mte1).max(mte2);
-    if t.l0c_buffers >= 2 {
-        steady.max(out)
-    } else {
-        steady + out
+
+    fn op(&mut self, pipe: Pipe, occupancy: u64, extra: u64) {
+        self.now = self.pipes.issue_time(pipe, self.now + DRY_ISSUE_CYCLES);
+        self.pipes.schedule(pipe, self.now, occupancy, extra);
+    }
+
+    fn gm(&mut self, pipe: Pipe, rows: u64, row_bytes: u64) {
+        let t = self.timing;
+        let occ = t.mte_setup as u64 + t.gm_bytes_per_cycle.cycles_for(rows * pitch(row_bytes));
+        self.op(pipe, occ, t.gm_latency as u64);
+    }
+
+    fn l1(&mut self, rows: u64, row_bytes: u64) {
+        let t = self.timing;
+        let occ = t.mte1_setup as u64 + t.l1_bytes_per_cycle.cycles_for(rows * pitch(row_bytes));
+        self.op(Pipe::Mte1, occ, 0);
+    }
+
+    fn cube(&mut self, m: u64, n: u64, k: u64) {
+        let t = self.timing;
+        let pad = |x: u64| round_up(x.max(1), 16);
+        let occ = t.cube_startup as u64
+            + (pad(m) * pad(n) * pad(k) * 2).div_ceil(t.cube_f16_flops_per_cycle as u64);
+        self.op(Pipe::M, occ, 0);
+    }
+
+    fn set(&mut self, src: Pipe, dst: Pipe, ev: u8) {
+        self.now += DRY_ISSUE_CYCLES;
+        // The mirror issues exactly the kernel's balanced sets and waits.
+        let _ = self.pipes.set_flag(src, dst, ev, self.now);
+    }
+
+    fn wait(&mut self, src: Pipe, dst: Pipe, ev: u8) {
+        self.now += DRY_ISSUE_CYCLES;
+        if let Ok(Some(t)) = self.pipes.wait_flag(src, dst, ev) {
+            self.now = self.now.max(t);
+        }
+    }
+
+    fn end(&self) -> u64 {
+        self.now.max(self.pipes.finish_time())
     }
 }
 
-/// Estimated cycles of the slowest block.
-fn matmul_estimate(t: &MatmulTiling, blocks: u64, timing: &NpuTiming) -> u64 {
-    let (m, n) = (t.m as u64, t.n as u64);
-    let (tm, tn) = (t.tm as u64, t.tn as u64);
+/// Cycles of one block of `ext_matmul_f16` owning tiles `t0..t1`: the kernel's loop, step for
+/// step (keep in sync with `examples/kernels/ext_matmul.c`).
+fn matmul_block_cycles(t: &MatmulTiling, t0: u64, t1: u64, timing: &NpuTiming) -> u64 {
+    use Pipe::{M, Mte1, Mte2, Mte3};
+    let (m, n, k) = (t.m as u64, t.n as u64, t.k as u64);
+    let (tm, tn, tk1, tk0) = (t.tm as u64, t.tn as u64, t.tk1 as u64, t.tk0 as u64);
     let tiles_n = n.div_ceil(tn);
-    let tiles = m.div_ceil(tm) * tiles_n;
-    let blocks = blocks.clamp(1, tiles.max(1));
-    // Large tile counts: the first and last blocks stand for the rest.
-    let which: Vec<u64> = if tiles > 4096 {
-        vec![0, blocks - 1]
-    } else {
-        (0..blocks).collect()
-    };
-    // Ramp: the first stage's load and latency, and the last tile's write-out.
-    let ramp = 2 * timing.gm_latency as u64
-        + timing.gm_bytes_per_cycle.cycles_for((tm + t.tk1 as u64 / 2) * pitch(2 * tn));
-    which
-        .into_iter()
-        .map(|b| {
-            let (t0, t1) = block_range(tiles, blocks, b);
-            let mut prev = u64::MAX;
-            let mut sum = if t0 < t1 { ramp } else { 0 };
-            for tile in t0..t1 {
-                let (mi, ni) = (tile / tiles_n, tile % tiles_n);
-                let rows = tm.min(m - mi * tm);
-                let cols = tn.min(n - ni * tn);
-                let load_a = t.a_resident == 0 || mi != prev;
-                prev = mi;
-                sum += matmul_tile_cycles(t, rows, cols, load_a, timing);
+    let kstages = k.div_ceil(tk1);
+    let cbufs = t.l0c_buffers.max(1) as u64;
+    let mut d = DryRun::new(timing);
+    for ev in 0..2 {
+        d.set(Mte1, Mte2, ev);
+        d.set(M, Mte1, ev);
+        d.set(Mte3, M, ev);
+    }
+    let (mut stage, mut step) = (0u64, 0u64);
+    let mut prev_mi = u64::MAX;
+    for (done, tile) in (t0..t1).enumerate() {
+        let (mi, ni) = (tile / tiles_n, tile % tiles_n);
+        let rows = tm.min(m - mi * tm);
+        let cols = tn.min(n - ni * tn);
+        let load_a = t.a_resident == 0 || mi != prev_mi;
+        if t.a_resident != 0 && load_a && prev_mi != u64::MAX {
+            d.set(Mte1, Mte2, 2);
+            d.wait(Mte1, Mte2, 2);
+        }
+        prev_mi = mi;
+        let cs = (done as u64 % cbufs) as u8;
+        for kc in 0..kstages {
+            let kk = tk1.min(k - kc * tk1);
+            let bs = (stage & 1) as u8;
+            d.wait(Mte1, Mte2, bs);
+            if load_a {
+                d.gm(Mte2, rows, 2 * kk);
             }
-            sum
-        })
+            d.gm(Mte2, kk, 2 * cols);
+            d.set(Mte2, Mte1, bs);
+            d.wait(Mte2, Mte1, bs);
+            let mut ks = 0;
+            while ks * tk0 < kk {
+                let k0 = tk0.min(kk - ks * tk0);
+                let ls = (step & 1) as u8;
+                d.wait(M, Mte1, ls);
+                d.l1(rows, 2 * k0);
+                d.l1(k0, 2 * cols);
+                d.set(Mte1, M, ls);
+                d.wait(Mte1, M, ls);
+                if kc == 0 && ks == 0 {
+                    d.wait(Mte3, M, cs);
+                }
+                d.cube(rows, cols, k0);
+                d.set(M, Mte1, ls);
+                ks += 1;
+                step += 1;
+            }
+            d.set(Mte1, Mte2, bs);
+            stage += 1;
+        }
+        d.set(M, Mte3, cs);
+        d.wait(M, Mte3, cs);
+        d.gm(Mte3, rows, 4 * cols);
+        d.set(Mte3, M, cs);
+    }
+    d.end()
+}
+
+/// Estimated cycles of the slowest block of `ext_matmul_f16` with tiling `t` over `blocks`
+/// blocks, from a dry run of the kernel's issue sequence through the core's pipe timing
+/// (`timing`). Within a few percent of the simulated block time (the scalar unit's own cost
+/// is approximated); an engine can use it as the launch's cost before running it.
+pub fn matmul_block_estimate(t: &MatmulTiling, blocks: u32, timing: &NpuTiming) -> u64 {
+    let tiles =
+        (t.m as u64).div_ceil(t.tm.max(1) as u64) * (t.n as u64).div_ceil(t.tn.max(1) as u64);
+    deciding_blocks(tiles, blocks as u64)
+        .into_iter()
+        .map(|(a, b)| matmul_block_cycles(t, a, b, timing))
         .max()
         .unwrap_or(0)
 }
 
-/// Tiling of `C (m × n, f32) = A (m × k, f16) × B (k × n, f16)` over `blocks` blocks: the
-/// candidate tile shapes that fit the local buffers, each estimated with the unit costs of
-/// `cfg` (per-tile time on the bounding pipe, summed over the slowest block), the fastest
-/// kept.
-pub fn matmul(m: u64, n: u64, k: u64, blocks: u32, cfg: &NpuConfig) -> Result<MatmulTiling, TilingError> {
+/// A lower bound on a block's cycles: its cube work alone.
+fn matmul_cube_bound(t: &MatmulTiling, t0: u64, t1: u64, timing: &NpuTiming) -> u64 {
+    let (m, n, k) = (t.m as u64, t.n as u64, t.k as u64);
+    let (tm, tn) = (t.tm as u64, t.tn as u64);
+    let tiles_n = n.div_ceil(tn);
+    let pad = |x: u64| round_up(x.max(1), 16);
+    let steps = k.div_ceil(t.tk1 as u64) * (t.tk1 as u64).div_ceil(t.tk0 as u64);
+    (t0..t1)
+        .map(|tile| {
+            let rows = tm.min(m - tile / tiles_n * tm);
+            let cols = tn.min(n - tile % tiles_n * tn);
+            (pad(rows) * pad(cols) * pad(k) * 2).div_ceil(timing.cube_f16_flops_per_cycle as u64)
+                + steps * timing.cube_startup as u64
+        })
+        .sum()
+}
+
+/// The blocks whose time decides the launch: all of them, or for large tile counts the first
+/// (the most tiles) and the last (the edge tiles).
+fn deciding_blocks(tiles: u64, blocks: u64) -> Vec<(u64, u64)> {
+    let blocks = blocks.clamp(1, tiles.max(1));
+    let which: Vec<u64> = if blocks > 64 {
+        vec![0, blocks - 1]
+    } else {
+        (0..blocks).collect()
+    };
+    which
+        .into_iter()
+        .map(|b| block_range(tiles, blocks, b))
+        .collect()
+}
+
+/// Tiling of `C (m × n, f32) = A (m × k, f16) × B (k × n, f16)` over `blocks` blocks: of the
+/// candidate tile shapes that fit the local buffers, the one whose slowest block finishes
+/// first when the kernel's issue sequence is dry-run through the core's pipe timing with the
+/// unit costs of `cfg`.
+pub fn matmul(
+    m: u64,
+    n: u64,
+    k: u64,
+    blocks: u32,
+    cfg: &NpuConfig,
+) -> Result<MatmulTiling, TilingError> {
     for (what, v) in [("m", m), ("n", n), ("k", k)] {
         if v > u32::MAX as u64 / 2 {
             return Err(TilingError::TooLarge {
@@ -315,7 +436,12 @@ pub fn matmul(m: u64, n: u64, k: u64, blocks: u32, cfg: &NpuConfig) -> Result<Ma
         }
     }
     let size = |b| cfg.buffers.of(b) as u64;
-    let (l1, l0a, l0b, l0c) = (size(Buffer::L1), size(Buffer::L0a), size(Buffer::L0b), size(Buffer::L0c));
+    let (l1, l0a, l0b, l0c) = (
+        size(Buffer::L1),
+        size(Buffer::L0a),
+        size(Buffer::L0b),
+        size(Buffer::L0c),
+    );
     let pad = |x: u64| round_up(x.max(1), 16);
     let limit = |full: u64, list: &[u64]| -> Vec<u64> {
         let mut v: Vec<u64> = list.iter().copied().filter(|&x| x < pad(full)).collect();
@@ -327,7 +453,7 @@ pub fn matmul(m: u64, n: u64, k: u64, blocks: u32, cfg: &NpuConfig) -> Result<Ma
     let tms = limit(m, &[16, 32, 64, 96, 128, 192, 256]);
     let tns = limit(n, &[16, 32, 64, 96, 128, 160, 176, 192, 256]);
     let tk0s = limit(k, &[32, 64, 128, 256]);
-    let mut best: Option<(u64, MatmulTiling)> = None;
+    let mut candidates = Vec::new();
     for &tm in &tms {
         for &tn in &tns {
             for &tk0 in &tk0s {
@@ -357,12 +483,33 @@ pub fn matmul(m: u64, n: u64, k: u64, blocks: u32, cfg: &NpuConfig) -> Result<Ma
                         l0c_buffers: if 2 * tm * tn * 4 <= l0c { 2 } else { 1 },
                         reserved: [0; 3],
                     };
-                    let est = matmul_estimate(&t, blocks as u64, &cfg.timing);
-                    if best.is_none_or(|(b, _)| est < b) {
-                        best = Some((est, t));
-                    }
+                    let tiles = m.div_ceil(tm) * n.div_ceil(tn);
+                    let ranges = deciding_blocks(tiles, blocks as u64);
+                    let bound = ranges
+                        .iter()
+                        .map(|&(a, b)| matmul_cube_bound(&t, a, b, &cfg.timing))
+                        .max()
+                        .unwrap_or(0);
+                    candidates.push((bound, t, ranges));
                 }
             }
+        }
+    }
+    // Branch and bound: dry-run candidates in order of their cube-time bound until the bound
+    // alone is slower than the best run so far.
+    candidates.sort_by_key(|c| c.0);
+    let mut best: Option<(u64, MatmulTiling)> = None;
+    for (bound, t, ranges) in candidates {
+        if best.is_some_and(|(b, _)| bound >= b) {
+            break;
+        }
+        let est = ranges
+            .iter()
+            .map(|&(a, b)| matmul_block_cycles(&t, a, b, &cfg.timing))
+            .max()
+            .unwrap_or(0);
+        if best.is_none_or(|(b, _)| est < b) {
+            best = Some((est, t));
         }
     }
     best.map(|(_, t)| t).ok_or(TilingError::NoFit)
@@ -386,7 +533,7 @@ mod tests {
         let s = vadd(1 << 20, 24, Buffering::Single, &cfg);
         let d = vadd(1 << 20, 24, Buffering::Double, &cfg);
         assert_eq!(s.tile, 16384);
-        assert!(d.tile <= 8192 && d.tile % 8 == 0 && d.tile >= 512);
+        assert!(d.tile <= 8192 && d.tile.is_multiple_of(8) && d.tile >= 512);
         assert_eq!(vadd(10, 4, Buffering::Single, &cfg).tile, 8);
     }
 
@@ -394,7 +541,10 @@ mod tests {
     fn row_kernels_reject_rows_that_cannot_fit() {
         let cfg = NpuConfig::default();
         assert!(softmax(4, 24_000, 1, &cfg).is_ok());
-        assert!(matches!(softmax(4, 30_000, 1, &cfg), Err(TilingError::RowTooLong { .. })));
+        assert!(matches!(
+            softmax(4, 30_000, 1, &cfg),
+            Err(TilingError::RowTooLong { .. })
+        ));
         let t = layernorm(1000, 1024, 1e-5, 24, &cfg).unwrap();
         assert_eq!(t.pitch, 1024);
         assert!(t.rows_per_tile >= 1);
@@ -403,11 +553,19 @@ mod tests {
     #[test]
     fn matmul_tiles_fit_every_buffer() {
         let cfg = NpuConfig::default();
-        for &(m, n, k) in &[(1024, 1024, 1024), (100, 60, 1000), (1, 1, 1), (4096, 16, 8)] {
+        for &(m, n, k) in &[
+            (1024, 1024, 1024),
+            (100, 60, 1000),
+            (1, 1, 1),
+            (4096, 16, 8),
+        ] {
             let t = matmul(m, n, k, 24, &cfg).unwrap();
             let stages = (k as u32).div_ceil(t.tk1);
             let a_slots = if t.a_resident == 1 { stages } else { 2 };
-            assert!(a_slots * t.tm * t.tk1 * 2 + 2 * t.tk1 * t.tn * 2 <= 512 << 10, "{t:?}");
+            assert!(
+                a_slots * t.tm * t.tk1 * 2 + 2 * t.tk1 * t.tn * 2 <= 512 << 10,
+                "{t:?}"
+            );
             assert!(2 * t.tm * t.tk0 * 2 <= 64 << 10);
             assert!(2 * t.tk0 * t.tn * 2 <= 64 << 10);
             assert!(t.l0c_buffers * t.tm * t.tn * 4 <= 128 << 10);

@@ -67,7 +67,9 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
             out.f32s_mut()[0] = total as f32;
         }
         VecOp::RMax => {
-            let m = f32s(ub, a, n).iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x));
+            let m = f32s(ub, a, n)
+                .iter()
+                .fold(f32::NEG_INFINITY, |m, &x| m.max(x));
             out.f32s_mut()[0] = m;
         }
         VecOp::CvtF32ToF16 => {
