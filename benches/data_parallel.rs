@@ -51,7 +51,10 @@ fn main() {
         let t = Instant::now();
         let w2 = simulate(2);
         two.push(t.elapsed());
-        assert!(w1 == reference && w2 == reference, "results depend on the thread count");
+        assert!(
+            w1 == reference && w2 == reference,
+            "results depend on the thread count"
+        );
     }
     let (m1, m2) = (median(one), median(two));
     println!(

@@ -155,6 +155,7 @@ fn main() -> Result<(), NpuError> {
 
     // 2. Batches of different lengths, right-padded with 0; all queued without waiting.
     let lengths = [5usize, 48, 300, 1024, 2048, 130, 17];
+    let frames_before = rt.stats().frames.frames;
     let mut batches = Vec::new();
     for &len in &lengths {
         let ids: Vec<i32> = (0..PADDED)
@@ -169,10 +170,10 @@ fn main() -> Result<(), NpuError> {
         batches.push(queue_batch(&rt, s, ids, (d_table, d_w))?);
     }
     println!(
-        "{} batches queued ({} tasks); frames run so far: {}",
+        "{} batches queued ({} tasks); frames run while queueing: {}",
         batches.len(),
         batches.len() * 7,
-        rt.stats().frames.frames
+        rt.stats().frames.frames - frames_before
     );
     let frames_before = rt.stats().frames.frames;
     rt.synchronize_stream(s)?;
@@ -204,7 +205,7 @@ fn main() -> Result<(), NpuError> {
         cfg.l0c_bytes >> 10
     );
     println!(
-        "{:>5} {:>7} | {:^21} | {:^34} | {:^21} | {:>9}",
+        "{:>5} {:>7} | {:^23} | {:^42} | {:^22} | {:>9}",
         "batch", "seq len", "embedding lookup", "matmul (cube)", "softmax", "max |err|"
     );
     let mut worst = 0.0f32;

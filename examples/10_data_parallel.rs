@@ -21,8 +21,7 @@
 
 use npusim::prelude::*;
 use npusim::{
-    Communicator, DataType, HostCosts, KernelCost, LinkConfig, ReduceOp, StreamKind,
-    TopologyConfig,
+    Communicator, DataType, HostCosts, KernelCost, LinkConfig, ReduceOp, StreamKind, TopologyConfig,
 };
 
 /// Layer widths: input, two hidden layers, output.
@@ -73,7 +72,9 @@ pub struct TrainResult {
 
 /// Deterministic pseudo-random numbers in [-1, 1).
 fn lcg(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut s = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
             s = s
@@ -288,7 +289,9 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
     let scale = 1.0 / (b * n) as f32;
     let step_marks: Vec<Event> = {
         rt.set_device(0)?;
-        (0..=cfg.steps).map(|_| rt.create_event()).collect::<NpuResult<_>>()?
+        (0..=cfg.steps)
+            .map(|_| rt.create_event())
+            .collect::<NpuResult<_>>()?
     };
     for step in 0..cfg.steps {
         for (r, rank) in ranks.iter().enumerate() {
@@ -297,7 +300,13 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
             if r == 0 {
                 rt.record_event(step_marks[step], s)?;
             }
-            let launch_gemm = |kernel, a: DevicePtr, bm: DevicePtr, c: DevicePtr, m: usize, n: usize, kk: usize| {
+            let launch_gemm = |kernel,
+                               a: DevicePtr,
+                               bm: DevicePtr,
+                               c: DevicePtr,
+                               m: usize,
+                               n: usize,
+                               kk: usize| {
                 rt.launch(
                     kernel,
                     2,
@@ -308,10 +317,23 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
             // Forward: h1 = relu(x·W1), h2 = relu(h1·W2), y = h2·W3.
             let inputs = [rank.x, rank.h[0], rank.h[1]];
             for l in 0..3 {
-                launch_gemm(gemm, inputs[l], rank.w[l], rank.h[l], b, DIMS[l + 1], DIMS[l])?;
+                launch_gemm(
+                    gemm,
+                    inputs[l],
+                    rank.w[l],
+                    rank.h[l],
+                    b,
+                    DIMS[l + 1],
+                    DIMS[l],
+                )?;
                 if l < 2 {
                     let len = b * DIMS[l + 1];
-                    rt.launch(relu, 2, &[rank.h[l].into(), rank.h[l].into(), len.into()], s)?;
+                    rt.launch(
+                        relu,
+                        2,
+                        &[rank.h[l].into(), rank.h[l].into(), len.into()],
+                        s,
+                    )?;
                 }
             }
             // Backward, last layer first; each weight gradient is a bucket.
@@ -319,7 +341,13 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
             rt.launch(
                 mse,
                 2,
-                &[rank.h[2].into(), rank.t.into(), rank.dh[0].into(), out.into(), scale.into()],
+                &[
+                    rank.h[2].into(),
+                    rank.t.into(),
+                    rank.dh[0].into(),
+                    out.into(),
+                    scale.into(),
+                ],
                 s,
             )?;
             for l in (0..3).rev() {
@@ -331,7 +359,15 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                     rt.record_event(rank.grad_ready[l], s)?;
                     rt.stream_wait_event(rank.comm, rank.grad_ready[l])?;
                     let count = (DIMS[l] * DIMS[l + 1]) as u64;
-                    rt.all_reduce(rank.g[l], rank.g[l], count, DataType::F32, ReduceOp::Sum, c, rank.comm)?;
+                    rt.all_reduce(
+                        rank.g[l],
+                        rank.g[l],
+                        count,
+                        DataType::F32,
+                        ReduceOp::Sum,
+                        c,
+                        rank.comm,
+                    )?;
                 }
                 if l > 0 {
                     // Gradient w.r.t. the input of this layer, through the relu before it.
@@ -353,14 +389,32 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                 } else {
                     for l in (0..3).rev() {
                         let count = (DIMS[l] * DIMS[l + 1]) as u64;
-                        rt.all_reduce(rank.g[l], rank.g[l], count, DataType::F32, ReduceOp::Sum, c, s)?;
+                        rt.all_reduce(
+                            rank.g[l],
+                            rank.g[l],
+                            count,
+                            DataType::F32,
+                            ReduceOp::Sum,
+                            c,
+                            s,
+                        )?;
                     }
                 }
             }
             // SGD: W -= lr · g.
             for l in 0..3 {
                 let count = DIMS[l] * DIMS[l + 1];
-                rt.launch(axpy, 2, &[count.into(), (-LR).into(), rank.g[l].into(), rank.w[l].into()], s)?;
+                rt.launch(
+                    axpy,
+                    2,
+                    &[
+                        count.into(),
+                        (-LR).into(),
+                        rank.g[l].into(),
+                        rank.w[l].into(),
+                    ],
+                    s,
+                )?;
             }
             if r == 0 && step + 1 == cfg.steps {
                 rt.record_event(step_marks[cfg.steps], s)?;
@@ -441,11 +495,14 @@ fn main() -> Result<(), NpuError> {
                 max_diff = max_diff.max((x - y).abs());
             }
         }
-        assert!(max_diff < 1e-5, "weights differ from the reference by {max_diff}");
+        assert!(
+            max_diff < 1e-5,
+            "weights differ from the reference by {max_diff}"
+        );
 
         let (t_o, t_s, t_c) = (overlapped.step_time, serial.step_time, overlapped.comm_time);
-        let hidden = ((t_s.as_ns() as f64 - t_o.as_ns() as f64) / t_c.as_ns().max(1) as f64)
-            .clamp(0.0, 1.0);
+        let hidden =
+            ((t_s.as_ns() as f64 - t_o.as_ns() as f64) / t_c.as_ns().max(1) as f64).clamp(0.0, 1.0);
         println!("{devices} devices, {steps} steps, local batch {LOCAL_BATCH}, MLP {DIMS:?}:");
         println!("  step time, overlapped:     {t_o}");
         println!("  step time, serialized:     {t_s}");
@@ -459,7 +516,10 @@ fn main() -> Result<(), NpuError> {
                 std::fs::create_dir_all(dir).ok();
             }
             overlapped.runtime.export_timeline(&path)?;
-            println!("  timeline: {path} ({} tasks)", overlapped.runtime.timeline().len());
+            println!(
+                "  timeline: {path} ({} tasks)",
+                overlapped.runtime.timeline().len()
+            );
         }
     }
     Ok(())

@@ -46,7 +46,9 @@ fn comm_streams(rt: &Runtime, n: u32) -> Vec<Stream> {
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, device: u32, data: &[T]) -> DevicePtr {
     rt.set_device(device).unwrap();
-    let p = rt.malloc(std::mem::size_of_val(data).max(1) as u64).unwrap();
+    let p = rt
+        .malloc(std::mem::size_of_val(data).max(1) as u64)
+        .unwrap();
     rt.memcpy_htod(p, data).unwrap();
     p
 }
@@ -100,7 +102,15 @@ fn ring_all_reduce_time_matches_the_closed_form() {
                     (rt.malloc(s).unwrap(), rt.malloc(s).unwrap())
                 })
                 .collect();
-            all_reduce_on(&rt, &comms, &streams, &bufs, count, DataType::F32, ReduceOp::Sum);
+            all_reduce_on(
+                &rt,
+                &comms,
+                &streams,
+                &bufs,
+                count,
+                DataType::F32,
+                ReduceOp::Sum,
+            );
             assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
             let records: Vec<TaskRecord> = rt
                 .timeline()
@@ -109,13 +119,16 @@ fn ring_all_reduce_time_matches_the_closed_form() {
                 .collect();
             assert_eq!(records.len(), n as usize);
             let nf = n as f64;
-            let closed = 2.0 * (nf - 1.0) * ALPHA_NS as f64
-                + 2.0 * (nf - 1.0) / nf * s as f64 / BETA * 1e9;
+            let closed =
+                2.0 * (nf - 1.0) * ALPHA_NS as f64 + 2.0 * (nf - 1.0) / nf * s as f64 / BETA * 1e9;
             for r in &records {
                 assert_eq!(r.start, records[0].start, "ranks start together");
                 let t = (r.end - r.start).as_ns() as f64;
                 let err = (t - closed).abs() / closed;
-                assert!(err < 0.01, "N={n} S={s}: simulated {t} ns, closed form {closed} ns");
+                assert!(
+                    err < 0.01,
+                    "N={n} S={s}: simulated {t} ns, closed form {closed} ns"
+                );
             }
         }
     }
@@ -147,7 +160,15 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
                 (p, p) // in place
             })
             .collect();
-        all_reduce_on(&rt, &comms, &streams, &bufs, count as u64, DataType::F32, op);
+        all_reduce_on(
+            &rt,
+            &comms,
+            &streams,
+            &bufs,
+            count as u64,
+            DataType::F32,
+            op,
+        );
         assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
         for d in 0..n {
             let got: Vec<f32> = download(&rt, d, bufs[d as usize].1, count);
@@ -163,7 +184,15 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
                 (upload(&rt, d, &data), rt.malloc(4 * count as u64).unwrap())
             })
             .collect();
-        all_reduce_on(&rt, &comms, &streams, &bufs, count as u64, DataType::I32, op);
+        all_reduce_on(
+            &rt,
+            &comms,
+            &streams,
+            &bufs,
+            count as u64,
+            DataType::I32,
+            op,
+        );
         assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
         let iv = |r: u32, i: usize| (val(r, i) * 2.0) as i32;
         for d in 0..n {
@@ -187,12 +216,24 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
                 (upload(&rt, d, &data), rt.malloc(2 * count as u64).unwrap())
             })
             .collect();
-        all_reduce_on(&rt, &comms, &streams, &bufs, count as u64, DataType::F16, op);
+        all_reduce_on(
+            &rt,
+            &comms,
+            &streams,
+            &bufs,
+            count as u64,
+            DataType::F16,
+            op,
+        );
         assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
         for d in 0..n {
             let got: Vec<u16> = download(&rt, d, bufs[d as usize].1, count);
             for (i, g) in got.iter().enumerate() {
-                assert_eq!(*g, half(expect(i) as f32), "f16 {op:?} rank {d} element {i}");
+                assert_eq!(
+                    *g,
+                    half(expect(i) as f32),
+                    "f16 {op:?} rank {d} element {i}"
+                );
             }
         }
     }
@@ -205,7 +246,11 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
     let streams = comm_streams(&rt, n);
     let k = 256usize;
-    let input = |r: u32| -> Vec<f32> { (0..k * n as usize).map(|i| (r * 1000) as f32 + i as f32).collect() };
+    let input = |r: u32| -> Vec<f32> {
+        (0..k * n as usize)
+            .map(|i| (r * 1000) as f32 + i as f32)
+            .collect()
+    };
     let sends: Vec<DevicePtr> = (0..n).map(|d| upload(&rt, d, &input(d))).collect();
     let outs: Vec<DevicePtr> = (0..n)
         .map(|d| {
@@ -217,7 +262,8 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     // All-gather of each rank's first k elements.
     for (r, c) in comms.iter().enumerate() {
         rt.set_device(r as u32).unwrap();
-        rt.all_gather(sends[r], outs[r], k as u64, DataType::F32, c, streams[r]).unwrap();
+        rt.all_gather(sends[r], outs[r], k as u64, DataType::F32, c, streams[r])
+            .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     for d in 0..n {
@@ -230,12 +276,20 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     // Reduce-scatter: rank r gets block r of the sum.
     for (r, c) in comms.iter().enumerate() {
         rt.set_device(r as u32).unwrap();
-        rt.reduce_scatter(sends[r], outs[r], k as u64, DataType::F32, ReduceOp::Sum, c, streams[r])
-            .unwrap();
+        rt.reduce_scatter(
+            sends[r],
+            outs[r],
+            k as u64,
+            DataType::F32,
+            ReduceOp::Sum,
+            c,
+            streams[r],
+        )
+        .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
-    for d in 0..n as usize {
-        let got: Vec<f32> = download(&rt, d as u32, outs[d], k);
+    for (d, &out) in outs.iter().enumerate() {
+        let got: Vec<f32> = download(&rt, d as u32, out, k);
         for (j, g) in got.iter().enumerate() {
             let e: f32 = (0..n).map(|r| input(r)[d * k + j]).sum();
             assert_eq!(*g, e);
@@ -245,7 +299,15 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     // Broadcast from rank 2, in place.
     for (r, c) in comms.iter().enumerate() {
         rt.set_device(r as u32).unwrap();
-        rt.broadcast(sends[r], (k * n as usize) as u64, DataType::F32, 2, c, streams[r]).unwrap();
+        rt.broadcast(
+            sends[r],
+            (k * n as usize) as u64,
+            DataType::F32,
+            2,
+            c,
+            streams[r],
+        )
+        .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     for d in 0..n {
@@ -256,9 +318,11 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     // Send 1 → 3, the receiver into pinned host memory.
     let host = rt.malloc_host(4 * k as u64).unwrap();
     rt.set_device(1).unwrap();
-    rt.send(sends[1], k as u64, DataType::F32, 3, &comms[1], streams[1]).unwrap();
+    rt.send(sends[1], k as u64, DataType::F32, 3, &comms[1], streams[1])
+        .unwrap();
     rt.set_device(3).unwrap();
-    rt.recv(&host, k as u64, DataType::F32, 1, &comms[3], streams[3]).unwrap();
+    rt.recv(&host, k as u64, DataType::F32, 1, &comms[3], streams[3])
+        .unwrap();
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     assert_eq!(host.read::<f32>().unwrap(), input(2)[..k].to_vec());
 }
@@ -271,12 +335,20 @@ fn pageable_host_memory_is_refused_for_rdma() {
     let pageable = HostBuffer::new(64, false);
     rt.set_device(0).unwrap();
     let err = rt
-        .send(CommBuffer::Host(pageable), 16, DataType::F32, 1, &comms[0], streams[0])
+        .send(
+            CommBuffer::Host(pageable),
+            16,
+            DataType::F32,
+            1,
+            &comms[0],
+            streams[0],
+        )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_INVALID_MEMORY_TYPE);
     assert!(err.to_string().contains("pageable"), "{err}");
     let pinned = rt.malloc_host(64).unwrap();
-    rt.send(&pinned, 16, DataType::F32, 1, &comms[0], streams[0]).unwrap();
+    rt.send(&pinned, 16, DataType::F32, 1, &comms[0], streams[0])
+        .unwrap();
 }
 
 #[test]
@@ -299,21 +371,40 @@ fn a_rank_that_never_joins_makes_the_others_time_out() {
     // Rank 3 never calls.
     for r in 0..3usize {
         rt.set_device(r as u32).unwrap();
-        rt.all_reduce(bufs[r].0, bufs[r].1, 1024, DataType::F32, ReduceOp::Sum, &comms[r], streams[r])
-            .unwrap();
+        rt.all_reduce(
+            bufs[r].0,
+            bufs[r].1,
+            1024,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[r],
+            streams[r],
+        )
+        .unwrap();
     }
     for r in 0..3u32 {
         rt.set_device(r).unwrap();
         let err = rt.synchronize_stream(streams[r as usize]).unwrap_err();
         assert_eq!(err.code(), codes::RT_WAIT_TIMEOUT, "{err}");
-        assert!(err.to_string().contains("[3]"), "names the missing rank: {err}");
+        assert!(
+            err.to_string().contains("[3]"),
+            "names the missing rank: {err}"
+        );
     }
     assert!(rt.device_now() >= SimTime::from_ms(5));
     // The communicator is broken from then on.
     rt.set_device(3).unwrap();
     rt.reset_context().unwrap();
     let err = rt
-        .all_reduce(bufs[3].0, bufs[3].1, 1024, DataType::F32, ReduceOp::Sum, &comms[3], streams[3])
+        .all_reduce(
+            bufs[3].0,
+            bufs[3].1,
+            1024,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[3],
+            streams[3],
+        )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_WAIT_TIMEOUT);
 }
@@ -333,14 +424,29 @@ fn a_collective_waits_for_the_event_of_the_kernel_that_makes_its_data() {
         let s = rt.create_stream().unwrap();
         let p = rt.malloc(4 * count).unwrap();
         let ev = rt.create_event().unwrap();
-        rt.launch(fill, 4, &[p.into(), count.into(), (d as f32 + 1.0).into()], s).unwrap();
+        rt.launch(
+            fill,
+            4,
+            &[p.into(), count.into(), (d as f32 + 1.0).into()],
+            s,
+        )
+        .unwrap();
         rt.record_event(ev, s).unwrap();
         rt.stream_wait_event(comm_s[d as usize], ev).unwrap();
-        rt.all_reduce(p, p, count, DataType::F32, ReduceOp::Sum, &comms[d as usize], comm_s[d as usize])
-            .unwrap();
+        rt.all_reduce(
+            p,
+            p,
+            count,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[d as usize],
+            comm_s[d as usize],
+        )
+        .unwrap();
         // Compute that does not depend on the collective overlaps it.
         let q = rt.malloc(4 * count).unwrap();
-        rt.launch(fill, 4, &[q.into(), count.into(), 0.0f32.into()], s).unwrap();
+        rt.launch(fill, 4, &[q.into(), count.into(), 0.0f32.into()], s)
+            .unwrap();
         bufs.push(p);
         compute.push(s);
     }
@@ -354,13 +460,19 @@ fn a_collective_waits_for_the_event_of_the_kernel_that_makes_its_data() {
     let fills: Vec<&TaskRecord> = tl.iter().filter(|r| r.name == "fill_f32").collect();
     for a in &ar {
         let first = fills.iter().find(|f| f.device == a.device).unwrap();
-        assert!(a.start >= first.end, "the collective starts after its data is made");
+        assert!(
+            a.start >= first.end,
+            "the collective starts after its data is made"
+        );
         assert_eq!(a.stream_kind, StreamKind::Communication);
     }
     // The device whose data came last: its next kernel runs while the collective does.
     let second = fills.iter().filter(|f| f.device == n - 1).nth(1).unwrap();
     let a = ar.iter().find(|a| a.device == n - 1).unwrap();
-    assert!(second.start < a.end && a.start < second.end, "compute overlaps communication");
+    assert!(
+        second.start < a.end && a.start < second.end,
+        "compute overlaps communication"
+    );
 }
 
 #[test]
@@ -375,9 +487,27 @@ fn mismatched_calls_fail_on_every_rank() {
         })
         .collect();
     rt.set_device(0).unwrap();
-    rt.all_reduce(bufs[0], bufs[0], 256, DataType::F32, ReduceOp::Sum, &comms[0], streams[0]).unwrap();
+    rt.all_reduce(
+        bufs[0],
+        bufs[0],
+        256,
+        DataType::F32,
+        ReduceOp::Sum,
+        &comms[0],
+        streams[0],
+    )
+    .unwrap();
     rt.set_device(1).unwrap();
-    rt.all_reduce(bufs[1], bufs[1], 128, DataType::F32, ReduceOp::Sum, &comms[1], streams[1]).unwrap();
+    rt.all_reduce(
+        bufs[1],
+        bufs[1],
+        128,
+        DataType::F32,
+        ReduceOp::Sum,
+        &comms[1],
+        streams[1],
+    )
+    .unwrap();
     for r in sync_all(&rt, &streams) {
         let err = r.unwrap_err();
         assert_eq!(err.code(), codes::RT_PARAM_INVALID);
@@ -394,19 +524,43 @@ fn calls_on_the_wrong_device_or_with_bad_buffers_are_refused() {
     let p = rt.malloc(64).unwrap();
     // Rank 1's handle with device 0's stream.
     let err = rt
-        .all_reduce(p, p, 16, DataType::F32, ReduceOp::Sum, &comms[1], streams[0])
+        .all_reduce(
+            p,
+            p,
+            16,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[1],
+            streams[0],
+        )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_PARAM_INVALID);
     // A buffer too small for the count.
     let err = rt
-        .all_reduce(p, p, 17, DataType::F32, ReduceOp::Sum, &comms[0], streams[0])
+        .all_reduce(
+            p,
+            p,
+            17,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[0],
+            streams[0],
+        )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_PARAM_INVALID);
     assert!(rt.comm_init_all(&[0, 0]).is_err());
     assert!(rt.comm_init_all(&[0, 2]).is_err());
     rt.comm_destroy(comms[0]).unwrap();
     let err = rt
-        .all_reduce(p, p, 16, DataType::F32, ReduceOp::Sum, &comms[0], streams[0])
+        .all_reduce(
+            p,
+            p,
+            16,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[0],
+            streams[0],
+        )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_INVALID_HANDLE);
 }
@@ -445,30 +599,70 @@ fn peer_copies_travel_over_the_links_of_their_route() {
 /// A program that uses every kind of collective on 4 devices.
 fn program(threads: usize) -> (Vec<TaskRecord>, Vec<Vec<f32>>) {
     let n = 4u32;
-    let rt = runtime(n, TopologyConfig { kind: TopologyKind::Ring, ..TopologyConfig::default() }, threads);
+    let rt = runtime(
+        n,
+        TopologyConfig {
+            kind: TopologyKind::Ring,
+            ..TopologyConfig::default()
+        },
+        threads,
+    );
     let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
     let streams = comm_streams(&rt, n);
     let count = 100_000usize;
     let gemm = rt.kernel("gemm_f32").unwrap();
     let mut bufs = Vec::new();
     for d in 0..n {
-        let x: Vec<f32> = (0..count).map(|i| ((i * (d as usize + 3)) % 17) as f32 * 0.1).collect();
+        let x: Vec<f32> = (0..count)
+            .map(|i| ((i * (d as usize + 3)) % 17) as f32 * 0.1)
+            .collect();
         let p = upload(&rt, d, &x);
         rt.set_device(d).unwrap();
         let s = rt.create_stream().unwrap();
         let c = rt.malloc(4 * 64 * 64).unwrap();
         let ev = rt.create_event().unwrap();
-        rt.launch(gemm, 4, &[p.into(), p.into(), c.into(), 64u64.into(), 64u64.into(), 64u64.into()], s)
-            .unwrap();
+        rt.launch(
+            gemm,
+            4,
+            &[
+                p.into(),
+                p.into(),
+                c.into(),
+                64u64.into(),
+                64u64.into(),
+                64u64.into(),
+            ],
+            s,
+        )
+        .unwrap();
         rt.record_event(ev, s).unwrap();
         rt.stream_wait_event(streams[d as usize], ev).unwrap();
         bufs.push((p, c));
     }
     for (r, c) in comms.iter().enumerate() {
         rt.set_device(r as u32).unwrap();
-        rt.all_reduce(bufs[r].1, bufs[r].1, 64 * 64, DataType::F32, ReduceOp::Sum, c, streams[r]).unwrap();
-        rt.all_reduce(bufs[r].0, bufs[r].0, count as u64, DataType::F32, ReduceOp::Max, c, streams[r]).unwrap();
-        rt.broadcast(bufs[r].1, 64, DataType::F32, 1, c, streams[r]).unwrap();
+        rt.all_reduce(
+            bufs[r].1,
+            bufs[r].1,
+            64 * 64,
+            DataType::F32,
+            ReduceOp::Sum,
+            c,
+            streams[r],
+        )
+        .unwrap();
+        rt.all_reduce(
+            bufs[r].0,
+            bufs[r].0,
+            count as u64,
+            DataType::F32,
+            ReduceOp::Max,
+            c,
+            streams[r],
+        )
+        .unwrap();
+        rt.broadcast(bufs[r].1, 64, DataType::F32, 1, c, streams[r])
+            .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     let results = (0..n)
@@ -501,7 +695,13 @@ fn the_mesh_algorithm_beats_the_ring_on_a_full_mesh() {
         let rt = runtime(8, TopologyConfig::full_mesh(link()), 1);
         let devices: Vec<u32> = (0..8).collect();
         let comms = rt
-            .comm_init_all_with(&devices, CommConfig { algorithm, ..CommConfig::default() })
+            .comm_init_all_with(
+                &devices,
+                CommConfig {
+                    algorithm,
+                    ..CommConfig::default()
+                },
+            )
             .unwrap();
         let streams = comm_streams(&rt, 8);
         let bufs: Vec<(DevicePtr, DevicePtr)> = (0..8)
@@ -511,10 +711,52 @@ fn the_mesh_algorithm_beats_the_ring_on_a_full_mesh() {
                 (p, p)
             })
             .collect();
-        all_reduce_on(&rt, &comms, &streams, &bufs, 1 << 18, DataType::F32, ReduceOp::Sum);
+        all_reduce_on(
+            &rt,
+            &comms,
+            &streams,
+            &bufs,
+            1 << 18,
+            DataType::F32,
+            ReduceOp::Sum,
+        );
         assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
         let r = &rt.timeline()[0];
         (r.end - r.start).as_ns()
     };
     assert!(time(CollectiveAlgorithm::Mesh) * 3 < time(CollectiveAlgorithm::Ring));
+}
+
+#[test]
+fn a_thread_per_rank_can_enqueue_and_synchronize_on_its_own() {
+    let n = 4u32;
+    let rt = runtime(n, TopologyConfig::default(), 1);
+    let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
+    let handles: Vec<_> = comms
+        .into_iter()
+        .map(|comm| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let d = comm.device();
+                // Ranks arrive at different moments of wall-clock time.
+                std::thread::sleep(std::time::Duration::from_millis(5 * d as u64));
+                rt.set_device(d).unwrap();
+                let s = rt
+                    .create_stream_with(StreamConfig {
+                        kind: StreamKind::Communication,
+                        ..StreamConfig::default()
+                    })
+                    .unwrap();
+                let data = vec![d as f32 + 1.0; 512];
+                let p = upload(&rt, d, &data);
+                rt.all_reduce(p, p, 512, DataType::F32, ReduceOp::Sum, &comm, s)
+                    .unwrap();
+                rt.synchronize_stream(s).unwrap();
+                download::<f32>(&rt, d, p, 512)
+            })
+        })
+        .collect();
+    for h in handles {
+        assert!(h.join().unwrap().iter().all(|&x| x == 10.0));
+    }
 }

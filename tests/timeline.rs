@@ -34,11 +34,22 @@ fn program() -> Runtime {
             .unwrap();
         let (x, y) = (rt.malloc(4 * n).unwrap(), rt.malloc(4 * n).unwrap());
         let ready = rt.create_event().unwrap();
-        rt.launch(fill, 4, &[x.into(), n.into(), 1.5f32.into()], compute).unwrap();
+        rt.launch(fill, 4, &[x.into(), n.into(), 1.5f32.into()], compute)
+            .unwrap();
         rt.record_event(ready, compute).unwrap();
         rt.stream_wait_event(comm, ready).unwrap();
-        rt.all_reduce(x, x, n, DataType::F32, ReduceOp::Sum, &comms[d as usize], comm).unwrap();
-        rt.launch(relu, 4, &[x.into(), y.into(), n.into()], compute).unwrap();
+        rt.all_reduce(
+            x,
+            x,
+            n,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[d as usize],
+            comm,
+        )
+        .unwrap();
+        rt.launch(relu, 4, &[x.into(), y.into(), n.into()], compute)
+            .unwrap();
         bufs.push((x, compute, comm));
     }
     rt.set_device(0).unwrap();
@@ -46,7 +57,8 @@ fn program() -> Runtime {
     rt.set_device(1).unwrap();
     let dst = rt.malloc(4 * n).unwrap();
     rt.set_device(0).unwrap();
-    rt.memcpy_peer_async(dst, 1, bufs[0].0, 0, 4 * n, bufs[0].1).unwrap();
+    rt.memcpy_peer_async(dst, 1, bufs[0].0, 0, 4 * n, bufs[0].1)
+        .unwrap();
     for (d, (_, compute, comm)) in bufs.iter().enumerate() {
         rt.set_device(d as u32).unwrap();
         rt.synchronize_stream(*compute).unwrap();
@@ -117,11 +129,22 @@ fn every_task_appears_once_on_its_stream_track() {
             })
             .count()
     };
-    assert!(on_track("link ") >= 2, "the collective and the peer copy hold links");
+    assert!(
+        on_track("link ") >= 2,
+        "the collective and the peer copy hold links"
+    );
     assert!(on_track("core group ") >= 4, "kernels on core groups");
     assert!(on_track("host clock") >= 3, "host work and waits");
-    let starts: Vec<u64> = events.iter().filter(|e| e["ph"] == "s").map(|e| e["id"].as_u64().unwrap()).collect();
-    let ends: Vec<u64> = events.iter().filter(|e| e["ph"] == "f").map(|e| e["id"].as_u64().unwrap()).collect();
+    let starts: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "s")
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
+    let ends: Vec<u64> = events
+        .iter()
+        .filter(|e| e["ph"] == "f")
+        .map(|e| e["id"].as_u64().unwrap())
+        .collect();
     assert_eq!(starts.len(), 2, "one flow per event wait");
     assert_eq!(starts, ends);
 }

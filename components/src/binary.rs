@@ -54,12 +54,18 @@ pub struct BlockStats {
 }
 
 /// One launch of a binary kernel.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct LaunchStats {
     /// The kernel's name.
     pub kernel: String,
     /// Per block, in block order (up to the first that trapped).
     pub blocks: Vec<BlockStats>,
+    /// Busy cycles per pipe (scalar, vector, cube, MTE1–3), summed over blocks.
+    pub pipe_busy: npusim_device::core::PipeCycles,
+    /// The launch's cycles: the busiest core, or the HBM floor when memory bounds it.
+    pub cycles: u64,
+    /// Cycles the launch's distinct global-memory traffic needs at the HBM bandwidth.
+    pub hbm_floor_cycles: u64,
 }
 
 /// Lines kernels printed with the SDK's debug print (`ecall`), in the order they ran, and the

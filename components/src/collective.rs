@@ -357,6 +357,8 @@ pub struct Rendezvous {
     pub arriving: Vec<Entity>,
     /// In order of first arrival.
     pub ops: Vec<CommOp>,
+    /// The earliest moment a waiting rank times out, if any waits.
+    pub next_deadline: Option<SimTime>,
 }
 
 /// What one directed link has carried.
@@ -408,9 +410,11 @@ impl Interconnect {
 
     /// Whether every link in `links` is free at `now`.
     pub fn links_free(&self, links: &[(u32, u64)], now: SimTime) -> bool {
-        links
-            .iter()
-            .all(|(l, _)| self.links.get(*l as usize).is_none_or(|u| u.busy_until <= now))
+        links.iter().all(|(l, _)| {
+            self.links
+                .get(*l as usize)
+                .is_none_or(|u| u.busy_until <= now)
+        })
     }
 
     /// Holds `links` from `start` to `end`.
@@ -478,7 +482,11 @@ pub fn f32_to_f16(f: f32) -> u16 {
     let exp = ((x >> 23) & 0xff) as i32;
     let mant = x & 0x7f_ffff;
     if exp == 255 {
-        let nan = if mant != 0 { 0x200 | (mant >> 13) as u16 } else { 0 };
+        let nan = if mant != 0 {
+            0x200 | (mant >> 13) as u16
+        } else {
+            0
+        };
         return sign | 0x7c00 | nan;
     }
     let e = exp - 127 + 15;
@@ -513,7 +521,9 @@ mod tests {
 
     #[test]
     fn half_precision_round_trips_and_rounds_to_even() {
-        for h in [0u16, 0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x0400, 0x7c00, 0xfc00] {
+        for h in [
+            0u16, 0x3c00, 0xc000, 0x7bff, 0x0001, 0x03ff, 0x0400, 0x7c00, 0xfc00,
+        ] {
             assert_eq!(f32_to_f16(f16_to_f32(h)), h, "{h:#x}");
         }
         assert_eq!(f16_to_f32(0x3c00), 1.0);

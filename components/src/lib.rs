@@ -3,8 +3,8 @@
 //! the logic that changes this data lives in `npusim-systems` and `npusim-engine`.
 #![warn(missing_docs)]
 
-pub mod collective;
 pub mod binary;
+pub mod collective;
 pub mod context;
 pub mod device;
 pub mod error;

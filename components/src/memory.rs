@@ -92,6 +92,8 @@ struct Block {
 
 #[derive(Debug)]
 struct Space {
+    /// A module-data page holding the tiling words of the launch being run (0 until needed).
+    tiling_page: u64,
     /// Next free address of the module-data window.
     module_next: u64,
     /// Mapped module data: base → (chunk, length).
@@ -209,6 +211,7 @@ impl DeviceMemory {
         self.spaces.insert(
             context,
             Space {
+                tiling_page: 0,
                 module_next: MODULE_DATA_BASE,
                 modules: BTreeMap::new(),
                 slot,
@@ -269,6 +272,27 @@ impl DeviceMemory {
         space.module_next = base + size + 4096;
         space.modules.insert(base, (chunk, size));
         Ok(base)
+    }
+
+    /// Writes a launch's tiling words where the kernel can read them (one page per context,
+    /// mapped on first use) and returns their device address.
+    pub fn write_tiling(&mut self, context: Entity, words: &[u32]) -> NpuResult<u64> {
+        let page = match self.spaces.get(&context).map(|s| s.tiling_page) {
+            Some(0) => {
+                let va = self.map_module_data(context, 4096)?;
+                self.spaces.get_mut(&context).expect("mapped").tiling_page = va;
+                va
+            }
+            Some(va) => va,
+            None => {
+                return Err(NpuError::ContextNull(format!(
+                    "context {context} has no address space"
+                )));
+            }
+        };
+        self.write_virt(context, page, bytemuck::cast_slice(words))
+            .map_err(|e| NpuError::Internal(format!("writing tiling words: {e}")))?;
+        Ok(page)
     }
 
     /// Unmaps and releases module data mapped at `base`.

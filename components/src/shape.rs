@@ -798,6 +798,16 @@ pub struct ResolvedLaunch {
 }
 
 impl ResolvedLaunch {
+    /// A launch with nothing resolved yet.
+    pub const EMPTY: ResolvedLaunch = ResolvedLaunch {
+        task: Entity::PLACEHOLDER,
+        shapes: [Shape::SCALAR; MAX_TENSORS],
+        capacities: [0; MAX_TENSORS],
+        n_in: 0,
+        n_out: 0,
+        out_slot: 0,
+    };
+
     /// The resolved shapes as an op's functions see them (`attrs` from the descriptor).
     pub fn op_shapes<'a>(&'a self, attrs: &'a [u64]) -> OpShapes<'a> {
         let (n_in, n_out) = (self.n_in as usize, self.n_out as usize);

@@ -40,15 +40,33 @@ fn roofline(c: &Ctx, flops: f64, flops_per_cycle_per_core: f64, bytes: f64) -> f
 fn report(name: &str, run: &LaunchRun, roof: f64) {
     let e = &run.estimate;
     let p = &e.pipe_busy;
+    // The slowest block's busiest unit: how close that core runs to its own bound.
+    let slow = run
+        .blocks
+        .iter()
+        .max_by_key(|b| b.stats.block_cycles)
+        .map(|b| b.stats)
+        .unwrap_or_default();
+    let (unit, busy) = [
+        ("V", slow.pipe_busy.vector),
+        ("M", slow.pipe_busy.cube),
+        ("MTE1", slow.pipe_busy.mte1),
+        ("MTE2", slow.pipe_busy.mte2),
+        ("MTE3", slow.pipe_busy.mte3),
+    ]
+    .into_iter()
+    .max_by_key(|x| x.1)
+    .unwrap_or(("-", 0));
     let per =
         |v: u64| 100.0 * v as f64 / (e.busiest_core_cycles.max(1) as f64 * e.blocks.min(24) as f64);
     println!(
-        "{name:<34} {:>9} cyc {:>8.2} us  roofline {:>5.1}%  (busiest core {:>8}, HBM floor {:>8})  busy% V {:>5.1} M {:>5.1} MTE1 {:>5.1} MTE2 {:>5.1} MTE3 {:>5.1} S {:>5.1}",
+        "{name:<34} {:>9} cyc {:>8.2} us  roofline {:>5.1}%  (busiest core {:>8}, HBM floor {:>8}; slowest block's {unit} busy {:>5.1}%)  busy% V {:>5.1} M {:>5.1} MTE1 {:>5.1} MTE2 {:>5.1} MTE3 {:>5.1} S {:>5.1}",
         e.cycles,
         e.seconds * 1e6,
         100.0 * roof / e.cycles as f64,
         e.busiest_core_cycles,
         e.hbm_floor_cycles,
+        100.0 * busy as f64 / slow.block_cycles.max(1) as f64,
         per(p.vector),
         per(p.cube),
         per(p.mte1),

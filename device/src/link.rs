@@ -324,7 +324,11 @@ impl Topology {
             }
         }
         for o in t.config.overrides.clone() {
-            let Some(l) = t.links.iter_mut().find(|l| l.from == o.from && l.to == o.to) else {
+            let Some(l) = t
+                .links
+                .iter_mut()
+                .find(|l| l.from == o.from && l.to == o.to)
+            else {
                 return Err(TopologyError::NoSuchLink {
                     kind: t.config.kind,
                     devices,
@@ -579,7 +583,13 @@ mod tests {
             let t = uniform(TopologyKind::Ring, n);
             let ranks: Vec<u32> = (0..n).collect();
             for s in [4096u64, 1 << 20, 64 << 20] {
-                let p = t.plan(Pattern::AllReduce, &ranks, s, CollectiveAlgorithm::Ring, &[]);
+                let p = t.plan(
+                    Pattern::AllReduce,
+                    &ranks,
+                    s,
+                    CollectiveAlgorithm::Ring,
+                    &[],
+                );
                 let n = n as f64;
                 let closed = 2.0 * (n - 1.0) * 2_000.0 + 2.0 * (n - 1.0) / n * s as f64 / 50.0;
                 let err = (p.duration_ns as f64 - closed).abs() / closed;
@@ -596,7 +606,10 @@ mod tests {
         let bytes = 64 << 20;
         let piped = t.transfer_ns(0, 4, bytes);
         let store_and_forward = 4 * t.transfer_ns(0, 1, bytes);
-        assert!(piped * 3 < store_and_forward, "{piped} vs {store_and_forward}");
+        assert!(
+            piped * 3 < store_and_forward,
+            "{piped} vs {store_and_forward}"
+        );
     }
 
     #[test]
@@ -623,8 +636,20 @@ mod tests {
         let t = uniform(TopologyKind::FullMesh, 8);
         let ranks: Vec<u32> = (0..8).collect();
         let s = 8 << 20;
-        let mesh = t.plan(Pattern::AllReduce, &ranks, s, CollectiveAlgorithm::Auto, &[]);
-        let ring = t.plan(Pattern::AllReduce, &ranks, s, CollectiveAlgorithm::Ring, &[]);
+        let mesh = t.plan(
+            Pattern::AllReduce,
+            &ranks,
+            s,
+            CollectiveAlgorithm::Auto,
+            &[],
+        );
+        let ring = t.plan(
+            Pattern::AllReduce,
+            &ranks,
+            s,
+            CollectiveAlgorithm::Ring,
+            &[],
+        );
         assert_eq!(mesh.algorithm, Some(CollectiveAlgorithm::Mesh));
         assert_eq!(mesh.links.len(), 56);
         assert!(mesh.duration_ns * 4 < ring.duration_ns);

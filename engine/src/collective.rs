@@ -203,7 +203,12 @@ impl Runtime {
             .get::<CommState>(comm.entity)
             .filter(|c| c.id == comm.id)
             .ok_or_else(|| NpuError::Destroyed(comm.to_string()))?;
-        if state.destroyed.get(comm.rank as usize).copied().unwrap_or(true) {
+        if state
+            .destroyed
+            .get(comm.rank as usize)
+            .copied()
+            .unwrap_or(true)
+        {
             return Err(NpuError::Destroyed(comm.to_string()));
         }
         Ok(state)
@@ -214,10 +219,7 @@ impl Runtime {
     pub fn comm_destroy(&self, comm: Communicator) -> NpuResult<()> {
         let mut g = self.lock();
         self.check_comm(&g, &comm)?;
-        let mut state = g
-            .world
-            .get_mut::<CommState>(comm.entity)
-            .expect("checked");
+        let mut state = g.world.get_mut::<CommState>(comm.entity).expect("checked");
         state.destroyed[comm.rank as usize] = true;
         if state.destroyed.iter().all(|d| *d) {
             g.world.despawn(comm.entity);
@@ -324,10 +326,7 @@ impl Runtime {
         };
         let send = check(send, send_len, "send buffer")?;
         let recv = check(recv, recv_len, "receive buffer")?;
-        let state = g
-            .world
-            .get_mut::<CommState>(comm.entity)
-            .expect("checked");
+        let state = g.world.get_mut::<CommState>(comm.entity).expect("checked");
         let mut state = state;
         let (r, p, size) = (comm.rank as usize, peer as usize, n as usize);
         let counter = match kind {
@@ -523,7 +522,11 @@ impl Runtime {
     ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
-        let here = g.world.get::<ContextState>(ctx).expect("checked").device_index;
+        let here = g
+            .world
+            .get::<ContextState>(ctx)
+            .expect("checked")
+            .device_index;
         let primary = |g: &Inner, d: u32| -> NpuResult<Entity> {
             let e = device_entity(&g.world, d)?;
             Ok(g.world

@@ -76,6 +76,27 @@ impl Runtime {
         args: &[Arg],
         stream: Stream,
     ) -> NpuResult<()> {
+        self.launch_with_tiling(kernel, block_dim, args, &[], stream)
+    }
+
+    /// As [`Runtime::launch`], with tiling words: a native kernel reads them from
+    /// [`KernelCtx::tiling`](npusim_components::KernelCtx); a binary kernel finds their device
+    /// address in the `npu.tiling` CSR (`npu_tiling()` in the SDK). At most 16 words.
+    pub fn launch_with_tiling(
+        &self,
+        kernel: Kernel,
+        block_dim: u32,
+        args: &[Arg],
+        tiling: &[u32],
+        stream: Stream,
+    ) -> NpuResult<()> {
+        if tiling.len() > npusim_components::task::MAX_TILING {
+            return Err(NpuError::InvalidParam(format!(
+                "{} tiling words; at most {}",
+                tiling.len(),
+                npusim_components::task::MAX_TILING
+            )));
+        }
         if block_dim == 0 || block_dim > MAX_BLOCK_DIM {
             return Err(NpuError::InvalidParam(format!(
                 "block dim {block_dim} is outside 1..={MAX_BLOCK_DIM}"
@@ -94,8 +115,14 @@ impl Runtime {
             // A binary kernel runs in its binary's context, while the binary is loaded.
             Some(k) => {
                 if let Some(code) = &k.code {
-                    if g.world.get::<npusim_components::binary::BinaryState>(code.binary).is_none() {
-                        return Err(NpuError::Destroyed(format!("the binary of kernel {}", k.name)));
+                    if g.world
+                        .get::<npusim_components::binary::BinaryState>(code.binary)
+                        .is_none()
+                    {
+                        return Err(NpuError::Destroyed(format!(
+                            "the binary of kernel {}",
+                            k.name
+                        )));
                     }
                     if code.context != ctx {
                         return Err(NpuError::WrongContext {
@@ -117,6 +144,8 @@ impl Runtime {
                 desc.float_mask |= 1 << i;
             }
         }
+        desc.tiling_len = tiling.len() as u32;
+        desc.tiling[..tiling.len()].copy_from_slice(tiling);
         let cost = g.costs.launch_ns;
         submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())

@@ -22,8 +22,8 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod collective;
 pub mod binary;
+pub mod collective;
 pub mod context;
 pub mod event;
 pub mod kernels;

@@ -269,11 +269,11 @@ impl Runtime {
         Ok(())
     }
 
-    fn check_host(buffer: &HostBuffer, bytes: u64) -> NpuResult<()> {
+    fn check_host(buffer: &HostBuffer, offset: u64, bytes: u64) -> NpuResult<()> {
         let len = buffer.bytes()?.len() as u64;
-        if bytes > len {
+        if offset.checked_add(bytes).is_none_or(|end| end > len) {
             return Err(NpuError::InvalidParam(format!(
-                "{bytes} bytes do not fit a host buffer of {len} bytes"
+                "{bytes} bytes at offset {offset} do not fit a host buffer of {len} bytes"
             )));
         }
         Ok(())
@@ -287,10 +287,23 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
+        self.memcpy_htod_async_at(dst, src, 0, bytes, stream)
+    }
+
+    /// As [`Runtime::memcpy_htod_async`], from byte `offset` of `src` on: the bytes are read
+    /// when the copy runs, as a DMA engine reads pinned memory.
+    pub fn memcpy_htod_async_at(
+        &self,
+        dst: DevicePtr,
+        src: &HostBuffer,
+        offset: u64,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
         self.check_range(&g, ctx, dst, bytes, "copy destination")?;
-        Self::check_host(src, bytes)?;
+        Self::check_host(src, offset, bytes)?;
         let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
         desc.flags = copy_dir::H2D;
         desc.args[..3].copy_from_slice(&[dst.0, 0, bytes]);
@@ -301,7 +314,7 @@ impl Runtime {
             desc,
             TaskExtra::Host {
                 buffer: src.clone(),
-                offset: 0,
+                offset,
             },
             cost,
         );
@@ -332,10 +345,22 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
+        self.memcpy_dtoh_async_at(dst, 0, src, bytes, stream)
+    }
+
+    /// As [`Runtime::memcpy_dtoh_async`], into `dst` from byte `offset` on.
+    pub fn memcpy_dtoh_async_at(
+        &self,
+        dst: &HostBuffer,
+        offset: u64,
+        src: DevicePtr,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
         self.check_range(&g, ctx, src, bytes, "copy source")?;
-        Self::check_host(dst, bytes)?;
+        Self::check_host(dst, offset, bytes)?;
         let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
         desc.flags = copy_dir::D2H;
         desc.args[..3].copy_from_slice(&[0, src.0, bytes]);
@@ -346,7 +371,7 @@ impl Runtime {
             desc,
             TaskExtra::Host {
                 buffer: dst.clone(),
-                offset: 0,
+                offset,
             },
             cost,
         );

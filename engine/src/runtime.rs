@@ -371,7 +371,11 @@ impl Runtime {
         let mut g = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((what, start)) = g.open_wait.take() {
             let end = g.host_now;
-            g.host_spans.push(crate::timeline::HostSpan { name: what, start, end });
+            g.host_spans.push(crate::timeline::HostSpan {
+                name: what,
+                start,
+                end,
+            });
         }
         g
     }
@@ -465,10 +469,23 @@ impl Runtime {
             let start = g.host_now;
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
+        let mut grace = RENDEZVOUS_GRACE_POLLS;
         loop {
             if done(&g) {
                 g.world.resource_mut::<SimClock>().horizon = None;
                 return (g, Ok(()));
+            }
+            // Only ranks waiting at a rendezvous are left, so the next frame would jump to their
+            // timeout. If another thread holds this runtime (a thread per rank), give it a
+            // moment to enqueue the missing ranks first.
+            if !only_rendezvous_left(&g) {
+                grace = RENDEZVOUS_GRACE_POLLS;
+            } else if grace > 0 && Arc::strong_count(&self.shared) > 1 {
+                grace -= 1;
+                drop(g);
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                g = self.lock();
+                continue;
             }
             let (g2, progressed) = self.frame(g);
             g = g2;
@@ -578,8 +595,34 @@ impl Runtime {
         g.doorbell.is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
-            && g.world.resource::<npusim_components::Rendezvous>().ops.is_empty()
+            && g.world
+                .resource::<npusim_components::Rendezvous>()
+                .ops
+                .is_empty()
     }
+}
+
+/// How many 1 ms polls a wait gives other host threads to join a rendezvous before letting
+/// the ranks already there time out.
+const RENDEZVOUS_GRACE_POLLS: u32 = 200;
+
+/// Whether the next thing to happen is ranks at a rendezvous timing out: nothing is queued,
+/// ready or running, and no stream head waits for a submit time before the deadline.
+fn only_rendezvous_left(inner: &Inner) -> bool {
+    let w = &inner.world;
+    let rendezvous = w.resource::<npusim_components::Rendezvous>();
+    let waiting = rendezvous
+        .ops
+        .iter()
+        .any(|op| op.phase == npusim_components::collective::OpPhase::Waiting);
+    let running = w.resource::<Running>();
+    waiting
+        && inner.doorbell.is_empty()
+        && w.resource::<ReadyQueue>().tasks.is_empty()
+        && running.heap.is_empty()
+        && running
+            .next_wake
+            .is_none_or(|t| rendezvous.next_deadline.is_none_or(|d| t >= d))
 }
 
 pub(crate) fn device_entity(world: &World, index: u32) -> NpuResult<Entity> {

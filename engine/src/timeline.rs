@@ -128,7 +128,12 @@ impl Runtime {
         w.meta("process_name", HOST_PID, 0, "host");
         w.sort("process_sort_index", HOST_PID, 0, 0);
         w.meta("thread_name", HOST_PID, HOST_API_TID, "API submissions");
-        w.meta("thread_name", HOST_PID, HOST_CLOCK_TID, "host clock: work and waits");
+        w.meta(
+            "thread_name",
+            HOST_PID,
+            HOST_CLOCK_TID,
+            "host clock: work and waits",
+        );
         for d in &devices {
             let pid = device_pid(d.index);
             w.meta(
@@ -163,12 +168,17 @@ impl Runtime {
         // Stream tracks, named once each.
         let mut streams: BTreeMap<(u32, u32), (Entity, String)> = BTreeMap::new();
         for r in records {
-            streams.entry((r.device, stream_tid(r.stream))).or_insert_with(|| {
-                (
-                    r.stream,
-                    format!("stream {} ({:?}, context {})", r.stream, r.stream_kind, r.context),
-                )
-            });
+            streams
+                .entry((r.device, stream_tid(r.stream)))
+                .or_insert_with(|| {
+                    (
+                        r.stream,
+                        format!(
+                            "stream {} ({:?}, context {})",
+                            r.stream, r.stream_kind, r.context
+                        ),
+                    )
+                });
         }
         for (&(device, tid), (_, name)) in &streams {
             w.meta("thread_name", device_pid(device), tid, name);
@@ -368,7 +378,12 @@ mod tracy {
             let ctx = contexts.0.entry(task.stream).or_insert_with(|| {
                 let name = streams.get(task.stream).map_or_else(
                     |_| format!("stream {}", task.stream),
-                    |s| format!("npu{} stream {} ({:?})", s.device_index, task.stream, s.kind),
+                    |s| {
+                        format!(
+                            "npu{} stream {} ({:?})",
+                            s.device_index, task.stream, s.kind
+                        )
+                    },
                 );
                 client
                     .clone()

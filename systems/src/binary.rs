@@ -10,7 +10,10 @@ use npusim_components::binary::{BinaryCode, BlockStats, HostLog, LaunchStats};
 use npusim_components::task::TaskDescriptor;
 use npusim_components::{DeviceMemory, DeviceState, NpuError};
 use npusim_device::config::DeviceConfig;
-use npusim_device::core::{Bus, Core, CoreConfig, KernelArg, MemFault, NpuCsrs, Trap};
+use npusim_device::core::npu::launch::LaunchModel;
+use npusim_device::core::{
+    Bus, Core, CoreConfig, Footprint, KernelArg, MemFault, NpuCsrs, RunStats, Trap,
+};
 
 /// Instructions one block may execute before the watchdog stops it.
 pub const WATCHDOG_INSTRUCTIONS: u64 = 200_000_000;
@@ -104,7 +107,15 @@ pub fn run_binary(
         .collect();
     let block_dim = desc.block_dim.max(1);
     let cores = cores.clamp(1, block_dim);
-    let mut busy = vec![0u64; cores as usize];
+    let tiling = if desc.tiling_len > 0 {
+        match device.memory.write_tiling(context, desc.tiling_words()) {
+            Ok(a) => a,
+            Err(e) => return (config.kernel_launch_ns, Err(e)),
+        }
+    } else {
+        tiling_addr
+    };
+    let mut per_block: Vec<(RunStats, Footprint)> = Vec::with_capacity(block_dim as usize);
     let core = cache.get(&config);
     let mut bus = ContextBus {
         memory: &mut device.memory,
@@ -114,13 +125,14 @@ pub fn run_binary(
     let mut launch = LaunchStats {
         kernel: name.to_string(),
         blocks: Vec::with_capacity(block_dim as usize),
+        ..LaunchStats::default()
     };
     for block in 0..block_dim {
         let csrs = NpuCsrs {
             block_idx: block as u64,
             block_dim: block_dim as u64,
             core_id: (block % cores) as u64,
-            tiling: tiling_addr,
+            tiling,
         };
         let result = core.run(
             &code.program,
@@ -135,22 +147,32 @@ pub fn run_binary(
         }
         let stats = core.stats();
         let cycles = stats.block_cycles.max(stats.cycles);
-        busy[(block % cores) as usize] += cycles;
         launch.blocks.push(BlockStats {
             instructions: stats.instructions,
             cycles,
             core: block % cores,
         });
+        per_block.push((stats, core.footprint().clone()));
         if let Err(trap) = result {
             outcome = Err(trap_error(name, block, &trap));
             break;
         }
     }
+    // The busiest core's blocks, or the launch's distinct HBM traffic at the HBM bandwidth,
+    // whichever takes longer.
+    let model = LaunchModel {
+        cores,
+        ..LaunchModel::from_device(&config)
+    };
+    let estimate = model.estimate(per_block.iter().map(|(s, f)| (s, f)));
+    let cycles = estimate.cycles;
+    launch.pipe_busy = estimate.pipe_busy;
+    launch.cycles = cycles;
+    launch.hbm_floor_cycles = estimate.hbm_floor_cycles;
     if log.launches.len() == HostLog::MAX_LAUNCHES {
         log.launches.pop_front();
     }
     log.launches.push_back(launch);
-    let cycles = busy.into_iter().max().unwrap_or(0);
     let ns =
         (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
     (config.kernel_launch_ns + ns.max(1), outcome)

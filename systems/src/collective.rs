@@ -47,22 +47,30 @@ pub fn start_collectives(mut w: RendezvousWorld) {
     crate::zone!("npusim::collectives");
     let now = w.clock.now;
     let arriving = std::mem::take(&mut w.rendezvous.arriving);
+    // Operations joined this frame do not set a timeout wake yet: the frame after gives the
+    // host a turn (other threads may be enqueuing the missing ranks).
+    let mut fresh: Vec<(Entity, OpKey)> = Vec::new();
     for &e in &arriving {
-        arrive(&mut w, e, now);
+        if let Some(key) = arrive(&mut w, e, now) {
+            fresh.push(key);
+        }
     }
     let mut arriving = arriving;
     arriving.clear();
     w.rendezvous.arriving = arriving;
+    w.rendezvous.next_deadline = None;
     if w.rendezvous.ops.is_empty() {
         return;
     }
 
     let mut ops = std::mem::take(&mut w.rendezvous.ops);
     let mut wake: Option<SimTime> = None;
+    let mut earliest: Option<SimTime> = None;
     for op in ops.iter_mut() {
         if op.phase != OpPhase::Waiting {
             continue;
         }
+        let joined_now = fresh.contains(&(op.comm, op.key));
         // A rank task aborted by its context's failure left the rendezvous: it never joins.
         for slot in op.slots.iter_mut() {
             let stale = slot.as_ref().is_some_and(|a| {
@@ -90,7 +98,10 @@ pub fn start_collectives(mut w: RendezvousWorld) {
             let Some(a) = &op.slots[i] else { continue };
             let deadline = a.at + op.config.exec_timeout;
             if deadline > now {
-                wake = Some(wake.map_or(deadline, |x| x.min(deadline)));
+                earliest = Some(earliest.map_or(deadline, |x| x.min(deadline)));
+                if !joined_now {
+                    wake = Some(wake.map_or(deadline, |x| x.min(deadline)));
+                }
                 continue;
             }
             let err = NpuError::WaitTimeout {
@@ -123,15 +134,19 @@ pub fn start_collectives(mut w: RendezvousWorld) {
     }
     ops.retain(|op| op.phase != OpPhase::Waiting || op.slots.iter().any(|s| s.is_some()));
     w.rendezvous.ops = ops;
+    w.rendezvous.next_deadline = earliest;
     if let Some(t) = wake {
         w.running.next_wake = Some(w.running.next_wake.map_or(t, |x| x.min(t)));
     }
 }
 
-fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) {
-    let Ok(task) = w.tasks.get(e) else { return };
+/// Files a rank's task under its operation; returns the operation's key.
+fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) -> Option<(Entity, OpKey)> {
+    let Ok(task) = w.tasks.get(e) else {
+        return None;
+    };
     if task.status != TaskStatus::Ready {
-        return;
+        return None;
     }
     let (stream, seq) = (task.stream, task.seq);
     let Some(call) = CollectiveCall::decode(&task.desc) else {
@@ -142,17 +157,17 @@ fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) {
             now,
             None,
         );
-        return;
+        return None;
     };
     let Ok(comm) = w.comms.get(call.comm) else {
         let err = NpuError::Destroyed(format!("communicator {}", call.comm));
         fail_at(w, e, err, now, None);
-        return;
+        return None;
     };
     if let Some(err) = &comm.broken {
         let err = err.clone();
         fail_at(w, e, err, now, None);
-        return;
+        return None;
     }
     let (key, slot, slots) = match call.kind {
         CollectiveKind::Send => (
@@ -207,7 +222,7 @@ fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) {
             call.rank, key, op.comm_id
         ));
         fail_at(w, e, err, now, None);
-        return;
+        return None;
     }
     op.slots[slot] = Some(Arrival {
         task: e,
@@ -217,6 +232,7 @@ fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) {
         call,
     });
     w.stats.last_frame_progressed = true;
+    Some((call.comm, key))
 }
 
 /// Ends a rank's task at `now` with `err` (it goes through the running set, so completion,

@@ -22,6 +22,7 @@ pub struct CommUnits<'w> {
 }
 
 /// Assigns units, start and end times to ready tasks.
+#[allow(clippy::too_many_arguments)]
 pub fn dispatch(
     clock: Res<SimClock>,
     mut ready: ResMut<ReadyQueue>,

@@ -52,6 +52,9 @@ pub fn propagate_shapes(
         };
         let buffer = buffers.get(task.context).ok();
         let context = task.context;
+        resolved.launches.push(ResolvedLaunch::EMPTY);
+        let launch = resolved.launches.last_mut().expect("just pushed");
+        launch.task = e;
         match resolve_launch(
             &task.desc,
             op,
@@ -59,14 +62,14 @@ pub fn propagate_shapes(
             &mut device.memory,
             context,
             &mut stats,
+            launch,
         ) {
-            Ok(mut launch) => {
-                launch.task = e;
+            Ok(()) => {
                 task.desc.shape_state = shape_state::RESOLVED;
                 stats.launches_resolved += 1;
-                resolved.launches.push(launch);
             }
             Err(err) => {
+                resolved.launches.pop();
                 stats.shape_faults += 1;
                 encode_fault(&mut task.desc, ops.faults().post(err));
             }
@@ -104,9 +107,9 @@ fn exceeds(op: &OpDef, i: usize, shape: &Shape, needed: Option<u64>, cap: u64) -
     }
 }
 
-/// Resolves one launch: input shapes from the descriptor and the shape buffer, their buffers
-/// checked, output shapes inferred, checked and written to their slots. Public so benches and
-/// embedders can run the stage's core on a descriptor of their own.
+/// Resolves one launch into `launch`: input shapes from the descriptor and the shape buffer,
+/// their buffers checked, output shapes inferred, checked and written to their slots. Public
+/// so benches and embedders can run the stage's core on a descriptor of their own.
 pub fn resolve_launch(
     desc: &TaskDescriptor,
     op: &OpDef,
@@ -114,7 +117,8 @@ pub fn resolve_launch(
     memory: &mut DeviceMemory,
     context: Entity,
     stats: &mut ShapeStats,
-) -> Result<ResolvedLaunch, NpuError> {
+    launch: &mut ResolvedLaunch,
+) -> Result<(), NpuError> {
     let (n_in, n_out) = desc.tensor_counts();
     let n = n_in + n_out;
     if n_in != op.inputs.len() || n_out != op.outputs.len() || n > MAX_TENSORS {
@@ -125,14 +129,9 @@ pub fn resolve_launch(
             op.outputs.len()
         )));
     }
-    let mut launch = ResolvedLaunch {
-        task: Entity::PLACEHOLDER,
-        shapes: [Shape::SCALAR; MAX_TENSORS],
-        capacities: [0; MAX_TENSORS],
-        n_in: n_in as u8,
-        n_out: n_out as u8,
-        out_slot: 0,
-    };
+    launch.n_in = n_in as u8;
+    launch.n_out = n_out as u8;
+    launch.out_slot = 0;
     let slot_addr = |slot: u32, i: usize| -> Result<u64, NpuError> {
         buffer.and_then(|b| b.slot_addr(slot)).ok_or_else(|| {
             NpuError::InvalidShape(format!(
@@ -143,60 +142,53 @@ pub fn resolve_launch(
         })
     };
     let mut dim_at = 0usize;
-    for i in 0..n {
-        let spec = op.tensor(i).expect("counts checked");
+    for (i, spec) in op.inputs.iter().enumerate() {
         launch.capacities[i] = capacity(memory, desc.args[i], context, op, i)?;
         let slot = desc.shape_slots[i];
-        let rank = desc.static_ranks[i];
-        if i < n_in {
-            let shape = if slot != NO_SLOT {
-                let addr = slot_addr(slot, i)?;
-                let mut raw = ShapeSlot::zeroed();
-                memory
-                    .read(addr, bytemuck::bytes_of_mut(&mut raw), context)
-                    .map_err(|f| {
-                        NpuError::InvalidShape(format!(
-                            "{}: shape buffer of {} is gone ({f})",
-                            op.name,
-                            op.tensor_name(i)
-                        ))
-                    })?;
-                stats.dynamic_inputs_read += 1;
-                raw.decode().map_err(|why| {
+        let shape = if slot != NO_SLOT {
+            let addr = slot_addr(slot, i)?;
+            let mut raw = ShapeSlot::zeroed();
+            memory
+                .read(addr, bytemuck::bytes_of_mut(&mut raw), context)
+                .map_err(|f| {
                     NpuError::InvalidShape(format!(
-                        "{}: the shape of input {} (slot {slot}) {why}",
-                        op.name,
-                        op.tensor_name(i)
+                        "{}: shape buffer of {} is gone ({f})",
+                        op.name, spec.name
                     ))
-                })?
-            } else {
-                static_shape(desc, rank, &mut dim_at, op, i)?
-            };
-            let needed = shape.bytes(spec.elem_bytes as u64);
-            if needed.is_none_or(|b| b > launch.capacities[i]) {
-                return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
-            }
-            launch.shapes[i] = shape;
-        } else if slot == NO_SLOT && rank != NO_STATIC_SHAPE {
-            // A declared output shape: checked against inference below.
-            launch.shapes[i] = static_shape(desc, rank, &mut dim_at, op, i)?;
-        }
-    }
-    let mut outputs = [Shape::SCALAR; MAX_TENSORS];
-    let attrs = op_attrs(desc);
-    (op.infer)(&launch.shapes[..n_in], attrs, &mut outputs[..n_out])
-        .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
-    for (j, &shape) in outputs[..n_out].iter().enumerate() {
-        let i = n_in + j;
-        let spec = &op.outputs[j];
-        let (slot, rank) = (desc.shape_slots[i], desc.static_ranks[i]);
-        if slot == NO_SLOT && rank != NO_STATIC_SHAPE && launch.shapes[i] != shape {
-            return Err(NpuError::InvalidShape(format!(
-                "{}: output {} was declared {} but its inferred shape is {shape}",
-                op.name, spec.name, launch.shapes[i]
-            )));
+                })?;
+            stats.dynamic_inputs_read += 1;
+            raw.decode().map_err(|why| {
+                NpuError::InvalidShape(format!(
+                    "{}: the shape of input {} (slot {slot}) {why}",
+                    op.name, spec.name
+                ))
+            })?
+        } else {
+            static_shape(desc, desc.static_ranks[i], &mut dim_at, op, i)?
+        };
+        let needed = shape.bytes(spec.elem_bytes as u64);
+        if needed.is_none_or(|b| b > launch.capacities[i]) {
+            return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
         }
         launch.shapes[i] = shape;
+    }
+    let (inputs, outputs) = launch.shapes.split_at_mut(n_in);
+    (op.infer)(inputs, op_attrs(desc), &mut outputs[..n_out])
+        .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
+    for (j, spec) in op.outputs.iter().enumerate() {
+        let i = n_in + j;
+        let shape = launch.shapes[i];
+        launch.capacities[i] = capacity(memory, desc.args[i], context, op, i)?;
+        let (slot, rank) = (desc.shape_slots[i], desc.static_ranks[i]);
+        if slot == NO_SLOT && rank != NO_STATIC_SHAPE {
+            let declared = static_shape(desc, rank, &mut dim_at, op, i)?;
+            if declared != shape {
+                return Err(NpuError::InvalidShape(format!(
+                    "{}: output {} was declared {declared} but its inferred shape is {shape}",
+                    op.name, spec.name
+                )));
+            }
+        }
         if !spec.data_dependent {
             let needed = shape.bytes(spec.elem_bytes as u64);
             if needed.is_none_or(|b| b > launch.capacities[i]) {
@@ -226,7 +218,7 @@ pub fn resolve_launch(
             }
         }
     }
-    Ok(launch)
+    Ok(())
 }
 
 fn static_shape(

@@ -25,8 +25,7 @@ pub fn compute_tiling(
     mut stats: ResMut<ShapeStats>,
 ) {
     crate::zone!("npusim::tiling");
-    let resolved = &mut *resolved;
-    for launch in resolved.launches.drain(..) {
+    for launch in &resolved.launches {
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
         };
@@ -36,7 +35,7 @@ pub fn compute_tiling(
         let Ok(device) = devices.get(task.device) else {
             continue;
         };
-        match tile_launch(&mut task.desc, &launch, op, &device.config) {
+        match tile_launch(&mut task.desc, launch, op, &device.config) {
             Ok(tiling) => {
                 stats.tilings += 1;
                 if log.enabled {
@@ -57,6 +56,7 @@ pub fn compute_tiling(
             }
         }
     }
+    resolved.launches.clear();
 }
 
 /// Runs `op`'s tiling for a resolved launch, checks it against the device and writes it, with

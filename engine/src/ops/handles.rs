@@ -80,6 +80,22 @@ impl Runtime {
         Ok(())
     }
 
+    /// As [`Runtime::check_shape_handle`], once the context's buffer is known to be alive.
+    pub(crate) fn check_shape_handle_fast(
+        &self,
+        world: &World,
+        ctx: Entity,
+        h: ShapeHandle,
+    ) -> NpuResult<()> {
+        if h.runtime() != self.id() || h.context() != ctx {
+            return self.check_shape_handle(world, ctx, h);
+        }
+        match world.get::<ShapeBuffer>(ctx) {
+            Some(b) if b.is_live(h.slot(), h.generation()) => Ok(()),
+            _ => Err(NpuError::Destroyed(h.to_string())),
+        }
+    }
+
     /// The slot address of a checked handle.
     fn slot_addr(world: &World, h: ShapeHandle) -> NpuResult<u64> {
         world

@@ -362,7 +362,6 @@ impl Runtime {
         let def = world
             .resource::<OpRegistry>()
             .get(op)
-            .cloned()
             .ok_or_else(|| NpuError::KernelNotFound(format!("no op has kernel id {}", op.0)))?;
         let name = &def.name;
         if inputs.len() != def.inputs.len()
@@ -386,6 +385,7 @@ impl Runtime {
         desc.block_dim = 1;
         let n_in = inputs.len();
         let mut dim_at = 0usize;
+        let mut buffer_checked = false;
         for (i, t) in inputs.iter().chain(outputs).enumerate() {
             let spec = def.tensor(i).expect("counts checked");
             let is_input = i < n_in;
@@ -439,7 +439,13 @@ impl Runtime {
                     dim_at = end;
                 }
                 TensorShape::Dynamic(h) => {
-                    self.check_shape_handle(world, ctx, h)?;
+                    // The buffer's own liveness is checked once per launch.
+                    if !buffer_checked {
+                        self.check_shape_handle(world, ctx, h)?;
+                        buffer_checked = true;
+                    } else {
+                        self.check_shape_handle_fast(world, ctx, h)?;
+                    }
                     desc.shape_slots[i] = h.slot();
                 }
                 TensorShape::Inferred => {

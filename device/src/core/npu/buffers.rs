@@ -139,7 +139,10 @@ mod tests {
     #[test]
     fn reset_zeroes_what_was_written() {
         let mut b = LocalBuffers::new(&BufferSizes::from_device(&DeviceConfig::default()));
-        assert!(b.bytes(Buffer::L1).iter().all(|&x| x == 0), "unallocated reads as zeros");
+        assert!(
+            b.bytes(Buffer::L1).iter().all(|&x| x == 0),
+            "unallocated reads as zeros"
+        );
         b.range_mut(Buffer::L1, 1000, 8).fill(7);
         assert_eq!(b.bytes(Buffer::L1)[1000], 7);
         b.bytes_mut(Buffer::Ub)[5] = 1;

@@ -1,0 +1,301 @@
+//! Host callbacks the ACL way: `aclrtLaunchCallback` puts a callback in a stream; when the
+//! stream reaches it, the callback is handed to the thread subscribed to that stream
+//! (`aclrtSubscribeReport`), which runs it inside its `aclrtProcessReport` loop.
+//!
+//! Under the hood the callback task is an npusim host function (`launch_host_func`): it runs on
+//! whichever host thread drives the device's frames (a synchronize), and its only job is to
+//! queue the callback for the subscribed thread. With `ACL_CALLBACK_BLOCK` it then waits until
+//! that thread has run the callback, so a synchronize that reaches it returns only after the
+//! callback ran, and the stream's later tasks start after it. (If another host thread drives
+//! frames meanwhile, later tasks may start earlier: the device does not wait on a host thread
+//! it does not know about.) A callback whose stream lost its subscriber before it was
+//! delivered runs on the delivering thread instead, so nothing waits forever; so does one
+//! delivered by the subscribed thread itself.
+//!
+//! Like every npusim wait, the device advances only while some host thread waits on it:
+//! `aclrtProcessReport` waits for callbacks, not for the device, so a program must still
+//! synchronize (or poll a stream or event) for its callbacks to come due.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use npusim_engine::Stream;
+
+use crate::error::{AclError, call};
+use crate::session::session;
+use crate::types::*;
+
+/// The calling thread's id, as `pthread_self()` gives it to C (and C to `aclrtSubscribeReport`).
+pub(crate) fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// One callback on its way to its thread.
+struct Report {
+    f: unsafe extern "C" fn(*mut c_void),
+    user_data: usize,
+    stream: Stream,
+    done: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Report {
+    fn run(&self) {
+        // SAFETY: a callback C registered, with the user data C gave for it.
+        unsafe { (self.f)(self.user_data as *mut c_void) };
+        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        self.cv.notify_all();
+    }
+
+    fn wait(&self) {
+        let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
+        let _done = self
+            .cv
+            .wait_while(done, |d| !*d)
+            .unwrap_or_else(|p| p.into_inner());
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Stream → the thread that runs its callbacks, and the stream's context handle.
+    subscribers: BTreeMap<Stream, (u64, u64)>,
+    /// Thread → callbacks due, oldest first.
+    queues: BTreeMap<u64, VecDeque<Arc<Report>>>,
+    /// Set by `aclFinalize`: waiting threads return.
+    closed: bool,
+}
+
+/// The subscriptions and the callbacks due, shared by the callback tasks and the report threads.
+#[derive(Default)]
+pub(crate) struct Reports {
+    state: Mutex<State>,
+    cv: Condvar,
+}
+
+impl Reports {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hands `report` to its stream's thread (or runs it here, see the module docs).
+    fn deliver(&self, report: Arc<Report>, block: bool) {
+        let me = thread_id();
+        let mut st = self.lock();
+        match st.subscribers.get(&report.stream).copied() {
+            Some((thread, _)) if thread != me && !st.closed => {
+                st.queues.entry(thread).or_default().push_back(report.clone());
+                drop(st);
+                self.cv.notify_all();
+                if block {
+                    report.wait();
+                }
+            }
+            _ => {
+                drop(st);
+                report.run();
+            }
+        }
+    }
+
+    /// Forgets `stream`'s subscription; callbacks of it still queued run on this thread.
+    pub fn forget(&self, stream: Stream) {
+        let orphans = {
+            let mut st = self.lock();
+            st.subscribers.remove(&stream);
+            take_stream(&mut st, stream)
+        };
+        for r in orphans {
+            r.run();
+        }
+    }
+
+    /// Forgets the subscriptions of every stream of context `ctx` (destroyed or reset).
+    pub fn forget_context(&self, ctx: u64) {
+        let streams: Vec<Stream> = {
+            let st = self.lock();
+            st.subscribers
+                .iter()
+                .filter(|(_, (_, c))| *c == ctx)
+                .map(|(s, _)| *s)
+                .collect()
+        };
+        for s in streams {
+            self.forget(s);
+        }
+    }
+
+    /// Wakes every waiting thread for good, and runs the callbacks still queued here.
+    pub fn close(&self) {
+        let orphans: Vec<Arc<Report>> = {
+            let mut st = self.lock();
+            st.closed = true;
+            st.subscribers.clear();
+            std::mem::take(&mut st.queues).into_values().flatten().collect()
+        };
+        self.cv.notify_all();
+        for r in orphans {
+            r.run();
+        }
+    }
+}
+
+fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
+    let mut taken = Vec::new();
+    for q in st.queues.values_mut() {
+        let (mine, rest): (VecDeque<_>, VecDeque<_>) = q.drain(..).partition(|r| r.stream == stream);
+        *q = rest;
+        taken.extend(mine);
+    }
+    taken
+}
+
+/// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: makes thread
+/// `threadId` (its `pthread_t`) run the callbacks launched on `stream` (NULL: the default
+/// stream), from its `aclrtProcessReport` loop. A thread may serve several streams; a stream
+/// has one thread (ACL_ERROR_REPEAT_SUBSCRIBE otherwise).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
+    call("aclrtSubscribeReport", || {
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        // Checks the stream belongs to the current context.
+        s.rt.query_stream(st)?;
+        let (ctx, _) = s.current_ctx()?;
+        let mut state = s.reports.lock();
+        if let Some((t, _)) = state.subscribers.get(&st) {
+            return Err(AclError::new(
+                ACL_ERROR_REPEAT_SUBSCRIBE,
+                format!("{st} is already subscribed by thread {t:#x}"),
+            ));
+        }
+        state.subscribers.insert(st, (threadId, ctx));
+        Ok(())
+    })
+}
+
+/// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`: `threadId` no
+/// longer serves `stream`. Callbacks of the stream already due but not yet run are run by the
+/// calling thread before this returns.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
+    call("aclrtUnSubscribeReport", || {
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        let orphans = {
+            let mut state = s.reports.lock();
+            if state.subscribers.get(&st).map(|(t, _)| *t) != Some(threadId) {
+                return Err(AclError::new(
+                    ACL_ERROR_STREAM_NOT_SUBSCRIBE,
+                    format!("{st} is not subscribed by thread {threadId:#x}"),
+                ));
+            }
+            state.subscribers.remove(&st);
+            take_stream(&mut state, st)
+        };
+        for r in orphans {
+            r.run();
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclrtProcessReport(int32_t timeout)`: on a subscribed thread, waits up to
+/// `timeout` milliseconds of wall-clock time (-1: for ever) for a callback of one of its
+/// streams to come due, and runs it. ACL_ERROR_WAIT_CALLBACK_TIMEOUT if none came;
+/// ACL_ERROR_THREAD_NOT_SUBSCRIBE if the thread serves no stream.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
+    call("aclrtProcessReport", || {
+        if timeout == 0 || timeout < -1 {
+            return Err(AclError::param(format!(
+                "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
+            )));
+        }
+        // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
+        let reports = session()?.reports.clone();
+        let me = thread_id();
+        let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        let mut st = reports.lock();
+        loop {
+            if st.closed {
+                return Err(AclError::new(ACL_ERROR_UNINITIALIZE, "aclFinalize was called"));
+            }
+            if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
+                drop(st);
+                r.run();
+                return Ok(());
+            }
+            if !st.subscribers.values().any(|&(t, _)| t == me) {
+                return Err(AclError::new(
+                    ACL_ERROR_THREAD_NOT_SUBSCRIBE,
+                    format!("thread {me:#x} is not subscribed to any stream"),
+                ));
+            }
+            st = match deadline {
+                None => reports.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(AclError::new(
+                            ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                            format!("no callback came due within {timeout} ms"),
+                        ));
+                    }
+                    reports
+                        .cv
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0
+                }
+            };
+        }
+    })
+}
+
+/// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
+/// blockType, aclrtStream stream)`: enqueues `fn(userData)` on `stream` (NULL: the default
+/// stream), to run on the stream's subscribed thread when the stream reaches it. With
+/// ACL_CALLBACK_BLOCK (1) the stream's later work waits for it; ACL_CALLBACK_NO_BLOCK (0) does
+/// not wait. The stream must be subscribed (ACL_ERROR_RT_STREAM_NO_CB_REG otherwise).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtLaunchCallback(
+    fn_: aclrtCallback,
+    userData: *mut c_void,
+    blockType: u32,
+    stream: aclrtStream,
+) -> aclError {
+    call("aclrtLaunchCallback", || {
+        let f = fn_.ok_or_else(|| AclError::null("fn"))?;
+        let block = match blockType {
+            ACL_CALLBACK_NO_BLOCK => false,
+            ACL_CALLBACK_BLOCK => true,
+            other => {
+                return Err(AclError::param(format!(
+                    "blockType {other}: expected ACL_CALLBACK_NO_BLOCK or ACL_CALLBACK_BLOCK"
+                )));
+            }
+        };
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        if !s.reports.lock().subscribers.contains_key(&st) {
+            return Err(AclError::new(
+                ACL_ERROR_RT_STREAM_NO_CB_REG,
+                format!("{st} has no subscribed thread (aclrtSubscribeReport)"),
+            ));
+        }
+        let report = Arc::new(Report {
+            f,
+            user_data: userData as usize,
+            stream: st,
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let reports = s.reports.clone();
+        s.rt.launch_host_func(st, move || reports.deliver(report, block))?;
+        Ok(())
+    })
+}

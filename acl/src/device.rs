@@ -1,0 +1,134 @@
+//! Devices: `aclrtSetDevice` makes a device's primary (default) context current on the calling
+//! thread, shared by every thread that sets the same device; `aclrtResetDevice` undoes it, and
+//! when the last `aclrtSetDevice` of the device is matched, releases what C made in the primary
+//! context and clears its sticky error, so the device can be used afresh.
+
+use npusim_engine::{DevicePtr, NpuError};
+
+use crate::error::{AclError, AclResult, call, non_null};
+use crate::session::{Session, config_from_env, session};
+use crate::types::*;
+
+/// Checks a C device id against the runtime's devices.
+pub(crate) fn device_index(s: &Session, id: i32) -> AclResult<u32> {
+    let count = s.rt.device_count();
+    u32::try_from(id)
+        .ok()
+        .filter(|&d| d < count)
+        .ok_or_else(|| {
+            AclError::new(
+                ACL_ERROR_RT_INVALID_DEVICEID,
+                format!("device {id} does not exist (the runtime has {count}; NPUSIM_DEVICES sets it)"),
+            )
+        })
+}
+
+/// `aclError aclrtSetDevice(int32_t deviceId)`: makes the primary context of `deviceId`
+/// current on this thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
+    call("aclrtSetDevice", || {
+        let s = session()?;
+        let d = device_index(&s, deviceId)?;
+        s.rt.set_device(d)?;
+        s.device_refs.lock().unwrap_or_else(|p| p.into_inner())[d as usize] += 1;
+        Ok(())
+    })
+}
+
+/// `aclError aclrtResetDevice(int32_t deviceId)`: matches one `aclrtSetDevice`. The last one
+/// waits for the device's work, then destroys the streams, events, binaries and allocations C
+/// made in the primary context and clears its sticky error (the primary context itself stays,
+/// usable after the next `aclrtSetDevice`). Contexts made by `aclrtCreateContext` are not
+/// touched: destroy them first, as ACL asks.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
+    call("aclrtResetDevice", || {
+        let s = session()?;
+        let d = device_index(&s, deviceId)? as usize;
+        {
+            let mut refs = s.device_refs.lock().unwrap_or_else(|p| p.into_inner());
+            refs[d] = refs[d].saturating_sub(1);
+            if refs[d] > 0 {
+                return Ok(());
+            }
+        }
+        let key = s.primaries[d];
+        let ctx = s.tables().contexts[&key].ctx;
+        s.rt.push_context(ctx)?;
+        let result = reset_primary(&s, key);
+        s.rt.pop_context();
+        result
+    })
+}
+
+/// Releases what C made in primary context `key`, which is current.
+fn reset_primary(s: &Session, key: u64) -> AclResult<()> {
+    s.rt.reset_context()?;
+    // Its errors go with the state they belong to.
+    let _ = s.rt.synchronize_device();
+    s.reports.forget_context(key);
+    let owned = s.tables().take_owned(key, false);
+    for st in owned.streams.into_iter().chain(owned.copy_stream) {
+        let _ = s.rt.destroy_stream(st);
+    }
+    for e in owned.events {
+        let _ = s.rt.destroy_event(e);
+    }
+    for b in owned.binaries {
+        let _ = s.rt.unload_binary(b);
+    }
+    for a in owned.allocs {
+        // A fault released the context's memory already: nothing left to free then.
+        match s.rt.free(DevicePtr(a)) {
+            Ok(()) | Err(NpuError::BadFree { .. }) | Err(NpuError::InvalidPointer { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    s.rt.reset_context()?;
+    Ok(())
+}
+
+/// `aclError aclrtGetDevice(int32_t *deviceId)`: the device of the current context.
+///
+/// # Safety
+/// `deviceId` is NULL or points to an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
+    call("aclrtGetDevice", || {
+        non_null(deviceId, "deviceId")?;
+        let d = session()?.rt.current_device()?;
+        // SAFETY: checked non-NULL; the caller passes a writable int32_t.
+        unsafe { deviceId.write(d as i32) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtGetDeviceCount(uint32_t *count)`: the number of simulated devices
+/// (`NPUSIM_DEVICES`, read now if `aclInit` has not been called yet).
+///
+/// # Safety
+/// `count` is NULL or points to a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
+    call("aclrtGetDeviceCount", || {
+        non_null(count, "count")?;
+        let n = match session() {
+            Ok(s) => s.rt.device_count(),
+            Err(_) => config_from_env()?.runtime.devices,
+        };
+        // SAFETY: checked non-NULL; the caller passes a writable uint32_t.
+        unsafe { count.write(n) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtSynchronizeDevice(void)`: waits for every stream of the current context's
+/// device; returns the first error of the current context's streams (or its sticky error).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
+    call("aclrtSynchronizeDevice", || {
+        session()?.rt.synchronize_device()?;
+        Ok(())
+    })
+}

@@ -1,0 +1,291 @@
+//! Kernel binaries and launches. A binary is an ELF object for the simulated AI core (compiled
+//! from C against `device/sdk/npusim.h`, see `examples/kernels/`), loaded into the current
+//! context.
+//!
+//! # Kernel arguments
+//!
+//! `aclrtLaunchKernel` takes the kernel's arguments as one buffer of 8-byte slots, one slot per
+//! argument, in order: a pointer or an integer fills its slot (zero- or sign-extended to 64
+//! bits), so a C struct of `void *` / `uint64_t` / `int64_t` fields is such a buffer. The slots
+//! are passed to the kernel per the RISC-V LP64 calling convention, in integer registers.
+//! `argsData` may be host memory or, as ACL documents, device memory of the current context
+//! (read when the launch is enqueued: write it with a synchronous copy first).
+//!
+//! A `float` argument travels in a float register, so it needs its type: use the npusim
+//! extension `npusimLaunchKernel`, whose `floatMask` has bit `i` set when slot `i` holds a
+//! `float` (in the slot's low 4 bytes).
+
+use std::ffi::{CStr, c_char, c_void};
+
+use npusim_engine::components::{ContextState, DeviceState};
+use npusim_engine::{Arg, Context};
+
+use crate::error::{AclError, AclResult, call, non_null};
+use crate::handles::{BinEntry, FuncEntry, Kind, lookup, new_key, to_ptr};
+use crate::session::{Session, session};
+use crate::types::*;
+
+/// Most argument slots of one launch (the task descriptor's argument words).
+const MAX_SLOTS: usize = npusim_engine::components::task::MAX_ARGS;
+
+fn register_binary(s: &Session, binary: npusim_engine::Binary, out: *mut aclrtBinHandle) -> AclResult<()> {
+    let (ctx, _) = s.current_ctx()?;
+    let key = new_key(Kind::Binary);
+    s.tables().binaries.insert(
+        key,
+        BinEntry {
+            binary,
+            ctx,
+            functions: Default::default(),
+        },
+    );
+    // SAFETY: the caller checked `out` is non-NULL; C passes a writable aclrtBinHandle.
+    unsafe { out.write(to_ptr(key)) };
+    Ok(())
+}
+
+/// `aclError aclrtBinaryLoadFromFile(const char *binPath, aclrtBinaryLoadOptions *options,
+/// aclrtBinHandle *binHandle)`: loads a kernel object file into the current context. The
+/// options are accepted and ignored.
+///
+/// # Safety
+/// `binPath` is NULL or a NUL-terminated string; `binHandle` is NULL or points to an
+/// `aclrtBinHandle`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtBinaryLoadFromFile(
+    binPath: *const c_char,
+    options: *mut aclrtBinaryLoadOptions,
+    binHandle: *mut aclrtBinHandle,
+) -> aclError {
+    let _ = options;
+    call("aclrtBinaryLoadFromFile", || {
+        non_null(binPath, "binPath")?;
+        non_null(binHandle, "binHandle")?;
+        // SAFETY: checked non-NULL; the caller passes a NUL-terminated string.
+        let path = unsafe { CStr::from_ptr(binPath) }.to_string_lossy().into_owned();
+        let s = session()?;
+        let binary = s.rt.load_binary_file(&path)?;
+        register_binary(&s, binary, binHandle)
+    })
+}
+
+/// `aclError aclrtBinaryLoadFromData(const void *data, size_t length, const
+/// aclrtBinaryLoadOptions *options, aclrtBinHandle *binHandle)`: loads a kernel object from
+/// memory into the current context.
+///
+/// # Safety
+/// `data` is NULL or valid for `length` bytes; `binHandle` is NULL or points to an
+/// `aclrtBinHandle`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtBinaryLoadFromData(
+    data: *const c_void,
+    length: usize,
+    options: *const aclrtBinaryLoadOptions,
+    binHandle: *mut aclrtBinHandle,
+) -> aclError {
+    let _ = options;
+    call("aclrtBinaryLoadFromData", || {
+        non_null(data, "data")?;
+        non_null(binHandle, "binHandle")?;
+        if length == 0 {
+            return Err(AclError::param("length is 0"));
+        }
+        // SAFETY: checked non-NULL; the caller passes `length` readable bytes.
+        let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) };
+        let s = session()?;
+        let binary = s.rt.load_binary(bytes)?;
+        register_binary(&s, binary, binHandle)
+    })
+}
+
+/// `aclError aclrtBinaryGetFunction(const aclrtBinHandle binHandle, const char *kernelName,
+/// aclrtFuncHandle *funcHandle)`: the kernel function `kernelName` of a loaded binary (the
+/// same handle on every call with the same name).
+///
+/// # Safety
+/// `kernelName` is NULL or a NUL-terminated string; `funcHandle` is NULL or points to an
+/// `aclrtFuncHandle`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtBinaryGetFunction(
+    binHandle: aclrtBinHandle,
+    kernelName: *const c_char,
+    funcHandle: *mut aclrtFuncHandle,
+) -> aclError {
+    call("aclrtBinaryGetFunction", || {
+        non_null(kernelName, "kernelName")?;
+        non_null(funcHandle, "funcHandle")?;
+        // SAFETY: checked non-NULL; the caller passes a NUL-terminated string.
+        let name = unsafe { CStr::from_ptr(kernelName) }.to_string_lossy().into_owned();
+        let s = session()?;
+        let (bin_key, binary, known) = {
+            let t = s.tables();
+            let (k, b) = lookup(&t.binaries, Kind::Binary, binHandle, "binHandle")?;
+            (k, b.binary, b.functions.get(&name).copied())
+        };
+        let key = match known {
+            Some(k) => k,
+            None => {
+                let kernel = s.rt.get_function(binary, &name)?;
+                let key = new_key(Kind::Function);
+                let mut t = s.tables();
+                let Some(b) = t.binaries.get_mut(&bin_key) else {
+                    return Err(AclError::new(
+                        ACL_ERROR_RT_PARAM_INVALID,
+                        "the binary was unloaded during the lookup",
+                    ));
+                };
+                b.functions.insert(name, key);
+                t.functions.insert(key, FuncEntry { kernel });
+                key
+            }
+        };
+        // SAFETY: checked non-NULL; the caller passes a writable aclrtFuncHandle.
+        unsafe { funcHandle.write(to_ptr(key)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle)`: waits for the device's queued work,
+/// then unloads the binary; its function handles become invalid.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
+    call("aclrtBinaryUnLoad", || {
+        let s = session()?;
+        let (key, binary) = {
+            let t = s.tables();
+            let (k, b) = lookup(&t.binaries, Kind::Binary, binHandle, "binHandle")?;
+            (k, b.binary)
+        };
+        s.rt.unload_binary(binary)?;
+        s.tables().remove_binary(key);
+        Ok(())
+    })
+}
+
+/// Reads `out.len()` bytes of device memory of context `ctx` at `addr`, as of now.
+fn read_device(s: &Session, ctx: Context, addr: u64, out: &mut [u8]) -> AclResult<()> {
+    let mut g = s.rt.lock_world();
+    let world = g.world_mut();
+    let device = world
+        .get::<ContextState>(ctx.entity())
+        .map(|c| c.device)
+        .ok_or_else(|| AclError::new(ACL_ERROR_RT_CONTEXT_NULL, "the current context is gone"))?;
+    let mut d = world
+        .get_mut::<DeviceState>(device)
+        .ok_or_else(|| AclError::new(ACL_ERROR_RT_INTERNAL_ERROR, "the context's device is gone"))?;
+    d.memory.read(addr, out, ctx.entity()).map_err(|f| {
+        AclError::new(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("reading the kernel arguments at {addr:#x}: {f}"),
+        )
+    })
+}
+
+/// Decodes an argument buffer into npusim arguments.
+///
+/// # Safety
+/// `data` is valid for `size` bytes unless it is device memory of the current context.
+unsafe fn decode_args(s: &Session, data: *const c_void, size: usize, float_mask: u64) -> AclResult<Vec<Arg>> {
+    if size % 8 != 0 {
+        return Err(AclError::param(format!(
+            "argsSize {size} is not a multiple of 8: each argument fills an 8-byte slot"
+        )));
+    }
+    let slots = size / 8;
+    if slots > MAX_SLOTS {
+        return Err(AclError::param(format!("{slots} argument slots; at most {MAX_SLOTS}")));
+    }
+    if slots < 64 && float_mask >> slots != 0 {
+        return Err(AclError::param(format!(
+            "floatMask {float_mask:#x} marks slots past the {slots} given"
+        )));
+    }
+    if slots == 0 {
+        return Ok(Vec::new());
+    }
+    non_null(data, "argsData")?;
+    let mut bytes = vec![0u8; size];
+    let (ctx_key, ctx) = s.current_ctx()?;
+    if s.is_device(ctx_key, data.addr() as u64, size as u64) {
+        read_device(s, ctx, data.addr() as u64, &mut bytes)?;
+    } else {
+        // SAFETY: host memory valid for `size` bytes (the caller's contract).
+        unsafe { std::ptr::copy_nonoverlapping(data.cast::<u8>(), bytes.as_mut_ptr(), size) };
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .enumerate()
+        .map(|(i, w)| {
+            let word = u64::from_le_bytes(w.try_into().expect("8-byte chunk"));
+            if float_mask >> i & 1 == 1 {
+                Arg::F32(f32::from_bits(word as u32))
+            } else {
+                Arg::U64(word)
+            }
+        })
+        .collect())
+}
+
+/// # Safety
+/// As [`decode_args`].
+unsafe fn launch(
+    func: aclrtFuncHandle,
+    block_dim: u32,
+    data: *const c_void,
+    size: usize,
+    float_mask: u64,
+    stream: aclrtStream,
+) -> AclResult<()> {
+    let s = session()?;
+    let kernel = {
+        let t = s.tables();
+        lookup(&t.functions, Kind::Function, func, "funcHandle")?.1.kernel
+    };
+    let st = s.stream_or_default(stream)?;
+    // SAFETY: the caller's contract.
+    let args = unsafe { decode_args(&s, data, size, float_mask) }?;
+    s.rt.launch(kernel, block_dim, &args, st)?;
+    Ok(())
+}
+
+/// `aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const void
+/// *argsData, size_t argsSize, aclrtStream stream)`: enqueues the kernel on `stream` (NULL: the
+/// default stream) with `blockDim` blocks; `argsData` holds one 8-byte slot per argument (see
+/// the module docs). Returns before the kernel runs; its faults come back at synchronize.
+///
+/// # Safety
+/// `argsData` is valid for `argsSize` bytes (host memory) or is device memory.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtLaunchKernel(
+    funcHandle: aclrtFuncHandle,
+    blockDim: u32,
+    argsData: *const c_void,
+    argsSize: usize,
+    stream: aclrtStream,
+) -> aclError {
+    call("aclrtLaunchKernel", || {
+        // SAFETY: as this function's.
+        unsafe { launch(funcHandle, blockDim, argsData, argsSize, 0, stream) }
+    })
+}
+
+/// `aclError npusimLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const void
+/// *argsData, size_t argsSize, uint64_t floatMask, aclrtStream stream)` (npusim extension): as
+/// `aclrtLaunchKernel`, where bit `i` of `floatMask` marks slot `i` as a `float` argument.
+///
+/// # Safety
+/// As `aclrtLaunchKernel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npusimLaunchKernel(
+    funcHandle: aclrtFuncHandle,
+    blockDim: u32,
+    argsData: *const c_void,
+    argsSize: usize,
+    floatMask: u64,
+    stream: aclrtStream,
+) -> aclError {
+    call("npusimLaunchKernel", || {
+        // SAFETY: as this function's.
+        unsafe { launch(funcHandle, blockDim, argsData, argsSize, floatMask, stream) }
+    })
+}

@@ -1,0 +1,61 @@
+//! The C API of npusim: ACL's runtime functions (`aclInit`, `aclrtSetDevice`,
+//! `aclrtCreateStream`, `aclrtMalloc`, `aclrtMemcpyAsync`, `aclrtLaunchKernel`, ...) with ACL's
+//! names, signatures, handle types and error codes, over a simulated NPU. A C or C++ program
+//! written against ACL's runtime API builds against `acl/include/acl/acl.h` and links
+//! `libnpusim_acl` (`.so` or `.a`) instead of the real runtime, and runs without hardware.
+//!
+//! # Using it from C, in two commands
+//!
+//! ```sh
+//! cargo build --release -p npusim-acl
+//! cc examples/c/quickstart.c -Iacl/include -Ltarget/release -lnpusim_acl -Wl,-rpath,$PWD/target/release -o quickstart
+//! ```
+//!
+//! (or link `target/release/libnpusim_acl.a -lpthread -ldl -lm` for a self-contained binary).
+//!
+//! # How the C API maps onto npusim
+//!
+//! 1. **Session.** `aclInit` builds one [`npusim_engine::Runtime`] for the process, configured
+//!    by `NPUSIM_DEVICES`, `NPUSIM_PRESET` and `NPUSIM_TRACE` (see [`session`]);
+//!    `aclFinalize` drops it.
+//! 2. **Contexts** are npusim's, and so is the thread-local current context:
+//!    `aclrtSetDevice` makes a device's primary context current, `aclrtCreateContext` makes
+//!    the new context current ([`context`]). Contexts start in ACL's default failure mode,
+//!    continue-on-failure.
+//! 3. **Handles** (`aclrtContext`, `aclrtStream`, `aclrtEvent`, `aclrtBinHandle`,
+//!    `aclrtFuncHandle`, `aclrtMemPool`) are opaque numbers looked up in tables, never
+//!    dereferenced ([`handles`]): NULL is ACL_ERROR_INVALID_PARAM, a handle this library did
+//!    not hand out or that was destroyed is ACL_ERROR_RT_PARAM_INVALID, and a handle of another
+//!    context is the runtime's ACL_ERROR_RT_STREAM_CONTEXT.
+//! 4. **Memory.** Device pointers are npusim device addresses; pinned host memory is an
+//!    npusim pinned buffer shared with C ([`host`], [`memory`]).
+//! 5. **Errors.** Every function runs inside `catch_unwind`: a panic is
+//!    ACL_ERROR_RT_INTERNAL_ERROR, never an abort. Asynchronous failures (a kernel fault) come
+//!    back at the next synchronize with their ACL codes, and to the exception callback
+//!    ([`exception`]). `aclGetRecentErrMsg` gives each thread the messages of its failed calls
+//!    ([`error`]).
+//! 6. **Time** is simulated: timeouts of synchronizes are simulated milliseconds; the device
+//!    advances while a host thread waits on it (synchronize, or a query that polls).
+//!
+//! The functions are listed, with their C prototypes, in the modules below and in the header.
+
+#![warn(missing_docs)]
+#![allow(non_snake_case)]
+
+#[cfg(not(target_pointer_width = "64"))]
+compile_error!("npusim-acl encodes its handles in 64-bit pointers");
+
+pub mod callback;
+pub mod context;
+pub mod device;
+pub mod error;
+pub mod event;
+pub mod exception;
+pub mod handles;
+pub mod host;
+pub mod kernel;
+pub mod memory;
+pub mod pool;
+pub mod session;
+pub mod stream;
+pub mod types;

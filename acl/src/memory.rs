@@ -1,0 +1,311 @@
+//! Device memory, copies and memsets. Device pointers are npusim device addresses (`DevicePtr`)
+//! cast to `void *`: C may do arithmetic on them, never dereference them.
+//!
+//! - `aclrtMemcpy` / `aclrtMemset` are synchronous and, as ACL documents, wait for nothing but
+//!   themselves: they run on a private stream of the current context and return when done.
+//! - `aclrtMemcpyAsync` / `aclrtMemsetAsync` are stream-ordered. With pinned host memory
+//!   (`aclrtMallocHost`) the copy is asynchronous and reads or writes the host bytes when it
+//!   runs. With other host memory, as ACL documents, the call returns once the copy no longer
+//!   needs the memory: a host-to-device copy is staged at the call; a device-to-host copy is
+//!   waited for.
+//! - Host-to-host copies, and memsets of pinned host memory, happen at the call.
+
+use std::ffi::c_void;
+
+use npusim_engine::{DevicePtr, HostBuffer, Stream};
+use npusim_engine::components::AllocPolicy;
+
+use crate::error::{AclError, AclResult, call, non_null};
+use crate::handles::Alloc;
+use crate::host::pinned;
+use crate::session::{Session, session};
+use crate::types::*;
+
+fn dev(p: *const c_void) -> DevicePtr {
+    DevicePtr(p.addr() as u64)
+}
+
+/// The page policy of an `aclrtMemMallocPolicy` (its memory-type flag bits are ignored).
+fn policy(p: u32) -> AclResult<AllocPolicy> {
+    match p & 0xff {
+        0 | 3 => Ok(AllocPolicy::HugeFirst),
+        1 | 4 | 6 | 7 => Ok(AllocPolicy::HugeOnly),
+        2 | 5 => Ok(AllocPolicy::NormalOnly),
+        _ => Err(AclError::param(format!("unknown aclrtMemMallocPolicy {p:#x}"))),
+    }
+}
+
+/// Allocates `size` bytes in the current context and remembers them (for `ACL_MEMCPY_DEFAULT`,
+/// device-resident kernel arguments and `aclrtResetDevice`).
+pub(crate) fn alloc(
+    s: &Session,
+    size: u64,
+    policy: AllocPolicy,
+    pool: Option<u64>,
+) -> AclResult<DevicePtr> {
+    let (ctx, _) = s.current_ctx()?;
+    let ptr = s.rt.malloc_with_policy(size, policy)?;
+    s.tables().allocs.insert((ctx, ptr.0), Alloc { size, pool });
+    Ok(ptr)
+}
+
+/// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`: `size`
+/// bytes of device memory in the current context, with the policy's page sizes
+/// (ACL_MEM_MALLOC_HUGE_FIRST, _HUGE_ONLY, _NORMAL_ONLY, and their _P2P forms).
+///
+/// # Safety
+/// `devPtr` is NULL or points to a `void *`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: u32) -> aclError {
+    call("aclrtMalloc", || {
+        non_null(devPtr, "devPtr")?;
+        if size == 0 {
+            return Err(AclError::param("size is 0"));
+        }
+        let policy = self::policy(policy)?;
+        let ptr = alloc(&*session()?, size as u64, policy, None)?;
+        // SAFETY: checked non-NULL; the caller passes a writable void *.
+        unsafe { devPtr.write(std::ptr::without_provenance_mut(ptr.0 as usize)) };
+        Ok(())
+    })
+}
+
+/// Frees a device allocation of the current context and forgets it.
+pub(crate) fn free(s: &Session, ptr: DevicePtr, stream: Option<Stream>) -> AclResult<()> {
+    let (ctx, _) = s.current_ctx()?;
+    match stream {
+        Some(st) => s.rt.free_async(ptr, st)?,
+        None => s.rt.free(ptr)?,
+    }
+    let mut t = s.tables();
+    if let Some(a) = t.allocs.remove(&(ctx, ptr.0))
+        && let Some(p) = a.pool.and_then(|p| t.pools.get_mut(&p))
+    {
+        p.live.remove(&ptr.0);
+    }
+    Ok(())
+}
+
+/// `aclError aclrtFree(void *devPtr)`: frees device memory. Returns at once; the memory is
+/// reused only after every queued task that names it is done.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
+    call("aclrtFree", || {
+        non_null(devPtr, "devPtr")?;
+        free(&*session()?, dev(devPtr), None)
+    })
+}
+
+/// Which sides of a copy are device memory: (destination, source).
+fn direction(s: &Session, kind: u32, dst: *const c_void, src: *const c_void, count: u64) -> AclResult<(bool, bool)> {
+    match kind {
+        ACL_MEMCPY_HOST_TO_HOST => Ok((false, false)),
+        ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE => Ok((true, false)),
+        ACL_MEMCPY_DEVICE_TO_HOST => Ok((false, true)),
+        ACL_MEMCPY_DEVICE_TO_DEVICE
+        | ACL_MEMCPY_INNER_DEVICE_TO_DEVICE
+        | ACL_MEMCPY_INTER_DEVICE_TO_DEVICE => Ok((true, true)),
+        ACL_MEMCPY_DEFAULT => {
+            let (ctx, _) = s.current_ctx()?;
+            Ok((
+                s.is_device(ctx, dst.addr() as u64, count),
+                s.is_device(ctx, src.addr() as u64, count),
+            ))
+        }
+        other => Err(AclError::param(format!("unknown aclrtMemcpyKind {other}"))),
+    }
+}
+
+/// Copies `count` bytes; `stream` None is synchronous.
+///
+/// # Safety
+/// Host sides are valid for `count` bytes.
+unsafe fn copy(
+    s: &Session,
+    dst: *mut c_void,
+    src: *const c_void,
+    count: u64,
+    (dst_dev, src_dev): (bool, bool),
+    stream: Option<Stream>,
+) -> AclResult<()> {
+    let len = usize::try_from(count).map_err(|_| AclError::param("count too large"))?;
+    let on = |st: Option<Stream>| st.map_or_else(|| s.copy_stream(), Ok);
+    match (dst_dev, src_dev) {
+        (false, false) => {
+            // SAFETY: both host ranges are valid for `len` bytes (the caller's contract);
+            // `copy` allows them to overlap.
+            unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
+        }
+        (true, false) => {
+            let st = on(stream)?;
+            match pinned(src, count) {
+                Some((buf, offset)) => s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?,
+                None => {
+                    // SAFETY: the source is valid for `len` bytes (the caller's contract).
+                    let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) };
+                    if stream.is_some() {
+                        s.rt.memcpy_htod_async_pageable(dev(dst), bytes, st)?;
+                    } else {
+                        s.rt.memcpy_htod_async(dev(dst), &HostBuffer::staged(bytes), count, st)?;
+                    }
+                }
+            }
+            if stream.is_none() {
+                s.rt.synchronize_stream(st)?;
+            }
+        }
+        (false, true) => {
+            let st = on(stream)?;
+            match pinned(dst, count) {
+                Some((buf, offset)) => {
+                    s.rt.memcpy_dtoh_async_at(&buf, offset, dev(src), count, st)?;
+                    if stream.is_none() {
+                        s.rt.synchronize_stream(st)?;
+                    }
+                }
+                None => {
+                    let staged = HostBuffer::new(len, false);
+                    s.rt.memcpy_dtoh_async(&staged, dev(src), count, st)?;
+                    s.rt.synchronize_stream(st)?;
+                    let data = staged.bytes()?;
+                    // SAFETY: the destination is valid for `len` bytes (the caller's
+                    // contract); `data` is our own buffer of `len` bytes.
+                    unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst.cast::<u8>(), len) };
+                }
+            }
+        }
+        (true, true) => {
+            let st = on(stream)?;
+            s.rt.memcpy_dtod_async(dev(dst), dev(src), count, st)?;
+            if stream.is_none() {
+                s.rt.synchronize_stream(st)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_copy(dst: *const c_void, destMax: usize, src: *const c_void, count: usize) -> AclResult<()> {
+    non_null(dst, "dst")?;
+    non_null(src, "src")?;
+    if count > destMax {
+        return Err(AclError::param(format!(
+            "count {count} is larger than destMax {destMax}"
+        )));
+    }
+    Ok(())
+}
+
+/// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
+/// aclrtMemcpyKind kind)`: copies `count` bytes and returns when they are copied. Waits for no
+/// other work (synchronize first if the source is being produced by a stream).
+///
+/// # Safety
+/// Host pointers are valid for `count` bytes; device pointers are any value.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemcpy(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+) -> aclError {
+    call("aclrtMemcpy", || {
+        check_copy(dst, destMax, src, count)?;
+        let s = session()?;
+        let dir = direction(&s, kind, dst, src, count as u64)?;
+        if count == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { copy(&s, dst, src, count as u64, dir, None) }
+    })
+}
+
+/// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+/// aclrtMemcpyKind kind, aclrtStream stream)`: enqueues the copy on `stream` (NULL: the
+/// default stream). See the module docs for pinned and other host memory.
+///
+/// # Safety
+/// Host pointers are valid for `count` bytes, pinned ones until the copy is done.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: aclrtStream,
+) -> aclError {
+    call("aclrtMemcpyAsync", || {
+        check_copy(dst, destMax, src, count)?;
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        let dir = direction(&s, kind, dst, src, count as u64)?;
+        if count == 0 {
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        unsafe { copy(&s, dst, src, count as u64, dir, Some(st)) }
+    })
+}
+
+/// Sets `count` bytes at `dst` to `value`; `stream` None is synchronous.
+fn memset(
+    s: &Session,
+    dst: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+    stream: Option<Stream>,
+) -> AclResult<()> {
+    non_null(dst, "devPtr")?;
+    if count > maxCount {
+        return Err(AclError::param(format!(
+            "count {count} is larger than maxCount {maxCount}"
+        )));
+    }
+    if count == 0 {
+        return Ok(());
+    }
+    // Holding the buffer keeps the memory alive while it is written.
+    if let Some((_buffer, _)) = pinned(dst, count as u64) {
+        // SAFETY: the range lies inside a live aclrtMallocHost allocation.
+        unsafe { std::ptr::write_bytes(dst.cast::<u8>(), value as u8, count) };
+        return Ok(());
+    }
+    let st = match stream {
+        Some(st) => st,
+        None => s.copy_stream()?,
+    };
+    s.rt.memset_async(dev(dst), value as u8, count as u64, st)?;
+    if stream.is_none() {
+        s.rt.synchronize_stream(st)?;
+    }
+    Ok(())
+}
+
+/// `aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)`: sets
+/// `count` bytes of device memory (or of `aclrtMallocHost` memory) to the low byte of `value`,
+/// and returns when done.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) -> aclError {
+    call("aclrtMemset", || memset(&*session()?, devPtr, maxCount, value, count, None))
+}
+
+/// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
+/// aclrtStream stream)`: enqueues the memset on `stream` (NULL: the default stream).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtMemsetAsync(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+    stream: aclrtStream,
+) -> aclError {
+    call("aclrtMemsetAsync", || {
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        memset(&s, devPtr, maxCount, value, count, Some(st))
+    })
+}

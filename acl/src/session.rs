@@ -1,0 +1,232 @@
+//! The process-wide session between `aclInit` and `aclFinalize`: one npusim [`Runtime`], the
+//! handle tables, the callback-report hub. Each C call takes a reference to the session and
+//! lets it go when it returns, so `aclFinalize` never pulls the runtime from under a call.
+//!
+//! Lock order: the tables are never held across a runtime call. A runtime call may drive
+//! frames, and frames run host callbacks (exception callbacks, `aclrtLaunchCallback`) that
+//! themselves look things up in the tables or call back into the C API.
+//!
+//! Configuration comes from the environment, read at `aclInit`:
+//! - `NPUSIM_DEVICES`: number of simulated devices (default 1);
+//! - `NPUSIM_PRESET`: `910b` (the default, an Ascend 910B-like device) or `small`;
+//! - `NPUSIM_TRACE`: a path; the simulated timeline is recorded and written there as Chrome
+//!   trace JSON (open in Perfetto) at `aclFinalize`.
+
+use std::ffi::{CStr, c_char};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+use npusim_engine::{
+    Context, DeviceConfig, FailureMode, Runtime, RuntimeConfig, Stream, StreamConfig, StreamKind,
+};
+
+use crate::callback::Reports;
+use crate::error::{AclError, AclResult, call};
+use crate::handles::{Kind, Tables, lookup};
+use crate::types::*;
+
+/// The live session.
+pub(crate) struct Session {
+    pub rt: Runtime,
+    tables: Mutex<Tables>,
+    pub reports: Arc<Reports>,
+    /// Per device: the handle of its primary context.
+    pub primaries: Vec<u64>,
+    /// Per device: `aclrtSetDevice` calls not yet matched by `aclrtResetDevice`.
+    pub device_refs: Mutex<Vec<u32>>,
+    trace: Option<PathBuf>,
+}
+
+static SESSION: RwLock<Option<Arc<Session>>> = RwLock::new(None);
+
+/// The live session, or ACL_ERROR_UNINITIALIZE.
+pub(crate) fn session() -> AclResult<Arc<Session>> {
+    SESSION
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+        .ok_or_else(|| AclError::new(ACL_ERROR_UNINITIALIZE, "aclInit has not been called"))
+}
+
+/// What `aclInit` builds, from the environment.
+pub(crate) struct InitConfig {
+    pub runtime: RuntimeConfig,
+    pub trace: Option<PathBuf>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// Reads `NPUSIM_DEVICES`, `NPUSIM_PRESET` and `NPUSIM_TRACE`.
+pub(crate) fn config_from_env() -> AclResult<InitConfig> {
+    let devices = match env("NPUSIM_DEVICES") {
+        None => 1,
+        Some(v) => v
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|n| (1..=1024).contains(n))
+            .ok_or_else(|| AclError::param(format!("NPUSIM_DEVICES={v:?}: expected 1..=1024")))?,
+    };
+    let device = match env("NPUSIM_PRESET").as_deref().map(str::trim) {
+        None | Some("910b") | Some("ascend-910b") => DeviceConfig::ascend_910b(),
+        Some("small") => DeviceConfig::small(),
+        Some(other) => {
+            return Err(AclError::param(format!(
+                "NPUSIM_PRESET={other:?}: expected 910b or small"
+            )));
+        }
+    };
+    let trace = env("NPUSIM_TRACE").map(PathBuf::from);
+    Ok(InitConfig {
+        runtime: RuntimeConfig {
+            devices,
+            device,
+            timeline: trace.is_some(),
+            ..RuntimeConfig::default()
+        },
+        trace,
+    })
+}
+
+impl Session {
+    fn new(config: InitConfig) -> AclResult<Self> {
+        let rt = Runtime::new(config.runtime)?;
+        let mut tables = Tables::default();
+        let mut primaries = Vec::new();
+        let count = rt.device_count();
+        for device in 0..count {
+            rt.set_device(device)?;
+            // ACL's default failure mode: a failing task fails alone.
+            rt.set_failure_mode(FailureMode::Continue)?;
+            let ctx = rt.current_context()?;
+            primaries.push(tables.add_context(ctx));
+        }
+        // Leave the initializing thread without a context of its own, as any other thread.
+        rt.pop_context();
+        Ok(Self {
+            rt,
+            tables: Mutex::new(tables),
+            reports: Arc::new(Reports::default()),
+            primaries,
+            device_refs: Mutex::new(vec![0; count as usize]),
+            trace: config.trace,
+        })
+    }
+
+    /// The handle tables (see the module docs for the lock order).
+    pub fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The handle value of the calling thread's current context.
+    pub fn current_ctx(&self) -> AclResult<(u64, Context)> {
+        let ctx = self.rt.current_context()?;
+        Ok((self.tables().context_key(ctx)?, ctx))
+    }
+
+    /// The stream `p` names; NULL is the current context's default stream.
+    pub fn stream_or_default(&self, p: aclrtStream) -> AclResult<Stream> {
+        if p.is_null() {
+            return Ok(self.rt.default_stream()?);
+        }
+        self.stream(p, "stream")
+    }
+
+    /// The stream `p` names (NULL is an error).
+    pub fn stream(&self, p: aclrtStream, what: &str) -> AclResult<Stream> {
+        let t = self.tables();
+        Ok(lookup(&t.streams, Kind::Stream, p, what)?.1.stream)
+    }
+
+    /// The stream synchronous copies of the current context run on (made on first use).
+    pub fn copy_stream(&self) -> AclResult<Stream> {
+        let (key, _) = self.current_ctx()?;
+        if let Some(s) = self.tables().contexts.get(&key).and_then(|c| c.copy_stream) {
+            return Ok(s);
+        }
+        let s = self.rt.create_stream_with(StreamConfig {
+            priority: 0,
+            kind: StreamKind::Copy,
+        })?;
+        let mut t = self.tables();
+        match t.contexts.get_mut(&key) {
+            Some(c) => Ok(*c.copy_stream.get_or_insert(s)),
+            None => Err(AclError::new(
+                ACL_ERROR_RT_CONTEXT_NULL,
+                "the current context was destroyed",
+            )),
+        }
+    }
+
+    /// Whether `[ptr, ptr + len)` is device memory allocated through C in the current context.
+    pub fn is_device(&self, ctx: u64, ptr: u64, len: u64) -> bool {
+        self.tables().device_alloc(ctx, ptr, len.max(1)).is_some()
+    }
+}
+
+/// `aclError aclInit(const char *configPath)`: starts the session. `configPath` may be NULL or
+/// name a readable file (its JSON is not interpreted: npusim is configured by `NPUSIM_*`
+/// environment variables, see the crate docs). A second call while initialized returns
+/// ACL_ERROR_REPEAT_INITIALIZE and changes nothing.
+///
+/// # Safety
+/// `configPath` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
+    call("aclInit", || {
+        if !configPath.is_null() {
+            // SAFETY: the caller passes a NUL-terminated string.
+            let path = unsafe { CStr::from_ptr(configPath) }.to_string_lossy().into_owned();
+            if !path.is_empty() && !std::path::Path::new(&path).is_file() {
+                return Err(AclError::new(
+                    ACL_ERROR_INVALID_FILE,
+                    format!("configuration file {path:?} cannot be read"),
+                ));
+            }
+        }
+        let mut g = SESSION.write().unwrap_or_else(|p| p.into_inner());
+        if g.is_some() {
+            return Err(AclError::new(
+                ACL_ERROR_REPEAT_INITIALIZE,
+                "aclInit was already called (the session goes on)",
+            ));
+        }
+        *g = Some(Arc::new(Session::new(config_from_env()?)?));
+        Ok(())
+    })
+}
+
+/// `aclError aclFinalize(void)`: ends the session: every context, stream, event, binary and
+/// device allocation goes. Memory from `aclrtMallocHost` stays valid until `aclrtFreeHost`.
+/// With `NPUSIM_TRACE` set, the timeline is written first.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclFinalize() -> aclError {
+    call("aclFinalize", || {
+        let s = SESSION
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .ok_or_else(|| {
+                AclError::new(ACL_ERROR_REPEAT_FINALIZE, "aclInit has not been called")
+            })?;
+        s.rt.set_exception_callback(None);
+        s.reports.close();
+        let written = match &s.trace {
+            Some(path) => s.rt.export_timeline(path).map_err(|e| {
+                AclError::new(ACL_ERROR_WRITE_FILE, format!("NPUSIM_TRACE: {e}"))
+            }),
+            None => Ok(()),
+        };
+        drop(s);
+        written
+    })
+}
+
+/// A context handle's entry key, checked.
+pub(crate) fn context_key(s: &Session, p: aclrtContext, what: &str) -> AclResult<(u64, Context)> {
+    let t = s.tables();
+    let (key, c) = lookup(&t.contexts, Kind::Context, p, what)?;
+    Ok((key, c.ctx))
+}
