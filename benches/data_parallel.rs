@@ -40,7 +40,28 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() {
-    // The ratio, from alternating runs.
+    // The ratio, from alternating runs (skipped with DATA_PARALLEL_NO_RATIO set, e.g. to
+    // profile one thread count with `--profile-time`).
+    if std::env::var_os("DATA_PARALLEL_NO_RATIO").is_none() {
+        ratio();
+    }
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(16))
+        .configure_from_args();
+    let mut group = c.benchmark_group("data_parallel_100_steps_8_devices");
+    for threads in [1usize, 2] {
+        group.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &t| {
+            b.iter(|| simulate(t))
+        });
+    }
+    group.finish();
+    c.final_summary();
+}
+
+/// Medians of alternating 1- and 2-thread runs, and their ratio.
+fn ratio() {
     let rounds = 5;
     let (mut one, mut two) = (Vec::new(), Vec::new());
     let reference = simulate(1);
@@ -64,18 +85,4 @@ fn main() {
         m2.as_secs_f64(),
         m1.as_secs_f64() / m2.as_secs_f64()
     );
-
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_secs(1))
-        .measurement_time(Duration::from_secs(10))
-        .configure_from_args();
-    let mut group = c.benchmark_group("data_parallel_100_steps_8_devices");
-    for threads in [1usize, 2] {
-        group.bench_with_input(BenchmarkId::new("threads", threads), &threads, |b, &t| {
-            b.iter(|| simulate(t))
-        });
-    }
-    group.finish();
-    c.final_summary();
 }

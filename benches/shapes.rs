@@ -18,15 +18,15 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use npusim::HostCosts;
+use npusim::components::DeviceState;
 use npusim::components::resources::Devices;
 use npusim::components::shape::{
     NO_SLOT, NO_STATIC_SHAPE, OP_HIDDEN_ARGS, OpRegistry, ResolvedLaunch, ShapeBuffer, ShapeStats,
 };
 use npusim::components::task::{TaskDescriptor, TaskKind};
-use npusim::components::DeviceState;
 use npusim::prelude::*;
 use npusim::systems::{shapes::resolve_launch, tiling::tile_launch};
-use npusim::HostCosts;
 
 const BATCH: u64 = 2_000;
 
@@ -103,12 +103,24 @@ fn launches(c: &mut Criterion) {
 
     let plain = |_: u64| rt.launch(noop, 1, &[x.into(), x.into()], s).unwrap();
     let dynamic = |_: u64| {
-        rt.launch_op(op, &[TensorArg::dynamic(x, h)], &[TensorArg::output(x)], &[], s)
-            .unwrap()
+        rt.launch_op(
+            op,
+            &[TensorArg::dynamic(x, h)],
+            &[TensorArg::output(x)],
+            &[],
+            s,
+        )
+        .unwrap()
     };
     let fixed = |_: u64| {
-        rt.launch_op(op, &[TensorArg::new(x, &[64])], &[TensorArg::output(x)], &[], s)
-            .unwrap()
+        rt.launch_op(
+            op,
+            &[TensorArg::new(x, &[64])],
+            &[TensorArg::output(x)],
+            &[],
+            s,
+        )
+        .unwrap()
     };
     for (name, f, frames) in [
         ("launch_static", &plain as &dyn Fn(u64), true),

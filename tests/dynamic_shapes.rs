@@ -52,7 +52,14 @@ fn sigmoid(x: f32) -> f32 {
 }
 
 fn iou(a: &[f32], b: &[f32]) -> f32 {
-    let n = |r: &[f32]| (r[0].min(r[2]), r[1].min(r[3]), r[0].max(r[2]), r[1].max(r[3]));
+    let n = |r: &[f32]| {
+        (
+            r[0].min(r[2]),
+            r[1].min(r[3]),
+            r[0].max(r[2]),
+            r[1].max(r[3]),
+        )
+    };
     let (ax1, ay1, ax2, ay2) = n(a);
     let (bx1, by1, bx2, by2) = n(b);
     let (aa, ab) = ((ax2 - ax1) * (ay2 - ay1), (bx2 - bx1) * (by2 - by1));
@@ -66,7 +73,9 @@ fn iou(a: &[f32], b: &[f32]) -> f32 {
 }
 
 fn nms_ref(boxes: &[f32], scores: &[f32], iou_th: f32, score_th: f32, max: usize) -> Vec<i32> {
-    let mut order: Vec<usize> = (0..scores.len()).filter(|&i| scores[i] > score_th).collect();
+    let mut order: Vec<usize> = (0..scores.len())
+        .filter(|&i| scores[i] > score_th)
+        .collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
     let mut keep: Vec<usize> = Vec::new();
     for i in order {
@@ -124,7 +133,13 @@ struct Queued {
 }
 
 /// Queues one image's detection head: scores, candidate filter, NMS, per-box area.
-fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr, a: usize) -> Queued {
+fn queue_detection(
+    rt: &Runtime,
+    s: Stream,
+    boxes: DevicePtr,
+    logits: DevicePtr,
+    a: usize,
+) -> Queued {
     let n = a as i64;
     let alloc = |bytes: usize| rt.malloc(bytes.max(4) as u64).unwrap();
     let (scores, masked) = (alloc(4 * a), alloc(4 * a));
@@ -135,8 +150,14 @@ fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr,
     let cs_shape = rt.create_shape().unwrap();
     let det_shape = rt.create_shape().unwrap();
     let op = |name: &str| rt.op(name).unwrap();
-    rt.launch_op(op("sigmoid_f32"), &[TensorArg::new(logits, &[n])], &[TensorArg::output(scores)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        op("sigmoid_f32"),
+        &[TensorArg::new(logits, &[n])],
+        &[TensorArg::output(scores)],
+        &[],
+        s,
+    )
+    .unwrap();
     rt.launch_op(
         op("threshold_f32"),
         &[TensorArg::new(scores, &[n])],
@@ -145,12 +166,21 @@ fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr,
         s,
     )
     .unwrap();
-    rt.launch_op(op("nonzero_f32"), &[TensorArg::new(masked, &[n])], &[TensorArg::dynamic(cand_idx, cand)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        op("nonzero_f32"),
+        &[TensorArg::new(masked, &[n])],
+        &[TensorArg::dynamic(cand_idx, cand)],
+        &[],
+        s,
+    )
+    .unwrap();
     let gather = op("gather_rows");
     rt.launch_op(
         gather,
-        &[TensorArg::new(boxes, &[n, 4]), TensorArg::dynamic(cand_idx, cand)],
+        &[
+            TensorArg::new(boxes, &[n, 4]),
+            TensorArg::dynamic(cand_idx, cand),
+        ],
         &[TensorArg::dynamic(cand_boxes, cb_shape)],
         &[],
         s,
@@ -158,7 +188,10 @@ fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr,
     .unwrap();
     rt.launch_op(
         gather,
-        &[TensorArg::new(scores, &[n]), TensorArg::dynamic(cand_idx, cand)],
+        &[
+            TensorArg::new(scores, &[n]),
+            TensorArg::dynamic(cand_idx, cand),
+        ],
         &[TensorArg::dynamic(cand_scores, cs_shape)],
         &[],
         s,
@@ -166,7 +199,10 @@ fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr,
     .unwrap();
     rt.launch_op(
         op("nms_f32"),
-        &[TensorArg::dynamic(cand_boxes, cb_shape), TensorArg::dynamic(cand_scores, cs_shape)],
+        &[
+            TensorArg::dynamic(cand_boxes, cb_shape),
+            TensorArg::dynamic(cand_scores, cs_shape),
+        ],
         &[TensorArg::dynamic(keep_idx, keep)],
         &[IOU_TH.into(), SCORE_TH.into(), MAX_DETS.into()],
         s,
@@ -174,14 +210,23 @@ fn queue_detection(rt: &Runtime, s: Stream, boxes: DevicePtr, logits: DevicePtr,
     .unwrap();
     rt.launch_op(
         gather,
-        &[TensorArg::dynamic(cand_boxes, cb_shape), TensorArg::dynamic(keep_idx, keep)],
+        &[
+            TensorArg::dynamic(cand_boxes, cb_shape),
+            TensorArg::dynamic(keep_idx, keep),
+        ],
         &[TensorArg::dynamic(dets, det_shape)],
         &[],
         s,
     )
     .unwrap();
-    rt.launch_op(op("box_area_f32"), &[TensorArg::dynamic(dets, det_shape)], &[TensorArg::output(areas)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        op("box_area_f32"),
+        &[TensorArg::dynamic(dets, det_shape)],
+        &[TensorArg::output(areas)],
+        &[],
+        s,
+    )
+    .unwrap();
     Queued {
         cand,
         keep,
@@ -212,14 +257,20 @@ fn detection_pipeline_matches_the_cpu_for_images_with_different_box_counts() {
         .enumerate()
         .map(|(i, (&(b, l), &a))| queue_detection(&rt, streams[i % 2], b, l, a))
         .collect();
-    assert_eq!(frames(&rt), before, "queueing ran no frame: nothing waited on the device");
+    assert_eq!(
+        frames(&rt),
+        before,
+        "queueing ran no frame: nothing waited on the device"
+    );
     rt.synchronize_device().unwrap();
     assert_eq!(rt.shape_stats().host_shape_reads, 0);
 
     let mut kept_counts = Vec::new();
     for ((q, (boxes, logits)), &a) in queued.iter().zip(&images).zip(&sizes) {
         let scores: Vec<f32> = logits.iter().map(|&x| sigmoid(x)).collect();
-        let cand: Vec<i32> = (0..a as i32).filter(|&i| scores[i as usize] > SCORE_TH).collect();
+        let cand: Vec<i32> = (0..a as i32)
+            .filter(|&i| scores[i as usize] > SCORE_TH)
+            .collect();
         let cb: Vec<f32> = cand
             .iter()
             .flat_map(|&i| boxes[i as usize * 4..i as usize * 4 + 4].to_vec())
@@ -259,7 +310,13 @@ fn nonzero_and_gather_match_the_cpu_across_batches_of_different_counts() {
             let mut r = Lcg(b + 7);
             let density = [0.0, 0.01, 0.3, 0.9, 1.0][b as usize];
             (0..n)
-                .map(|i| if r.next() < density { i as f32 - 100.0 } else { 0.0 })
+                .map(|i| {
+                    if r.next() < density {
+                        i as f32 - 100.0
+                    } else {
+                        0.0
+                    }
+                })
                 .collect()
         })
         .collect();
@@ -268,16 +325,31 @@ fn nonzero_and_gather_match_the_cpu_across_batches_of_different_counts() {
         .map(|x| {
             let idx = rt.malloc(4 * n as u64).unwrap();
             let vals = rt.malloc(4 * n as u64).unwrap();
-            (upload(&rt, x), idx, vals, rt.create_shape().unwrap(), rt.create_shape().unwrap())
+            (
+                upload(&rt, x),
+                idx,
+                vals,
+                rt.create_shape().unwrap(),
+                rt.create_shape().unwrap(),
+            )
         })
         .collect();
     let before = frames(&rt);
     for &(x, idx, vals, count, vshape) in &bufs {
-        rt.launch_op(nonzero, &[TensorArg::new(x, &[n as i64])], &[TensorArg::dynamic(idx, count)], &[], s)
-            .unwrap();
+        rt.launch_op(
+            nonzero,
+            &[TensorArg::new(x, &[n as i64])],
+            &[TensorArg::dynamic(idx, count)],
+            &[],
+            s,
+        )
+        .unwrap();
         rt.launch_op(
             gather,
-            &[TensorArg::new(x, &[n as i64]), TensorArg::dynamic(idx, count)],
+            &[
+                TensorArg::new(x, &[n as i64]),
+                TensorArg::dynamic(idx, count),
+            ],
             &[TensorArg::dynamic(vals, vshape)],
             &[],
             s,
@@ -313,14 +385,29 @@ fn consumers_start_when_their_producer_ends_with_no_host_in_between() {
     let y = rt.malloc(4 * n as u64).unwrap();
     let h = rt.create_shape().unwrap();
     rt.take_timeline();
-    rt.launch_op(rt.op("nonzero_f32").unwrap(), &[TensorArg::new(x, &[n as i64])], &[TensorArg::dynamic(idx, h)], &[], s)
-        .unwrap();
-    rt.launch_op(rt.op("sigmoid_f32").unwrap(), &[TensorArg::dynamic(idx, h)], &[TensorArg::output(y)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        rt.op("nonzero_f32").unwrap(),
+        &[TensorArg::new(x, &[n as i64])],
+        &[TensorArg::dynamic(idx, h)],
+        &[],
+        s,
+    )
+    .unwrap();
+    rt.launch_op(
+        rt.op("sigmoid_f32").unwrap(),
+        &[TensorArg::dynamic(idx, h)],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    )
+    .unwrap();
     rt.synchronize_stream(s).unwrap();
     let t = rt.take_timeline();
     assert_eq!(t.len(), 2);
-    assert_eq!(t[1].start, t[0].end, "the consumer's shape came from device memory");
+    assert_eq!(
+        t[1].start, t[0].end,
+        "the consumer's shape came from device memory"
+    );
     let stats = rt.shape_stats();
     assert_eq!(stats.host_shape_reads, 0);
     assert_eq!(stats.dynamic_inputs_read, 1);
@@ -334,11 +421,20 @@ fn a_consumer_on_another_stream_follows_an_event_not_the_host() {
     let n = 3000usize;
     let xv: Vec<f32> = (0..n).map(|i| if i % 7 == 0 { 1.0 } else { 0.0 }).collect();
     let x = upload(&rt, &xv);
-    let (idx, out) = (rt.malloc(4 * n as u64).unwrap(), rt.malloc(4 * n as u64).unwrap());
+    let (idx, out) = (
+        rt.malloc(4 * n as u64).unwrap(),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
     let (h, ho) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
     let ev = rt.create_event().unwrap();
-    rt.launch_op(rt.op("nonzero_f32").unwrap(), &[TensorArg::new(x, &[n as i64])], &[TensorArg::dynamic(idx, h)], &[], s1)
-        .unwrap();
+    rt.launch_op(
+        rt.op("nonzero_f32").unwrap(),
+        &[TensorArg::new(x, &[n as i64])],
+        &[TensorArg::dynamic(idx, h)],
+        &[],
+        s1,
+    )
+    .unwrap();
     rt.record_event(ev, s1).unwrap();
     rt.stream_wait_event(s2, ev).unwrap();
     rt.launch_op(
@@ -395,11 +491,24 @@ fn a_count_past_the_output_buffer_faults_and_writes_nothing() {
     // Room for 4 indices; 100 are nonzero.
     let out = upload(&rt, &[-7i32; 4]);
     let h = rt.create_shape().unwrap();
-    rt.launch_op(rt.op("nonzero_f32").unwrap(), &[TensorArg::new(x, &[100])], &[TensorArg::dynamic(out, h)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        rt.op("nonzero_f32").unwrap(),
+        &[TensorArg::new(x, &[100])],
+        &[TensorArg::dynamic(out, h)],
+        &[],
+        s,
+    )
+    .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert!(
-        matches!(&err, NpuError::ShapeExceedsBuffer { needed: 400, capacity: 16, .. }),
+        matches!(
+            &err,
+            NpuError::ShapeExceedsBuffer {
+                needed: 400,
+                capacity: 16,
+                ..
+            }
+        ),
         "{err}"
     );
     assert_eq!(err.code(), 507015);
@@ -417,11 +526,24 @@ fn a_dynamic_shape_past_its_buffer_faults_the_consumer() {
     let y = upload(&rt, &vec![9.0f32; 100]);
     let h = rt.create_shape().unwrap();
     rt.set_shape_async(h, &[1000], s).unwrap();
-    rt.launch_op(rt.op("sigmoid_f32").unwrap(), &[TensorArg::dynamic(x, h)], &[TensorArg::output(y)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        rt.op("sigmoid_f32").unwrap(),
+        &[TensorArg::dynamic(x, h)],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    )
+    .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert!(
-        matches!(&err, NpuError::ShapeExceedsBuffer { needed: 4000, capacity: 400, .. }),
+        matches!(
+            &err,
+            NpuError::ShapeExceedsBuffer {
+                needed: 4000,
+                capacity: 400,
+                ..
+            }
+        ),
         "{err}"
     );
     assert_eq!(download::<f32>(&rt, y, 100), vec![9.0; 100]);
@@ -435,15 +557,32 @@ fn negative_or_overflowing_static_dims_are_refused_at_submission() {
     let x = rt.malloc(64).unwrap();
     let y = rt.malloc(64).unwrap();
     let sig = rt.op("sigmoid_f32").unwrap();
-    let launch = |dims: &[i64]| rt.launch_op(sig, &[TensorArg::new(x, dims)], &[TensorArg::output(y)], &[], s);
+    let launch = |dims: &[i64]| {
+        rt.launch_op(
+            sig,
+            &[TensorArg::new(x, dims)],
+            &[TensorArg::output(y)],
+            &[],
+            s,
+        )
+    };
     let e = launch(&[-1]).unwrap_err();
     assert!(matches!(e, NpuError::InvalidShape(_)), "{e}");
     assert_eq!(e.code(), 107000);
-    assert!(matches!(launch(&[1 << 40, 1 << 40]), Err(NpuError::InvalidShape(_))));
+    assert!(matches!(
+        launch(&[1 << 40, 1 << 40]),
+        Err(NpuError::InvalidShape(_))
+    ));
     assert!(matches!(launch(&[1; 9]), Err(NpuError::InvalidShape(_))));
-    assert!(matches!(launch(&[17]), Err(NpuError::InvalidShape(_))), "17 floats > 64 bytes");
+    assert!(
+        matches!(launch(&[17]), Err(NpuError::InvalidShape(_))),
+        "17 floats > 64 bytes"
+    );
     let h = rt.create_shape().unwrap();
-    assert!(matches!(rt.set_shape_async(h, &[3, -2], s), Err(NpuError::InvalidShape(_))));
+    assert!(matches!(
+        rt.set_shape_async(h, &[3, -2], s),
+        Err(NpuError::InvalidShape(_))
+    ));
     assert_eq!(rt.stats().frames.tasks_ingested, 0, "nothing was queued");
     launch(&[16]).unwrap();
     rt.synchronize_stream(s).unwrap();
@@ -481,14 +620,33 @@ fn a_negative_dim_written_on_the_device_is_refused_at_propagation() {
     let y = upload(&rt, &[2.0f32; 8]);
     let z = upload(&rt, &[3.0f32; 8]);
     let h = rt.create_shape().unwrap();
-    rt.launch_op(bad, &[TensorArg::new(x, &[8])], &[TensorArg::dynamic(y, h)], &[], s)
-        .unwrap();
-    rt.launch_op(rt.op("sigmoid_f32").unwrap(), &[TensorArg::dynamic(y, h)], &[TensorArg::output(z)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        bad,
+        &[TensorArg::new(x, &[8])],
+        &[TensorArg::dynamic(y, h)],
+        &[],
+        s,
+    )
+    .unwrap();
+    rt.launch_op(
+        rt.op("sigmoid_f32").unwrap(),
+        &[TensorArg::dynamic(y, h)],
+        &[TensorArg::output(z)],
+        &[],
+        s,
+    )
+    .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
-    assert!(matches!(&err, NpuError::InvalidShape(m) if m.contains("-5")), "{err}");
+    assert!(
+        matches!(&err, NpuError::InvalidShape(m) if m.contains("-5")),
+        "{err}"
+    );
     assert_eq!(err.code(), 107000);
-    assert_eq!(download::<f32>(&rt, z, 8), vec![3.0; 8], "the consumer never ran");
+    assert_eq!(
+        download::<f32>(&rt, z, 8),
+        vec![3.0; 8],
+        "the consumer never ran"
+    );
 }
 
 #[test]
@@ -499,10 +657,19 @@ fn a_shape_nobody_wrote_is_an_error_not_a_guess() {
     let y = rt.malloc(64).unwrap();
     let h = rt.create_shape().unwrap();
     assert!(matches!(rt.read_shape(h), Err(NpuError::InvalidShape(_))));
-    rt.launch_op(rt.op("sigmoid_f32").unwrap(), &[TensorArg::dynamic(x, h)], &[TensorArg::output(y)], &[], s)
-        .unwrap();
+    rt.launch_op(
+        rt.op("sigmoid_f32").unwrap(),
+        &[TensorArg::dynamic(x, h)],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    )
+    .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
-    assert!(matches!(&err, NpuError::InvalidShape(m) if m.contains("never written")), "{err}");
+    assert!(
+        matches!(&err, NpuError::InvalidShape(m) if m.contains("never written")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -514,7 +681,13 @@ fn stale_foreign_and_other_context_shape_handles_are_refused() {
     let sig = rt.op("sigmoid_f32").unwrap();
     let h = rt.create_shape().unwrap();
     rt.free_shape(h).unwrap();
-    let stale = rt.launch_op(sig, &[TensorArg::dynamic(x, h)], &[TensorArg::output(y)], &[], s);
+    let stale = rt.launch_op(
+        sig,
+        &[TensorArg::dynamic(x, h)],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    );
     assert!(matches!(stale, Err(NpuError::Destroyed(_))), "{stale:?}");
     assert!(matches!(rt.free_shape(h), Err(NpuError::Destroyed(_))));
     // The slot is reused under a new generation.
@@ -524,14 +697,26 @@ fn stale_foreign_and_other_context_shape_handles_are_refused() {
 
     let other = runtime();
     let foreign = other.create_shape().unwrap();
-    let r = rt.launch_op(sig, &[TensorArg::dynamic(x, foreign)], &[TensorArg::output(y)], &[], s);
+    let r = rt.launch_op(
+        sig,
+        &[TensorArg::dynamic(x, foreign)],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    );
     assert!(matches!(r, Err(NpuError::ForeignHandle(_))), "{r:?}");
 
     let first = rt.current_context().unwrap();
     rt.create_context(0).unwrap();
     let s2 = rt.create_stream().unwrap();
     let (x2, y2) = (rt.malloc(64).unwrap(), rt.malloc(64).unwrap());
-    let r = rt.launch_op(sig, &[TensorArg::dynamic(x2, h2)], &[TensorArg::output(y2)], &[], s2);
+    let r = rt.launch_op(
+        sig,
+        &[TensorArg::dynamic(x2, h2)],
+        &[TensorArg::output(y2)],
+        &[],
+        s2,
+    );
     assert!(matches!(r, Err(NpuError::WrongContext { .. })), "{r:?}");
     rt.set_current_context(first).unwrap();
 }
@@ -555,7 +740,13 @@ fn wrong_op_signatures_are_refused_at_submission() {
     let y = rt.malloc(64).unwrap();
     let nz = rt.op("nonzero_f32").unwrap();
     // A data-dependent output needs a handle.
-    let r = rt.launch_op(nz, &[TensorArg::new(x, &[4])], &[TensorArg::output(y)], &[], s);
+    let r = rt.launch_op(
+        nz,
+        &[TensorArg::new(x, &[4])],
+        &[TensorArg::output(y)],
+        &[],
+        s,
+    );
     assert!(matches!(r, Err(NpuError::InvalidParam(_))), "{r:?}");
     // Wrong tensor count.
     let r = rt.launch_op(nz, &[], &[TensorArg::output(y)], &[], s);
@@ -573,7 +764,10 @@ fn wrong_op_signatures_are_refused_at_submission() {
     )
     .unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
-    assert!(matches!(&err, NpuError::InvalidShape(m) if m.contains("inner dims")), "{err}");
+    assert!(
+        matches!(&err, NpuError::InvalidShape(m) if m.contains("inner dims")),
+        "{err}"
+    );
 }
 
 // ---- NLP ----------------------------------------------------------------------------------
@@ -611,8 +805,14 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
         );
         let [hs, ht, hx, hl] = [(); 4].map(|_| rt.create_shape().unwrap());
         let p = padded as i64;
-        rt.launch_op(op("nonzero_i32"), &[TensorArg::new(pids, &[p])], &[TensorArg::dynamic(pos, hs)], &[], s)
-            .unwrap();
+        rt.launch_op(
+            op("nonzero_i32"),
+            &[TensorArg::new(pids, &[p])],
+            &[TensorArg::dynamic(pos, hs)],
+            &[],
+            s,
+        )
+        .unwrap();
         rt.launch_op(
             op("gather_rows"),
             &[TensorArg::new(pids, &[p]), TensorArg::dynamic(pos, hs)],
@@ -623,7 +823,10 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
         .unwrap();
         rt.launch_op(
             op("gather_rows"),
-            &[TensorArg::new(pe, &[vocab as i64, hidden as i64]), TensorArg::dynamic(tok, ht)],
+            &[
+                TensorArg::new(pe, &[vocab as i64, hidden as i64]),
+                TensorArg::dynamic(tok, ht),
+            ],
             &[TensorArg::dynamic(x, hx)],
             &[],
             s,
@@ -631,20 +834,33 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
         .unwrap();
         rt.launch_op(
             op("matmul_f32"),
-            &[TensorArg::dynamic(x, hx), TensorArg::new(pw, &[hidden as i64, classes as i64])],
+            &[
+                TensorArg::dynamic(x, hx),
+                TensorArg::new(pw, &[hidden as i64, classes as i64]),
+            ],
             &[TensorArg::dynamic(logits, hl)],
             &[],
             s,
         )
         .unwrap();
-        rt.launch_op(op("softmax_f32"), &[TensorArg::dynamic(logits, hl)], &[TensorArg::output(probs)], &[], s)
-            .unwrap();
+        rt.launch_op(
+            op("softmax_f32"),
+            &[TensorArg::dynamic(logits, hl)],
+            &[TensorArg::output(probs)],
+            &[],
+            s,
+        )
+        .unwrap();
         batches.push((ids, probs, hl));
     }
     rt.synchronize_stream(s).unwrap();
     assert_eq!(rt.shape_stats().host_shape_reads, 0);
     for ((ids, probs, hl), &len) in batches.iter().zip(&lengths) {
-        let tokens: Vec<usize> = ids.iter().filter(|&&t| t != 0).map(|&t| t as usize).collect();
+        let tokens: Vec<usize> = ids
+            .iter()
+            .filter(|&&t| t != 0)
+            .map(|&t| t as usize)
+            .collect();
         assert_eq!(tokens.len(), len);
         let mut want = vec![0.0f32; len * classes];
         for (i, &t) in tokens.iter().enumerate() {
@@ -663,7 +879,54 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             }
             row.iter_mut().for_each(|e| *e /= sum);
         }
-        assert_eq!(rt.read_shape(*hl).unwrap().dims(), &[len as u64, classes as u64]);
-        assert_eq!(download::<f32>(&rt, *probs, len * classes), want, "length {len}");
+        assert_eq!(
+            rt.read_shape(*hl).unwrap().dims(),
+            &[len as u64, classes as u64]
+        );
+        assert_eq!(
+            download::<f32>(&rt, *probs, len * classes),
+            want,
+            "length {len}"
+        );
     }
+}
+
+#[test]
+fn a_fault_takes_the_shape_buffer_with_it_and_a_reset_context_gets_a_fresh_one() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let old = rt.create_shape().unwrap();
+    // A fault: the context's memory, shape buffer included, is released.
+    rt.launch(
+        rt.kernel("fault_bad_address").unwrap(),
+        1,
+        &[Arg::U64(0x10)],
+        s,
+    )
+    .unwrap();
+    assert!(rt.synchronize_stream(s).is_err());
+    rt.reset_context().unwrap();
+    let x = upload(&rt, &[1.0f32, 0.0, 2.0, 0.0]);
+    let idx = rt.malloc(16).unwrap();
+    let nz = rt.op("nonzero_f32").unwrap();
+    let r = rt.launch_op(
+        nz,
+        &[TensorArg::new(x, &[4])],
+        &[TensorArg::dynamic(idx, old)],
+        &[],
+        s,
+    );
+    assert!(matches!(r, Err(NpuError::Destroyed(_))), "{r:?}");
+    let fresh = rt.create_shape().unwrap();
+    rt.launch_op(
+        nz,
+        &[TensorArg::new(x, &[4])],
+        &[TensorArg::dynamic(idx, fresh)],
+        &[],
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    assert_eq!(rt.read_shape(fresh).unwrap().dims(), &[2]);
+    assert_eq!(download::<i32>(&rt, idx, 2), vec![0, 2]);
 }

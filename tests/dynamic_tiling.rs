@@ -7,7 +7,9 @@ use npusim::prelude::*;
 use npusim::{TilingRecord, components::shape::tiling_word};
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
-    let p = rt.malloc((std::mem::size_of_val(data) as u64).max(4)).unwrap();
+    let p = rt
+        .malloc((std::mem::size_of_val(data) as u64).max(4))
+        .unwrap();
     if !data.is_empty() {
         rt.memcpy_htod(p, data).unwrap();
     }
@@ -67,15 +69,31 @@ fn elementwise_tiling_fits_every_preset_from_one_element_to_past_one_core() {
         let s = rt.create_stream().unwrap();
         let sig = rt.op("sigmoid_f32").unwrap();
         let ub = one_core_buffer(&cfg);
-        let sizes = [1, 2, 7, 8, 1000, ub - 1, ub, ub + 1, ub * cfg.ai_cores as u64 * 3 + 5];
+        let sizes = [
+            1,
+            2,
+            7,
+            8,
+            1000,
+            ub - 1,
+            ub,
+            ub + 1,
+            ub * cfg.ai_cores as u64 * 3 + 5,
+        ];
         for &n in &sizes {
             let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 / 10.0 - 4.0).collect();
             let (px, py) = (upload(&rt, &x), rt.malloc(4 * n).unwrap());
             let h = rt.create_shape().unwrap();
             // The shape arrives on the device, in stream order, as a producer's would.
             rt.set_shape_async(h, &[n as i64], s).unwrap();
-            rt.launch_op(sig, &[TensorArg::dynamic(px, h)], &[TensorArg::output(py)], &[], s)
-                .unwrap();
+            rt.launch_op(
+                sig,
+                &[TensorArg::dynamic(px, h)],
+                &[TensorArg::output(py)],
+                &[],
+                s,
+            )
+            .unwrap();
             rt.synchronize_stream(s).unwrap();
             let y = download::<f32>(&rt, py, n as usize);
             let want: Vec<f32> = x.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
@@ -123,8 +141,14 @@ fn every_builtin_op_tiles_within_the_preset() {
             let (hc, hk) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
             let op = |name: &str| rt.op(name).unwrap();
             let nn = n as i64;
-            rt.launch_op(op("nonzero_f32"), &[TensorArg::new(px, &[nn])], &[TensorArg::dynamic(idx, hc)], &[], s)
-                .unwrap();
+            rt.launch_op(
+                op("nonzero_f32"),
+                &[TensorArg::new(px, &[nn])],
+                &[TensorArg::dynamic(idx, hc)],
+                &[],
+                s,
+            )
+            .unwrap();
             rt.launch_op(
                 op("gather_rows"),
                 &[TensorArg::new(px, &[nn]), TensorArg::dynamic(idx, hc)],
@@ -133,8 +157,14 @@ fn every_builtin_op_tiles_within_the_preset() {
                 s,
             )
             .unwrap();
-            rt.launch_op(op("box_area_f32"), &[TensorArg::new(pb, &[nn, 4])], &[TensorArg::output(area)], &[], s)
-                .unwrap();
+            rt.launch_op(
+                op("box_area_f32"),
+                &[TensorArg::new(pb, &[nn, 4])],
+                &[TensorArg::output(area)],
+                &[],
+                s,
+            )
+            .unwrap();
             rt.launch_op(
                 op("nms_f32"),
                 &[TensorArg::new(pb, &[nn, 4]), TensorArg::new(ps, &[nn])],
@@ -143,8 +173,14 @@ fn every_builtin_op_tiles_within_the_preset() {
                 s,
             )
             .unwrap();
-            rt.launch_op(op("softmax_f32"), &[TensorArg::new(ps, &[1, nn])], &[TensorArg::output(vals)], &[], s)
-                .unwrap();
+            rt.launch_op(
+                op("softmax_f32"),
+                &[TensorArg::new(ps, &[1, nn])],
+                &[TensorArg::output(vals)],
+                &[],
+                s,
+            )
+            .unwrap();
             rt.synchronize_stream(s).unwrap();
             let want: Vec<i32> = (0..n as i32).filter(|i| i % 3 != 0).collect();
             assert_eq!(rt.read_shape(hc).unwrap().dims(), &[want.len() as u64]);
@@ -170,7 +206,10 @@ fn tiling_changes_when_the_shape_does() {
     let s = rt.create_stream().unwrap();
     let sig = rt.op("sigmoid_f32").unwrap();
     let max = 3usize << 20;
-    let (px, py) = (rt.malloc(4 * max as u64).unwrap(), rt.malloc(4 * max as u64).unwrap());
+    let (px, py) = (
+        rt.malloc(4 * max as u64).unwrap(),
+        rt.malloc(4 * max as u64).unwrap(),
+    );
     rt.memset(px, 0, 4 * max as u64).unwrap();
     let h = rt.create_shape().unwrap();
     let sizes = [10i64, 5_000, 100_000, max as i64];
@@ -178,8 +217,14 @@ fn tiling_changes_when_the_shape_does() {
     // One handle, four shapes in stream order, all queued before anything runs.
     for &n in &sizes {
         rt.set_shape_async(h, &[n], s).unwrap();
-        rt.launch_op(sig, &[TensorArg::dynamic(px, h)], &[TensorArg::output(py)], &[], s)
-            .unwrap();
+        rt.launch_op(
+            sig,
+            &[TensorArg::dynamic(px, h)],
+            &[TensorArg::output(py)],
+            &[],
+            s,
+        )
+        .unwrap();
     }
     rt.synchronize_stream(s).unwrap();
     let log = rt.take_tiling_log();
@@ -218,12 +263,21 @@ fn softmax_rows_longer_than_the_buffer_take_the_three_pass_path() {
     let s = rt.create_stream().unwrap();
     let cols = 30_000usize;
     for rows in [1usize, 3] {
-        let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 31) % 1000) as f32 / 250.0).collect();
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 31) % 1000) as f32 / 250.0)
+            .collect();
         let (px, py) = (upload(&rt, &x), rt.malloc(4 * x.len() as u64).unwrap());
         let h = rt.create_shape().unwrap();
-        rt.set_shape_async(h, &[rows as i64, cols as i64], s).unwrap();
-        rt.launch_op(rt.op("softmax_f32").unwrap(), &[TensorArg::dynamic(px, h)], &[TensorArg::output(py)], &[], s)
+        rt.set_shape_async(h, &[rows as i64, cols as i64], s)
             .unwrap();
+        rt.launch_op(
+            rt.op("softmax_f32").unwrap(),
+            &[TensorArg::dynamic(px, h)],
+            &[TensorArg::output(py)],
+            &[],
+            s,
+        )
+        .unwrap();
         rt.synchronize_stream(s).unwrap();
         let r = &rt.take_tiling_log()[0];
         assert_eq!(r.tiling.key, 3);
@@ -251,7 +305,10 @@ fn gather_rows_longer_than_the_buffer_copy_in_column_tiles() {
     let out = rt.malloc(4 * (ids.len() * width) as u64).unwrap();
     rt.launch_op(
         rt.op("gather_rows").unwrap(),
-        &[TensorArg::new(pt, &[rows as i64, width as i64]), TensorArg::new(pi, &[4])],
+        &[
+            TensorArg::new(pt, &[rows as i64, width as i64]),
+            TensorArg::new(pi, &[4]),
+        ],
         &[TensorArg::output(out)],
         &[],
         s,
@@ -264,7 +321,10 @@ fn gather_rows_longer_than_the_buffer_copy_in_column_tiles() {
     let got = download::<f32>(&rt, out, ids.len() * width);
     for (i, &id) in ids.iter().enumerate() {
         let id = id as usize;
-        assert_eq!(&got[i * width..(i + 1) * width], &table[id * width..(id + 1) * width]);
+        assert_eq!(
+            &got[i * width..(i + 1) * width],
+            &table[id * width..(id + 1) * width]
+        );
     }
 }
 
@@ -280,12 +340,21 @@ fn nms_past_one_core_sweeps_over_all_cores() {
             [x, y, x + 1.3, y + 1.3]
         })
         .collect();
-    let scores: Vec<f32> = (0..n).map(|i| ((i * 7919) % 1000) as f32 / 1000.0).collect();
-    let (pb, ps, pk) = (upload(&rt, &boxes), upload(&rt, &scores), rt.malloc(4 * n as u64).unwrap());
+    let scores: Vec<f32> = (0..n)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0)
+        .collect();
+    let (pb, ps, pk) = (
+        upload(&rt, &boxes),
+        upload(&rt, &scores),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
     let h = rt.create_shape().unwrap();
     rt.launch_op(
         rt.op("nms_f32").unwrap(),
-        &[TensorArg::new(pb, &[n as i64, 4]), TensorArg::new(ps, &[n as i64])],
+        &[
+            TensorArg::new(pb, &[n as i64, 4]),
+            TensorArg::new(ps, &[n as i64]),
+        ],
         &[TensorArg::dynamic(pk, h)],
         &[0.3f32.into(), 0.2f32.into(), 1000u64.into()],
         s,
@@ -312,7 +381,10 @@ fn nms_past_one_core_sweeps_over_all_cores() {
         if keep.len() == 1000 {
             break;
         }
-        if keep.iter().all(|&j| iou(&boxes[i * 4..i * 4 + 4], &boxes[j * 4..j * 4 + 4]) <= 0.3) {
+        if keep
+            .iter()
+            .all(|&j| iou(&boxes[i * 4..i * 4 + 4], &boxes[j * 4..j * 4 + 4]) <= 0.3)
+        {
             keep.push(i);
         }
     }
@@ -338,7 +410,10 @@ fn matmul_blocks_fit_l0_and_l1_for_every_m() {
             rt.set_shape_async(hm, &[m as i64, k as i64], s).unwrap();
             rt.launch_op(
                 rt.op("matmul_f32").unwrap(),
-                &[TensorArg::dynamic(pa, hm), TensorArg::new(pb, &[k as i64, n as i64])],
+                &[
+                    TensorArg::dynamic(pa, hm),
+                    TensorArg::new(pb, &[k as i64, n as i64]),
+                ],
                 &[TensorArg::output(pc)],
                 &[],
                 s,
@@ -389,10 +464,12 @@ fn the_kernel_reads_the_tiling_words_the_frame_wrote() {
                 })
                 .cost(|s, _| KernelCost::vector(s.inputs[0].numel() as f64, 0.0))
                 .kernel(move |k, t| {
-                    seen2
-                        .lock()
-                        .unwrap()
-                        .push((k.block_dim, t.key(), t.u64_at(0), k.tiling[tiling_word::KEY]));
+                    seen2.lock().unwrap().push((
+                        k.block_dim,
+                        t.key(),
+                        t.u64_at(0),
+                        k.tiling[tiling_word::KEY],
+                    ));
                     Ok(())
                 }),
         )
@@ -402,8 +479,14 @@ fn the_kernel_reads_the_tiling_words_the_frame_wrote() {
     let h = rt.create_shape().unwrap();
     for n in [2i64, 64] {
         rt.set_shape_async(h, &[n], s).unwrap();
-        rt.launch_op(probe, &[TensorArg::dynamic(x, h)], &[TensorArg::output(x)], &[], s)
-            .unwrap();
+        rt.launch_op(
+            probe,
+            &[TensorArg::dynamic(x, h)],
+            &[TensorArg::output(x)],
+            &[],
+            s,
+        )
+        .unwrap();
     }
     rt.synchronize_stream(s).unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![(2, 7, 2, 7), (4, 7, 64, 7)]);

@@ -99,9 +99,8 @@ impl Shape {
             )));
         }
         for (i, &d) in dims.iter().enumerate() {
-            u[i] = u64::try_from(d).map_err(|_| {
-                NpuError::InvalidShape(format!("dim {i} of {dims:?} is negative"))
-            })?;
+            u[i] = u64::try_from(d)
+                .map_err(|_| NpuError::InvalidShape(format!("dim {i} of {dims:?} is negative")))?;
         }
         Self::new(&u[..dims.len()])
     }
@@ -926,10 +925,7 @@ mod tests {
         assert_eq!(ShapeSlot::zeroed().decode(), Err(SlotError::Unwritten));
         let mut bad = ShapeSlot::written(&s);
         bad.dims[1] = -3;
-        assert_eq!(
-            bad.decode(),
-            Err(SlotError::Negative { dim: 1, value: -3 })
-        );
+        assert_eq!(bad.decode(), Err(SlotError::Negative { dim: 1, value: -3 }));
         bad.rank = 99;
         assert_eq!(bad.decode(), Err(SlotError::Rank(99)));
         assert_eq!(SLOT_BYTES, 72);

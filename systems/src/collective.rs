@@ -691,59 +691,113 @@ fn move_data(
     let size = call.dtype.size() as usize;
     let count = call.count as usize;
     let n = sides.len();
-    let side = |i: usize, addr: u64| Side {
-        task: sides[i].1,
-        addr,
+    if kind.is_p2p() {
+        // Slot 0 is the sender, slot 1 the receiver; either may be pinned host memory.
+        let side = |i: usize, addr: u64| Side {
+            task: sides[i].1,
+            addr,
+        };
+        let data = read_side(devices, &side(0, sides[0].0.send), count * size, kind)?;
+        return write_side(devices, &side(1, sides[1].0.recv), data.bytes(), kind);
+    }
+    // One rank per device: every rank's device memory at once, so ranks read and write side
+    // by side.
+    let mut devs = rank_devices(devices, &op.devices)?;
+    let read = |i: usize, d: &mut DeviceState, len: usize| -> Result<Buf, NpuError> {
+        let mut buf = Buf::zeroed(len);
+        d.memory
+            .read(sides[i].0.send, buf.bytes_mut(), sides[i].1.context)
+            .map_err(fault(kind))?;
+        Ok(buf)
     };
+    let write = |i: usize, d: &mut DeviceState, data: &[u8]| -> Result<(), NpuError> {
+        d.memory
+            .write(sides[i].0.recv, data, sides[i].1.context)
+            .map_err(fault(kind))
+    };
+    let first_error = |results: Vec<Result<(), NpuError>>| results.into_iter().collect();
     match kind {
-        CollectiveKind::Send | CollectiveKind::Recv => {
-            // Slot 0 is the sender, slot 1 the receiver.
-            let data = read_side(devices, &side(0, sides[0].0.send), count * size, kind)?;
-            write_side(devices, &side(1, sides[1].0.recv), data.bytes(), kind)
-        }
         CollectiveKind::Broadcast => {
             let root = call.peer as usize;
-            let data = read_side(devices, &side(root, sides[root].0.send), count * size, kind)?;
-            for (i, s) in sides.iter().enumerate() {
-                if i != root {
-                    write_side(devices, &side(i, s.0.recv), data.bytes(), kind)?;
+            let data = read(root, devs[root], count * size)?;
+            first_error(for_ranks(workers, &mut devs, |i, d| {
+                if i == root {
+                    Ok(())
+                } else {
+                    write(i, d, data.bytes())
                 }
-            }
-            Ok(())
+            }))
         }
         CollectiveKind::AllGather => {
+            let parts: Vec<Buf> = for_ranks(workers, &mut devs, |i, d| read(i, d, count * size))
+                .into_iter()
+                .collect::<Result<_, _>>()?;
             let mut out = Buf::zeroed(n * count * size);
-            for (i, s) in sides.iter().enumerate() {
-                let part = read_side(devices, &side(i, s.0.send), count * size, kind)?;
+            for (i, part) in parts.iter().enumerate() {
                 out.bytes_mut()[i * count * size..(i + 1) * count * size]
                     .copy_from_slice(part.bytes());
             }
-            for (i, s) in sides.iter().enumerate() {
-                write_side(devices, &side(i, s.0.recv), out.bytes(), kind)?;
-            }
-            Ok(())
+            first_error(for_ranks(workers, &mut devs, |i, d| {
+                write(i, d, out.bytes())
+            }))
         }
-        CollectiveKind::AllReduce | CollectiveKind::ReduceScatter => {
-            let total = if kind == CollectiveKind::AllReduce {
-                count
-            } else {
-                count * n
-            };
-            let mut inputs = Vec::with_capacity(n);
-            for (i, s) in sides.iter().enumerate() {
-                inputs.push(read_side(devices, &side(i, s.0.send), total * size, kind)?);
-            }
+        _ => {
+            let all = kind == CollectiveKind::AllReduce;
+            let total = if all { count } else { count * n };
+            let inputs: Vec<Buf> = for_ranks(workers, &mut devs, |i, d| read(i, d, total * size))
+                .into_iter()
+                .collect::<Result<_, _>>()?;
             let out = reduce(&inputs, call.dtype, call.op, workers);
-            for (i, s) in sides.iter().enumerate() {
-                let bytes = if kind == CollectiveKind::AllReduce {
+            first_error(for_ranks(workers, &mut devs, |i, d| {
+                let bytes = if all {
                     out.bytes()
                 } else {
                     &out.bytes()[i * count * size..(i + 1) * count * size]
                 };
-                write_side(devices, &side(i, s.0.recv), bytes, kind)?;
-            }
-            Ok(())
+                write(i, d, bytes)
+            }))
         }
+    }
+}
+
+/// The device state of each rank, in rank order (ranks are on distinct devices).
+fn rank_devices<'a>(
+    devices: &'a mut Query<&mut DeviceState>,
+    ranks: &[u32],
+) -> Result<Vec<&'a mut DeviceState>, NpuError> {
+    let mut by_index: Vec<Option<&'a mut DeviceState>> = Vec::new();
+    for d in devices.iter_mut() {
+        let d = d.into_inner();
+        let i = d.index as usize;
+        if by_index.len() <= i {
+            by_index.resize_with(i + 1, || None);
+        }
+        by_index[i] = Some(d);
+    }
+    ranks
+        .iter()
+        .map(|&r| by_index.get_mut(r as usize).and_then(Option::take))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| NpuError::Internal("collective rank on a missing device".into()))
+}
+
+/// `f(rank, device)` for every rank, on the worker threads when there are several; results in
+/// rank order.
+fn for_ranks<T: Send>(
+    workers: &Workers,
+    devs: &mut [&mut DeviceState],
+    f: impl Fn(usize, &mut DeviceState) -> T + Sync + Send,
+) -> Vec<T> {
+    if workers.is_parallel() {
+        use rayon::prelude::*;
+        workers.install(|| {
+            devs.par_iter_mut()
+                .enumerate()
+                .map(|(i, d)| f(i, d))
+                .collect()
+        })
+    } else {
+        devs.iter_mut().enumerate().map(|(i, d)| f(i, d)).collect()
     }
 }
 

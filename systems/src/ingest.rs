@@ -65,6 +65,8 @@ fn note_uses(world: &mut World, devices: &mut QueryState<&mut DeviceState>, new:
             _ => &d.args[..2],
         },
         Some(TaskKind::Memset) => &d.args[..1],
+        // Send and receive buffers (the words of `collective::word`).
+        Some(TaskKind::Collective) => &d.args[1..3],
         _ => return,
     };
     let Ok(mut device) = devices.get_mut(world, new.device) else {

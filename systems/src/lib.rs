@@ -9,9 +9,11 @@
 //! 4. [`NpuSet::Tiling`] — ready op launches compute their tiling from the actual shapes and
 //!    the device's resources, into their descriptors ([`tiling`]).
 //! 5. [`NpuSet::Dispatch`] — ready tasks take free units, in priority order, and get their
-//!    simulated start and end.
+//!    simulated start and end; peer copies take the links of their route; collective tasks
+//!    wait at the rendezvous until every rank is there ([`collective`]).
 //! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
-//!    and complete; faults are raised here.
+//!    (different devices' side by side on the [`tick::Workers`]) and complete; collectives move
+//!    their data across devices; faults are raised here.
 //! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool (filled by
 //!    the memory work; empty for now).
 //! 8. [`NpuSet::Retire`] — finished tasks are recorded and despawned.

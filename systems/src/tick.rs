@@ -151,7 +151,6 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
     if pending.is_empty() {
         return;
     }
-    let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::new();
     let registry: &KernelRegistry = &w.registry;
     if !w.workers.is_parallel() {
         for &e in pending {
@@ -163,11 +162,17 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
                 Ok(mut d) => execute_local(task, &mut d, registry),
                 Err(_) => Err(NpuError::Internal("task on a missing device".into())),
             };
-            outcomes.push((e, result));
+            if let Ok(mut task) = w.tasks.get_mut(e) {
+                task.executed = true;
+                task.error = result.err().map(Box::new);
+            }
         }
-    } else {
+        return;
+    }
+    let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::new();
+    {
         use rayon::prelude::*;
-        // Group by device index; a device's tasks stay in dispatch order.
+        // Group by device index; a device's tasks stay in completion order.
         let count = w.device_entities.entities.len();
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {

@@ -27,7 +27,11 @@ pub(crate) fn unary_tiling(s: &OpShapes<'_>, cfg: &DeviceConfig) -> Result<Tilin
         .with_buffers(split.ub_bytes(UB_PER_ELEM), 0))
 }
 
-fn unary(k: &mut KernelCtx<'_>, t: &OpTiling<'_>, f: impl Fn(f32) -> f32) -> Result<(), KernelFault> {
+fn unary(
+    k: &mut KernelCtx<'_>,
+    t: &OpTiling<'_>,
+    f: impl Fn(f32) -> f32,
+) -> Result<(), KernelFault> {
     let (x, y) = (k.ptr(0)?, k.ptr(1)?);
     let split = Split::decode(t, 0, k.block_dim);
     for b in 0..k.block_dim {

@@ -27,7 +27,12 @@ fn infer(inputs: &[Shape], _: &[u64], out: &mut [Shape]) -> Result<(), String> {
     if rank > MAX_RANK {
         return Err(format!("output rank {rank} exceeds {MAX_RANK}"));
     }
-    let dims: Vec<u64> = idx.dims().iter().chain(&table.dims()[1..]).copied().collect();
+    let dims: Vec<u64> = idx
+        .dims()
+        .iter()
+        .chain(&table.dims()[1..])
+        .copied()
+        .collect();
     out[0] = Shape::new(&dims).map_err(super::msg)?;
     Ok(())
 }
@@ -37,7 +42,9 @@ fn tiling(s: &OpShapes<'_>, cfg: &DeviceConfig) -> Result<Tiling, String> {
     let rows = idx.numel();
     let width = table.row_len();
     if width > u32::MAX as u64 {
-        return Err(format!("rows of {width} elements are too long for this op's tiling"));
+        return Err(format!(
+            "rows of {width} elements are too long for this op's tiling"
+        ));
     }
     let row_ub = width * 4 + 4;
     let min_rows = (MIN_ELEMS_PER_CORE / width.max(1)).max(1);
@@ -48,7 +55,10 @@ fn tiling(s: &OpShapes<'_>, cfg: &DeviceConfig) -> Result<Tiling, String> {
         // One row at a time per core, copied in column tiles (double-buffered).
         let col_tile = (cfg.ub_bytes as u64).saturating_sub(64) / 8 / 8 * 8;
         let split = Split::new(rows, 1, 1, 1, cfg)?;
-        let split = Split { tile: split.tile.min(1), ..split };
+        let split = Split {
+            tile: split.tile.min(1),
+            ..split
+        };
         let key = if rows == 0 { 0 } else { KEY_COLUMN_TILES };
         (split, key, col_tile, col_tile * 4 * 2)
     };

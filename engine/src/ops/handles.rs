@@ -21,7 +21,7 @@ fn buffer_alive(world: &World, ctx: Entity, device: Entity) -> Option<bool> {
     Some(
         memory
             .block_containing(base, ctx)
-            .is_some_and(|b| b.base == base && b.size == ShapeBuffer::BYTES),
+            .is_some_and(|b| b.base == base && b.size >= ShapeBuffer::BYTES),
     )
 }
 
@@ -106,6 +106,9 @@ impl Runtime {
 
     /// Creates a shape handle in the current context: a slot of its device-side shape buffer,
     /// holding no shape until a producer (or [`Runtime::set_shape_async`]) writes one.
+    ///
+    /// A handle is like a buffer: reuse it for another batch only once the previous batch's
+    /// consumers are ordered (by stream order or events) before the next producer.
     pub fn create_shape(&self) -> NpuResult<ShapeHandle> {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
@@ -156,7 +159,12 @@ impl Runtime {
     /// Enqueues writing `dims` into `shape`'s slot from the host, in stream order (a small
     /// host-to-device copy): how a host-known shape enters a dynamic pipeline. Negative or
     /// overflowing dims are refused here.
-    pub fn set_shape_async(&self, shape: ShapeHandle, dims: &[i64], stream: Stream) -> NpuResult<()> {
+    pub fn set_shape_async(
+        &self,
+        shape: ShapeHandle,
+        dims: &[i64],
+        stream: Stream,
+    ) -> NpuResult<()> {
         let value = ShapeSlot::written(&Shape::from_signed(dims)?);
         let addr = {
             let g = self.lock();

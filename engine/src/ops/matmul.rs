@@ -114,7 +114,10 @@ fn matmul(kc: &mut KernelCtx<'_>, t: &OpTiling<'_>) -> Result<(), KernelFault> {
                 }
             }
             for i in 0..m1 - m0 {
-                kc.store(c + (((m0 + i) * n + n0) * 4) as u64, &tile[i * w..(i + 1) * w])?;
+                kc.store(
+                    c + (((m0 + i) * n + n0) * 4) as u64,
+                    &tile[i * w..(i + 1) * w],
+                )?;
             }
         }
     }
@@ -136,4 +139,29 @@ pub(crate) fn register(kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> Np
         .kernel(matmul)
         .register(kernels, ops)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_blocks_fit_l0_and_l1_of_small_presets() {
+        let tiny = DeviceConfig {
+            l0a_bytes: 4 << 10,
+            l0b_bytes: 4 << 10,
+            l0c_bytes: 8 << 10,
+            l1_bytes: 16 << 10,
+            ..DeviceConfig::small()
+        };
+        for cfg in [DeviceConfig::default(), tiny] {
+            for (m, n, k) in [(1, 1, 1), (5, 300, 77), (4096, 4096, 4096)] {
+                let (bm, bn, bk) = base_blocks(m, n, k, &cfg);
+                assert!(bm * bk * 4 <= cfg.l0a_bytes as u64);
+                assert!(bk * bn * 4 <= cfg.l0b_bytes as u64);
+                assert!(bm * bn * 4 <= cfg.l0c_bytes as u64);
+                assert!(2 * (bm * bk + bk * bn) * 4 <= cfg.l1_bytes as u64);
+            }
+        }
+    }
 }

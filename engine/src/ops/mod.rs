@@ -67,8 +67,7 @@ use std::sync::Arc;
 use bevy_ecs::prelude::*;
 use npusim_components::shape::{
     InferFn, MAX_RANK, NO_SLOT, NO_STATIC_SHAPE, OP_HIDDEN_ARGS, OpCostFn, OpDef, OpKernelFn,
-    OpRegistry, OpTiling, Shape, ShapeHandle, TensorSpec, Tiling, TilingFn,
-    decode_cost,
+    OpRegistry, OpTiling, Shape, ShapeHandle, TensorSpec, Tiling, TilingFn, decode_cost,
 };
 use npusim_components::task::{MAX_ARGS, MAX_STATIC_DIMS, MAX_TENSORS, TaskDescriptor, TaskExtra};
 use npusim_components::{
@@ -183,10 +182,7 @@ impl OpBuilder {
     /// Sets the kernel body.
     pub fn kernel(
         mut self,
-        f: impl Fn(&mut KernelCtx<'_>, &OpTiling<'_>) -> Result<(), KernelFault>
-        + Send
-        + Sync
-        + 'static,
+        f: impl Fn(&mut KernelCtx<'_>, &OpTiling<'_>) -> Result<(), KernelFault> + Send + Sync + 'static,
     ) -> Self {
         self.kernel = Some(Arc::new(f));
         self
@@ -196,11 +192,14 @@ impl OpBuilder {
     /// launches it.
     pub fn register(self, kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> NpuResult<Kernel> {
         let bad = |why: String| NpuError::InvalidParam(format!("op {:?}: {why}", self.name));
-        let (Some(infer), Some(tiling), Some(cost), Some(body)) =
-            (self.infer.clone(), self.tiling.clone(), self.cost.clone(), self.kernel.clone())
-        else {
+        let (Some(infer), Some(tiling), Some(cost), Some(body)) = (
+            self.infer.clone(),
+            self.tiling.clone(),
+            self.cost.clone(),
+            self.kernel.clone(),
+        ) else {
             return Err(bad(
-                "needs shape inference, tiling, cost and a kernel".into(),
+                "needs shape inference, tiling, cost and a kernel".into()
             ));
         };
         let tensors = self.inputs.len() + self.outputs.len();
@@ -318,10 +317,9 @@ impl Runtime {
     /// Registers an op; launches find it by the returned id or with [`Runtime::op`].
     pub fn register_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
         let mut g = self.lock();
-        g.world
-            .resource_scope(|world, mut ops: Mut<OpRegistry>| {
-                op.register(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
-            })
+        g.world.resource_scope(|world, mut ops: Mut<OpRegistry>| {
+            op.register(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
+        })
     }
 
     /// The op registered as `name`.
@@ -503,7 +501,13 @@ pub fn register_builtin_ops_into(
 }
 
 /// The error a kernel raises when its data-dependent output does not fit its buffer.
-pub(crate) fn exceeds(op: &str, tensor: &str, shape: &Shape, elem_bytes: u64, capacity: u64) -> KernelFault {
+pub(crate) fn exceeds(
+    op: &str,
+    tensor: &str,
+    shape: &Shape,
+    elem_bytes: u64,
+    capacity: u64,
+) -> KernelFault {
     KernelFault::Raised(Box::new(NpuError::ShapeExceedsBuffer {
         op: op.to_string(),
         tensor: tensor.to_string(),

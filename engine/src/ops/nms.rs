@@ -27,7 +27,14 @@ pub const KEY_TILED: u32 = 2;
 
 /// Intersection over union of two boxes (0 when either is empty).
 pub fn iou(a: &[f32], b: &[f32]) -> f32 {
-    let norm = |r: &[f32]| (r[0].min(r[2]), r[1].min(r[3]), r[0].max(r[2]), r[1].max(r[3]));
+    let norm = |r: &[f32]| {
+        (
+            r[0].min(r[2]),
+            r[1].min(r[3]),
+            r[0].max(r[2]),
+            r[1].max(r[3]),
+        )
+    };
     let (ax1, ay1, ax2, ay2) = norm(a);
     let (bx1, by1, bx2, by2) = norm(b);
     let area_a = (ax2 - ax1) * (ay2 - ay1);
@@ -61,7 +68,10 @@ fn infer(inputs: &[Shape], attrs: &[u64], out: &mut [Shape]) -> Result<(), Strin
 fn tiling(s: &OpShapes<'_>, cfg: &DeviceConfig) -> Result<Tiling, String> {
     let n = s.inputs[0].dims()[0];
     let (split, key) = if n * UB_PER_BOX * 2 <= cfg.ub_bytes as u64 {
-        (Split::single_core(n, n), if n == 0 { 0 } else { KEY_ONE_CORE })
+        (
+            Split::single_core(n, n),
+            if n == 0 { 0 } else { KEY_ONE_CORE },
+        )
     } else {
         let split = Split::new(n, UB_PER_BOX, 8, 1024, cfg)?;
         (split, KEY_TILED)
@@ -133,4 +143,19 @@ pub(crate) fn register(kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> Np
         .kernel(nms)
         .register(kernels, ops)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iou_handles_overlap_disjoint_empty_and_flipped_boxes() {
+        let a = [0.0, 0.0, 2.0, 2.0];
+        assert_eq!(iou(&a, &a), 1.0);
+        assert_eq!(iou(&a, &[1.0, 0.0, 3.0, 2.0]), 2.0 / 6.0);
+        assert_eq!(iou(&a, &[5.0, 5.0, 6.0, 6.0]), 0.0);
+        assert_eq!(iou(&a, &[1.0, 1.0, 1.0, 3.0]), 0.0);
+        assert_eq!(iou(&a, &[2.0, 2.0, 0.0, 0.0]), 1.0);
+    }
 }

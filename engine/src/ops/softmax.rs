@@ -18,7 +18,7 @@ pub const KEY_LONG_ROWS: u32 = 3;
 fn rows_cols(s: &OpShapes<'_>) -> (u64, u64) {
     let x = s.inputs[0];
     let cols = x.dims().last().copied().unwrap_or(1);
-    let rows = if cols == 0 { 0 } else { x.numel() / cols };
+    let rows = x.numel().checked_div(cols).unwrap_or(0);
     (rows, cols)
 }
 
@@ -27,13 +27,27 @@ fn tiling(s: &OpShapes<'_>, cfg: &DeviceConfig) -> Result<Tiling, String> {
     // A row in and a row out.
     let row_ub = cols * 8;
     let (split, key, col_tile, ub) = if row_ub * 2 <= cfg.ub_bytes as u64 {
-        let split = Split::new(rows, row_ub, 1, (MIN_ELEMS_PER_CORE / cols.max(1)).max(1), cfg)?;
+        let split = Split::new(
+            rows,
+            row_ub,
+            1,
+            (MIN_ELEMS_PER_CORE / cols.max(1)).max(1),
+            cfg,
+        )?;
         (split, split.key(), cols, split.ub_bytes(row_ub))
     } else {
         let col_tile = (cfg.ub_bytes as u64 / 16) / 8 * 8;
         let split = Split::new(rows, 1, 1, 1, cfg)?;
-        let split = Split { tile: split.tile.min(1), ..split };
-        (split, if rows == 0 { 0 } else { KEY_LONG_ROWS }, col_tile, col_tile * 16)
+        let split = Split {
+            tile: split.tile.min(1),
+            ..split
+        };
+        (
+            split,
+            if rows == 0 { 0 } else { KEY_LONG_ROWS },
+            col_tile,
+            col_tile * 16,
+        )
     };
     Ok(split
         .encode(Tiling::new(split.block_dim, key))
@@ -73,10 +87,17 @@ fn softmax(k: &mut KernelCtx<'_>, t: &OpTiling<'_>) -> Result<(), KernelFault> {
             }
             for r in start..start + len {
                 let (src, dst) = (x + r * row_bytes, y + r * row_bytes);
-                let chunks = || (0..cols).step_by(col_tile as usize).map(move |c| (c, col_tile.min(cols - c)));
+                let chunks = || {
+                    (0..cols)
+                        .step_by(col_tile as usize)
+                        .map(move |c| (c, col_tile.min(cols - c)))
+                };
                 let mut max = f32::NEG_INFINITY;
                 for (c, n) in chunks() {
-                    max = k.load::<f32>(src + c * 4, n as usize)?.into_iter().fold(max, f32::max);
+                    max = k
+                        .load::<f32>(src + c * 4, n as usize)?
+                        .into_iter()
+                        .fold(max, f32::max);
                 }
                 let mut sum = 0.0f32;
                 for (c, n) in chunks() {

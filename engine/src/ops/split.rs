@@ -144,9 +144,23 @@ mod tests {
     #[test]
     fn splits_cover_every_item_once_within_the_buffer() {
         let cfg = DeviceConfig::default();
-        for n in [1u64, 7, 8, 2047, 2048, 2049, 24_576, 24_577, 1 << 20, 10_000_019] {
+        for n in [
+            1u64,
+            7,
+            8,
+            2047,
+            2048,
+            2049,
+            24_576,
+            24_577,
+            1 << 20,
+            10_000_019,
+        ] {
             let s = Split::new(n, 8, 8, MIN_ELEMS_PER_CORE, &cfg).unwrap();
-            assert!(s.block_dim >= 1 && s.block_dim <= cfg.ai_cores, "{n}: {s:?}");
+            assert!(
+                s.block_dim >= 1 && s.block_dim <= cfg.ai_cores,
+                "{n}: {s:?}"
+            );
             assert!(s.ub_bytes(8) <= cfg.ub_bytes as u64, "{n}: {s:?}");
             let mut next = 0;
             for b in 0..s.block_dim {
