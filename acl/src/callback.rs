@@ -87,7 +87,10 @@ impl Reports {
         let mut st = self.lock();
         match st.subscribers.get(&report.stream).copied() {
             Some((thread, _)) if thread != me && !st.closed => {
-                st.queues.entry(thread).or_default().push_back(report.clone());
+                st.queues
+                    .entry(thread)
+                    .or_default()
+                    .push_back(report.clone());
                 drop(st);
                 self.cv.notify_all();
                 if block {
@@ -134,7 +137,10 @@ impl Reports {
             let mut st = self.lock();
             st.closed = true;
             st.subscribers.clear();
-            std::mem::take(&mut st.queues).into_values().flatten().collect()
+            std::mem::take(&mut st.queues)
+                .into_values()
+                .flatten()
+                .collect()
         };
         self.cv.notify_all();
         for r in orphans {
@@ -146,7 +152,8 @@ impl Reports {
 fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
     let mut taken = Vec::new();
     for q in st.queues.values_mut() {
-        let (mine, rest): (VecDeque<_>, VecDeque<_>) = q.drain(..).partition(|r| r.stream == stream);
+        let (mine, rest): (VecDeque<_>, VecDeque<_>) =
+            q.drain(..).partition(|r| r.stream == stream);
         *q = rest;
         taken.extend(mine);
     }
@@ -218,11 +225,15 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
         // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
         let reports = session()?.reports.clone();
         let me = thread_id();
-        let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+        let deadline =
+            (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
         let mut st = reports.lock();
         loop {
             if st.closed {
-                return Err(AclError::new(ACL_ERROR_UNINITIALIZE, "aclFinalize was called"));
+                return Err(AclError::new(
+                    ACL_ERROR_UNINITIALIZE,
+                    "aclFinalize was called",
+                ));
             }
             if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
                 drop(st);

@@ -18,7 +18,9 @@ pub(crate) fn device_index(s: &Session, id: i32) -> AclResult<u32> {
         .ok_or_else(|| {
             AclError::new(
                 ACL_ERROR_RT_INVALID_DEVICEID,
-                format!("device {id} does not exist (the runtime has {count}; NPUSIM_DEVICES sets it)"),
+                format!(
+                    "device {id} does not exist (the runtime has {count}; NPUSIM_DEVICES sets it)"
+                ),
             )
         })
 }

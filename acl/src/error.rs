@@ -94,7 +94,10 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> AclResult<()>) -> acl
             e.code
         }
         Err(payload) => {
-            let msg = format!("internal error (a bug in npusim): {}", panic_message(&*payload));
+            let msg = format!(
+                "internal error (a bug in npusim): {}",
+                panic_message(&*payload)
+            );
             record(name, &msg);
             ACL_ERROR_RT_INTERNAL_ERROR
         }
@@ -107,7 +110,10 @@ pub(crate) fn call_value<T>(name: &'static str, fallback: T, f: impl FnOnce() ->
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(v) => v,
         Err(payload) => {
-            let msg = format!("internal error (a bug in npusim): {}", panic_message(&*payload));
+            let msg = format!(
+                "internal error (a bug in npusim): {}",
+                panic_message(&*payload)
+            );
             record(name, &msg);
             fallback
         }
@@ -147,7 +153,10 @@ mod tests {
         assert!(!msg.is_null());
         let text = unsafe { std::ffi::CStr::from_ptr(msg) }.to_str().unwrap();
         assert!(text.contains("aclTest") && text.contains("boom"), "{text}");
-        assert!(aclGetRecentErrMsg().is_null(), "reading the messages clears them");
+        assert!(
+            aclGetRecentErrMsg().is_null(),
+            "reading the messages clears them"
+        );
     }
 
     #[test]

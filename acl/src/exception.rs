@@ -44,23 +44,27 @@ pub extern "C" fn aclrtSetExceptionInfoCallback(callback: aclrtExceptionInfoCall
         };
         // Weak: the runtime owns this closure, and the session owns the runtime.
         let weak = Arc::downgrade(&s);
-        s.rt.set_exception_callback(Some(Arc::new(move |info: &npusim_engine::ExceptionInfo| {
-            let stream_id = weak
-                .upgrade()
-                .and_then(|s| s.tables().stream_keys.get(&info.stream).copied())
-                .map_or(0, |k| serial(k) as u32);
-            let mut c = aclrtExceptionInfo {
-                task_id: info.task_seq as u32,
-                stream_id,
-                thread_id: os_thread_id(),
-                device_id: info.device,
-                error_code: info.error_code as u32,
-            };
-            let previous = CURRENT.replace(&c);
-            // SAFETY: a callback C registered, given an info that lives for the call.
-            unsafe { cb(&mut c) };
-            CURRENT.set(previous);
-        })));
+        s.rt.set_exception_callback(Some(Arc::new(
+            move |info: &npusim_engine::ExceptionInfo| {
+                let stream_id = weak
+                    .upgrade()
+                    .and_then(|s| s.tables().stream_keys.get(&info.stream).copied())
+                    .map_or(0, |k| serial(k) as u32);
+                let mut c = aclrtExceptionInfo {
+                    task_id: info.task_seq as u32,
+                    stream_id,
+                    thread_id: os_thread_id(),
+                    device_id: info.device,
+                    error_code: info.error_code as u32,
+                };
+                // One pointer for both: the accessors get back exactly what the callback got.
+                let ptr: *mut aclrtExceptionInfo = &mut c;
+                let previous = CURRENT.replace(ptr);
+                // SAFETY: a callback C registered, given an info that lives for the call.
+                unsafe { cb(ptr) };
+                CURRENT.set(previous);
+            },
+        )));
         Ok(())
     })
 }

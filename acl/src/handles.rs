@@ -271,7 +271,11 @@ impl Tables {
             self.remove_binary(k);
         }
         self.pools.retain(|_, p| p.ctx != ctx);
-        let allocs: Vec<(u64, u64)> = self.allocs.range((ctx, 0)..=(ctx, u64::MAX)).map(|(k, _)| *k).collect();
+        let allocs: Vec<(u64, u64)> = self
+            .allocs
+            .range((ctx, 0)..=(ctx, u64::MAX))
+            .map(|(k, _)| *k)
+            .collect();
         for k in allocs {
             self.allocs.remove(&k);
             owned.allocs.push(k.1);
@@ -284,5 +288,79 @@ impl Tables {
             self.context_keys.remove(&c.ctx);
         }
         owned
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(map: &mut BTreeMap<u64, u32>, kind: Kind, v: u32) -> u64 {
+        let k = new_key(kind);
+        map.insert(k, v);
+        k
+    }
+
+    #[test]
+    fn a_handle_is_found_only_as_its_own_kind() {
+        let mut streams = BTreeMap::new();
+        let s = entry(&mut streams, Kind::Stream, 7);
+        assert_eq!(
+            lookup(&streams, Kind::Stream, to_ptr(s), "stream").unwrap(),
+            (s, &7)
+        );
+        // The same number presented as an event handle names nothing.
+        let e = lookup(&streams, Kind::Event, to_ptr(s), "event").unwrap_err();
+        assert_eq!(e.code, ACL_ERROR_RT_PARAM_INVALID);
+    }
+
+    #[test]
+    fn null_and_garbage_handles_are_errors_not_crashes() {
+        let streams: BTreeMap<u64, u32> = BTreeMap::new();
+        let null = lookup(&streams, Kind::Stream, std::ptr::null(), "stream").unwrap_err();
+        assert_eq!(null.code, ACL_ERROR_INVALID_PARAM);
+        for garbage in [0xdead_beef_usize, usize::MAX, 8] {
+            let p = std::ptr::without_provenance::<c_void>(garbage);
+            let e = lookup(&streams, Kind::Stream, p, "stream").unwrap_err();
+            assert_eq!(e.code, ACL_ERROR_RT_PARAM_INVALID, "{garbage:#x}");
+        }
+    }
+
+    #[test]
+    fn handles_are_never_reused() {
+        let a = new_key(Kind::Context);
+        let b = new_key(Kind::Context);
+        assert_ne!(a, b);
+        assert!(serial(b) > serial(a));
+    }
+
+    #[test]
+    fn device_alloc_finds_ranges_inside_one_allocation_of_its_context() {
+        let mut t = Tables::default();
+        t.allocs.insert(
+            (1, 0x1000),
+            Alloc {
+                size: 0x100,
+                pool: None,
+            },
+        );
+        t.allocs.insert(
+            (2, 0x1000),
+            Alloc {
+                size: 0x10,
+                pool: None,
+            },
+        );
+        assert_eq!(
+            t.device_alloc(1, 0x1080, 0x80).map(|(b, _)| b),
+            Some(0x1000)
+        );
+        assert!(t.device_alloc(1, 0x1080, 0x81).is_none(), "past the end");
+        assert!(t.device_alloc(1, 0xfff, 1).is_none(), "before the start");
+        assert!(
+            t.device_alloc(2, 0x1080, 1).is_none(),
+            "another context's address space"
+        );
+        assert!(t.device_alloc(3, 0x1000, 1).is_none());
     }
 }

@@ -28,7 +28,11 @@ use crate::types::*;
 /// Most argument slots of one launch (the task descriptor's argument words).
 const MAX_SLOTS: usize = npusim_engine::components::task::MAX_ARGS;
 
-fn register_binary(s: &Session, binary: npusim_engine::Binary, out: *mut aclrtBinHandle) -> AclResult<()> {
+fn register_binary(
+    s: &Session,
+    binary: npusim_engine::Binary,
+    out: *mut aclrtBinHandle,
+) -> AclResult<()> {
     let (ctx, _) = s.current_ctx()?;
     let key = new_key(Kind::Binary);
     s.tables().binaries.insert(
@@ -62,7 +66,9 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromFile(
         non_null(binPath, "binPath")?;
         non_null(binHandle, "binHandle")?;
         // SAFETY: checked non-NULL; the caller passes a NUL-terminated string.
-        let path = unsafe { CStr::from_ptr(binPath) }.to_string_lossy().into_owned();
+        let path = unsafe { CStr::from_ptr(binPath) }
+            .to_string_lossy()
+            .into_owned();
         let s = session()?;
         let binary = s.rt.load_binary_file(&path)?;
         register_binary(&s, binary, binHandle)
@@ -115,7 +121,9 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
         non_null(kernelName, "kernelName")?;
         non_null(funcHandle, "funcHandle")?;
         // SAFETY: checked non-NULL; the caller passes a NUL-terminated string.
-        let name = unsafe { CStr::from_ptr(kernelName) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(kernelName) }
+            .to_string_lossy()
+            .into_owned();
         let s = session()?;
         let (bin_key, binary, known) = {
             let t = s.tables();
@@ -170,9 +178,9 @@ fn read_device(s: &Session, ctx: Context, addr: u64, out: &mut [u8]) -> AclResul
         .get::<ContextState>(ctx.entity())
         .map(|c| c.device)
         .ok_or_else(|| AclError::new(ACL_ERROR_RT_CONTEXT_NULL, "the current context is gone"))?;
-    let mut d = world
-        .get_mut::<DeviceState>(device)
-        .ok_or_else(|| AclError::new(ACL_ERROR_RT_INTERNAL_ERROR, "the context's device is gone"))?;
+    let mut d = world.get_mut::<DeviceState>(device).ok_or_else(|| {
+        AclError::new(ACL_ERROR_RT_INTERNAL_ERROR, "the context's device is gone")
+    })?;
     d.memory.read(addr, out, ctx.entity()).map_err(|f| {
         AclError::new(
             ACL_ERROR_RT_PARAM_INVALID,
@@ -185,15 +193,22 @@ fn read_device(s: &Session, ctx: Context, addr: u64, out: &mut [u8]) -> AclResul
 ///
 /// # Safety
 /// `data` is valid for `size` bytes unless it is device memory of the current context.
-unsafe fn decode_args(s: &Session, data: *const c_void, size: usize, float_mask: u64) -> AclResult<Vec<Arg>> {
-    if size % 8 != 0 {
+unsafe fn decode_args(
+    s: &Session,
+    data: *const c_void,
+    size: usize,
+    float_mask: u64,
+) -> AclResult<Vec<Arg>> {
+    if !size.is_multiple_of(8) {
         return Err(AclError::param(format!(
             "argsSize {size} is not a multiple of 8: each argument fills an 8-byte slot"
         )));
     }
     let slots = size / 8;
     if slots > MAX_SLOTS {
-        return Err(AclError::param(format!("{slots} argument slots; at most {MAX_SLOTS}")));
+        return Err(AclError::param(format!(
+            "{slots} argument slots; at most {MAX_SLOTS}"
+        )));
     }
     if slots < 64 && float_mask >> slots != 0 {
         return Err(AclError::param(format!(
@@ -239,7 +254,9 @@ unsafe fn launch(
     let s = session()?;
     let kernel = {
         let t = s.tables();
-        lookup(&t.functions, Kind::Function, func, "funcHandle")?.1.kernel
+        lookup(&t.functions, Kind::Function, func, "funcHandle")?
+            .1
+            .kernel
     };
     let st = s.stream_or_default(stream)?;
     // SAFETY: the caller's contract.

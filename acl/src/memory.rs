@@ -12,8 +12,8 @@
 
 use std::ffi::c_void;
 
-use npusim_engine::{DevicePtr, HostBuffer, Stream};
 use npusim_engine::components::AllocPolicy;
+use npusim_engine::{DevicePtr, HostBuffer, Stream};
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::Alloc;
@@ -25,13 +25,16 @@ fn dev(p: *const c_void) -> DevicePtr {
     DevicePtr(p.addr() as u64)
 }
 
-/// The page policy of an `aclrtMemMallocPolicy` (its memory-type flag bits are ignored).
+/// The page policy of an `aclrtMemMallocPolicy`: the _P2P forms as the plain ones, the HUGE1G
+/// forms as huge-only (npusim's huge pages are 2 MiB); the memory-type flag bits are ignored.
 fn policy(p: u32) -> AclResult<AllocPolicy> {
     match p & 0xff {
         0 | 3 => Ok(AllocPolicy::HugeFirst),
         1 | 4 | 6 | 7 => Ok(AllocPolicy::HugeOnly),
         2 | 5 => Ok(AllocPolicy::NormalOnly),
-        _ => Err(AclError::param(format!("unknown aclrtMemMallocPolicy {p:#x}"))),
+        _ => Err(AclError::param(format!(
+            "unknown aclrtMemMallocPolicy {p:#x}"
+        ))),
     }
 }
 
@@ -56,7 +59,11 @@ pub(crate) fn alloc(
 /// # Safety
 /// `devPtr` is NULL or points to a `void *`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMalloc(devPtr: *mut *mut c_void, size: usize, policy: u32) -> aclError {
+pub unsafe extern "C" fn aclrtMalloc(
+    devPtr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+) -> aclError {
     call("aclrtMalloc", || {
         non_null(devPtr, "devPtr")?;
         if size == 0 {
@@ -96,24 +103,40 @@ pub extern "C" fn aclrtFree(devPtr: *mut c_void) -> aclError {
     })
 }
 
-/// Which sides of a copy are device memory: (destination, source).
-fn direction(s: &Session, kind: u32, dst: *const c_void, src: *const c_void, count: u64) -> AclResult<(bool, bool)> {
-    match kind {
-        ACL_MEMCPY_HOST_TO_HOST => Ok((false, false)),
-        ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE => Ok((true, false)),
-        ACL_MEMCPY_DEVICE_TO_HOST => Ok((false, true)),
+/// Which sides of a copy are device memory: (destination, source). A side the kind calls host
+/// memory that is in fact device memory of the current context is refused: the host would
+/// read or write an address that is not its own.
+fn direction(
+    s: &Session,
+    kind: u32,
+    dst: *const c_void,
+    src: *const c_void,
+    count: u64,
+) -> AclResult<(bool, bool)> {
+    let (ctx, _) = s.current_ctx()?;
+    let sides = match kind {
+        ACL_MEMCPY_HOST_TO_HOST => (false, false),
+        ACL_MEMCPY_HOST_TO_DEVICE | ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE => (true, false),
+        ACL_MEMCPY_DEVICE_TO_HOST => (false, true),
         ACL_MEMCPY_DEVICE_TO_DEVICE
         | ACL_MEMCPY_INNER_DEVICE_TO_DEVICE
-        | ACL_MEMCPY_INTER_DEVICE_TO_DEVICE => Ok((true, true)),
+        | ACL_MEMCPY_INTER_DEVICE_TO_DEVICE => (true, true),
         ACL_MEMCPY_DEFAULT => {
-            let (ctx, _) = s.current_ctx()?;
-            Ok((
+            return Ok((
                 s.is_device(ctx, dst.addr() as u64, count),
                 s.is_device(ctx, src.addr() as u64, count),
-            ))
+            ));
         }
-        other => Err(AclError::param(format!("unknown aclrtMemcpyKind {other}"))),
+        other => return Err(AclError::param(format!("unknown aclrtMemcpyKind {other}"))),
+    };
+    for (device, p, what) in [(sides.0, dst, "dst"), (sides.1, src, "src")] {
+        if !device && s.is_device(ctx, p.addr() as u64, 1) {
+            return Err(AclError::param(format!(
+                "{what} {p:p} is device memory, but aclrtMemcpyKind {kind} says host memory"
+            )));
+        }
     }
+    Ok(sides)
 }
 
 /// Copies `count` bytes; `stream` None is synchronous.
@@ -139,7 +162,9 @@ unsafe fn copy(
         (true, false) => {
             let st = on(stream)?;
             match pinned(src, count) {
-                Some((buf, offset)) => s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?,
+                Some((buf, offset)) => {
+                    s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
+                }
                 None => {
                     // SAFETY: the source is valid for `len` bytes (the caller's contract).
                     let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) };
@@ -185,7 +210,12 @@ unsafe fn copy(
     Ok(())
 }
 
-fn check_copy(dst: *const c_void, destMax: usize, src: *const c_void, count: usize) -> AclResult<()> {
+fn check_copy(
+    dst: *const c_void,
+    destMax: usize,
+    src: *const c_void,
+    count: usize,
+) -> AclResult<()> {
     non_null(dst, "dst")?;
     non_null(src, "src")?;
     if count > destMax {
@@ -289,8 +319,15 @@ fn memset(
 /// `count` bytes of device memory (or of `aclrtMallocHost` memory) to the low byte of `value`,
 /// and returns when done.
 #[unsafe(no_mangle)]
-pub extern "C" fn aclrtMemset(devPtr: *mut c_void, maxCount: usize, value: i32, count: usize) -> aclError {
-    call("aclrtMemset", || memset(&*session()?, devPtr, maxCount, value, count, None))
+pub extern "C" fn aclrtMemset(
+    devPtr: *mut c_void,
+    maxCount: usize,
+    value: i32,
+    count: usize,
+) -> aclError {
+    call("aclrtMemset", || {
+        memset(&*session()?, devPtr, maxCount, value, count, None)
+    })
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,

@@ -150,14 +150,20 @@ impl Session {
             priority: 0,
             kind: StreamKind::Copy,
         })?;
-        let mut t = self.tables();
-        match t.contexts.get_mut(&key) {
-            Some(c) => Ok(*c.copy_stream.get_or_insert(s)),
-            None => Err(AclError::new(
-                ACL_ERROR_RT_CONTEXT_NULL,
-                "the current context was destroyed",
-            )),
+        let chosen = match self.tables().contexts.get_mut(&key) {
+            Some(c) => *c.copy_stream.get_or_insert(s),
+            None => {
+                return Err(AclError::new(
+                    ACL_ERROR_RT_CONTEXT_NULL,
+                    "the current context was destroyed",
+                ));
+            }
+        };
+        if chosen != s {
+            // Another thread of this context made one first: this one was never used.
+            let _ = self.rt.destroy_stream(s);
         }
+        Ok(chosen)
     }
 
     /// Whether `[ptr, ptr + len)` is device memory allocated through C in the current context.
@@ -178,7 +184,9 @@ pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
     call("aclInit", || {
         if !configPath.is_null() {
             // SAFETY: the caller passes a NUL-terminated string.
-            let path = unsafe { CStr::from_ptr(configPath) }.to_string_lossy().into_owned();
+            let path = unsafe { CStr::from_ptr(configPath) }
+                .to_string_lossy()
+                .into_owned();
             if !path.is_empty() && !std::path::Path::new(&path).is_file() {
                 return Err(AclError::new(
                     ACL_ERROR_INVALID_FILE,
@@ -214,9 +222,10 @@ pub extern "C" fn aclFinalize() -> aclError {
         s.rt.set_exception_callback(None);
         s.reports.close();
         let written = match &s.trace {
-            Some(path) => s.rt.export_timeline(path).map_err(|e| {
-                AclError::new(ACL_ERROR_WRITE_FILE, format!("NPUSIM_TRACE: {e}"))
-            }),
+            Some(path) => {
+                s.rt.export_timeline(path)
+                    .map_err(|e| AclError::new(ACL_ERROR_WRITE_FILE, format!("NPUSIM_TRACE: {e}")))
+            }
             None => Ok(()),
         };
         drop(s);

@@ -104,9 +104,15 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout
         let st = s.stream_or_default(stream)?;
         match timeout {
             -1 => s.rt.synchronize_stream(st)?,
-            t if t > 0 => match s.rt.synchronize_stream_timeout(st, SimTime::from_ms(t as u64)) {
+            t if t > 0 => match s
+                .rt
+                .synchronize_stream_timeout(st, SimTime::from_ms(t as u64))
+            {
                 Err(e @ NpuError::WaitTimeout { .. }) => {
-                    return Err(AclError::new(ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, e.to_string()));
+                    return Err(AclError::new(
+                        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                        e.to_string(),
+                    ));
                 }
                 other => other?,
             },

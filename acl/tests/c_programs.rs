@@ -1,0 +1,208 @@
+//! The C programs under `tests/c/` (and `examples/c/quickstart.c`), compiled with the system C
+//! compiler (`$CC`, else `cc`) against `acl/include/acl/acl.h`, linked against the library
+//! this package built, and run. Each checks its results and return codes itself and prints
+//! `<name>: ok`; here each must exit 0 and say so.
+//!
+//! The library is the one `cargo test` built for this package, beside the test binary in
+//! `target/<profile>/deps/` (`libnpusim_acl.so` and `libnpusim_acl.a`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Longest a program may run before it counts as hung.
+const TIMEOUT: Duration = Duration::from_secs(300);
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("acl/ is inside the workspace")
+        .to_path_buf()
+}
+
+/// The directory of this package's shared and static libraries: `cargo test` leaves them in
+/// `target/<profile>/deps/`, beside the test binary (`cargo build` also copies them one level
+/// up, but those may be older).
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let deps = exe.parent().expect("test binary directory");
+    let candidates = [Some(deps), deps.parent()];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| d.join(shared_lib_name()).exists())
+        .unwrap_or_else(|| {
+            panic!(
+                "{} is not in {} nor its parent: cargo builds it with this package's tests \
+                 (crate-type cdylib)",
+                shared_lib_name(),
+                deps.display()
+            )
+        })
+        .to_path_buf()
+}
+
+fn shared_lib_name() -> String {
+    format!(
+        "{}npusim_acl{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    )
+}
+
+fn out_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("npusim-acl-c");
+    std::fs::create_dir_all(&dir).expect("create the output directory");
+    dir
+}
+
+fn cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".to_string())
+}
+
+/// How a program is linked.
+#[derive(Clone, Copy)]
+enum Link {
+    Shared,
+    Static,
+}
+
+/// Compiles `source` (relative to the workspace) into `name`; returns the executable.
+fn compile(source: &str, name: &str, link: Link) -> PathBuf {
+    let root = workspace();
+    let lib = lib_dir();
+    let exe = out_dir().join(name);
+    let mut cmd = Command::new(cc());
+    cmd.arg("-std=c11")
+        .args(["-Wall", "-Wextra", "-O1"])
+        .arg(format!("-I{}", root.join("acl/include").display()))
+        .arg(root.join(source))
+        .arg("-o")
+        .arg(&exe);
+    match link {
+        Link::Shared => {
+            cmd.arg(format!("-L{}", lib.display()))
+                .arg("-lnpusim_acl")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            cmd.arg(lib.join("libnpusim_acl.a"));
+            if cfg!(target_os = "linux") {
+                cmd.args(["-ldl", "-lrt"]);
+            }
+        }
+    }
+    cmd.args(["-lpthread", "-lm"]);
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", cc()));
+    assert!(
+        out.status.success(),
+        "compiling {source} failed:\n{:?}\n{}",
+        cmd,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    exe
+}
+
+/// Runs `exe` with `args` in the workspace, with a small simulated device unless `env` says
+/// otherwise; returns its standard output. Fails if it fails, or hangs.
+fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(exe);
+    cmd.args(args)
+        .current_dir(workspace())
+        .env_remove("NPUSIM_DEVICES")
+        .env_remove("NPUSIM_TRACE")
+        .env("NPUSIM_PRESET", "small")
+        .envs(env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+    let start = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            panic!("{} did not finish within {TIMEOUT:?}", exe.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{stdout}{stderr}",
+        exe.display(),
+        out.status
+    );
+    stdout
+}
+
+/// Compiles and runs `tests/c/<name>.c` with the kernels directory as its argument.
+fn program(name: &str) {
+    let exe = compile(&format!("tests/c/{name}.c"), name, Link::Shared);
+    let kernels = workspace().join("examples/kernels");
+    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], &[]);
+    assert!(
+        stdout.contains(&format!("{name}: ok")),
+        "{name} did not report ok:\n{stdout}"
+    );
+}
+
+#[test]
+fn vector_add_with_a_committed_binary_kernel() {
+    program("vector_add");
+}
+
+#[test]
+fn two_streams_joined_by_an_event() {
+    program("streams_events");
+}
+
+#[test]
+fn memory_pool_free_behind_a_running_kernel() {
+    program("mem_pool");
+}
+
+#[test]
+fn two_threads_with_their_own_contexts() {
+    program("threads");
+}
+
+#[test]
+fn faulting_kernel_in_one_context_while_another_finishes() {
+    program("faults");
+}
+
+#[test]
+fn callbacks_run_on_the_subscribed_report_thread() {
+    program("callbacks");
+}
+
+#[test]
+fn misuse_returns_error_codes_and_never_crashes() {
+    program("errors");
+}
+
+#[test]
+fn quickstart_example_links_statically_and_writes_a_trace() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    let exe = compile("examples/c/quickstart.c", "quickstart", Link::Static);
+    let trace = out_dir().join("quickstart-trace.json");
+    let _ = std::fs::remove_file(&trace);
+    let stdout = run(
+        &exe,
+        &[],
+        &[("NPUSIM_TRACE", trace.to_str().expect("utf-8 path"))],
+    );
+    assert!(stdout.contains("all correct"), "{stdout}");
+    let json = std::fs::read_to_string(&trace).expect("NPUSIM_TRACE written at aclFinalize");
+    assert!(
+        json.contains("vadd_f32") && json.contains("memcpy"),
+        "{json}"
+    );
+}
