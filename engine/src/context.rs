@@ -214,8 +214,9 @@ impl Runtime {
         if stream.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(stream.to_string()));
         }
-        let s = world
-            .get::<StreamState>(stream.entity())
+        let _ = world;
+        let s = inner
+            .stream(stream.entity())
             .ok_or_else(|| NpuError::Destroyed(stream.to_string()))?;
         let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
         if s.context != ctx {
@@ -226,7 +227,7 @@ impl Runtime {
                 current: format!("context {ctx}"),
             });
         }
-        healthy(world, ctx)?;
+        healthy_ctx(inner.context(ctx), ctx)?;
         Ok((stream.entity(), ctx))
     }
 
@@ -433,7 +434,11 @@ impl Runtime {
 }
 
 fn healthy(world: &World, ctx: Entity) -> NpuResult<()> {
-    let Some(c) = world.get::<ContextState>(ctx) else {
+    healthy_ctx(world.get::<ContextState>(ctx), ctx)
+}
+
+fn healthy_ctx(c: Option<&ContextState>, ctx: Entity) -> NpuResult<()> {
+    let Some(c) = c else {
         return Err(NpuError::ContextNull(format!(
             "context {ctx} current on this thread was destroyed; set another"
         )));

@@ -4,7 +4,7 @@
 
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, StreamState, TaskKind,
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -22,14 +22,20 @@ pub(crate) fn submit(
     host_cost_ns: u64,
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
-    let mut st = inner
-        .world
-        .get_mut::<StreamState>(s)
+    let Inner {
+        world,
+        q_streams,
+        doorbell,
+        submitted,
+        ..
+    } = inner;
+    let mut st = q_streams
+        .get_mut(world, s)
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    inner.submitted[st.device_index as usize] += 1;
-    inner.doorbell.push(NewTask {
+    submitted[st.device_index as usize] += 1;
+    doorbell.push(NewTask {
         stream: s,
         context: st.context,
         device: st.device,

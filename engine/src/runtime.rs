@@ -132,9 +132,39 @@ pub(crate) struct Inner {
     pub open_wait: Option<(String, SimTime)>,
     /// Display id of the next communicator.
     pub next_comm_id: u32,
+    /// Cached queries for the per-call handle checks (a plain `World::get` looks the component
+    /// type up by `TypeId` on every call). Kept current after every frame and spawn; a miss
+    /// falls back to `World::get`, so a stale cache costs time, never correctness.
+    pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
+    /// See `q_streams`.
+    pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
 }
 
 impl Inner {
+    /// The stream `e`, if it exists.
+    #[inline]
+    pub fn stream(&self, e: Entity) -> Option<&StreamState> {
+        self.q_streams
+            .get_manual(&self.world, e)
+            .ok()
+            .or_else(|| self.world.get::<StreamState>(e))
+    }
+
+    /// The context `e`, if it exists.
+    #[inline]
+    pub fn context(&self, e: Entity) -> Option<&ContextState> {
+        self.q_contexts
+            .get_manual(&self.world, e)
+            .ok()
+            .or_else(|| self.world.get::<ContextState>(e))
+    }
+
+    /// Brings the cached queries up to date with new archetypes.
+    pub fn refresh_queries(&mut self) {
+        self.q_streams.update_archetypes(&self.world);
+        self.q_contexts.update_archetypes(&self.world);
+    }
+
     /// Charges `ns` of host time for an API call; returns the new host time.
     pub fn charge(&mut self, ns: u64) -> SimTime {
         self.host_now += SimTime(ns);
@@ -243,6 +273,7 @@ fn run_schedule(inner: &mut Inner) -> bool {
         .resource_mut::<FrameStats>()
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
+    inner.refresh_queries();
     inner.host_now = inner.world.resource::<HostClock>().now;
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
@@ -282,6 +313,8 @@ impl Runtime {
         let mut schedule = Schedule::default();
         schedule.set_executor(SingleThreadedExecutor::new());
         npusim_systems::install(&mut schedule);
+        let q_streams = bevy_ecs::query::QueryState::new(&mut world);
+        let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
 
         let mut inner = Inner {
             world,
@@ -298,6 +331,8 @@ impl Runtime {
             host_spans: Vec::new(),
             open_wait: None,
             next_comm_id: 0,
+            q_streams,
+            q_contexts,
         };
         let topology = Topology::new(config.topology.clone(), config.devices)
             .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;
@@ -703,5 +738,6 @@ pub(crate) fn spawn_stream(
     if let Some(mut c) = inner.world.get_mut::<ContextState>(ctx) {
         c.streams.push(stream);
     }
+    inner.refresh_queries();
     stream
 }
