@@ -59,9 +59,19 @@ fn image(seed: u64, anchors: usize, objects: usize) -> (Vec<f32>, Vec<f32>) {
         let [cx, cy, w, h] = if hit {
             let o = objs[(r.next() * objects as f32) as usize % objects];
             let j = |v: f32, r: &mut Lcg| v * (1.0 + 0.1 * (r.next() - 0.5));
-            [o[0] + 0.01 * (r.next() - 0.5), o[1] + 0.01 * (r.next() - 0.5), j(o[2], &mut r), j(o[3], &mut r)]
+            [
+                o[0] + 0.01 * (r.next() - 0.5),
+                o[1] + 0.01 * (r.next() - 0.5),
+                j(o[2], &mut r),
+                j(o[3], &mut r),
+            ]
         } else {
-            [r.next(), r.next(), 0.04 + 0.1 * r.next(), 0.04 + 0.1 * r.next()]
+            [
+                r.next(),
+                r.next(),
+                0.04 + 0.1 * r.next(),
+                0.04 + 0.1 * r.next(),
+            ]
         };
         boxes.extend_from_slice(&[cx - w / 2.0, cy - h / 2.0, cx + w / 2.0, cy + h / 2.0]);
         logits.push(if hit {
@@ -158,14 +168,20 @@ fn queue_image(
     let gather = op("gather_rows")?;
     rt.launch_op(
         gather,
-        &[TensorArg::new(d_boxes, &[n, 4]), TensorArg::dynamic(cand, candidates)],
+        &[
+            TensorArg::new(d_boxes, &[n, 4]),
+            TensorArg::dynamic(cand, candidates),
+        ],
         &[TensorArg::dynamic(cand_boxes, cand_boxes_shape)],
         &[],
         s,
     )?;
     rt.launch_op(
         gather,
-        &[TensorArg::new(scores, &[n]), TensorArg::dynamic(cand, candidates)],
+        &[
+            TensorArg::new(scores, &[n]),
+            TensorArg::dynamic(cand, candidates),
+        ],
         &[TensorArg::dynamic(cand_scores, cand_scores_shape)],
         &[],
         s,
@@ -210,7 +226,10 @@ fn queue_image(
     )?;
     // The host does not know k: it copies back the bound and reads k at the end.
     let max = MAX_DETECTIONS as usize;
-    let (boxes_out, areas_out) = (rt.malloc_host(16 * max as u64)?, rt.malloc_host(4 * max as u64)?);
+    let (boxes_out, areas_out) = (
+        rt.malloc_host(16 * max as u64)?,
+        rt.malloc_host(4 * max as u64)?,
+    );
     rt.memcpy_dtoh_async(&boxes_out, pixels, 16 * max.min(a) as u64, s)?;
     rt.memcpy_dtoh_async(&areas_out, areas, 4 * max.min(a) as u64, s)?;
     Ok(Image {
@@ -301,11 +320,7 @@ fn main() -> Result<(), NpuError> {
 
     // 4. The NMS tiling the device chose for each image's candidate count.
     println!("\nNMS tiling per image (chosen at dispatch from the actual candidate count):");
-    for r in rt
-        .take_tiling_log()
-        .iter()
-        .filter(|r| r.op == "nms_f32")
-    {
+    for r in rt.take_tiling_log().iter().filter(|r| r.op == "nms_f32") {
         println!(
             "  {} boxes → key {} on {} core(s), workspace {} B",
             r.inputs[0].dims()[0],

@@ -55,7 +55,11 @@ fn queue_batch(
 ) -> NpuResult<Batch> {
     let dev = |floats: usize| rt.malloc(4 * floats as u64);
     let (d_ids, pos, tokens) = (dev(PADDED)?, dev(PADDED)?, dev(PADDED)?);
-    let (x, logits, probs) = (dev(PADDED * HIDDEN)?, dev(PADDED * CLASSES)?, dev(PADDED * CLASSES)?);
+    let (x, logits, probs) = (
+        dev(PADDED * HIDDEN)?,
+        dev(PADDED * CLASSES)?,
+        dev(PADDED * CLASSES)?,
+    );
     let [len, tok_shape, x_shape, logits_shape] = [
         rt.create_shape()?,
         rt.create_shape()?,
@@ -118,7 +122,11 @@ fn queue_batch(
 
 /// The CPU's probabilities for one batch, to check the device's.
 fn cpu_probs(ids: &[i32], table: &[f32], w: &[f32]) -> Vec<f32> {
-    let tokens: Vec<usize> = ids.iter().filter(|&&t| t != 0).map(|&t| t as usize).collect();
+    let tokens: Vec<usize> = ids
+        .iter()
+        .filter(|&&t| t != 0)
+        .map(|&t| t as usize)
+        .collect();
     let mut out = vec![0.0f32; tokens.len() * CLASSES];
     for (i, &t) in tokens.iter().enumerate() {
         let row = &mut out[i * CLASSES..(i + 1) * CLASSES];
@@ -149,7 +157,10 @@ fn main() -> Result<(), NpuError> {
     // 1. The model: an embedding table and a classifier, uploaded once.
     let table: Vec<f32> = (0..VOCAB * HIDDEN).map(|_| r.next() - 0.5).collect();
     let w: Vec<f32> = (0..HIDDEN * CLASSES).map(|_| r.next() - 0.5).collect();
-    let (d_table, d_w) = (rt.malloc(4 * table.len() as u64)?, rt.malloc(4 * w.len() as u64)?);
+    let (d_table, d_w) = (
+        rt.malloc(4 * table.len() as u64)?,
+        rt.malloc(4 * w.len() as u64)?,
+    );
     rt.memcpy_htod(d_table, &table)?;
     rt.memcpy_htod(d_w, &w)?;
 
