@@ -22,9 +22,9 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use npusim::device::memory::{AsId, Driver, PageSize};
 use npusim::components::pool::{AllocPolicy, Pool};
 use npusim::components::tlb::Tlb;
+use npusim::device::memory::{AsId, Driver, PageSize};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

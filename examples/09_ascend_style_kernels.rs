@@ -40,6 +40,7 @@ impl Ctx {
     }
 
     /// Runs one launch and prints its time, per-pipe busy share and fraction of the roofline.
+    #[allow(clippy::too_many_arguments)]
     fn run(
         &self,
         label: &str,

@@ -188,19 +188,30 @@ fn free_waits_for_queued_kernel() {
     rt.memcpy_dtoh_async(&out, x, 4 * n as u64, s).unwrap();
     // Free returns at once, with the work that uses the block still queued.
     rt.free(x).unwrap();
-    assert!(!rt.query_stream(s).unwrap(), "free did not wait for the stream");
+    assert!(
+        !rt.query_stream(s).unwrap(),
+        "free did not wait for the stream"
+    );
     assert_code(rt.memset_async(x, 0, 4, s), codes::RT_PARAM_INVALID);
     // A new allocation of the same size cannot alias the block while the kernel is queued.
     let y = rt.malloc(4 * n as u64).unwrap();
     assert_ne!(y, x);
-    assert_eq!(rt.stats().live_blocks, vec![2], "the freed block is still reserved");
+    assert_eq!(
+        rt.stats().live_blocks,
+        vec![2],
+        "the freed block is still reserved"
+    );
     rt.synchronize_stream(s).unwrap();
     assert!(
         rt.timeline().iter().all(|r| r.ok),
         "no queued task touched freed memory"
     );
     assert!(out.read::<f32>().unwrap().iter().all(|&v| v == 8.0));
-    assert_eq!(rt.stats().live_blocks, vec![1], "released once its stream position completed");
+    assert_eq!(
+        rt.stats().live_blocks,
+        vec![1],
+        "released once its stream position completed"
+    );
     assert_eq!(rt.memory_stats().unwrap().deferred_releases, 1);
 }
 

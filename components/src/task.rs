@@ -15,7 +15,7 @@ use crate::time::SimTime;
 /// Most argument words a launch carries.
 pub const MAX_ARGS: usize = 16;
 /// Most tiling words a launch carries.
-pub const MAX_TILING: usize = 16;
+pub const MAX_TILING: usize = 20;
 /// Most tensors (inputs and outputs) an op launch describes ([`crate::shape`]).
 pub const MAX_TENSORS: usize = 8;
 /// Most dimensions the static shapes of one op launch have together.

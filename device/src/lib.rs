@@ -6,5 +6,5 @@ pub mod abi;
 pub mod config;
 pub mod core;
 pub mod cost;
-pub mod memory;
 pub mod link;
+pub mod memory;

@@ -35,38 +35,39 @@ pub mod runtime;
 pub mod stream;
 pub mod timeline;
 
+pub use collective::{CommBuffer, Communicator, LinkStats};
 pub use context::{ExceptionCallback, ExceptionInfo};
 pub use npusim_components as components;
+pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
-pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::error::codes;
+pub use npusim_components::shape::{
+    OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
+};
+pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::{
-    Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault, NativeKernel,
-    NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
+    Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault,
+    NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
 };
 pub use npusim_device as device;
 pub use npusim_device::config::DeviceConfig;
 pub use npusim_device::cost::{ComputeUnit, KernelCost};
-pub use npusim_systems as systems;
-pub use npusim_systems::NpuSet;
-pub use ops::{OpBuilder, TensorArg};
-pub use npusim_components::shape::{
-    OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
-};
-pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
-pub use stream::StreamConfig;
-pub use collective::{CommBuffer, Communicator, LinkStats};
-pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_device::link::{
     CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
 };
+pub use npusim_systems as systems;
+pub use npusim_systems::NpuSet;
+pub use ops::{OpBuilder, TensorArg};
+pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
+pub use stream::StreamConfig;
 pub use timeline::HostSpan;
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::{
-        Arg, Binary, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel, KernelCost,
-        KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder, Runtime,
-        RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg, Tiling,
+        Arg, Binary, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel,
+        KernelCost, KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder,
+        Runtime, RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg,
+        Tiling,
     };
 }

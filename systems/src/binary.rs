@@ -91,6 +91,7 @@ pub fn run_binary(
     cores: u32,
     tiling_addr: u64,
     log: &mut HostLog,
+    faults: &npusim_components::shape::ShapeFaults,
 ) -> (u64, Result<(), NpuError>) {
     let config = device.config.clone();
     let words = desc.arg_words();
@@ -107,9 +108,26 @@ pub fn run_binary(
         .collect();
     let block_dim = desc.block_dim.max(1);
     let cores = cores.clamp(1, block_dim);
-    let tiling = if desc.tiling_len > 0 {
-        match device.memory.write_tiling(context, desc.tiling_words()) {
-            Ok(a) => a,
+    // An op launch's tiling words start with the frame's header; the kernel gets its own
+    // words. A launch its shape stages rejected fails without running.
+    let (words, skip) = if desc.tensors != 0 {
+        let op = npusim_components::shape::OpTiling::parse(desc.tiling_words());
+        if let Some(id) = op.and_then(|t| t.fault_id()) {
+            let err = faults.take(id).unwrap_or_else(|| {
+                NpuError::InvalidShape(format!("{name}: shape propagation rejected the launch"))
+            });
+            return (config.kernel_launch_ns, Err(err));
+        }
+        (
+            desc.tiling_words(),
+            npusim_components::shape::tiling_word::OP as u64 * 4,
+        )
+    } else {
+        (desc.tiling_words(), 0)
+    };
+    let tiling = if !words.is_empty() {
+        match device.memory.write_tiling(context, words) {
+            Ok(a) => a + skip,
             Err(e) => return (config.kernel_launch_ns, Err(e)),
         }
     } else {

@@ -34,6 +34,7 @@ pub fn dispatch(
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut log: ResMut<npusim_components::binary::HostLog>,
+    ops: Res<npusim_components::shape::OpRegistry>,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -74,6 +75,7 @@ pub fn dispatch(
                             cores,
                             0,
                             &mut log,
+                            ops.faults(),
                         );
                         // Raised when the task completes, like any fault.
                         if let Err(e) = outcome {

@@ -59,6 +59,7 @@ mod handles;
 mod matmul;
 mod nms;
 mod nonzero;
+pub mod npu;
 mod softmax;
 pub mod split;
 
@@ -95,6 +96,7 @@ pub struct OpBuilder {
     tiling: Option<Arc<TilingFn>>,
     cost: Option<Arc<OpCostFn>>,
     kernel: Option<Arc<OpKernelFn>>,
+    binary: Option<Kernel>,
 }
 
 impl std::fmt::Debug for OpBuilder {
@@ -115,6 +117,7 @@ impl OpBuilder {
             tiling: None,
             cost: None,
             kernel: None,
+            binary: None,
         }
     }
 
@@ -188,15 +191,40 @@ impl OpBuilder {
         self
     }
 
+    /// Sets the kernel body to a function of a loaded binary ([`Runtime::get_function`]): the
+    /// op then runs on the AI cores, with its arguments laid out as for a Rust body (inputs,
+    /// outputs, attributes) and its tiling function's words at the address in the `npu.tiling`
+    /// CSR. Its duration is the cycles the cores count.
+    pub fn binary_kernel(mut self, kernel: Kernel) -> Self {
+        self.binary = Some(kernel);
+        self
+    }
+
     /// Registers the op's kernel in `kernels` and the op in `ops`; returns the kernel id that
     /// launches it.
     pub fn register(self, kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> NpuResult<Kernel> {
         let bad = |why: String| NpuError::InvalidParam(format!("op {:?}: {why}", self.name));
+        let code = match self.binary {
+            Some(k) => Some(kernels.get(k).and_then(|k| k.code.clone()).ok_or_else(|| {
+                bad(format!(
+                    "kernel {} is not a function of a loaded binary",
+                    k.0
+                ))
+            })?),
+            None => None,
+        };
+        let body = match (&self.kernel, &code) {
+            (Some(b), _) => Some(b.clone()),
+            (None, Some(_)) => Some(Arc::new(|_: &mut KernelCtx<'_>, _: &OpTiling<'_>| {
+                Err(KernelFault::Trap("a binary op runs on the AI core".into()))
+            }) as Arc<OpKernelFn>),
+            (None, None) => None,
+        };
         let (Some(infer), Some(tiling), Some(cost), Some(body)) = (
             self.infer.clone(),
             self.tiling.clone(),
             self.cost.clone(),
-            self.kernel.clone(),
+            body,
         ) else {
             return Err(bad(
                 "needs shape inference, tiling, cost and a kernel".into()
@@ -239,9 +267,11 @@ impl OpBuilder {
             }
             body(k, &t)
         };
-        let kernel = kernels.register(NativeKernel::new(self.name.clone(), run, |args, _| {
+        let mut native = NativeKernel::new(self.name.clone(), run, |args, _| {
             decode_cost(args).unwrap_or_default()
-        }));
+        });
+        native.code = code;
+        let kernel = kernels.register(native);
         ops.insert(OpDef {
             name: self.name,
             kernel,

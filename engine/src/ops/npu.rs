@@ -1,0 +1,176 @@
+//! The Ascend-style kernels of `examples/kernels/ext_*.c` as ops: each binary kernel gets shape
+//! inference and a Rust tiling function (the planners of `npusim_device::core::npu::tiling`),
+//! so it is launched with [`Runtime::launch_op`] exactly like a native op — dynamic shapes
+//! included: the tiling stage of the frame plans its tiles from the actual shapes, and the
+//! kernel reads them through the `npu.tiling` CSR.
+
+use std::path::Path;
+
+use npusim_components::shape::{Shape, Tiling};
+use npusim_components::{Kernel, NpuResult};
+use npusim_device::config::DeviceConfig;
+use npusim_device::core::NpuConfig;
+use npusim_device::core::npu::tiling::{self, Buffering};
+use npusim_device::cost::{ComputeUnit, KernelCost};
+
+use super::OpBuilder;
+use crate::runtime::Runtime;
+
+/// The kernel ids of the registered Ascend-style ops.
+#[derive(Clone, Copy, Debug)]
+pub struct NpuOps {
+    /// `npu_vadd_f32(x[n], y[n]) -> z[n]`, double-buffered.
+    pub vadd: Kernel,
+    /// `npu_softmax_f32(x[rows, cols]) -> y[rows, cols]`, softmax of each row.
+    pub softmax: Kernel,
+    /// `npu_layernorm_f32(x[rows, cols], gamma[cols], beta[cols]; eps) -> y[rows, cols]`.
+    pub layernorm: Kernel,
+    /// `npu_matmul_f16(a[m, k], b[k, n]) -> c[m, n]`: f16 inputs, f32 output, on the cube.
+    pub matmul: Kernel,
+}
+
+fn tiling_of<T: bytemuck::Pod>(blocks: u32, t: &T) -> Tiling {
+    bytemuck::cast_slice::<u8, u32>(bytemuck::bytes_of(t))
+        .iter()
+        .fold(Tiling::new(blocks, 0), |acc, &w| acc.push(w))
+}
+
+fn two_d(s: &Shape) -> Result<(u64, u64), String> {
+    match s.dims() {
+        [r, c] => Ok((*r, *c)),
+        d => Err(format!("expected a 2-D tensor, got rank {}", d.len())),
+    }
+}
+
+fn blocks_for(work: u64, dev: &DeviceConfig) -> u32 {
+    work.clamp(1, dev.ai_cores.max(1) as u64) as u32
+}
+
+impl Runtime {
+    /// Loads the Ascend-style kernel objects from `dir` (the committed `examples/kernels/`)
+    /// into the current context and registers them as ops with their tiling functions.
+    pub fn register_npu_ops(&self, dir: impl AsRef<Path>) -> NpuResult<NpuOps> {
+        let dir = dir.as_ref();
+        let function = |object: &str, name: &str| -> NpuResult<Kernel> {
+            let bin = self.load_binary_file(dir.join(object))?;
+            self.get_function(bin, name)
+        };
+        let same_shape = |ins: &[Shape], _: &[u64], outs: &mut [Shape]| -> Result<(), String> {
+            outs[0] = ins[0];
+            Ok(())
+        };
+
+        let vadd = self.register_op(
+            OpBuilder::new("npu_vadd_f32")
+                .input("x", 4)
+                .input("y", 4)
+                .output("z", 4)
+                .infer(|ins, _, outs| {
+                    if ins[0].numel() != ins[1].numel() {
+                        return Err("x and y differ in size".into());
+                    }
+                    outs[0] = ins[0];
+                    Ok(())
+                })
+                .tiling(|s, dev| {
+                    let n = s.inputs[0].numel();
+                    let blocks = blocks_for(n / 4096, dev);
+                    let t =
+                        tiling::vadd(n, blocks, Buffering::Double, &NpuConfig::from_device(dev));
+                    Ok(tiling_of(blocks, &t).with_buffers(24 * t.tile as u64, 0))
+                })
+                .cost(|s, _| {
+                    let n = s.inputs[0].numel() as f64;
+                    KernelCost::vector(n, 12.0 * n)
+                })
+                .binary_kernel(function("ext_vadd.o", "ext_vadd_double")?),
+        )?;
+
+        let softmax = self.register_op(
+            OpBuilder::new("npu_softmax_f32")
+                .input("x", 4)
+                .output("y", 4)
+                .infer(same_shape)
+                .tiling(|s, dev| {
+                    let (rows, cols) = two_d(&s.inputs[0])?;
+                    let blocks = blocks_for(rows, dev);
+                    let t = tiling::softmax(rows, cols, blocks, &NpuConfig::from_device(dev))
+                        .map_err(|e| e.to_string())?;
+                    Ok(tiling_of(blocks, &t))
+                })
+                .cost(|s, _| {
+                    let n = s.inputs[0].numel() as f64;
+                    KernelCost::vector(5.0 * n, 8.0 * n)
+                })
+                .binary_kernel(function("ext_softmax.o", "ext_softmax")?),
+        )?;
+
+        let layernorm = self.register_op(
+            OpBuilder::new("npu_layernorm_f32")
+                .input("x", 4)
+                .input("gamma", 4)
+                .input("beta", 4)
+                .output("y", 4)
+                .attr("eps")
+                .infer(same_shape)
+                .tiling(|s, dev| {
+                    let (rows, cols) = two_d(&s.inputs[0])?;
+                    let blocks = blocks_for(rows, dev);
+                    let t = tiling::layernorm(
+                        rows,
+                        cols,
+                        s.attr_f32(0),
+                        blocks,
+                        &NpuConfig::from_device(dev),
+                    )
+                    .map_err(|e| e.to_string())?;
+                    Ok(tiling_of(blocks, &t))
+                })
+                .cost(|s, _| {
+                    let n = s.inputs[0].numel() as f64;
+                    KernelCost::vector(8.0 * n, 8.0 * n)
+                })
+                .binary_kernel(function("ext_layernorm.o", "ext_layernorm")?),
+        )?;
+
+        let matmul = self.register_op(
+            OpBuilder::new("npu_matmul_f16")
+                .input("a", 2)
+                .input("b", 2)
+                .output("c", 4)
+                .infer(|ins, _, outs| {
+                    let (m, k) = two_d(&ins[0])?;
+                    let (k2, n) = two_d(&ins[1])?;
+                    if k != k2 {
+                        return Err(format!("inner dimensions differ: {k} and {k2}"));
+                    }
+                    outs[0] = Shape::new(&[m, n]).map_err(|e| e.to_string())?;
+                    Ok(())
+                })
+                .tiling(|s, dev| {
+                    let (m, k) = two_d(&s.inputs[0])?;
+                    let (_, n) = two_d(&s.inputs[1])?;
+                    let blocks = blocks_for(m.div_ceil(16) * n.div_ceil(16), dev);
+                    let t = tiling::matmul(m, n, k, blocks, &NpuConfig::from_device(dev))
+                        .map_err(|e| e.to_string())?;
+                    Ok(tiling_of(blocks, &t))
+                })
+                .cost(|s, _| {
+                    let (m, k) = (s.inputs[0].dims()[0] as f64, s.inputs[0].dims()[1] as f64);
+                    let n = s.inputs[1].dims()[1] as f64;
+                    KernelCost {
+                        flops: 2.0 * m * n * k,
+                        bytes: 2.0 * (m * k + k * n) + 4.0 * m * n,
+                        unit: ComputeUnit::CubeF16,
+                    }
+                })
+                .binary_kernel(function("ext_matmul.o", "ext_matmul_f16")?),
+        )?;
+        Ok(NpuOps {
+            vadd,
+            softmax,
+            layernorm,
+            matmul,
+        })
+    }
+}
