@@ -136,6 +136,15 @@ fn main() -> Result<(), NpuError> {
     for line in rt.take_kernel_log() {
         println!("  kernel log: {line}");
     }
+    let m = rt.memory_stats()?;
+    let translations = m.tlb.hits + m.tlb.misses;
+    println!(
+        "\nsoftware TLB: {} page translations by kernels and copies, {} misses -> {} driver calls ({:.3}% fewer than without the TLB)",
+        translations,
+        m.tlb.misses,
+        m.driver.calls.translate,
+        100.0 * (1.0 - m.driver.calls.translate as f64 / translations.max(1) as f64)
+    );
     println!("\ntimeline (simulated):");
     for r in rt
         .timeline()
