@@ -40,6 +40,9 @@ pub struct ReadyQueue {
     /// The tasks with their dispatch key (priority, stream order, sequence number), in the
     /// order they became ready; dispatch sorts by the key.
     pub tasks: Vec<((i32, u64, u64), Entity)>,
+    /// Op launches (tasks with tensors) made ready this frame: shape propagation runs only
+    /// when there are some.
+    pub new_ops: u32,
 }
 
 /// Retired task entities kept for reuse, so steady-state submission spawns and despawns nothing.

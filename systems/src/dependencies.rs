@@ -32,6 +32,7 @@ pub fn resolve_dependencies(
     let mut wake = None::<SimTime>;
     // A record fired in this pass may release a wait on a stream visited before it: pass again
     // until no record fires, so the whole chain resolves at this instant.
+    ready.new_ops = 0;
     let mut fired = true;
     while fired {
         fired = false;
@@ -99,6 +100,9 @@ pub fn resolve_dependencies(
                 }
                 task.status = TaskStatus::Ready;
                 stream.head_active = true;
+                if task.desc.tensors != 0 {
+                    ready.new_ops += 1;
+                }
                 ready
                     .tasks
                     .push(((task.priority, task.stream_order, task.seq), head));

@@ -117,12 +117,21 @@ pub fn install(schedule: &mut Schedule) {
     schedule.add_systems((
         ingest::ingest.in_set(NpuSet::Ingest),
         dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
-        shapes::propagate_shapes.in_set(NpuSet::ShapePropagation),
-        tiling::compute_tiling.in_set(NpuSet::Tiling),
+        // The stages that are often idle run only when they have work: their parameter fetches
+        // are a large part of a frame's fixed cost.
+        shapes::propagate_shapes
+            .in_set(NpuSet::ShapePropagation)
+            .run_if(|r: Res<npusim_components::resources::ReadyQueue>| r.new_ops > 0),
+        tiling::compute_tiling
+            .in_set(NpuSet::Tiling)
+            .run_if(|r: Res<npusim_components::shape::ResolvedShapes>| !r.launches.is_empty()),
         dispatch::dispatch.in_set(NpuSet::Dispatch),
         collective::start_collectives
             .in_set(NpuSet::Dispatch)
-            .after(dispatch::dispatch),
+            .after(dispatch::dispatch)
+            .run_if(|r: Res<npusim_components::collective::Rendezvous>| {
+                !r.arriving.is_empty() || !r.ops.is_empty()
+            }),
         tick::hardware_tick.in_set(NpuSet::HardwareTick),
         deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
         retire::retire.in_set(NpuSet::Retire),
