@@ -26,7 +26,6 @@ pub(crate) fn submit(
         world,
         q_streams,
         doorbell,
-        submitted,
         ..
     } = inner;
     let mut st = q_streams
@@ -34,14 +33,9 @@ pub(crate) fn submit(
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    submitted[st.device_index as usize] += 1;
     doorbell.push(NewTask {
         stream: s,
-        context: st.context,
-        device: st.device,
         seq,
-        priority: st.priority,
-        stream_order: st.order,
         submit,
         desc,
         extra,
@@ -116,42 +110,34 @@ impl Runtime {
         }
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
-        match g.world.resource::<KernelRegistry>().get(kernel) {
-            None => return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0))),
-            // A binary kernel runs in its binary's context, while the binary is loaded.
-            Some(k) => {
-                if let Some(code) = &k.code {
-                    if g.world
-                        .get::<npusim_components::binary::BinaryState>(code.binary)
-                        .is_none()
-                    {
-                        return Err(NpuError::Destroyed(format!(
-                            "the binary of kernel {}",
-                            k.name
-                        )));
-                    }
-                    if code.context != ctx {
-                        return Err(NpuError::WrongContext {
-                            handle: format!("kernel {}", k.name),
-                            owner: format!("context {}", code.context),
-                            current: format!("context {ctx}"),
-                        });
-                    }
-                }
+        // The one lookup of the kernel: later stages use the slot the descriptor names.
+        let entry = g.world.resource::<KernelRegistry>().get(kernel)?;
+        // A binary kernel runs in its binary's context, while the binary is loaded.
+        if let Some(code) = entry.code() {
+            if g.world
+                .get::<npusim_components::binary::BinaryState>(code.binary)
+                .is_none()
+            {
+                return Err(NpuError::Destroyed(format!(
+                    "the binary of kernel {}",
+                    entry.name
+                )));
+            }
+            if code.context != ctx {
+                return Err(NpuError::WrongContext {
+                    handle: format!("kernel {}", entry.name),
+                    owner: format!("context {}", code.context),
+                    current: format!("context {ctx}"),
+                });
             }
         }
-        let mut desc = TaskDescriptor::new(TaskKind::Kernel);
-        desc.kernel = kernel.0;
-        desc.block_dim = block_dim;
-        desc.arg_count = args.len() as u32;
-        for (i, a) in args.iter().enumerate() {
-            desc.args[i] = a.word();
-            if a.is_float() {
-                desc.float_mask |= 1 << i;
-            }
-        }
-        desc.tiling_len = tiling.len() as u32;
-        desc.tiling[..tiling.len()].copy_from_slice(tiling);
+        let desc = TaskDescriptor::kernel(
+            kernel.index(),
+            kernel.generation(),
+            block_dim,
+            args.iter().map(|a| (a.word(), a.is_float())),
+            tiling,
+        );
         let cost = g.costs.launch_ns;
         submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())

@@ -114,8 +114,6 @@ pub(crate) struct Inner {
     pub host_now: SimTime,
     /// Submissions since the last frame; swapped into the world's `Doorbell` at frame start.
     pub doorbell: Vec<NewTask>,
-    /// Per device index: tasks submitted so far (compared with `DeviceState::finished`).
-    pub submitted: Vec<u64>,
     /// Per device index: the device entity.
     pub devices: Vec<Entity>,
     /// Per device index: the primary context.
@@ -171,14 +169,13 @@ impl Inner {
         self.host_now
     }
 
-    /// Whether device `index` has finished everything submitted to it.
+    /// Whether device `index` has finished everything submitted to it: every stream on it has
+    /// completed as many tasks as it was given (the streams count; nothing else does).
     pub fn device_idle(&self, index: u32) -> bool {
-        let i = index as usize;
-        let finished = self
-            .world
-            .get::<DeviceState>(self.devices[i])
-            .map_or(0, |d| d.finished);
-        finished >= self.submitted[i]
+        self.q_streams
+            .iter_manual(&self.world)
+            .filter(|s| s.device_index == index)
+            .all(StreamState::is_idle)
     }
 }
 
@@ -305,8 +302,10 @@ impl Runtime {
         #[cfg(feature = "tracy")]
         tracy_client::Client::start();
 
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let mut world = World::new();
         npusim_systems::init_resources(&mut world);
+        world.resource_mut::<KernelRegistry>().set_runtime(id);
         world.resource_mut::<Timeline>().enabled = config.timeline;
         crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
         crate::ops::register_builtin_ops(&mut world)?;
@@ -323,7 +322,6 @@ impl Runtime {
             next_stream_order: 0,
             host_now: SimTime::ZERO,
             doorbell: Vec::new(),
-            submitted: vec![0; config.devices as usize],
             devices: Vec::new(),
             default_contexts: Vec::new(),
             ctx_users: Default::default(),
@@ -364,7 +362,6 @@ impl Runtime {
                     },
                     memory: DeviceMemory::new(config.device.hbm_bytes)?,
                     default_context: Entity::PLACEHOLDER,
-                    finished: 0,
                 })
                 .id();
             let ctx = spawn_context(&mut inner, device, index, true);
@@ -378,7 +375,6 @@ impl Runtime {
         }
         inner.devices = devices.clone();
         inner.world.resource_mut::<Devices>().entities = devices;
-        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             shared: Arc::new(Shared {
                 id,

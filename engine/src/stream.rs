@@ -3,7 +3,7 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::{
-    ContextState, DeviceState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
+    ContextState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
 };
 
 use crate::runtime::{Inner, Runtime, spawn_stream};
@@ -61,13 +61,8 @@ impl Runtime {
             .get::<StreamState>(s)
             .map(|st| st.queue.iter().copied().collect())
             .unwrap_or_default();
-        let dropped = tasks.len() as u64;
         for t in tasks {
             g.world.despawn(t);
-        }
-        let device = g.world.get::<StreamState>(s).map(|st| st.device);
-        if let Some(mut d) = device.and_then(|d| g.world.get_mut::<DeviceState>(d)) {
-            d.finished += dropped;
         }
         g.world.despawn(s);
         result

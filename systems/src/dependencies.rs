@@ -1,31 +1,26 @@
 //! Dependency resolution: a stream's head task becomes ready when its predecessor in the stream
 //! is done, the host has actually submitted it (its submit time has come), and — for an event
 //! wait — the record it captured has fired. Cross-stream order comes only from events.
-//! Heads aborted by an earlier failure leave their stream here, in order.
 //!
-//! Event records and satisfied event waits take no unit and no time, so they complete here, at
-//! the moment they become ready, instead of waiting for dispatch and the next hardware tick: a
-//! record fires (other streams see it within this same pass or the next frame), and the stream
-//! moves on to its next head in the same frame.
+//! Tasks that need no unit and no time complete here, through [`Completion`], at the moment
+//! they become ready: event records (other streams see them within this same pass or the next
+//! frame), satisfied event waits, and heads aborted by an earlier failure (in stream order, so a
+//! synchronize sees them finish). The stream then moves on to its next head in the same frame.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::{Finished, FrameStats, ReadyQueue, Running, SimClock};
-use npusim_components::{
-    DeviceState, EventState, SimTime, StreamState, Task, TaskKind, TaskStatus,
-};
+use npusim_components::resources::{ReadyQueue, Running, SimClock};
+use npusim_components::{SimTime, StreamState, Task, TaskKind, TaskStatus};
+
+use crate::complete::{Completion, Outcome};
 
 /// Makes ready every stream head whose dependencies are met.
-#[allow(clippy::too_many_arguments)]
 pub fn resolve_dependencies(
     clock: Res<SimClock>,
     mut streams: Query<&mut StreamState>,
     mut tasks: Query<&mut Task>,
-    mut events: Query<&mut EventState>,
     mut ready: ResMut<ReadyQueue>,
     mut running: ResMut<Running>,
-    mut finished: ResMut<Finished>,
-    mut stats: ResMut<FrameStats>,
-    mut devices: Query<&mut DeviceState>,
+    mut completion: Completion,
 ) {
     crate::zone!("npusim::dependencies");
     let now = clock.now;
@@ -47,14 +42,7 @@ pub fn resolve_dependencies(
                     continue;
                 };
                 if task.status == TaskStatus::Aborted {
-                    // Finish aborted tasks in stream order so synchronize sees them complete.
-                    stream.queue.pop_front();
-                    stream.completed = task.seq;
-                    finished.tasks.push(head);
-                    if let Ok(mut d) = devices.get_mut(task.device) {
-                        d.finished += 1;
-                    }
-                    stats.last_frame_progressed = true;
+                    completion.complete(head, &mut task, &mut stream, Outcome::Aborted, now);
                     continue;
                 }
                 if task.status != TaskStatus::Queued {
@@ -64,49 +52,31 @@ pub fn resolve_dependencies(
                     wake = Some(wake.map_or(task.submit, |w| w.min(task.submit)));
                     break;
                 }
-                if task.kind() == TaskKind::EventWait {
-                    let event = Entity::try_from_bits(task.desc.args[0]);
-                    let record = task.desc.args[1];
-                    // A destroyed event can never fire again: its waiters do not block.
-                    let done = event
-                        .and_then(|e| events.get(e).ok())
-                        .is_none_or(|ev| ev.record_done(record));
-                    if !done {
-                        break;
+                match task.kind() {
+                    TaskKind::EventWait => {
+                        let ev = task.desc.as_event();
+                        if ev.is_some_and(|ev| !completion.record_done(ev.event, ev.record)) {
+                            break;
+                        }
+                        completion.complete(head, &mut task, &mut stream, Outcome::Done, now);
+                        continue;
                     }
-                }
-                if matches!(task.kind(), TaskKind::EventRecord | TaskKind::EventWait) {
-                    if task.kind() == TaskKind::EventRecord
-                        && let Some(event) = Entity::try_from_bits(task.desc.args[0])
-                        && let Ok(mut ev) = events.get_mut(event)
-                    {
-                        ev.fire(task.desc.args[1], now);
+                    TaskKind::EventRecord => {
+                        completion.complete(head, &mut task, &mut stream, Outcome::Done, now);
                         fired = true;
+                        continue;
                     }
-                    task.status = TaskStatus::Done;
-                    task.start = now;
-                    task.end = now;
-                    task.executed = true;
-                    stream.queue.pop_front();
-                    stream.completed = task.seq;
-                    stream.last_end = now;
-                    finished.tasks.push(head);
-                    if let Ok(mut d) = devices.get_mut(task.device) {
-                        d.finished += 1;
-                    }
-                    stats.tasks_completed += 1;
-                    stats.last_frame_progressed = true;
-                    continue;
+                    _ => {}
                 }
                 task.status = TaskStatus::Ready;
                 stream.head_active = true;
-                if task.desc.tensors != 0 {
+                if task.extra.op().is_some() {
                     ready.new_ops += 1;
                 }
                 ready
                     .tasks
-                    .push(((task.priority, task.stream_order, task.seq), head));
-                stats.last_frame_progressed = true;
+                    .push(((stream.priority, stream.order, task.seq), head));
+                completion.progressed();
                 break;
             }
         }

@@ -1,16 +1,22 @@
 //! Dispatch: ready tasks go to free execution units — AI cores for kernels (up to block dim of
-//! them), DMA engines for copies and memsets; event records and waits and host callbacks need
-//! none. Higher-priority streams (lower numbers) go first; ties go to the older stream, then to
-//! the earlier task, so the timeline never depends on iteration order.
+//! them), DMA engines for copies and memsets; host callbacks need none. Higher-priority streams
+//! (lower numbers) go first; ties go to the older stream, then to the earlier task, so the
+//! timeline never depends on iteration order. (Event records and waits never come here: they
+//! complete in dependency resolution.)
+//!
+//! A binary kernel runs on the AI cores here, because its cycles are its duration; its access
+//! set becomes the byte ranges the cores touched. A kernel that a shape stage rejected (its
+//! `error` is already set) does not run: it holds a core for the launch overhead and fails at
+//! its end.
 
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
+use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
-use npusim_components::task::copy_dir;
-use npusim_components::{DeviceState, KernelRegistry, SimTime, Task, TaskKind, TaskStatus};
-use npusim_device::cost::CopyDirection;
+use npusim_components::{
+    DeviceState, KernelBody, KernelRegistry, SimTime, Task, TaskKind, TaskStatus,
+};
 
 /// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives.
 #[derive(bevy_ecs::system::SystemParam)]
@@ -34,7 +40,6 @@ pub fn dispatch(
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut log: ResMut<npusim_components::binary::HostLog>,
-    ops: Res<npusim_components::shape::OpRegistry>,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -55,6 +60,7 @@ pub fn dispatch(
             return false;
         };
         let device = &mut *device;
+        let task = &mut *task;
         let (cores, dma, duration) = match task.kind() {
             TaskKind::Kernel => {
                 if device.units.free_cores == 0 {
@@ -62,33 +68,37 @@ pub fn dispatch(
                 }
                 let block_dim = task.desc.block_dim.max(1);
                 let cores = block_dim.min(device.units.free_cores);
-                let duration = match registry.get(npusim_components::Kernel(task.desc.kernel)) {
-                    Some(k) if k.code.is_some() => {
-                        let code = k.code.as_ref().expect("checked");
+                let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
+                let duration = match entry.map(|k| (&k.name, &k.body)) {
+                    // Rejected by a shape stage, or its kernel is gone: costs only the launch,
+                    // fails at its end.
+                    _ if task.error.is_some() => {
+                        task.applied = true;
+                        device.config.kernel_launch_ns
+                    }
+                    None => device.config.kernel_launch_ns,
+                    Some((name, KernelBody::Binary(code))) => {
                         let (d, outcome) = crate::binary::run_binary(
                             &mut core_cache,
                             device,
-                            task.context,
-                            &task.desc,
-                            &k.name,
+                            task,
+                            name,
                             code,
                             cores,
-                            0,
                             &mut log,
-                            ops.faults(),
                         );
                         // Raised when the task completes, like any fault.
-                        if let Err(e) = outcome {
-                            task.error = Some(Box::new(e));
-                        }
+                        task.applied = true;
+                        task.error = outcome.err().map(Box::new);
                         d
                     }
-                    Some(k) => {
-                        let cost = (k.cost)(task.desc.arg_words(), block_dim);
+                    Some((_, KernelBody::Native(k))) => {
+                        let cost = match task.extra.op() {
+                            Some(op) => op.cost,
+                            None => (k.cost)(task.desc.arg_words(), block_dim),
+                        };
                         device.config.kernel_duration_ns(&cost, block_dim, cores)
                     }
-                    // Fails at completion with a clear error; costs only the launch.
-                    None => device.config.kernel_launch_ns,
                 };
                 (cores, 0, duration)
             }
@@ -96,16 +106,17 @@ pub fn dispatch(
                 if device.units.free_dma == 0 {
                     return true;
                 }
-                let bytes = task.desc.args[2];
-                let duration = if task.kind() == TaskKind::Memset {
-                    device.config.memset_duration_ns(bytes)
-                } else if task.desc.flags == copy_dir::PEER {
+                let duration = if let Some(m) = task.desc.as_memset() {
+                    crate::copy::memset_duration_ns(&device.config, &m)
+                } else if let Some(c) = task.desc.as_copy() {
+                    crate::copy::copy_duration_ns(&device.config, &c)
+                } else if let Some(p) = PeerCopy::decode(&task.desc) {
                     // Over the interconnect: waits while a link of its route is held.
                     let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
                     match crate::collective::reserve_peer_copy(
                         &mut comm.interconnect,
                         tl,
-                        &task.desc,
+                        &p,
                         device.config.dma_setup_ns,
                         now,
                     ) {
@@ -113,12 +124,8 @@ pub fn dispatch(
                         None => return true,
                     }
                 } else {
-                    let dir = match task.desc.flags {
-                        copy_dir::H2D => CopyDirection::HostToDevice,
-                        copy_dir::D2H => CopyDirection::DeviceToHost,
-                        _ => CopyDirection::DeviceToDevice,
-                    };
-                    device.config.copy_duration_ns(bytes, dir)
+                    // Corrupt words: fails at its end (the tick cannot decode it either).
+                    0
                 };
                 (0, 1, duration)
             }
@@ -128,7 +135,8 @@ pub fn dispatch(
                 comm.rendezvous.arriving.push(e);
                 return false;
             }
-            TaskKind::EventRecord | TaskKind::EventWait => (0, 0, 0),
+            // Completed by dependency resolution; never queued here.
+            TaskKind::EventRecord | TaskKind::EventWait => return false,
         };
         device.units.free_cores -= cores;
         device.units.free_dma -= dma;

@@ -14,9 +14,11 @@
 //! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
 //!    (different devices' side by side on the [`tick::Workers`]) and complete; collectives move
 //!    their data across devices; faults are raised here.
-//! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool (filled by
-//!    the memory work; empty for now).
-//! 8. [`NpuSet::Retire`] — finished tasks are recorded and despawned.
+//! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool once the
+//!    stream positions whose access sets name it have completed ([`deferred_free`]).
+//! 8. [`NpuSet::Retire`] — finished tasks are recorded and go back to the task pool for reuse.
+//!
+//! Whatever the stage, a task finishes through one function, [`complete::Completion`].
 //!
 //! Embedders add their own systems with `.in_set(NpuSet::Dispatch)` (or any set), or call
 //! [`install`] on a schedule of their own.
@@ -27,6 +29,8 @@ use bevy_ecs::schedule::{Schedule, SystemSet};
 
 pub mod binary;
 pub mod collective;
+pub mod complete;
+pub mod copy;
 pub mod deferred_free;
 pub mod dependencies;
 pub mod dispatch;
@@ -67,7 +71,7 @@ pub enum NpuSet {
     HardwareTick,
     /// Memory freed behind queued work returns to the pool.
     DeferredFree,
-    /// Finished tasks are recorded and despawned.
+    /// Finished tasks are recorded and recycled.
     Retire,
 }
 

@@ -4,10 +4,9 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
-use npusim_components::task::copy_dir;
 use npusim_components::{
-    DeviceState, Kernel, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind,
-    TaskRecord, TaskStatus,
+    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind, TaskRecord,
+    TaskStatus,
 };
 
 /// Records and recycles the tasks that finished this frame.
@@ -28,26 +27,20 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
             let name = match kind {
                 TaskKind::Kernel => world
                     .resource::<KernelRegistry>()
-                    .get(Kernel(task.desc.kernel))
+                    .resolve(task.desc.kernel, task.desc.kernel_generation)
                     .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
                 TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
                     .map_or("collective", |c| c.kind.name())
                     .to_string(),
-                TaskKind::Memcpy if task.desc.flags == copy_dir::PEER => "memcpy_peer".to_string(),
+                TaskKind::Memcpy if task.desc.is_peer_copy() => "memcpy_peer".to_string(),
                 other => other.name().to_string(),
             };
             let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
             let stream_kind = world
                 .get::<StreamState>(task.stream)
                 .map_or(StreamKind::default(), |s| s.kind);
-            let event = matches!(kind, TaskKind::EventRecord | TaskKind::EventWait)
-                .then(|| Entity::try_from_bits(task.desc.args[0]).map(|e| (e, task.desc.args[1])))
-                .flatten();
-            let bytes = match kind {
-                TaskKind::Memcpy | TaskKind::Memset => task.desc.args[2],
-                TaskKind::Collective => task.desc.args[npusim_components::collective::word::BYTES],
-                _ => 0,
-            };
+            let event = task.desc.as_event().map(|ev| (ev.event, ev.record));
+            let bytes = task.desc.bytes_moved();
             records.push(TaskRecord {
                 kind,
                 name,
@@ -76,6 +69,7 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
             // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
             task.extra = TaskExtra::None;
             task.error = None;
+            task.access.clear();
             task.status = TaskStatus::Retired;
             pool.push(e);
         } else {

@@ -6,21 +6,23 @@
 //! (stream order or an event), so the producer's shape is already in device memory.
 //!
 //! A launch whose shapes are unusable (a negative dim, a shape past its buffer, a slot nobody
-//! wrote) is not dispatched as is: its descriptor is marked faulted and its kernel fails with
-//! the error when it runs, through the frame's usual failure path.
+//! wrote) does not run: its `error` is set and its op launch marked faulted, and it fails with
+//! that error at its end, through the frame's usual completion.
+//!
+//! Once resolved, a launch's access set becomes exact: each input's shape in bytes, read; each
+//! output's shape (a data-dependent one: its whole buffer), written.
 
 use bevy_ecs::prelude::*;
 use bytemuck::Zeroable;
+use npusim_components::access::Access;
 use npusim_components::memory::DeviceMemory;
 use npusim_components::resources::ReadyQueue;
 use npusim_components::shape::{
-    NO_SLOT, NO_STATIC_SHAPE, OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, Shape,
-    ShapeBuffer, ShapeSlot, ShapeStats, encode_fault, op_attrs, shape_state,
+    OpDef, OpLaunch, OpRegistry, OpState, ResolvedLaunch, ResolvedShapes, Shape, ShapeBuffer,
+    ShapeSlot, ShapeStats, TensorSource,
 };
 use npusim_components::task::MAX_TENSORS;
-use npusim_components::{
-    DeviceState, Kernel, NpuError, Task, TaskDescriptor, TaskKind, TaskStatus,
-};
+use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor, TaskKind, TaskStatus};
 
 /// Resolves the shapes of every ready op launch not resolved yet.
 pub fn propagate_shapes(
@@ -38,13 +40,15 @@ pub fn propagate_shapes(
             continue;
         };
         if task.status != TaskStatus::Ready
-            || task.desc.tensors == 0
-            || task.desc.shape_state != shape_state::SUBMITTED
             || task.kind() != TaskKind::Kernel
+            || task
+                .extra
+                .op()
+                .is_none_or(|l| l.state != OpState::Submitted)
         {
             continue;
         }
-        let Some(op) = ops.get(Kernel(task.desc.kernel)) else {
+        let Some(op) = ops.by_slot(task.desc.kernel) else {
             continue;
         };
         let Ok(mut device) = devices.get_mut(task.device) else {
@@ -55,8 +59,11 @@ pub fn propagate_shapes(
         resolved.launches.push(ResolvedLaunch::EMPTY);
         let launch = resolved.launches.last_mut().expect("just pushed");
         launch.task = e;
+        let task = &mut *task;
+        let op_launch = task.extra.op_mut().expect("checked");
         match resolve_launch(
             &task.desc,
+            op_launch,
             op,
             buffer,
             &mut device.memory,
@@ -65,15 +72,50 @@ pub fn propagate_shapes(
             launch,
         ) {
             Ok(()) => {
-                task.desc.shape_state = shape_state::RESOLVED;
+                op_launch.state = OpState::Resolved;
                 stats.launches_resolved += 1;
+                exact_access(task, op, launch);
             }
             Err(err) => {
                 resolved.launches.pop();
                 stats.shape_faults += 1;
-                encode_fault(&mut task.desc, ops.faults().post(err));
+                reject(task, err);
             }
         }
+    }
+}
+
+/// Marks an op launch as rejected by a shape stage: it will not run, and fails with `err` at its
+/// end (holding one core for the launch overhead).
+pub(crate) fn reject(task: &mut Task, err: NpuError) {
+    if let Some(op) = task.extra.op_mut() {
+        op.state = OpState::Faulted;
+        op.cost = Default::default();
+    }
+    task.desc.block_dim = 1;
+    task.error = Some(Box::new(err));
+}
+
+/// The exact access set of a resolved launch: inputs read as far as their shapes reach,
+/// outputs written as far as theirs (a data-dependent output: its whole buffer).
+fn exact_access(task: &mut Task, op: &OpDef, launch: &ResolvedLaunch) {
+    let n_in = launch.n_in as usize;
+    let n = n_in + launch.n_out as usize;
+    let addrs: [u64; MAX_TENSORS] = std::array::from_fn(|i| task.desc.args[i]);
+    task.access.clear();
+    for (i, &addr) in addrs.iter().enumerate().take(n) {
+        let Some(spec) = op.tensor(i) else { continue };
+        let bytes = if spec.data_dependent {
+            launch.capacities[i]
+        } else {
+            launch.shapes[i].bytes(spec.elem_bytes as u64).unwrap_or(0)
+        };
+        let access = if i < n_in {
+            Access::read(addr, bytes)
+        } else {
+            Access::write(addr, bytes)
+        };
+        task.access.push(access);
     }
 }
 
@@ -110,8 +152,10 @@ fn exceeds(op: &OpDef, i: usize, shape: &Shape, needed: Option<u64>, cap: u64) -
 /// Resolves one launch into `launch`: input shapes from the descriptor and the shape buffer,
 /// their buffers checked, output shapes inferred, checked and written to their slots. Public
 /// so benches and embedders can run the stage's core on a descriptor of their own.
+#[allow(clippy::too_many_arguments)]
 pub fn resolve_launch(
     desc: &TaskDescriptor,
+    op_launch: &OpLaunch,
     op: &OpDef,
     buffer: Option<&ShapeBuffer>,
     memory: &mut DeviceMemory,
@@ -119,7 +163,16 @@ pub fn resolve_launch(
     stats: &mut ShapeStats,
     launch: &mut ResolvedLaunch,
 ) -> Result<(), NpuError> {
-    let (n_in, n_out) = desc.tensor_counts();
+    let (n_in, n_out) = (op_launch.n_in as usize, op_launch.n_out as usize);
+    let tensors = desc.arg_words();
+    if tensors.len() < n_in + n_out {
+        return Err(NpuError::InvalidShape(format!(
+            "{}: launch has {} argument words for {} tensors",
+            op.name,
+            tensors.len(),
+            n_in + n_out
+        )));
+    }
     let n = n_in + n_out;
     if n_in != op.inputs.len() || n_out != op.outputs.len() || n > MAX_TENSORS {
         return Err(NpuError::InvalidShape(format!(
@@ -141,11 +194,9 @@ pub fn resolve_launch(
             ))
         })
     };
-    let mut dim_at = 0usize;
     for (i, spec) in op.inputs.iter().enumerate() {
-        launch.capacities[i] = capacity(memory, desc.args[i], context, op, i)?;
-        let slot = desc.shape_slots[i];
-        let shape = if slot != NO_SLOT {
+        launch.capacities[i] = capacity(memory, tensors[i], context, op, i)?;
+        let shape = if let TensorSource::Slot(slot) = op_launch.tensors[i] {
             let addr = slot_addr(slot, i)?;
             let mut raw = ShapeSlot::zeroed();
             memory
@@ -164,7 +215,7 @@ pub fn resolve_launch(
                 ))
             })?
         } else {
-            static_shape(desc, desc.static_ranks[i], &mut dim_at, op, i)?
+            static_shape(op_launch.tensors[i], op, i)?
         };
         let needed = shape.bytes(spec.elem_bytes as u64);
         if needed.is_none_or(|b| b > launch.capacities[i]) {
@@ -173,21 +224,19 @@ pub fn resolve_launch(
         launch.shapes[i] = shape;
     }
     let (inputs, outputs) = launch.shapes.split_at_mut(n_in);
-    (op.infer)(inputs, op_attrs(desc), &mut outputs[..n_out])
+    (op.infer)(inputs, op_launch.attrs(desc), &mut outputs[..n_out])
         .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
     for (j, spec) in op.outputs.iter().enumerate() {
         let i = n_in + j;
         let shape = launch.shapes[i];
-        launch.capacities[i] = capacity(memory, desc.args[i], context, op, i)?;
-        let (slot, rank) = (desc.shape_slots[i], desc.static_ranks[i]);
-        if slot == NO_SLOT && rank != NO_STATIC_SHAPE {
-            let declared = static_shape(desc, rank, &mut dim_at, op, i)?;
-            if declared != shape {
-                return Err(NpuError::InvalidShape(format!(
-                    "{}: output {} was declared {declared} but its inferred shape is {shape}",
-                    op.name, spec.name
-                )));
-            }
+        launch.capacities[i] = capacity(memory, tensors[i], context, op, i)?;
+        if let TensorSource::Static(declared) = op_launch.tensors[i]
+            && declared != shape
+        {
+            return Err(NpuError::InvalidShape(format!(
+                "{}: output {} was declared {declared} but its inferred shape is {shape}",
+                op.name, spec.name
+            )));
         }
         if !spec.data_dependent {
             let needed = shape.bytes(spec.elem_bytes as u64);
@@ -195,7 +244,7 @@ pub fn resolve_launch(
                 return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
             }
         }
-        if slot != NO_SLOT {
+        if let TensorSource::Slot(slot) = op_launch.tensors[i] {
             let addr = slot_addr(slot, i)?;
             // A data-dependent output's slot says "pending" until its kernel publishes the
             // actual shape, so a consumer can never read last batch's shape by mistake.
@@ -221,30 +270,13 @@ pub fn resolve_launch(
     Ok(())
 }
 
-fn static_shape(
-    desc: &TaskDescriptor,
-    rank: u8,
-    dim_at: &mut usize,
-    op: &OpDef,
-    i: usize,
-) -> Result<Shape, NpuError> {
-    let missing = || {
-        NpuError::InvalidShape(format!(
+fn static_shape(source: TensorSource, op: &OpDef, i: usize) -> Result<Shape, NpuError> {
+    match source {
+        TensorSource::Static(shape) => Ok(shape),
+        _ => Err(NpuError::InvalidShape(format!(
             "{}: {} has neither a static shape nor a shape handle",
             op.name,
             op.tensor_name(i)
-        ))
-    };
-    if rank == NO_STATIC_SHAPE {
-        return Err(missing());
+        ))),
     }
-    let end = *dim_at + rank as usize;
-    let dims = desc.static_dims.get(*dim_at..end).ok_or_else(missing)?;
-    *dim_at = end;
-    Shape::new(dims).map_err(|e| match e {
-        NpuError::InvalidShape(m) => {
-            NpuError::InvalidShape(format!("{}: {}: {m}", op.name, op.tensor_name(i)))
-        }
-        other => other,
-    })
 }

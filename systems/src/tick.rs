@@ -14,31 +14,25 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::collective::Rendezvous;
-use npusim_components::resources::{
-    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks, Running,
-    SimClock,
-};
-use npusim_components::task::copy_dir;
+use npusim_components::collective::{PeerCopy, Rendezvous};
+use npusim_components::resources::{AbortRequests, Devices, PendingCallbacks, Running, SimClock};
 use npusim_components::{
-    ContextState, ContextStatus, DeviceState, EventState, FailureMode, Kernel, KernelCtx,
-    KernelRegistry, NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
+    ContextState, ContextStatus, DeviceState, FailureMode, KernelBody, KernelCtx, KernelRegistry,
+    NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
 };
+
+use crate::complete::{Completion, Outcome};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct TickWorld<'w, 's> {
     tasks: Query<'w, 's, &'static mut Task>,
     streams: Query<'w, 's, &'static mut StreamState>,
-    events: Query<'w, 's, &'static mut EventState>,
-    devices: Query<'w, 's, &'static mut DeviceState>,
     contexts: Query<'w, 's, &'static mut ContextState>,
+    completion: Completion<'w, 's>,
     registry: Res<'w, KernelRegistry>,
-    finished: ResMut<'w, Finished>,
-    faults: ResMut<'w, Faults>,
     aborts: ResMut<'w, AbortRequests>,
     callbacks: ResMut<'w, PendingCallbacks>,
-    stats: ResMut<'w, FrameStats>,
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
@@ -106,8 +100,8 @@ pub fn hardware_tick(
     mut batch: Local<Vec<Entity>>,
 ) {
     crate::zone!("npusim::hardware_tick");
-    for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
-        abort_context(&mut w, ctx, &err);
+    for (ctx, _) in std::mem::take(&mut w.aborts.contexts) {
+        abort_context(&mut w, ctx);
     }
     let Some(next) = running.next_event() else {
         return;
@@ -117,7 +111,7 @@ pub fn hardware_tick(
     }
     if next > clock.now {
         clock.now = next;
-        w.stats.last_frame_progressed = true;
+        w.completion.progressed();
     }
     let now = clock.now;
     batch.clear();
@@ -131,7 +125,7 @@ pub fn hardware_tick(
     // Device-local work ending now runs first, devices side by side.
     execute_local_batch(&mut w, &batch);
     for &entity in batch.iter() {
-        complete(&mut w, entity, now);
+        finish(&mut w, entity, now);
     }
 }
 
@@ -139,7 +133,7 @@ pub fn hardware_tick(
 fn is_device_local(task: &Task) -> bool {
     match task.kind() {
         TaskKind::Kernel | TaskKind::Memset => true,
-        TaskKind::Memcpy => task.desc.flags != copy_dir::PEER,
+        TaskKind::Memcpy => !task.desc.is_peer_copy(),
         _ => false,
     }
 }
@@ -155,15 +149,15 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
     if !w.workers.is_parallel() {
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
-            if task.executed || !is_device_local(task) {
+            if task.applied || !is_device_local(task) {
                 continue;
             }
-            let result = match w.devices.get_mut(task.device) {
+            let result = match w.completion.devices().get_mut(task.device) {
                 Ok(mut d) => execute_local(task, &mut d, registry),
                 Err(_) => Err(NpuError::Internal("task on a missing device".into())),
             };
             if let Ok(mut task) = w.tasks.get_mut(e) {
-                task.executed = true;
+                task.applied = true;
                 task.error = result.err().map(Box::new);
             }
         }
@@ -177,17 +171,21 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
-            if task.executed || !is_device_local(task) {
+            if task.applied || !is_device_local(task) {
                 continue;
             }
-            if let Ok(d) = w.devices.get(task.device)
+            if let Ok(d) = w.completion.devices().get(task.device)
                 && let Some(g) = groups.get_mut(d.index as usize)
             {
                 g.push((e, task));
             }
         }
-        let mut devices: Vec<&mut DeviceState> =
-            w.devices.iter_mut().map(|d| d.into_inner()).collect();
+        let mut devices: Vec<&mut DeviceState> = w
+            .completion
+            .devices()
+            .iter_mut()
+            .map(|d| d.into_inner())
+            .collect();
         devices.sort_by_key(|d| d.index);
         let jobs: Vec<(&mut DeviceState, &Vec<(Entity, &Task)>)> = devices
             .into_iter()
@@ -210,74 +208,45 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
     }
     for (e, result) in outcomes {
         if let Ok(mut task) = w.tasks.get_mut(e) {
-            task.executed = true;
+            task.applied = true;
             task.error = result.err().map(Box::new);
         }
     }
 }
 
-fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
-    // Applied ahead (a parallel batch, or a collective refused at the rendezvous)?
-    let ahead = match w.tasks.get_mut(entity) {
-        Ok(mut t) if t.executed => {
-            t.executed = false;
-            Some(t.error.take().map_or(Ok(()), |e| Err(*e)))
-        }
-        _ => None,
+/// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
+/// context's failure mode.
+fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+    let applied = match w.tasks.get_mut(entity) {
+        Ok(mut t) if t.applied => Some(t.error.take().map_or(Ok(()), |e| Err(*e))),
+        Ok(_) => None,
+        Err(_) => return,
     };
-    let result = match ahead {
+    let result = match applied {
         Some(r) => r,
         None => execute(w, entity, now),
     };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
-    if let Ok(mut device) = w.devices.get_mut(task.device) {
-        let busy = (task.end - task.start).as_ns();
-        device.units.free_cores += task.cores;
-        device.units.free_dma += task.dma;
-        device.units.core_busy_ns += busy * task.cores as u64;
-        device.units.dma_busy_ns += busy * task.dma as u64;
-        device.finished += 1;
+    let Ok(mut stream) = w.streams.get_mut(task.stream) else {
+        return;
+    };
+    let outcome = Outcome::from(result);
+    let failure = match &outcome {
+        Outcome::Failed(err) => Some((task.context, err.clone())),
+        _ => None,
+    };
+    w.completion
+        .complete(entity, &mut task, &mut stream, outcome, now);
+    if let Some((context, err)) = failure {
+        apply_failure_mode(w, context, err);
     }
-    let (stream_e, context_e, seq) = (task.stream, task.context, task.seq);
-    match result {
-        Ok(()) => {
-            task.status = TaskStatus::Done;
-            w.stats.tasks_completed += 1;
-        }
-        Err(err) => {
-            task.status = TaskStatus::Failed;
-            task.error = Some(Box::new(err.clone()));
-            w.stats.tasks_failed += 1;
-            let device = w.devices.get(task.device).map_or(0, |d| d.index);
-            w.faults.pending.push(FaultRecord {
-                device,
-                context: context_e,
-                stream: stream_e,
-                seq,
-                error: err.clone(),
-            });
-            fail(w, stream_e, context_e, err);
-        }
-    }
-    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
-        if stream.queue.front() == Some(&entity) {
-            stream.queue.pop_front();
-        }
-        stream.completed = seq;
-        stream.head_active = false;
-        stream.last_end = now;
-    }
-    w.finished.tasks.push(entity);
-    w.stats.last_frame_progressed = true;
 }
 
-/// Records a failure on its stream and applies the context's failure mode.
-fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
-    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
-        stream.error.get_or_insert_with(|| err.clone());
-    }
+/// A fault under the stop failure mode faults its context: its queued work is aborted and its
+/// memory released (nothing of it may be read again). Under continue, nothing more happens.
+fn apply_failure_mode(w: &mut TickWorld, context_e: Entity, err: NpuError) {
     let Ok(mut ctx) = w.contexts.get_mut(context_e) else {
         return;
     };
@@ -285,53 +254,38 @@ fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
         return;
     }
     ctx.status = ContextStatus::Faulted;
-    ctx.sticky_error.get_or_insert(err.clone());
+    ctx.sticky_error.get_or_insert(err);
     let device = ctx.device;
-    abort_context(w, context_e, &err);
-    // A faulted context's memory is released: nothing of it may be read again.
-    if let Ok(mut d) = w.devices.get_mut(device) {
+    abort_context(w, context_e);
+    if let Ok(mut d) = w.completion.devices().get_mut(device) {
         d.memory.free_all_of(context_e);
     }
 }
 
 /// Aborts every queued (not yet running) task of the context's streams: they fail with
-/// `ACL_ERROR_RT_STREAM_ABORT`, and their event records never fire (waiters stop waiting).
-fn abort_context(w: &mut TickWorld, context_e: Entity, _cause: &NpuError) {
+/// `ACL_ERROR_RT_STREAM_ABORT` when dependency resolution completes them, in stream order
+/// (their event records never fire, so waiters stop waiting).
+fn abort_context(w: &mut TickWorld, context_e: Entity) {
     let Ok(ctx) = w.contexts.get(context_e) else {
         return;
     };
-    let streams = ctx.streams.clone();
-    for s in streams {
+    for &s in &ctx.streams {
         let Ok(mut stream) = w.streams.get_mut(s) else {
             continue;
         };
-        let stream_name = format!("stream {s}");
-        let mut first_abort = None;
         for &t in stream.queue.iter() {
             let Ok(mut task) = w.tasks.get_mut(t) else {
                 continue;
             };
             if matches!(task.status, TaskStatus::Queued | TaskStatus::Ready) {
                 task.status = TaskStatus::Aborted;
-                let abort = NpuError::StreamAbort {
-                    stream: stream_name.clone(),
+                task.error = Some(Box::new(NpuError::StreamAbort {
+                    stream: format!("stream {s}"),
                     seq: task.seq,
-                };
-                first_abort.get_or_insert_with(|| abort.clone());
-                task.error = Some(Box::new(abort));
-                w.stats.tasks_aborted += 1;
-                if task.kind() == TaskKind::EventRecord
-                    && let Some(event) = Entity::try_from_bits(task.desc.args[0])
-                    && let Ok(mut ev) = w.events.get_mut(event)
-                {
-                    ev.cancel(task.desc.args[1]);
-                }
+                }));
             }
         }
-        if let Some(abort) = first_abort {
-            stream.error.get_or_insert(abort);
-        }
-        // A ready head was aborted: let dependency resolution retire it in order.
+        // A ready head was aborted: let dependency resolution complete it in order.
         if let Some(&head) = stream.queue.front()
             && w.tasks
                 .get(head)
@@ -342,42 +296,37 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, _cause: &NpuError) {
     }
 }
 
-/// Performs the task's effect on device (and host) memory.
+/// Performs the effect of a task that was not applied ahead: cross-device work (peer copies,
+/// collectives), host callbacks, and device-local work outside a parallel batch.
 fn execute(
     w: &mut TickWorld,
     entity: Entity,
-    now: npusim_components::SimTime,
+    _now: npusim_components::SimTime,
 ) -> Result<(), NpuError> {
     let Ok(task) = w.tasks.get(entity) else {
         return Ok(());
     };
-    let desc = task.desc;
     match task.kind() {
-        TaskKind::Memcpy if desc.flags == copy_dir::PEER => {
-            crate::collective::execute_peer_copy(&mut w.devices, &w.device_entities, &desc)
+        TaskKind::Memcpy if task.desc.is_peer_copy() => {
+            let copy = PeerCopy::decode(&task.desc)
+                .ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))?;
+            crate::copy::execute_peer_copy(w.completion.devices(), &w.device_entities, &copy)
         }
         TaskKind::Kernel | TaskKind::Memcpy | TaskKind::Memset => {
             let mut device = w
-                .devices
+                .completion
+                .devices()
                 .get_mut(task.device)
                 .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
             execute_local(task, &mut device, &w.registry)
         }
         TaskKind::Collective => crate::collective::execute_collective(
             &w.tasks,
-            &mut w.devices,
+            w.completion.devices(),
             &mut w.rendezvous,
             &w.workers,
             task,
         ),
-        TaskKind::EventRecord => {
-            if let Some(event) = Entity::try_from_bits(desc.args[0])
-                && let Ok(mut ev) = w.events.get_mut(event)
-            {
-                ev.fire(desc.args[1], now);
-            }
-            Ok(())
-        }
         TaskKind::HostCallback => {
             if let TaskExtra::Callback(slot) = &task.extra
                 && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
@@ -390,89 +339,56 @@ fn execute(
             }
             Ok(())
         }
-        TaskKind::EventWait => Ok(()),
+        // Completed by dependency resolution; never dispatched.
+        TaskKind::EventRecord | TaskKind::EventWait => Ok(()),
     }
 }
 
 /// The effect of a task that touches only its own device's memory (and host buffers): a
-/// kernel, a copy that does not leave the device, a memset. Safe to run for several devices
-/// at once.
+/// native kernel, a copy that does not leave the device, a memset. Safe to run for several
+/// devices at once. (A binary kernel ran at dispatch and arrives here applied.)
 fn execute_local(
     task: &Task,
     device: &mut DeviceState,
     registry: &KernelRegistry,
 ) -> Result<(), NpuError> {
-    let desc = task.desc;
+    let desc = &task.desc;
     let context = task.context;
     match task.kind() {
         TaskKind::Kernel => {
-            let id = Kernel(desc.kernel);
-            let Some(kernel) = registry.get(id) else {
+            let Some(kernel) = registry.resolve(desc.kernel, desc.kernel_generation) else {
                 return Err(NpuError::KernelNotFound(format!(
-                    "kernel id {}",
-                    desc.kernel
+                    "kernel {}v{}",
+                    desc.kernel, desc.kernel_generation
                 )));
             };
-            // A binary kernel already ran on the AI cores at dispatch; its fault, if any, is
-            // raised now, at its end.
-            if kernel.code.is_some() {
-                return match &task.error {
-                    Some(e) => Err((**e).clone()),
-                    None => Ok(()),
-                };
-            }
-            let mut ctx = KernelCtx::new(
-                desc.arg_words(),
-                desc.block_dim,
-                desc.tiling_words(),
-                &device.config,
-                context,
-                &mut device.memory,
-            );
-            (kernel.run)(&mut ctx).map_err(|f| f.into_error(&kernel.name))
-        }
-        TaskKind::Memcpy => {
-            let (dst, src, bytes) = (desc.args[0], desc.args[1], desc.args[2]);
-            let fault = |f: npusim_components::memory::AccessFault| NpuError::AicoreException {
-                kernel: "memcpy".into(),
-                detail: f.to_string(),
-            };
-            let len = usize::try_from(bytes)
-                .map_err(|_| NpuError::InvalidParam("copy too large".into()))?;
-            match (desc.flags, &task.extra) {
-                (copy_dir::H2D, TaskExtra::Host { buffer, offset }) => {
-                    let data = buffer.bytes()?;
-                    let start = *offset as usize;
-                    let chunk = data.get(start..start + len).ok_or_else(|| {
-                        NpuError::InvalidParam("host range past the buffer".into())
-                    })?;
-                    device.memory.write(dst, chunk, context).map_err(fault)
+            match &kernel.body {
+                KernelBody::Native(k) => {
+                    let mut ctx = KernelCtx::new(
+                        desc.arg_words(),
+                        desc.block_dim,
+                        desc.tiling_words(),
+                        &device.config,
+                        context,
+                        &mut device.memory,
+                    );
+                    (k.run)(&mut ctx).map_err(|f| f.into_error(&kernel.name))
                 }
-                (copy_dir::D2H, TaskExtra::Host { buffer, offset }) => {
-                    let mut tmp = vec![0u8; len];
-                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
-                    let mut data = buffer.bytes()?;
-                    let start = *offset as usize;
-                    data.get_mut(start..start + len)
-                        .ok_or_else(|| NpuError::InvalidParam("host range past the buffer".into()))?
-                        .copy_from_slice(&tmp);
-                    Ok(())
-                }
-                (copy_dir::D2D, _) => {
-                    let mut tmp = vec![0u8; len];
-                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
-                    device.memory.write(dst, &tmp, context).map_err(fault)
-                }
-                _ => Err(NpuError::Internal("malformed copy descriptor".into())),
+                KernelBody::Binary(_) => Err(NpuError::Internal(
+                    "a binary kernel runs at dispatch".into(),
+                )),
             }
         }
-        TaskKind::Memset => device
-            .memory
-            .fill(desc.args[0], desc.args[2], desc.args[1] as u8, context)
-            .map_err(|f| NpuError::AicoreException {
-                kernel: "memset".into(),
-                detail: f.to_string(),
-            }),
+        TaskKind::Memcpy => match desc.as_copy() {
+            Some(copy) => {
+                crate::copy::execute_copy(&copy, &task.extra, &mut device.memory, context)
+            }
+            None => Err(NpuError::Internal("malformed copy descriptor".into())),
+        },
+        TaskKind::Memset => match desc.as_memset() {
+            Some(m) => crate::copy::execute_memset(&m, &mut device.memory, context),
+            None => Err(NpuError::Internal("malformed memset descriptor".into())),
+        },
         _ => Err(NpuError::Internal("not a device-local task".into())),
     }
 }

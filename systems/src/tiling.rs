@@ -1,18 +1,18 @@
 //! Tiling (DESIGN §3, stage 4): each op launch whose shapes were resolved this frame runs its
 //! op's tiling function on the actual shapes and the device's resources (AI cores, unified
-//! buffer, L1). The result — block dim, tiling key, tiling words, workspace size — goes into
-//! the task descriptor, where dispatch (block dim) and the kernel (tiling words) read it; the
-//! op's cost function prices the launch from the same shapes and tiling. A tiling that does
+//! buffer, L1). The result — block dim, tiling key, tiling words — goes into the task
+//! descriptor, where dispatch (block dim) and the kernel (tiling words) read it; the op's cost
+//! function prices the launch from the same shapes and tiling, into its [`OpLaunch`]. A tiling that does
 //! not fit the device (too many blocks, tiles past a core's buffers) rejects the launch
 //! instead of running it.
 
 use bevy_ecs::prelude::*;
 use npusim_components::shape::{
-    OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling, TilingLog, TilingRecord,
-    encode_fault, op_attrs, shape_state, tiling_word, write_hidden_cost,
+    OpDef, OpLaunch, OpRegistry, OpState, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling,
+    TilingLog, TilingRecord, tiling_word,
 };
 use npusim_components::task::MAX_TILING;
-use npusim_components::{DeviceState, Kernel, NpuError, Task, TaskDescriptor};
+use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor};
 use npusim_device::config::DeviceConfig;
 
 /// Computes and writes the tiling of every launch resolved this frame.
@@ -29,13 +29,17 @@ pub fn compute_tiling(
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
         };
-        let Some(op) = ops.get(Kernel(task.desc.kernel)) else {
+        let Some(op) = ops.by_slot(task.desc.kernel) else {
             continue;
         };
         let Ok(device) = devices.get(task.device) else {
             continue;
         };
-        match tile_launch(&mut task.desc, launch, op, &device.config) {
+        let task = &mut *task;
+        let Some(op_launch) = task.extra.op_mut() else {
+            continue;
+        };
+        match tile_launch(&mut task.desc, op_launch, launch, op, &device.config) {
             Ok(tiling) => {
                 stats.tilings += 1;
                 if log.enabled {
@@ -52,7 +56,7 @@ pub fn compute_tiling(
             }
             Err(err) => {
                 stats.shape_faults += 1;
-                encode_fault(&mut task.desc, ops.faults().post(err));
+                crate::shapes::reject(task, err);
             }
         }
     }
@@ -63,11 +67,12 @@ pub fn compute_tiling(
 /// the launch's cost, into `desc`. Public so benches and embedders can run the stage's core.
 pub fn tile_launch(
     desc: &mut TaskDescriptor,
+    op_launch: &mut OpLaunch,
     launch: &ResolvedLaunch,
     op: &OpDef,
     config: &DeviceConfig,
 ) -> Result<Tiling, NpuError> {
-    let attrs = op_attrs(desc);
+    let attrs = op_launch.attrs(desc);
     let shapes = launch.op_shapes(attrs);
     let tiling = (op.tiling)(&shapes, config)
         .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
@@ -91,12 +96,11 @@ pub fn tile_launch(
     words[tiling_word::OUT_CAPACITY + 1] = (out_capacity >> 32) as u32;
     let op_words = tiling.words();
     words[tiling_word::OP..tiling_word::OP + op_words.len()].copy_from_slice(op_words);
-    desc.tiling = words;
-    desc.tiling_len = (tiling_word::OP + op_words.len()) as u32;
+    desc.set_tiling(&words[..tiling_word::OP + op_words.len()]);
     desc.tiling_key = tiling.key;
     desc.block_dim = tiling.block_dim;
-    desc.workspace_bytes = tiling.workspace_bytes;
-    write_hidden_cost(desc, &cost);
-    desc.shape_state = shape_state::TILED;
+    op_launch.workspace_bytes = tiling.workspace_bytes;
+    op_launch.cost = cost;
+    op_launch.state = OpState::Tiled;
     Ok(tiling)
 }
