@@ -145,6 +145,7 @@ pub struct KernelCtx<'a> {
     pub config: &'a DeviceConfig,
     context: Entity,
     memory: &'a mut DeviceMemory,
+    touched: AccessSet,
 }
 
 impl<'a> KernelCtx<'a> {
@@ -164,7 +165,14 @@ impl<'a> KernelCtx<'a> {
             config,
             context,
             memory,
+            touched: AccessSet::new(),
         }
+    }
+
+    /// What the kernel has loaded and stored so far (one range per call), for checking a
+    /// kernel's declared accesses against what it does.
+    pub fn touched(&self) -> &AccessSet {
+        &self.touched
     }
 
     fn word(&self, i: usize) -> Result<u64, KernelFault> {
@@ -205,6 +213,7 @@ impl<'a> KernelCtx<'a> {
         let mut out = vec![T::zeroed(); n];
         self.memory
             .read(ptr, bytemuck::cast_slice_mut(&mut out), self.context)?;
+        self.touched.record(Access::read(ptr, bytes as u64));
         Ok(out)
     }
 
@@ -212,6 +221,8 @@ impl<'a> KernelCtx<'a> {
     pub fn store<T: bytemuck::Pod>(&mut self, ptr: u64, values: &[T]) -> Result<(), KernelFault> {
         self.memory
             .write(ptr, bytemuck::cast_slice(values), self.context)?;
+        self.touched
+            .record(Access::write(ptr, std::mem::size_of_val(values) as u64));
         Ok(())
     }
 }

@@ -35,11 +35,10 @@ pub fn ingest(
     mut scratch: Local<IngestScratch>,
 ) {
     crate::zone!("npusim::ingest");
-    let mut pending = std::mem::take(&mut world.resource_mut::<Doorbell>().tasks);
-    if pending.is_empty() {
-        world.resource_mut::<Doorbell>().tasks = pending;
+    if world.resource::<Doorbell>().tasks.is_empty() {
         return;
     }
+    let mut pending = std::mem::take(&mut world.resource_mut::<Doorbell>().tasks);
     let scratch = &mut *scratch;
     let count = pending.len() as u64;
     // What each stream knows: its context and device. The API only submits to live streams
@@ -128,8 +127,8 @@ pub fn ingest(
 /// The access set a task declares before it runs, from its kind's words (see
 /// [`npusim_components::access`] for what each kind knows).
 pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
-    let desc = task.desc;
     let kind = task.kind();
+    let desc = &task.desc;
     let out = &mut task.access;
     out.clear();
     match kind {
@@ -159,7 +158,7 @@ pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
                         out.push(Access::write(c.dst, c.bytes));
                     }
                 }
-            } else if let Some(p) = PeerCopy::decode(&desc) {
+            } else if let Some(p) = PeerCopy::decode(desc) {
                 let (src_space, dst_space) = if p.src_ctx == task.context {
                     (Space::Local, Space::Peer)
                 } else {
@@ -181,7 +180,7 @@ pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
             }
         }
         TaskKind::Collective => {
-            if let Some(c) = CollectiveCall::decode(&desc) {
+            if let Some(c) = CollectiveCall::decode(desc) {
                 c.accesses(out);
             }
         }

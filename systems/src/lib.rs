@@ -129,15 +129,24 @@ pub fn install(schedule: &mut Schedule) {
         tiling::compute_tiling
             .in_set(NpuSet::Tiling)
             .run_if(|r: Res<npusim_components::shape::ResolvedShapes>| !r.launches.is_empty()),
-        dispatch::dispatch.in_set(NpuSet::Dispatch),
+        dispatch::dispatch
+            .in_set(NpuSet::Dispatch)
+            .run_if(|r: Res<npusim_components::resources::ReadyQueue>| !r.tasks.is_empty()),
         collective::start_collectives
             .in_set(NpuSet::Dispatch)
             .after(dispatch::dispatch)
             .run_if(|r: Res<npusim_components::collective::Rendezvous>| {
                 !r.arriving.is_empty() || !r.ops.is_empty()
             }),
-        tick::hardware_tick.in_set(NpuSet::HardwareTick),
+        tick::hardware_tick.in_set(NpuSet::HardwareTick).run_if(
+            |r: Res<npusim_components::resources::Running>,
+             a: Res<npusim_components::resources::AbortRequests>| {
+                r.next_event().is_some() || !a.contexts.is_empty()
+            },
+        ),
         deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
-        retire::retire.in_set(NpuSet::Retire),
+        retire::retire
+            .in_set(NpuSet::Retire)
+            .run_if(|f: Res<npusim_components::resources::Finished>| !f.tasks.is_empty()),
     ));
 }

@@ -218,13 +218,9 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
 /// context's failure mode.
 fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     let applied = match w.tasks.get_mut(entity) {
-        Ok(mut t) if t.applied => Some(t.error.take().map_or(Ok(()), |e| Err(*e))),
-        Ok(_) => None,
+        Ok(mut t) if t.applied => t.error.take().map_or(Ok(()), |e| Err(*e)),
+        Ok(_) => execute(w, entity, now),
         Err(_) => return,
-    };
-    let result = match applied {
-        Some(r) => r,
-        None => execute(w, entity, now),
     };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
@@ -232,7 +228,7 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
         return;
     };
-    let outcome = Outcome::from(result);
+    let outcome = Outcome::from(applied);
     let failure = match &outcome {
         Outcome::Failed(err) => Some((task.context, err.clone())),
         _ => None,
