@@ -311,3 +311,43 @@ pub(crate) fn read(
         .expect("readable");
     buf
 }
+
+/// Registers the op `add`: `z = x + y` over f32 tensors of one shape (inference rejects
+/// different shapes). Its tiling uses one block per 8 elements, at most 4, unless attribute 0
+/// asks for a block dim; its words are the element count. Its cost is one flop per element.
+pub(crate) fn register_add_op(world: &mut World) -> Kernel {
+    use npusim_components::shape::{OpDef, OpRegistry, TensorSpec, Tiling};
+    let kernel = register_kernel(world, "add", 1.0, |_| Ok(()));
+    let f32_tensor = |name: &str| TensorSpec {
+        name: name.into(),
+        elem_bytes: 4,
+        data_dependent: false,
+    };
+    world.resource_mut::<OpRegistry>().insert(OpDef {
+        name: "add".into(),
+        kernel,
+        inputs: vec![f32_tensor("x"), f32_tensor("y")],
+        outputs: vec![f32_tensor("z")],
+        attrs: vec!["block_dim".into()],
+        infer: std::sync::Arc::new(|inputs, _, outputs| {
+            if inputs[0] != inputs[1] {
+                return Err(format!("x is {} but y is {}", inputs[0], inputs[1]));
+            }
+            outputs[0] = inputs[0];
+            Ok(())
+        }),
+        tiling: std::sync::Arc::new(|shapes, _| {
+            let n = shapes.inputs[0].numel();
+            let block_dim = match shapes.attr_u64(0) {
+                0 => n.div_ceil(8).clamp(1, 4) as u32,
+                asked => asked as u32,
+            };
+            Ok(Tiling::new(block_dim, 7).push_u64(n))
+        }),
+        cost: std::sync::Arc::new(|shapes, _| {
+            let n = shapes.inputs[0].numel() as f64;
+            KernelCost::vector(n, 12.0 * n)
+        }),
+    });
+    kernel
+}
