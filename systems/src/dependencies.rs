@@ -353,4 +353,33 @@ mod tests {
             vec![((-3, order, 2), head)]
         );
     }
+
+    #[test]
+    fn an_op_launch_made_ready_is_counted_for_shape_propagation() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            ..Default::default()
+        };
+        enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[0, 0, 0]),
+            TaskExtra::Op(Box::new(op)),
+            SimTime::ZERO,
+        );
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        enqueue(&mut s.world, other, launch(k, 1, &[]));
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(s.world.resource::<ReadyQueue>().new_ops, 1);
+
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(
+            s.world.resource::<ReadyQueue>().new_ops,
+            0,
+            "counted once, in the frame it became ready"
+        );
+    }
 }

@@ -404,4 +404,32 @@ mod tests {
             SimTime(config.copy_duration_ns(64, npusim_device::cost::CopyDirection::HostToDevice))
         );
     }
+
+    #[test]
+    fn an_op_launch_is_priced_by_its_tiled_cost_not_its_kernels() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "op_kernel", 1e15, |_| Ok(()));
+        let cost = KernelCost::vector(1e6, 4e6);
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 1,
+            n_out: 1,
+            cost,
+            ..Default::default()
+        };
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 2, &[0, 0]),
+            TaskExtra::Op(Box::new(op)),
+            SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        run(&mut s.world, dispatch);
+        let config = device(&s.world, s.device).config.clone();
+        let t = task(&s.world, t);
+        assert_eq!(
+            t.end - t.start,
+            SimTime(config.kernel_duration_ns(&cost, 2, 2))
+        );
+    }
 }

@@ -546,4 +546,74 @@ mod tests {
             "the block stays reserved for the memset"
         );
     }
+
+    #[test]
+    fn a_peer_copy_holds_back_a_free_on_the_other_device() {
+        let mut s = setup();
+        let far = spawn_device(&mut s.world);
+        let far_ctx = spawn_context(&mut s.world, far);
+        let src = alloc(&mut s.world, s.device, s.ctx, 256);
+        let dst = alloc(&mut s.world, far, far_ctx, 256);
+        let copy = PeerCopy {
+            dst,
+            src,
+            bytes: 256,
+            src_device: 0,
+            dst_device: 1,
+            src_ctx: s.ctx,
+            dst_ctx: far_ctx,
+        };
+        let seq = submit(&mut s.world, s.stream, copy.encode());
+        run(&mut s.world, ingest);
+
+        let t = crate::test_support::stream(&s.world, s.stream).queue[0];
+        let ranges = task(&s.world, t).access.ranges().to_vec();
+        assert_eq!(ranges.len(), 2);
+        assert_eq!((ranges[0].addr, ranges[0].space), (src, Space::Local));
+        assert_eq!(
+            (ranges[1].addr, ranges[1].mode, ranges[1].space),
+            (dst, AccessMode::Write, Space::Peer)
+        );
+        let mem = &mut s.world.get_mut::<DeviceState>(far).unwrap().memory;
+        mem.begin_free(dst, far_ctx, &[]).unwrap();
+        assert_eq!(
+            mem.pending_positions(dst, far_ctx).as_slice(),
+            &[(s.stream, seq)]
+        );
+    }
+
+    #[test]
+    fn an_op_launch_names_the_blocks_of_its_inputs_and_outputs_until_its_shapes_resolve() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let [x, y, z] = [0; 3].map(|_| alloc(&mut s.world, s.device, s.ctx, 4096));
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            ..Default::default()
+        };
+        submit_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[x, y, z, 0]),
+            npusim_components::TaskExtra::Op(Box::new(op)),
+            SimTime::ZERO,
+        );
+        run(&mut s.world, ingest);
+
+        let t = crate::test_support::stream(&s.world, s.stream).queue[0];
+        let access = &task(&s.world, t).access;
+        assert!(!access.exact());
+        let named: Vec<(u64, AccessMode)> =
+            access.ranges().iter().map(|a| (a.addr, a.mode)).collect();
+        assert_eq!(
+            named,
+            vec![
+                (x, AccessMode::Read),
+                (y, AccessMode::Read),
+                (z, AccessMode::Write)
+            ],
+            "the attribute word is not a tensor"
+        );
+    }
 }
