@@ -352,7 +352,7 @@ mod tests {
     #[test]
     fn a_launch_of_an_unloaded_kernel_costs_only_the_launch() {
         let mut s = setup();
-        let stale = npusim_components::Kernel::new(0, 7, 1);
+        let stale = unloaded_kernel(&mut s.world);
         let t = ready_task(&mut s.world, s.stream, launch(stale, 1, &[]));
         run(&mut s.world, dispatch);
         let launch_ns = device(&s.world, s.device).config.kernel_launch_ns;

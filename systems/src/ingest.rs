@@ -480,7 +480,7 @@ mod tests {
     fn a_launch_of_an_unloaded_kernel_names_no_memory() {
         let mut s = setup();
         let p = alloc(&mut s.world, s.device, s.ctx, 64);
-        let stale = npusim_components::Kernel::new(0, 42, 3);
+        let stale = unloaded_kernel(&mut s.world);
         submit(&mut s.world, s.stream, launch(stale, 1, &[p]));
         run(&mut s.world, ingest);
         let t = crate::test_support::stream(&s.world, s.stream).queue[0];

@@ -153,7 +153,7 @@ mod tests {
     fn a_kernel_unloaded_before_retire_is_recorded_as_unknown() {
         let mut s = setup();
         s.world.resource_mut::<Timeline>().enabled = true;
-        let stale = npusim_components::Kernel::new(0, 3, 1);
+        let stale = unloaded_kernel(&mut s.world);
         finished(
             &mut s.world,
             s.stream,

@@ -351,3 +351,19 @@ pub(crate) fn register_add_op(world: &mut World) -> Kernel {
     });
     kernel
 }
+
+/// The handle of a binary function whose binary was then unloaded: its registry slot moved on
+/// to a new generation, so launches made with it name nothing.
+pub(crate) fn unloaded_kernel(world: &mut World) -> Kernel {
+    let binary = world.spawn_empty().id();
+    let mut registry = world.resource_mut::<KernelRegistry>();
+    let kernel =
+        registry.register_function(binary, "gone", || npusim_components::binary::BinaryCode {
+            program: std::sync::Arc::new(npusim_device::core::Program::decode(0, &[])),
+            entry: 0,
+            binary,
+            context: Entity::PLACEHOLDER,
+        });
+    assert_eq!(registry.remove_binary(binary), 1);
+    kernel
+}

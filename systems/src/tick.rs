@@ -704,7 +704,7 @@ mod tests {
     #[test]
     fn a_launch_of_an_unloaded_kernel_fails_at_its_end() {
         let mut s = setup();
-        let stale = npusim_components::Kernel::new(0, 9, 2);
+        let stale = unloaded_kernel(&mut s.world);
         let t = enqueue(&mut s.world, s.stream, launch(stale, 1, &[]));
         start_running(&mut s.world, t, 1, 0, 0, 100);
         run(&mut s.world, hardware_tick);
