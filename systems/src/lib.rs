@@ -37,6 +37,8 @@ pub mod dispatch;
 pub mod ingest;
 pub mod retire;
 pub mod shapes;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod tick;
 pub mod tiling;
 

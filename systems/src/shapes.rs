@@ -280,3 +280,255 @@ fn static_shape(source: TensorSource, op: &OpDef, i: usize) -> Result<Shape, Npu
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::shape::{SLOT_BYTES, ShapeSlot};
+    use npusim_components::{Kernel, TaskExtra};
+
+    fn shape(dims: &[u64]) -> Shape {
+        Shape::new(dims).unwrap()
+    }
+
+    /// An `add` launch on `x, y, z` with these tensor sources (inputs, then the output).
+    fn add_launch(
+        s: &mut Setup,
+        k: Kernel,
+        tensors: [u64; 3],
+        sources: [TensorSource; 3],
+    ) -> Entity {
+        let mut op = OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            ..OpLaunch::default()
+        };
+        op.tensors[..3].copy_from_slice(&sources);
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &tensors),
+            TaskExtra::Op(Box::new(op)),
+            npusim_components::SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        t
+    }
+
+    fn op_state(world: &World, t: Entity) -> OpState {
+        task(world, t).extra.op().unwrap().state
+    }
+
+    fn buffers(s: &mut Setup, bytes: [u64; 3]) -> [u64; 3] {
+        bytes.map(|b| alloc(&mut s.world, s.device, s.ctx, b))
+    }
+
+    #[test]
+    fn a_ready_op_launch_infers_its_output_and_gets_an_exact_access_set() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let [x, y, z] = buffers(&mut s, [4096; 3]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Inferred,
+            ],
+        );
+        run(&mut s.world, propagate_shapes);
+
+        assert_eq!(op_state(&s.world, t), OpState::Resolved);
+        let resolved = &s.world.resource::<ResolvedShapes>().launches;
+        assert_eq!(resolved.len(), 1);
+        assert_eq!(resolved[0].task, t);
+        assert_eq!(resolved[0].shapes[2], shape(&[4, 8]));
+        assert_eq!(resolved[0].capacities[..3], [4096; 3]);
+        let access = &task(&s.world, t).access;
+        assert!(access.exact());
+        assert_eq!(
+            access.ranges(),
+            &[
+                Access::read(x, 128),
+                Access::read(y, 128),
+                Access::write(z, 128)
+            ]
+        );
+        assert_eq!(s.world.resource::<ShapeStats>().launches_resolved, 1);
+    }
+
+    #[test]
+    fn dynamic_shapes_are_read_from_and_written_to_the_contexts_shape_buffer() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let base = alloc(&mut s.world, s.device, s.ctx, ShapeBuffer::BYTES);
+        s.world.entity_mut(s.ctx).insert(ShapeBuffer::new(base));
+        let slot = |i: u64| base + i * SLOT_BYTES;
+        // A producer wrote x's shape into slot 3.
+        let produced = ShapeSlot::written(&shape(&[2, 3]));
+        s.world
+            .get_mut::<DeviceState>(s.device)
+            .unwrap()
+            .memory
+            .write(slot(3), bytemuck::bytes_of(&produced), s.ctx)
+            .unwrap();
+        let [x, y, z] = buffers(&mut s, [64; 3]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Slot(3),
+                TensorSource::Static(shape(&[2, 3])),
+                TensorSource::Slot(4),
+            ],
+        );
+        run(&mut s.world, propagate_shapes);
+
+        assert_eq!(op_state(&s.world, t), OpState::Resolved);
+        let raw = read(&mut s.world, s.device, s.ctx, slot(4), SLOT_BYTES as usize);
+        let written: ShapeSlot = bytemuck::pod_read_unaligned(&raw);
+        assert_eq!(
+            written.decode(),
+            Ok(shape(&[2, 3])),
+            "z's shape for its consumers"
+        );
+        let stats = s.world.resource::<ShapeStats>();
+        assert_eq!((stats.dynamic_inputs_read, stats.outputs_written), (1, 1));
+    }
+
+    #[test]
+    fn a_slot_nobody_wrote_rejects_the_launch() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let base = alloc(&mut s.world, s.device, s.ctx, ShapeBuffer::BYTES);
+        s.world.entity_mut(s.ctx).insert(ShapeBuffer::new(base));
+        let [x, y, z] = buffers(&mut s, [64; 3]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Slot(9),
+                TensorSource::Static(shape(&[2])),
+                TensorSource::Inferred,
+            ],
+        );
+        run(&mut s.world, propagate_shapes);
+
+        assert_eq!(op_state(&s.world, t), OpState::Faulted);
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::InvalidShape(m)) if m.contains("never written")
+        ));
+    }
+
+    #[test]
+    fn a_shape_past_its_buffer_rejects_the_launch_which_then_holds_one_block() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        // 4x8 f32 is 128 bytes; y holds 64.
+        let [x, y, z] = buffers(&mut s, [4096, 64, 4096]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Inferred,
+            ],
+        );
+        s.world.get_mut::<Task>(t).unwrap().desc.block_dim = 4;
+        run(&mut s.world, propagate_shapes);
+
+        let task = task(&s.world, t);
+        assert!(matches!(
+            task.error.as_deref(),
+            Some(NpuError::ShapeExceedsBuffer {
+                needed: 128,
+                capacity: 64,
+                ..
+            })
+        ));
+        assert_eq!(task.extra.op().unwrap().state, OpState::Faulted);
+        assert_eq!(task.desc.block_dim, 1);
+        assert_eq!(
+            task.status,
+            TaskStatus::Ready,
+            "it still goes through dispatch and fails at its end"
+        );
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+        assert_eq!(s.world.resource::<ShapeStats>().shape_faults, 1);
+    }
+
+    #[test]
+    fn inference_that_refuses_the_inputs_rejects_the_launch() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let [x, y, z] = buffers(&mut s, [4096; 3]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Static(shape(&[8, 4])),
+                TensorSource::Inferred,
+            ],
+        );
+        run(&mut s.world, propagate_shapes);
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::InvalidShape(m)) if m.starts_with("add:")
+        ));
+    }
+
+    #[test]
+    fn a_declared_output_shape_that_inference_contradicts_rejects_the_launch() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let [x, y, z] = buffers(&mut s, [4096; 3]);
+        let t = add_launch(
+            &mut s,
+            k,
+            [x, y, z],
+            [
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Static(shape(&[4, 8])),
+                TensorSource::Static(shape(&[32])),
+            ],
+        );
+        run(&mut s.world, propagate_shapes);
+        assert_eq!(op_state(&s.world, t), OpState::Faulted);
+    }
+
+    #[test]
+    fn launches_not_ready_or_already_resolved_are_left_alone() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let [x, y, z] = buffers(&mut s, [4096; 3]);
+        let sources = [
+            TensorSource::Static(shape(&[4])),
+            TensorSource::Static(shape(&[4])),
+            TensorSource::Inferred,
+        ];
+        let done = add_launch(&mut s, k, [x, y, z], sources);
+        s.world
+            .get_mut::<Task>(done)
+            .unwrap()
+            .extra
+            .op_mut()
+            .unwrap()
+            .state = OpState::Resolved;
+        let queued = add_launch(&mut s, k, [x, y, z], sources);
+        s.world.get_mut::<Task>(queued).unwrap().status = TaskStatus::Queued;
+        run(&mut s.world, propagate_shapes);
+
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+        assert_eq!(op_state(&s.world, queued), OpState::Submitted);
+    }
+}

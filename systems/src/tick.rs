@@ -388,3 +388,386 @@ fn execute_local(
         _ => Err(NpuError::Internal("not a device-local task".into())),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::resources::{Faults, Finished};
+    use npusim_components::task::{CopyDir, CopyView, MemsetView, TaskDescriptor};
+    use npusim_components::{HostBuffer, KernelFault, SimTime};
+
+    fn callback() -> TaskDescriptor {
+        TaskDescriptor::new(TaskKind::HostCallback)
+    }
+
+    fn now(world: &World) -> SimTime {
+        world.resource::<SimClock>().now
+    }
+
+    fn status(world: &World, t: Entity) -> TaskStatus {
+        task(world, t).status
+    }
+
+    #[test]
+    fn the_clock_jumps_to_the_next_end_and_only_tasks_ending_then_complete() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let third = spawn_stream(&mut s.world, s.ctx, 0);
+        let soon = enqueue(&mut s.world, s.stream, callback());
+        let also_soon = enqueue(&mut s.world, third, callback());
+        let later = enqueue(&mut s.world, other, callback());
+        start_running(&mut s.world, later, 0, 0, 0, 700);
+        start_running(&mut s.world, soon, 0, 0, 0, 300);
+        start_running(&mut s.world, also_soon, 0, 0, 100, 300);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(now(&s.world), SimTime(300));
+        assert_eq!(status(&s.world, soon), TaskStatus::Done);
+        assert_eq!(status(&s.world, also_soon), TaskStatus::Done);
+        assert_eq!(status(&s.world, later), TaskStatus::Running);
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![soon, also_soon]);
+        let st = stream(&s.world, s.stream);
+        assert!(st.queue.is_empty() && st.completed == 1 && !st.head_active);
+        assert_eq!(st.last_end, SimTime(300));
+
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(700));
+        assert_eq!(status(&s.world, later), TaskStatus::Done);
+    }
+
+    #[test]
+    fn with_nothing_running_the_clock_jumps_to_the_next_submit_time() {
+        let mut s = setup();
+        s.world.resource_mut::<Running>().next_wake = Some(SimTime(450));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(450));
+    }
+
+    #[test]
+    fn with_nothing_pending_the_clock_stands_still() {
+        let mut s = setup();
+        s.world.resource_mut::<SimClock>().now = SimTime(10);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(10));
+        assert!(
+            !s.world
+                .resource::<npusim_components::resources::FrameStats>()
+                .last_frame_progressed
+        );
+    }
+
+    #[test]
+    fn the_clock_never_passes_the_horizon() {
+        let mut s = setup();
+        let t = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, t, 0, 0, 0, 300);
+        s.world.resource_mut::<SimClock>().horizon = Some(SimTime(299));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime::ZERO);
+        assert_eq!(status(&s.world, t), TaskStatus::Running);
+
+        s.world.resource_mut::<SimClock>().horizon = Some(SimTime(300));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+    }
+
+    #[test]
+    fn a_memset_really_writes_memory_and_returns_its_dma_engine() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 256);
+        let t = enqueue(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a + 16,
+                value: 0xab,
+                bytes: 32,
+            }),
+        );
+        start_running(&mut s.world, t, 0, 1, 0, 200);
+        let busy_before = device(&s.world, s.device).units.dma_busy_ns;
+        run(&mut s.world, hardware_tick);
+
+        let bytes = read(&mut s.world, s.device, s.ctx, a, 64);
+        assert_eq!(&bytes[..16], &[0; 16]);
+        assert_eq!(&bytes[16..48], &[0xab; 32]);
+        assert_eq!(&bytes[48..], &[0; 16]);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        let units = &device(&s.world, s.device).units;
+        assert_eq!(units.free_dma, 2);
+        assert_eq!(units.dma_busy_ns - busy_before, 200);
+    }
+
+    #[test]
+    fn a_copy_to_the_host_fills_the_host_buffer() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        s.world
+            .get_mut::<DeviceState>(s.device)
+            .unwrap()
+            .memory
+            .write(a, &[1, 2, 3, 4], s.ctx)
+            .unwrap();
+        let buffer = HostBuffer::new(8, true);
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::copy(CopyView {
+                dst: 0,
+                src: a,
+                bytes: 4,
+                dir: CopyDir::DeviceToHost,
+            }),
+            TaskExtra::Host {
+                buffer: buffer.clone(),
+                offset: 2,
+            },
+            SimTime::ZERO,
+        );
+        start_running(&mut s.world, t, 0, 1, 0, 50);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(
+            buffer.bytes().unwrap().as_slice(),
+            &[0, 0, 1, 2, 3, 4, 0, 0]
+        );
+    }
+
+    #[test]
+    fn a_native_kernel_ending_now_runs_and_returns_its_cores() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "iota", 1.0, |k| {
+            let (p, n) = (k.ptr(0)?, k.usize(1)?);
+            let values: Vec<u32> = (0..n as u32).collect();
+            k.store(p, &values)
+        });
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        let t = enqueue(&mut s.world, s.stream, launch(k, 2, &[a, 4]));
+        start_running(&mut s.world, t, 2, 0, 0, 1_000);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        let bytes = read(&mut s.world, s.device, s.ctx, a, 16);
+        let values: &[u32] = bytemuck::cast_slice(&bytes);
+        assert_eq!(values, &[0, 1, 2, 3]);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 4);
+        assert_eq!(device(&s.world, s.device).units.core_busy_ns, 2_000);
+    }
+
+    #[test]
+    fn a_host_callback_is_handed_to_the_runtime_not_run_in_the_frame() {
+        let mut s = setup();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        let body: npusim_components::task::Callback =
+            Box::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            callback(),
+            TaskExtra::Callback(std::sync::Mutex::new(Some(body))),
+            SimTime::ZERO,
+        );
+        start_running(&mut s.world, t, 0, 0, 0, 10);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        let calls =
+            std::mem::take(&mut *s.world.resource::<PendingCallbacks>().calls.lock().unwrap());
+        assert_eq!(calls.len(), 1);
+        calls.into_iter().for_each(|f| f());
+        assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    /// A context with two streams: a faulting kernel running on the first with a task behind
+    /// it, and a ready task on the second; plus a bystander context with queued work.
+    struct Faulting {
+        s: Setup,
+        faulty: Entity,
+        behind: Entity,
+        ready_elsewhere: Entity,
+        second: Entity,
+        bystander: Entity,
+        block: u64,
+    }
+
+    fn faulting(mode: FailureMode) -> Faulting {
+        let mut s = setup();
+        s.world.get_mut::<ContextState>(s.ctx).unwrap().failure_mode = mode;
+        let k = register_kernel(&mut s.world, "trap", 1.0, |_| {
+            Err(KernelFault::Trap("illegal instruction".into()))
+        });
+        let block = alloc(&mut s.world, s.device, s.ctx, 64);
+        let second = spawn_stream(&mut s.world, s.ctx, 0);
+        let faulty = enqueue(&mut s.world, s.stream, launch(k, 1, &[]));
+        let behind = enqueue(&mut s.world, s.stream, callback());
+        let ready_elsewhere = enqueue(&mut s.world, second, callback());
+        make_ready(&mut s.world, ready_elsewhere);
+        start_running(&mut s.world, faulty, 1, 0, 0, 100);
+        let other_ctx = spawn_context(&mut s.world, s.device);
+        let other_stream = spawn_stream(&mut s.world, other_ctx, 0);
+        let bystander = enqueue(&mut s.world, other_stream, callback());
+        run(&mut s.world, hardware_tick);
+        Faulting {
+            s,
+            faulty,
+            behind,
+            ready_elsewhere,
+            second,
+            bystander,
+            block,
+        }
+    }
+
+    #[test]
+    fn a_fault_under_stop_aborts_the_contexts_queued_work_and_faults_the_context() {
+        let f = faulting(FailureMode::StopOnFailure);
+        let w = &f.s.world;
+        let failed = task(w, f.faulty);
+        assert_eq!(failed.status, TaskStatus::Failed);
+        let err = failed.error.as_deref().cloned().expect("an error");
+        assert!(matches!(err, NpuError::AicoreTrap { .. }), "{err:?}");
+
+        let ctx = w.get::<ContextState>(f.s.ctx).unwrap();
+        assert_eq!(ctx.status, ContextStatus::Faulted);
+        assert_eq!(ctx.sticky_error.as_ref(), Some(&err));
+        for t in [f.behind, f.ready_elsewhere] {
+            assert_eq!(status(w, t), TaskStatus::Aborted);
+            assert!(matches!(
+                task(w, t).error.as_deref(),
+                Some(NpuError::StreamAbort { .. })
+            ));
+        }
+        assert!(
+            !stream(w, f.second).head_active,
+            "the aborted ready head is left for dependency resolution to complete"
+        );
+        assert_eq!(status(w, f.bystander), TaskStatus::Queued);
+        let faults = &w.resource::<Faults>().pending;
+        assert_eq!(faults.len(), 1);
+        assert_eq!((faults[0].stream, faults[0].seq), (f.s.stream, 1));
+        assert!(
+            device(w, f.s.device)
+                .memory
+                .check(f.block, 1, f.s.ctx)
+                .is_err(),
+            "the faulted context's memory is released"
+        );
+    }
+
+    #[test]
+    fn a_fault_under_continue_fails_only_the_faulting_task() {
+        let f = faulting(FailureMode::Continue);
+        let w = &f.s.world;
+        assert_eq!(status(w, f.faulty), TaskStatus::Failed);
+        assert_eq!(status(w, f.behind), TaskStatus::Queued);
+        assert_eq!(status(w, f.ready_elsewhere), TaskStatus::Ready);
+        let ctx = w.get::<ContextState>(f.s.ctx).unwrap();
+        assert_eq!(ctx.status, ContextStatus::Active);
+        assert!(ctx.sticky_error.is_none());
+        assert!(
+            stream(w, f.s.stream).error.is_some(),
+            "reported at synchronize"
+        );
+        assert_eq!(w.resource::<Faults>().pending.len(), 1);
+        assert!(
+            device(w, f.s.device)
+                .memory
+                .check(f.block, 1, f.s.ctx)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_abort_request_aborts_the_contexts_queued_work_but_not_what_runs() {
+        let mut s = setup();
+        let running = enqueue(&mut s.world, s.stream, callback());
+        let queued = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, running, 0, 0, 0, 100);
+        s.world
+            .resource_mut::<AbortRequests>()
+            .contexts
+            .push((s.ctx, NpuError::ContextRelease("destroyed".into())));
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, running), TaskStatus::Done);
+        assert_eq!(status(&s.world, queued), TaskStatus::Aborted);
+        assert!(s.world.resource::<AbortRequests>().contexts.is_empty());
+    }
+
+    #[test]
+    fn a_launch_of_an_unloaded_kernel_fails_at_its_end() {
+        let mut s = setup();
+        let stale = unloaded_kernel(&mut s.world);
+        let t = enqueue(&mut s.world, s.stream, launch(stale, 1, &[]));
+        start_running(&mut s.world, t, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::KernelNotFound(_))
+        ));
+    }
+
+    #[test]
+    fn a_task_applied_ahead_completes_with_its_recorded_outcome_without_running_again() {
+        let mut s = setup();
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = runs.clone();
+        let k = register_kernel(&mut s.world, "count", 1.0, move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        let t = enqueue(&mut s.world, s.stream, launch(k, 1, &[]));
+        {
+            let mut task = s.world.get_mut::<Task>(t).unwrap();
+            task.applied = true;
+            task.error = Some(Box::new(NpuError::InvalidShape("rejected".into())));
+        }
+        start_running(&mut s.world, t, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::InvalidShape(_))
+        ));
+    }
+
+    #[test]
+    fn with_worker_threads_devices_compute_the_same_results() {
+        let mut results = Vec::new();
+        for threads in [1, 2] {
+            let mut world = world();
+            world.insert_resource(Workers::new(threads).unwrap());
+            let mut blocks = Vec::new();
+            for value in [3u8, 5] {
+                let device = spawn_device(&mut world);
+                let ctx = spawn_context(&mut world, device);
+                let stream = spawn_stream(&mut world, ctx, 0);
+                let a = alloc(&mut world, device, ctx, 64);
+                let t = enqueue(
+                    &mut world,
+                    stream,
+                    TaskDescriptor::memset(MemsetView {
+                        dst: a,
+                        value,
+                        bytes: 64,
+                    }),
+                );
+                start_running(&mut world, t, 0, 1, 0, 100);
+                blocks.push((device, ctx, a));
+            }
+            run(&mut world, hardware_tick);
+            let bytes: Vec<Vec<u8>> = blocks
+                .iter()
+                .map(|&(d, c, a)| read(&mut world, d, c, a, 64))
+                .collect();
+            results.push(bytes);
+        }
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[0], vec![vec![3; 64], vec![5; 64]]);
+    }
+}

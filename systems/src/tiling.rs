@@ -104,3 +104,101 @@ pub fn tile_launch(
     op_launch.state = OpState::Tiled;
     Ok(tiling)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::shape::{OpTiling, Shape, TensorSource};
+    use npusim_components::{Kernel, TaskExtra, TaskStatus};
+    use npusim_device::cost::KernelCost;
+
+    /// An `add` launch on `n` elements whose shapes shape propagation has resolved; `attr` is
+    /// its block-dim attribute (0: let the tiling choose).
+    fn resolved_add(s: &mut Setup, k: Kernel, n: u64, attr: u64) -> Entity {
+        let [x, y, z] = [0; 3].map(|_| alloc(&mut s.world, s.device, s.ctx, 4096));
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            state: OpState::Resolved,
+            tensors: [TensorSource::Inferred; npusim_components::task::MAX_TENSORS],
+            ..Default::default()
+        };
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[x, y, z, attr]),
+            TaskExtra::Op(Box::new(op)),
+            npusim_components::SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        let shape = Shape::new(&[n]).unwrap();
+        let mut launch = ResolvedLaunch::EMPTY;
+        launch.task = t;
+        launch.n_in = 2;
+        launch.n_out = 1;
+        launch.shapes[..3].copy_from_slice(&[shape; 3]);
+        launch.capacities[..3].copy_from_slice(&[4096; 3]);
+        s.world
+            .resource_mut::<ResolvedShapes>()
+            .launches
+            .push(launch);
+        t
+    }
+
+    #[test]
+    fn a_resolved_launch_gets_its_block_dim_tiling_words_and_cost() {
+        let mut s = setup();
+        s.world.resource_mut::<TilingLog>().enabled = true;
+        let k = register_add_op(&mut s.world);
+        let t = resolved_add(&mut s, k, 20, 0);
+        run(&mut s.world, compute_tiling);
+
+        let task = task(&s.world, t);
+        assert_eq!(task.desc.block_dim, 3, "20 elements, 8 per block");
+        assert_eq!(task.desc.tiling_key, 7);
+        let words = OpTiling::parse(task.desc.tiling_words()).expect("a tiling header");
+        assert_eq!(words.key(), 7);
+        assert_eq!(words.u64_at(0), 20, "the op's own words follow the header");
+        assert_eq!(words.out_capacity(), 4096);
+        let op = task.extra.op().unwrap();
+        assert_eq!(op.state, OpState::Tiled);
+        assert_eq!(op.cost, KernelCost::vector(20.0, 240.0));
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+        assert_eq!(s.world.resource::<ShapeStats>().tilings, 1);
+        let log = &s.world.resource::<TilingLog>().records;
+        assert_eq!(log.len(), 1);
+        assert_eq!((log[0].op.as_str(), log[0].seq), ("add", 1));
+        assert_eq!(log[0].tiling.block_dim, 3);
+    }
+
+    #[test]
+    fn a_tiling_past_the_devices_cores_rejects_the_launch() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        // The small preset has 4 AI cores.
+        let t = resolved_add(&mut s, k, 20, 64);
+        run(&mut s.world, compute_tiling);
+
+        let task = task(&s.world, t);
+        assert!(matches!(
+            task.error.as_deref(),
+            Some(NpuError::AicoreException { detail, .. }) if detail.contains("block dim 64")
+        ));
+        assert_eq!(task.extra.op().unwrap().state, OpState::Faulted);
+        assert_eq!(task.desc.block_dim, 1);
+        assert_eq!(task.status, TaskStatus::Ready);
+        assert_eq!(s.world.resource::<ShapeStats>().shape_faults, 1);
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_logged_when_the_tiling_log_is_off() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        resolved_add(&mut s, k, 8, 0);
+        run(&mut s.world, compute_tiling);
+        assert!(s.world.resource::<TilingLog>().records.is_empty());
+        assert_eq!(s.world.resource::<ShapeStats>().tilings, 1);
+    }
+}
