@@ -723,15 +723,16 @@ impl OpRegistry {
 
     /// The op whose kernel is `kernel`.
     pub fn get(&self, kernel: Kernel) -> Option<&Arc<OpDef>> {
-        self.by_slot(kernel.index())
-            .filter(|op| op.kernel.generation() == kernel.generation())
+        self.resolve(kernel.index(), kernel.generation())
     }
 
-    /// The op whose kernel is in registry slot `index` (what a task descriptor names).
+    /// The op whose kernel is in registry slot `index` at `generation` (what a task descriptor
+    /// names).
     #[inline]
-    pub fn by_slot(&self, index: u32) -> Option<&Arc<OpDef>> {
+    pub fn resolve(&self, index: u32, generation: u32) -> Option<&Arc<OpDef>> {
         let i = *self.by_kernel.get(index as usize)?;
-        self.ops.get((i as usize).checked_sub(1)?)
+        let op = self.ops.get((i as usize).checked_sub(1)?)?;
+        (op.kernel.generation() == generation).then_some(op)
     }
 
     /// Names of the registered ops, in registration order.

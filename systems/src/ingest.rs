@@ -40,7 +40,6 @@ pub fn ingest(
     }
     let mut pending = std::mem::take(&mut world.resource_mut::<Doorbell>().tasks);
     let scratch = &mut *scratch;
-    let count = pending.len() as u64;
     // What each stream knows: its context and device. The API only submits to live streams
     // and destroys a stream after draining it; an entry whose stream is gone is dropped.
     scratch.placed.clear();
@@ -54,6 +53,7 @@ pub fn ingest(
             Err(_) => false,
         });
     }
+    let count = pending.len() as u64;
     world.resource_scope(|world, registry: Mut<KernelRegistry>| {
         let peers = std::mem::take(&mut world.resource_mut::<Devices>().entities);
         let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);

@@ -48,7 +48,7 @@ pub fn propagate_shapes(
         {
             continue;
         }
-        let Some(op) = ops.by_slot(task.desc.kernel) else {
+        let Some(op) = ops.resolve(task.desc.kernel, task.desc.kernel_generation) else {
             continue;
         };
         let Ok(mut device) = devices.get_mut(task.device) else {
@@ -101,7 +101,10 @@ pub(crate) fn reject(task: &mut Task, err: NpuError) {
 fn exact_access(task: &mut Task, op: &OpDef, launch: &ResolvedLaunch) {
     let n_in = launch.n_in as usize;
     let n = n_in + launch.n_out as usize;
-    let addrs: [u64; MAX_TENSORS] = std::array::from_fn(|i| task.desc.args[i]);
+    let mut addrs = [0u64; MAX_TENSORS];
+    for (a, &w) in addrs.iter_mut().zip(task.desc.arg_words()) {
+        *a = w;
+    }
     task.access.clear();
     for (i, &addr) in addrs.iter().enumerate().take(n) {
         let Some(spec) = op.tensor(i) else { continue };

@@ -100,8 +100,8 @@ pub fn hardware_tick(
     mut batch: Local<Vec<Entity>>,
 ) {
     crate::zone!("npusim::hardware_tick");
-    for (ctx, _) in std::mem::take(&mut w.aborts.contexts) {
-        abort_context(&mut w, ctx);
+    for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
+        abort_context(&mut w, ctx, Some(err));
     }
     let Some(next) = running.next_event() else {
         return;
@@ -217,10 +217,29 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
 /// context's failure mode.
 fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
-    let applied = match w.tasks.get_mut(entity) {
-        Ok(mut t) if t.applied => t.error.take().map_or(Ok(()), |e| Err(*e)),
-        Ok(_) => execute(w, entity, now),
+    let (applied, context) = match w.tasks.get(entity) {
+        Ok(t) => (t.applied, t.context),
         Err(_) => return,
+    };
+    // Work of a context that faulted while it ran does not count (its memory is already
+    // released): it ends aborted, like the context's queued work, not with a second fault.
+    let faulted = w
+        .contexts
+        .get(context)
+        .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    let outcome = if faulted {
+        let mut t = w.tasks.get_mut(entity).expect("looked up");
+        let (stream, seq) = (t.stream, t.seq);
+        t.error = Some(Box::new(NpuError::StreamAbort {
+            stream: format!("stream {stream}"),
+            seq,
+        }));
+        Outcome::Aborted
+    } else if applied {
+        let mut t = w.tasks.get_mut(entity).expect("looked up");
+        Outcome::from(t.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else {
+        Outcome::from(execute(w, entity, now))
     };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
@@ -228,7 +247,6 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
         return;
     };
-    let outcome = Outcome::from(applied);
     let failure = match &outcome {
         Outcome::Failed(err) => Some((task.context, err.clone())),
         _ => None,
@@ -252,16 +270,16 @@ fn apply_failure_mode(w: &mut TickWorld, context_e: Entity, err: NpuError) {
     ctx.status = ContextStatus::Faulted;
     ctx.sticky_error.get_or_insert(err);
     let device = ctx.device;
-    abort_context(w, context_e);
+    abort_context(w, context_e, None);
     if let Ok(mut d) = w.completion.devices().get_mut(device) {
         d.memory.free_all_of(context_e);
     }
 }
 
-/// Aborts every queued (not yet running) task of the context's streams: they fail with
-/// `ACL_ERROR_RT_STREAM_ABORT` when dependency resolution completes them, in stream order
-/// (their event records never fire, so waiters stop waiting).
-fn abort_context(w: &mut TickWorld, context_e: Entity) {
+/// Aborts every queued (not yet running) task of the context's streams: they fail with `err`
+/// (by default `ACL_ERROR_RT_STREAM_ABORT`) when dependency resolution completes them, in
+/// stream order (their event records never fire, so waiters stop waiting).
+fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
     let Ok(ctx) = w.contexts.get(context_e) else {
         return;
     };
@@ -275,10 +293,11 @@ fn abort_context(w: &mut TickWorld, context_e: Entity) {
             };
             if matches!(task.status, TaskStatus::Queued | TaskStatus::Ready) {
                 task.status = TaskStatus::Aborted;
-                task.error = Some(Box::new(NpuError::StreamAbort {
+                let abort = err.clone().unwrap_or_else(|| NpuError::StreamAbort {
                     stream: format!("stream {s}"),
                     seq: task.seq,
-                }));
+                });
+                task.error = Some(Box::new(abort));
             }
         }
         // A ready head was aborted: let dependency resolution complete it in order.
@@ -353,8 +372,8 @@ fn execute_local(
     match task.kind() {
         TaskKind::Kernel => {
             let Some(kernel) = registry.resolve(desc.kernel, desc.kernel_generation) else {
-                return Err(NpuError::KernelNotFound(format!(
-                    "kernel {}v{}",
+                return Err(NpuError::Destroyed(format!(
+                    "kernel {}v{} (its binary was unloaded)",
                     desc.kernel, desc.kernel_generation
                 )));
             };
@@ -698,6 +717,37 @@ mod tests {
     }
 
     #[test]
+    fn work_of_a_context_that_faulted_while_it_ran_ends_aborted_without_a_second_fault() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let buf = alloc(&mut s.world, s.device, s.ctx, 4096);
+        let trap = register_kernel(&mut s.world, "trap", 1.0, |_| {
+            Err(KernelFault::Trap("illegal instruction".into()))
+        });
+        let bad = enqueue(&mut s.world, s.stream, launch(trap, 1, &[]));
+        let set = enqueue(
+            &mut s.world,
+            other,
+            TaskDescriptor::memset(MemsetView {
+                dst: buf,
+                value: 1,
+                bytes: 64,
+            }),
+        );
+        start_running(&mut s.world, bad, 1, 0, 0, 100);
+        start_running(&mut s.world, set, 0, 1, 0, 200);
+        run(&mut s.world, hardware_tick);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, bad), TaskStatus::Failed);
+        assert_eq!(status(&s.world, set), TaskStatus::Aborted);
+        assert_eq!(
+            s.world.resource::<Faults>().pending.len(),
+            1,
+            "one fault, not two"
+        );
+    }
+
+    #[test]
     fn a_launch_of_an_unloaded_kernel_fails_at_its_end() {
         let mut s = setup();
         let stale = unloaded_kernel(&mut s.world);
@@ -705,9 +755,10 @@ mod tests {
         start_running(&mut s.world, t, 1, 0, 0, 100);
         run(&mut s.world, hardware_tick);
         assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        // The same code a launch of the stale handle gets at the API: the kernel is destroyed.
         assert!(matches!(
             task(&s.world, t).error.as_deref(),
-            Some(NpuError::KernelNotFound(_))
+            Some(NpuError::Destroyed(_))
         ));
     }
 

@@ -29,7 +29,7 @@ pub fn compute_tiling(
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
         };
-        let Some(op) = ops.by_slot(task.desc.kernel) else {
+        let Some(op) = ops.resolve(task.desc.kernel, task.desc.kernel_generation) else {
             continue;
         };
         let Ok(device) = devices.get(task.device) else {
