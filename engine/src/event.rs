@@ -91,7 +91,8 @@ impl Runtime {
             .and_then(|ev| ev.timestamp)
             .unwrap_or(SimTime::ZERO);
         let sync = SimTime(g.costs.sync_ns);
-        g.host_now = g.host_now.max(stamp) + sync;
+        let t = g.host_now().max(stamp) + sync;
+        g.set_host_now(t);
         // A fault that aborted the record is reported here.
         self.current_ctx(&g)?;
         Ok(())

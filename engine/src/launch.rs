@@ -2,6 +2,7 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
+use npusim_components::resources::Doorbell;
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, TaskKind,
@@ -23,17 +24,14 @@ pub(crate) fn submit(
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
     let Inner {
-        world,
-        q_streams,
-        doorbell,
-        ..
+        world, q_streams, ..
     } = inner;
     let mut st = q_streams
         .get_mut(world, s)
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    doorbell.push(NewTask {
+    world.resource_mut::<Doorbell>().tasks.push(NewTask {
         stream: s,
         seq,
         submit,

@@ -151,7 +151,7 @@ impl Runtime {
             .begin_free(ptr.0, ctx, &after)?;
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
-        if g.doorbell.is_empty() {
+        if g.doorbell().is_empty() {
             let world = &g.world;
             let memory = &world.get::<DeviceState>(device).expect("device").memory;
             let all_done = memory

@@ -109,11 +109,6 @@ pub(crate) struct Inner {
     pub schedule: Schedule,
     pub costs: HostCosts,
     pub next_stream_order: u64,
-    /// The host's clock. Host-side state lives here, outside the world, so an API call touches
-    /// no resource; it is handed to the world at the start of each frame.
-    pub host_now: SimTime,
-    /// Submissions since the last frame; swapped into the world's `Doorbell` at frame start.
-    pub doorbell: Vec<NewTask>,
     /// Per device index: the device entity.
     pub devices: Vec<Entity>,
     /// Per device index: the primary context.
@@ -163,10 +158,36 @@ impl Inner {
         self.q_contexts.update_archetypes(&self.world);
     }
 
+    /// The host's simulated clock (the world's [`HostClock`], its one owner).
+    #[inline]
+    pub fn host_now(&self) -> SimTime {
+        self.world.resource::<HostClock>().now
+    }
+
+    /// Sets the host's clock.
+    #[inline]
+    pub fn set_host_now(&mut self, t: SimTime) {
+        self.world.resource_mut::<HostClock>().now = t;
+    }
+
+    /// Moves the host's clock on by `d`.
+    #[inline]
+    pub fn advance_host(&mut self, d: SimTime) {
+        self.world.resource_mut::<HostClock>().now += d;
+    }
+
     /// Charges `ns` of host time for an API call; returns the new host time.
+    #[inline]
     pub fn charge(&mut self, ns: u64) -> SimTime {
-        self.host_now += SimTime(ns);
-        self.host_now
+        let mut clock = self.world.resource_mut::<HostClock>();
+        clock.now += SimTime(ns);
+        clock.now
+    }
+
+    /// Submissions not yet ingested (the world's [`Doorbell`], its one owner).
+    #[inline]
+    pub fn doorbell(&self) -> &[NewTask] {
+        &self.world.resource::<Doorbell>().tasks
     }
 
     /// Whether device `index` has finished everything submitted to it: every stream on it has
@@ -217,7 +238,7 @@ impl RuntimeGuard<'_> {
 
     /// The host's simulated clock.
     pub fn host_now(&self) -> SimTime {
-        self.inner.host_now
+        self.inner.host_now()
     }
 
     /// The frame schedule (add systems with `.in_set(NpuSet::…)`).
@@ -260,18 +281,12 @@ pub struct Stats {
 }
 
 fn run_schedule(inner: &mut Inner) -> bool {
-    inner.world.resource_mut::<HostClock>().now = inner.host_now;
-    std::mem::swap(
-        &mut inner.doorbell,
-        &mut inner.world.resource_mut::<Doorbell>().tasks,
-    );
     inner
         .world
         .resource_mut::<FrameStats>()
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
     inner.refresh_queries();
-    inner.host_now = inner.world.resource::<HostClock>().now;
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
     #[cfg(feature = "tracy")]
@@ -320,8 +335,6 @@ impl Runtime {
             schedule,
             costs: config.host.clone(),
             next_stream_order: 0,
-            host_now: SimTime::ZERO,
-            doorbell: Vec::new(),
             devices: Vec::new(),
             default_contexts: Vec::new(),
             ctx_users: Default::default(),
@@ -401,7 +414,7 @@ impl Runtime {
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
         let mut g = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((what, start)) = g.open_wait.take() {
-            let end = g.host_now;
+            let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
                 name: what,
                 start,
@@ -451,7 +464,8 @@ impl Runtime {
             }
         }
         let now = g.world.resource::<SimClock>().now;
-        g.host_now = g.host_now.max(now);
+        let t = g.host_now().max(now);
+        g.set_host_now(t);
         Ok(())
     }
 
@@ -494,10 +508,10 @@ impl Runtime {
         done: &dyn Fn(&Inner) -> bool,
         timeout: Option<SimTime>,
     ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
-        let deadline = timeout.map(|t| g.host_now + t);
+        let deadline = timeout.map(|t| g.host_now() + t);
         g.world.resource_mut::<SimClock>().horizon = deadline;
         if g.world.resource::<Timeline>().enabled {
-            let start = g.host_now;
+            let start = g.host_now();
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
         let mut grace = RENDEZVOUS_GRACE_POLLS;
@@ -529,7 +543,8 @@ impl Runtime {
             g.world.resource_mut::<SimClock>().horizon = None;
             let pending = g.world.resource::<Running>().next_event().is_some();
             if let (Some(deadline), Some(timeout), true) = (deadline, timeout, pending) {
-                g.host_now = g.host_now.max(deadline);
+                let t = g.host_now().max(deadline);
+                g.set_host_now(t);
                 return (
                     g,
                     Err(NpuError::WaitTimeout {
@@ -544,7 +559,7 @@ impl Runtime {
 
     /// The host's simulated clock.
     pub fn host_now(&self) -> SimTime {
-        self.lock().host_now
+        self.lock().host_now()
     }
 
     /// The device's simulated clock.
@@ -556,10 +571,10 @@ impl Runtime {
     /// clock moves on while queued device work keeps its own times.
     pub fn host_work(&self, duration: SimTime) {
         let mut g = self.lock();
-        let start = g.host_now;
-        g.host_now += duration;
+        let start = g.host_now();
+        g.advance_host(duration);
         if g.world.resource::<Timeline>().enabled {
-            let end = g.host_now;
+            let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
                 name: "host_work".into(),
                 start,
@@ -586,7 +601,7 @@ impl Runtime {
     /// Counters: frames, tasks, units' busy time, memory.
     pub fn stats(&self) -> Stats {
         let mut g = self.lock();
-        let host_now = g.host_now;
+        let host_now = g.host_now();
         let world = &mut g.world;
         let live_tasks = world
             .query::<&npusim_components::Task>()
@@ -623,7 +638,7 @@ impl Runtime {
     /// Whether the doorbell, ready queue and running set are all empty.
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
-        g.doorbell.is_empty()
+        g.doorbell().is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
             && g.world
@@ -648,7 +663,7 @@ fn only_rendezvous_left(inner: &Inner) -> bool {
         .any(|op| op.phase == npusim_components::collective::OpPhase::Waiting);
     let running = w.resource::<Running>();
     waiting
-        && inner.doorbell.is_empty()
+        && inner.doorbell().is_empty()
         && w.resource::<ReadyQueue>().tasks.is_empty()
         && running.heap.is_empty()
         && running

@@ -108,7 +108,8 @@ impl Runtime {
         };
         let end = st.last_end;
         let err = st.error.take();
-        g.host_now = g.host_now.max(end) + sync;
+        let t = g.host_now().max(end) + sync;
+        g.set_host_now(t);
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -145,7 +146,8 @@ impl Runtime {
             }
         }
         let sync = SimTime(g.costs.sync_ns);
-        g.host_now = g.host_now.max(end) + sync;
+        let t = g.host_now().max(end) + sync;
+        g.set_host_now(t);
         // A faulted context reports its sticky error.
         self.current_ctx(&g)?;
         match first_err {
