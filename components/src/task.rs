@@ -193,16 +193,32 @@ impl TaskDescriptor {
         tiling: &[u32],
     ) -> Self {
         let mut d = Self::new(TaskKind::Kernel);
-        d.kernel = kernel;
-        d.kernel_generation = generation;
-        d.block_dim = block_dim;
-        for (i, (word, float)) in args.into_iter().take(MAX_ARGS).enumerate() {
-            d.args[i] = word;
-            d.float_mask |= (float as u32) << i;
-            d.arg_count = i as u32 + 1;
-        }
-        d.set_tiling(tiling);
+        d.encode_kernel(kernel, generation, block_dim, args, tiling);
         d
+    }
+
+    /// Writes a kernel launch's words into an all-zero descriptor in place (what
+    /// [`TaskDescriptor::kernel`] returns), so a launch need not copy it.
+    pub fn encode_kernel(
+        &mut self,
+        kernel: u32,
+        generation: u32,
+        block_dim: u32,
+        args: impl IntoIterator<Item = (u64, bool)>,
+        tiling: &[u32],
+    ) {
+        self.kind = TaskKind::Kernel as u32;
+        self.kernel = kernel;
+        self.kernel_generation = generation;
+        self.block_dim = block_dim;
+        for (i, (word, float)) in args.into_iter().take(MAX_ARGS).enumerate() {
+            self.args[i] = word;
+            self.float_mask |= (float as u32) << i;
+            self.arg_count = i as u32 + 1;
+        }
+        let n = tiling.len().min(MAX_TILING);
+        self.tiling[..n].copy_from_slice(&tiling[..n]);
+        self.tiling_len = n as u32;
     }
 
     /// Replaces the tiling words (at most [`MAX_TILING`]; longer slices are cut).
@@ -464,8 +480,9 @@ impl Task {
         }
     }
 
-    /// Reuses a retired task's entity for a doorbell entry, keeping its allocations.
-    pub fn reuse(&mut self, n: NewTask, context: Entity, device: Entity) {
+    /// Reuses a retired task's entity for a doorbell entry (whose cold part it takes), keeping
+    /// its allocations.
+    pub fn reuse(&mut self, n: &mut NewTask, context: Entity, device: Entity) {
         self.desc = n.desc;
         self.stream = n.stream;
         self.context = context;
@@ -479,7 +496,7 @@ impl Task {
         self.dma = 0;
         self.applied = false;
         self.access.clear();
-        self.extra = n.extra;
+        self.extra = std::mem::take(&mut n.extra);
         self.error = None;
     }
 

@@ -22,6 +22,18 @@ pub(crate) fn submit(
     extra: TaskExtra,
     host_cost_ns: u64,
 ) -> u64 {
+    submit_with(inner, s, extra, host_cost_ns, |d| *d = desc)
+}
+
+/// As [`submit`], with the descriptor written in place by `encode` (into zeroed words): a
+/// launch then copies its descriptor once, into the doorbell.
+pub(crate) fn submit_with(
+    inner: &mut Inner,
+    s: bevy_ecs::entity::Entity,
+    extra: TaskExtra,
+    host_cost_ns: u64,
+    encode: impl FnOnce(&mut TaskDescriptor),
+) -> u64 {
     let submit = inner.charge(host_cost_ns);
     let Inner {
         world, q_streams, ..
@@ -31,13 +43,15 @@ pub(crate) fn submit(
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    world.resource_mut::<Doorbell>().tasks.push(NewTask {
+    let mut doorbell = world.resource_mut::<Doorbell>();
+    doorbell.tasks.push(NewTask {
         stream: s,
         seq,
         submit,
-        desc,
+        desc: bytemuck::Zeroable::zeroed(),
         extra,
     });
+    encode(&mut doorbell.tasks.last_mut().expect("just pushed").desc);
     seq
 }
 
@@ -129,15 +143,16 @@ impl Runtime {
                 });
             }
         }
-        let desc = TaskDescriptor::kernel(
-            kernel.index(),
-            kernel.generation(),
-            block_dim,
-            args.iter().map(|a| (a.word(), a.is_float())),
-            tiling,
-        );
         let cost = g.costs.launch_ns;
-        submit(&mut g, s, desc, TaskExtra::None, cost);
+        submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+            d.encode_kernel(
+                kernel.index(),
+                kernel.generation(),
+                block_dim,
+                args.iter().map(|a| (a.word(), a.is_float())),
+                tiling,
+            )
+        });
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use npusim_components::access::{Access, AccessMode, Space};
 use npusim_components::collective::{CollectiveCall, PeerCopy};
 use npusim_components::memory::StreamPosition;
 use npusim_components::resources::{Devices, Doorbell, FrameStats, TaskPool};
-use npusim_components::task::CopyDir;
+use npusim_components::task::{CopyDir, NewTask};
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
 
 /// A block use to note: (device entity, context, address, stream position).
@@ -60,7 +60,7 @@ pub fn ingest(
         scratch.entities.clear();
         scratch.uses.clear();
         let mut placed = scratch.placed.iter();
-        let mut rest = pending.drain(..);
+        let mut rest = pending.iter_mut();
         // Reuse retired task entities first (one archetype update for the whole batch) ...
         {
             let mut q = tasks.query_mut(&mut *world);
@@ -77,7 +77,7 @@ pub fn ingest(
                     }
                     // Someone despawned a pooled entity by hand: spawn a new one below.
                     Err(_) => {
-                        let mut t = Task::from_new(new, context, device);
+                        let mut t = Task::from_new(take(new), context, device);
                         declare_access(&mut t, &registry);
                         note_uses(&t, &peers, &mut scratch.uses);
                         scratch.missing.push((scratch.entities.len(), t));
@@ -89,7 +89,7 @@ pub fn ingest(
         // ... then spawn the rest in one batch.
         let uses = &mut scratch.uses;
         let fresh = rest.zip(placed).map(|(new, &(_, context, device))| {
-            let mut t = Task::from_new(new, context, device);
+            let mut t = Task::from_new(take(new), context, device);
             declare_access(&mut t, &registry);
             note_uses(&t, &peers, uses);
             t
@@ -98,6 +98,7 @@ pub fn ingest(
         for (i, t) in scratch.missing.drain(..) {
             scratch.entities[i] = world.spawn(t).id();
         }
+        pending.clear();
         world.resource_mut::<TaskPool>().free = pool;
         world.resource_mut::<Devices>().entities = peers;
     });
@@ -122,6 +123,17 @@ pub fn ingest(
     let mut stats = world.resource_mut::<FrameStats>();
     stats.tasks_ingested += count;
     stats.last_frame_progressed = true;
+}
+
+/// The entry's contents, leaving its cold part empty (the entry is cleared afterwards).
+fn take(new: &mut NewTask) -> NewTask {
+    NewTask {
+        stream: new.stream,
+        seq: new.seq,
+        submit: new.submit,
+        desc: new.desc,
+        extra: std::mem::take(&mut new.extra),
+    }
 }
 
 /// The access set a task declares before it runs, from its kind's words (see

@@ -217,35 +217,41 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
 /// context's failure mode.
 fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
-    let (applied, context) = match w.tasks.get(entity) {
-        Ok(t) => (t.applied, t.context),
-        Err(_) => return,
+    let Ok(mut task) = w.tasks.get_mut(entity) else {
+        return;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
     let faulted = w
         .contexts
-        .get(context)
+        .get(task.context)
         .is_ok_and(|c| c.status == ContextStatus::Faulted);
-    let outcome = if faulted {
-        let mut t = w.tasks.get_mut(entity).expect("looked up");
-        let (stream, seq) = (t.stream, t.seq);
-        t.error = Some(Box::new(NpuError::StreamAbort {
+    let result = if faulted {
+        let (stream, seq) = (task.stream, task.seq);
+        task.error = Some(Box::new(NpuError::StreamAbort {
             stream: format!("stream {stream}"),
             seq,
         }));
-        Outcome::Aborted
-    } else if applied {
-        let mut t = w.tasks.get_mut(entity).expect("looked up");
-        Outcome::from(t.error.take().map_or(Ok(()), |e| Err(*e)))
+        None
+    } else if task.applied {
+        Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else if is_device_local(&task) {
+        Some(match w.completion.devices().get_mut(task.device) {
+            Ok(mut d) => execute_local(&task, &mut d, &w.registry),
+            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+        })
     } else {
-        Outcome::from(execute(w, entity, now))
+        Some(execute(w, entity, now))
     };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
         return;
+    };
+    let outcome = match result {
+        None => Outcome::Aborted,
+        Some(r) => Outcome::from(r),
     };
     let failure = match &outcome {
         Outcome::Failed(err) => Some((task.context, err.clone())),
@@ -311,8 +317,8 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
     }
 }
 
-/// Performs the effect of a task that was not applied ahead: cross-device work (peer copies,
-/// collectives), host callbacks, and device-local work outside a parallel batch.
+/// Performs the effect of a task that was not applied ahead and is not device-local:
+/// cross-device work (peer copies, collectives) and host callbacks.
 fn execute(
     w: &mut TickWorld,
     entity: Entity,
