@@ -92,13 +92,7 @@ impl Runtime {
                 .map_err(|e| NpuError::Internal(format!("writing module data: {e}")))?;
         }
         let program = Arc::new(Program::decode(linked.text_base, &linked.text));
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         let e = g
             .world
             .spawn(BinaryState {

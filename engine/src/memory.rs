@@ -93,13 +93,7 @@ impl Runtime {
             }
             other => other,
         };
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         result.map(DevicePtr)
     }
 
@@ -218,13 +212,7 @@ impl Runtime {
             .expect("device")
             .memory
             .trim(ctx);
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         Ok(released)
     }
 

@@ -184,6 +184,16 @@ impl Inner {
         clock.now
     }
 
+    /// Charges the host for the driver calls (kernel-mode crossings) device `device`'s memory
+    /// made since the last charge.
+    pub fn charge_driver(&mut self, device: Entity) {
+        let ns = self
+            .world
+            .get::<DeviceState>(device)
+            .map_or(0, |d| d.memory.take_driver_cost_ns());
+        self.charge(ns);
+    }
+
     /// Submissions not yet ingested (the world's [`Doorbell`], its one owner).
     #[inline]
     pub fn doorbell(&self) -> &[NewTask] {
