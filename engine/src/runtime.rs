@@ -13,8 +13,8 @@ use npusim_components::resources::{
 };
 use npusim_components::task::NewTask;
 use npusim_components::{
-    ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, KernelRegistry, NpuError,
-    NpuResult, SimTime, StreamKind, StreamState, TaskRecord, Units,
+    ContextState, DeviceMemory, DeviceState, KernelRegistry, NpuError, NpuResult, SimTime,
+    StreamKind, StreamState, TaskRecord, Units,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::link::{Topology, TopologyConfig};
@@ -701,17 +701,7 @@ pub(crate) fn spawn_context(
 ) -> Entity {
     let ctx = inner
         .world
-        .spawn(ContextState {
-            device,
-            device_index,
-            status: ContextStatus::Active,
-            sticky_error: None,
-            failure_mode: FailureMode::default(),
-            streams: Vec::new(),
-            events: Vec::new(),
-            default_stream: Entity::PLACEHOLDER,
-            is_default,
-        })
+        .spawn(ContextState::new(device, device_index, is_default))
         .id();
     if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
         // Fails only past MAX_CONTEXTS; the context then faults on its first allocation.
@@ -738,23 +728,17 @@ pub(crate) fn spawn_stream(
     inner.next_stream_order += 1;
     let stream = inner
         .world
-        .spawn(StreamState {
-            context: ctx,
+        .spawn(StreamState::new(
+            ctx,
             device,
-            priority,
-            kind,
-            queue: Default::default(),
-            submitted: 0,
-            completed: 0,
-            head_active: false,
-            last_end: SimTime::ZERO,
-            error: None,
-            order,
-            device_index: inner
+            inner
                 .world
                 .get::<DeviceState>(device)
                 .map_or(0, |d| d.index),
-        })
+            priority,
+            kind,
+            order,
+        ))
         .id();
     if let Some(mut c) = inner.world.get_mut::<ContextState>(ctx) {
         c.streams.push(stream);

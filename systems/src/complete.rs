@@ -152,20 +152,14 @@ mod tests {
         world.init_resource::<FrameStats>();
         world.init_resource::<Faults>();
         let stream = world
-            .spawn(StreamState {
-                context: Entity::PLACEHOLDER,
-                device: Entity::PLACEHOLDER,
-                priority: 0,
-                kind: StreamKind::Compute,
-                queue: Default::default(),
-                submitted: 0,
-                completed: 0,
-                head_active: false,
-                last_end: SimTime::ZERO,
-                error: None,
-                order: 0,
-                device_index: 0,
-            })
+            .spawn(StreamState::new(
+                Entity::PLACEHOLDER,
+                Entity::PLACEHOLDER,
+                0,
+                0,
+                StreamKind::Compute,
+                0,
+            ))
             .id();
         (world, stream)
     }

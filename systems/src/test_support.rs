@@ -8,9 +8,8 @@ use bevy_ecs::system::RunSystemOnce;
 use npusim_components::resources::{Devices, Doorbell, ReadyQueue, Running};
 use npusim_components::task::{NewTask, TaskDescriptor};
 use npusim_components::{
-    ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, Kernel, KernelCtx,
-    KernelFault, KernelRegistry, NativeKernel, SimTime, StreamKind, StreamState, Task, TaskExtra,
-    TaskStatus, Units,
+    ContextState, DeviceMemory, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
+    NativeKernel, SimTime, StreamKind, StreamState, Task, TaskExtra, TaskStatus, Units,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
@@ -47,17 +46,7 @@ pub(crate) fn spawn_device(world: &mut World) -> Entity {
 pub(crate) fn spawn_context(world: &mut World, device: Entity) -> Entity {
     let device_index = world.get::<DeviceState>(device).map_or(0, |d| d.index);
     let ctx = world
-        .spawn(ContextState {
-            device,
-            device_index,
-            status: ContextStatus::Active,
-            sticky_error: None,
-            failure_mode: FailureMode::default(),
-            streams: Vec::new(),
-            events: Vec::new(),
-            default_stream: Entity::PLACEHOLDER,
-            is_default: false,
-        })
+        .spawn(ContextState::new(device, device_index, false))
         .id();
     world
         .get_mut::<DeviceState>(device)
@@ -75,20 +64,14 @@ pub(crate) fn spawn_stream(world: &mut World, ctx: Entity, priority: i32) -> Ent
     let device = world.get::<ContextState>(ctx).expect("context").device;
     let device_index = world.get::<DeviceState>(device).map_or(0, |d| d.index);
     let stream = world
-        .spawn(StreamState {
-            context: ctx,
+        .spawn(StreamState::new(
+            ctx,
             device,
-            priority,
-            kind: StreamKind::Compute,
-            queue: Default::default(),
-            submitted: 0,
-            completed: 0,
-            head_active: false,
-            last_end: SimTime::ZERO,
-            error: None,
-            order,
             device_index,
-        })
+            priority,
+            StreamKind::Compute,
+            order,
+        ))
         .id();
     let mut c = world.get_mut::<ContextState>(ctx).expect("context");
     c.streams.push(stream);
