@@ -62,19 +62,26 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     }
     let count = finished.len() as u64;
     let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
-    for e in finished.drain(..) {
-        if pool.len() < TaskPool::CAPACITY
-            && let Ok(mut task) = tasks.get_mut(world, e)
-        {
-            // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
-            task.extra = TaskExtra::None;
-            task.error = None;
-            task.access.clear();
-            task.status = TaskStatus::Retired;
-            pool.push(e);
-        } else {
-            world.despawn(e);
+    let mut overflow = Vec::new();
+    {
+        let mut q = tasks.query_mut(&mut *world);
+        for e in finished.drain(..) {
+            if pool.len() < TaskPool::CAPACITY
+                && let Ok(mut task) = q.get_mut(e)
+            {
+                // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
+                task.extra = TaskExtra::None;
+                task.error = None;
+                task.access.clear();
+                task.status = TaskStatus::Retired;
+                pool.push(e);
+            } else {
+                overflow.push(e);
+            }
         }
+    }
+    for e in overflow {
+        world.despawn(e);
     }
     world.resource_mut::<TaskPool>().free = pool;
     world.resource_mut::<Finished>().tasks = finished;
