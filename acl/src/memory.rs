@@ -189,7 +189,19 @@ unsafe fn copy(
                     }
                 }
                 None => {
-                    let staged = HostBuffer::new(len, false);
+                    // `count` comes from the caller: check the device range before staging
+                    // anything of that size, then stage fallibly.
+                    let (ctx, _) = s.current_ctx()?;
+                    if !s.is_device(ctx, src.addr() as u64, count) {
+                        return Err(AclError::new(
+                            ACL_ERROR_RT_PARAM_INVALID,
+                            format!(
+                                "{count} bytes at {src:p} are not inside one device allocation \
+                                 of the current context"
+                            ),
+                        ));
+                    }
+                    let staged = HostBuffer::try_new(count, false)?;
                     s.rt.memcpy_dtoh_async(&staged, dev(src), count, st)?;
                     s.rt.synchronize_stream(st)?;
                     let data = staged.bytes()?;

@@ -57,12 +57,23 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         let (text_base, data_base) = match (parsed.kind(), parsed.link_address()) {
-            (BinaryKind::Executable, Some(bases)) => bases,
+            (BinaryKind::Executable, Some(bases)) => {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.claim_code(bases.0, parsed.text_size())?;
+                // Without data there is no module data of its own to unmap later.
+                (bases.0, if parsed.data_size() > 0 { bases.1 } else { 0 })
+            }
             _ => {
                 let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
                 let text = d.memory.alloc_code(parsed.text_size())?;
                 let data = if parsed.data_size() > 0 {
-                    d.memory.map_module_data(ctx, parsed.data_size())?
+                    match d.memory.map_module_data(ctx, parsed.data_size()) {
+                        Ok(base) => base,
+                        Err(e) => {
+                            d.memory.free_code(text);
+                            return Err(e);
+                        }
+                    }
                 } else {
                     0
                 };
@@ -72,8 +83,9 @@ impl Runtime {
         let linked = match loader::link(&parsed, text_base, data_base) {
             Ok(l) => l,
             Err(e) => {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.free_code(text_base);
                 if data_base != 0 {
-                    let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
                     d.memory.unmap_module_data(ctx, data_base);
                 }
                 return Err(NpuError::InvalidBinary(e.to_string()));
@@ -174,9 +186,10 @@ impl Runtime {
         let (mut g, result) = self.drive(g, &what, &done, None);
         result?;
         let state = g.world.get::<BinaryState>(b).expect("checked");
-        let (device, data_base) = (state.device, state.data_base);
+        let (device, data_base, text_base) = (state.device, state.data_base, state.text_base);
+        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+        d.memory.free_code(text_base);
         if data_base != 0 {
-            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
             d.memory.unmap_module_data(ctx, data_base);
         }
         g.world.despawn(b);
