@@ -110,6 +110,12 @@ enum Op {
     DestroyStream {
         stream: usize,
     },
+    HostAlloc {
+        size: u64,
+    },
+    Binary {
+        unload: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -141,6 +147,9 @@ fn op() -> impl Strategy<Value = Op> {
         2 => any::<usize>().prop_map(|stream| Op::Callback { stream }),
         1 => Just(Op::CreateStream),
         1 => any::<usize>().prop_map(|stream| Op::DestroyStream { stream }),
+        1 => prop_oneof![1u64..=1 << 16, Just(16u64 << 30), Just(u64::MAX)]
+            .prop_map(|size| Op::HostAlloc { size }),
+        1 => any::<bool>().prop_map(|unload| Op::Binary { unload }),
     ]
 }
 
@@ -217,6 +226,10 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
         .map(|k| rt.kernel(k).unwrap())
         .collect();
     let fill = kernels[1];
+    let object = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/vector_add.o"),
+    )
+    .unwrap();
 
     for (step, op) in ops.into_iter().enumerate() {
         let what = format!("thread {me} step {step}: {op:?}");
@@ -454,6 +467,38 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
                 expect_err(
                     &what,
                     rt.record_event(event, s),
+                    &[codes::RT_INVALID_HANDLE],
+                );
+            }
+            Op::HostAlloc { size } => match rt.malloc_host(size) {
+                Ok(h) => {
+                    assert!(size <= 1 << 16, "{what}: allocated");
+                    h.write(&pattern(size as u8, size.min(64))).unwrap();
+                    rt.free_host(&h).unwrap_or_else(|e| panic!("{what}: {e}"));
+                }
+                Err(e) => assert_eq!(e.code(), codes::RT_MEMORY_ALLOCATION, "{what}: {e}"),
+            },
+            Op::Binary { unload } => {
+                // A binary in a context of its own: unloaded, or released with the context.
+                let scratch = rt.create_context(0).unwrap();
+                let b = rt
+                    .load_binary(&object)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                let k = rt
+                    .get_function(b, "vadd_f32")
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                if unload {
+                    rt.unload_binary(b)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let s = rt.create_stream().unwrap();
+                    expect_err(&what, rt.launch(k, 1, &[], s), &[codes::RT_INVALID_HANDLE]);
+                }
+                rt.destroy_context(scratch)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                rt.set_current_context(ctx).unwrap();
+                expect_err(
+                    &what,
+                    rt.binary_functions(b).map(|_| ()),
                     &[codes::RT_INVALID_HANDLE],
                 );
             }
