@@ -121,7 +121,7 @@ fn soak(ops: u64, samples: usize) -> (u64, Vec<u64>) {
         rt.set_device(0).unwrap();
         done += 10;
         // Now and then the whole runtime goes.
-        if rng.next() % 8 == 0 {
+        if rng.next().is_multiple_of(8) {
             rt.free_host(&host).unwrap();
             rt = Runtime::new(config.clone()).unwrap();
             host = rt.malloc_host(64 << 10).unwrap();
