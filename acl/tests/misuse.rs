@@ -651,6 +651,19 @@ fn overflowing_sizes_return_their_documented_codes() {
             );
         }
 
+        let big = vec![0u8; 8192];
+        s.exact(
+            "aclrtMemcpy host to device past the allocation",
+            aclrtMemcpy(
+                dev,
+                usize::MAX,
+                big.as_ptr().cast(),
+                big.len(),
+                ACL_MEMCPY_HOST_TO_DEVICE,
+            ),
+            ACL_ERROR_RT_PARAM_INVALID,
+        );
+
         let props = aclrtMemPoolProps {
             allocType: 0,
             handleType: 0,
