@@ -7,7 +7,52 @@
 //! changes the count) and prints the resident-memory samples; BENCHMARKS.md has the figure.
 //! The test that always runs does the same with 60,000 operations.
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use npusim::prelude::*;
+
+/// The system allocator, counting the bytes live on the heap: a leak shows in this count
+/// exactly, whatever the allocator keeps cached (which is what makes resident memory noisy).
+struct Counting;
+
+static HEAP_LIVE: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call is forwarded to `System` with the same arguments; only counts are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            HEAP_LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            HEAP_LIVE.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        HEAP_LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            HEAP_LIVE.fetch_add(new_size as u64, Ordering::Relaxed);
+            HEAP_LIVE.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 /// Resident set size of this process, in bytes (Linux; 0 elsewhere).
 fn rss() -> u64 {
@@ -38,25 +83,28 @@ impl Rng {
     }
 }
 
-/// Runs `ops` API calls of the mixed workload; returns (ops done, RSS samples in bytes, each
-/// the lowest end-of-round figure of its interval).
-fn soak(ops: u64, samples: usize) -> (u64, Vec<u64>) {
+/// Runs `ops` API calls of the mixed workload, sampling memory `samples` times.
+fn soak(ops: u64, samples: usize) -> Samples {
     let object = kernel_object("vector_add.o");
     let config = RuntimeConfig {
         timeline: false,
         ..RuntimeConfig::default()
     };
-    let mut rt = Runtime::new(config.clone()).unwrap();
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let rt = Runtime::new(config.clone()).unwrap();
+    let seed = 0x9e37_79b9_7f4a_7c15;
     let mut done = 0u64;
     let mut rss_samples = Vec::new();
     let every = (ops / samples as u64).max(1);
     let mut next_sample = every;
     let mut interval_low = u64::MAX;
-    let mut host = rt.malloc_host(64 << 10).unwrap();
+    let mut heap_samples = Vec::new();
+    let host = rt.malloc_host(64 << 10).unwrap();
     let sizes = [64u64, 256, 4096, 60_000, 1 << 20, 3 << 20];
     while done < ops {
-        // One round: a working set of streams, an event and blocks, then teardown.
+        // One round: a working set of streams, an event and blocks, then teardown. Every round
+        // does the same work (the same random sequence), so once the runtime's pools and
+        // tables have grown to fit one round, a flat heap is exact: anything more is a leak.
+        let mut rng = Rng(seed);
         let streams = [rt.create_stream().unwrap(), rt.create_stream().unwrap()];
         let event = rt.create_event().unwrap();
         let fill = rt.kernel("fill_f32").unwrap();
@@ -122,12 +170,14 @@ fn soak(ops: u64, samples: usize) -> (u64, Vec<u64>) {
         rt.destroy_context(ctx).unwrap();
         rt.set_device(0).unwrap();
         done += 10;
-        // Now and then the whole runtime goes.
-        if rng.next().is_multiple_of(8) {
-            rt.free_host(&host).unwrap();
-            rt = Runtime::new(config.clone()).unwrap();
-            host = rt.malloc_host(64 << 10).unwrap();
-            done += 1;
+        // A whole runtime made, used and dropped on this thread: it must leave nothing.
+        {
+            let other = Runtime::new(config.clone()).unwrap();
+            other.set_device(0).unwrap();
+            let p = other.malloc(1 << 20).unwrap();
+            other.memset(p, 7, 1 << 20).unwrap();
+            other.free(p).unwrap();
+            done += 5;
         }
         // A round ends with everything freed and trimmed; what the allocator still holds from
         // the round's working set varies, so each sample is the lowest end-of-round figure of
@@ -136,6 +186,7 @@ fn soak(ops: u64, samples: usize) -> (u64, Vec<u64>) {
         interval_low = interval_low.min(now);
         if done >= next_sample {
             rss_samples.push(interval_low);
+            heap_samples.push(HEAP_LIVE.load(Ordering::Relaxed));
             interval_low = u64::MAX;
             next_sample += every;
         }
@@ -144,28 +195,43 @@ fn soak(ops: u64, samples: usize) -> (u64, Vec<u64>) {
     assert_eq!(stats.live_tasks, 0);
     assert_eq!(stats.contexts, 1);
     assert_eq!(stats.live_blocks, vec![0]);
-    (done, rss_samples)
+    Samples {
+        done,
+        rss: rss_samples,
+        heap: heap_samples,
+    }
+}
+
+/// What a soak run measured.
+struct Samples {
+    /// Operations done.
+    done: u64,
+    /// Resident memory, bytes: the lowest end-of-round figure of each interval.
+    rss: Vec<u64>,
+    /// Heap bytes live at the end of a round, one per interval.
+    heap: Vec<u64>,
 }
 
 /// Flat: after the first fifth (allocator and pools warmed up), every sample is within 5% of
 /// the first warm one.
-fn assert_flat(samples: &[u64]) {
+fn assert_flat(what: &str, samples: &[u64]) {
     let warm = samples.len() / 5;
     let base = samples[warm] as f64;
     for (i, &s) in samples.iter().enumerate().skip(warm) {
         let ratio = s as f64 / base;
         assert!(
             (0.95..=1.05).contains(&ratio),
-            "sample {i}: {ratio:.3}× the warm level; samples: {samples:?}"
+            "{what} sample {i}: {ratio:.3}× the warm level; samples: {samples:?}"
         );
     }
 }
 
 #[test]
 fn sixty_thousand_mixed_operations_keep_resident_memory_flat() {
-    let (done, samples) = soak(60_000, 20);
-    assert!(done >= 60_000);
-    assert_flat(&samples);
+    let s = soak(60_000, 20);
+    assert!(s.done >= 60_000);
+    assert_flat("heap", &s.heap);
+    assert_flat("resident", &s.rss);
 }
 
 #[test]
@@ -176,15 +242,20 @@ fn a_million_mixed_operations_keep_resident_memory_flat() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let start = std::time::Instant::now();
-    let (done, samples) = soak(ops, 50);
-    let mib: Vec<String> = samples
-        .iter()
-        .map(|s| format!("{:.1}", *s as f64 / (1 << 20) as f64))
-        .collect();
+    let s = soak(ops, 50);
+    let mib = |v: &[u64]| {
+        v.iter()
+            .map(|s| format!("{:.1}", *s as f64 / (1 << 20) as f64))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     println!(
-        "{done} operations in {:.1} s; resident MiB: {}",
+        "{} operations in {:.1} s\nresident MiB: {}\nheap MiB: {}",
+        s.done,
         start.elapsed().as_secs_f64(),
-        mib.join(" ")
+        mib(&s.rss),
+        mib(&s.heap)
     );
-    assert_flat(&samples);
+    assert_flat("heap", &s.heap);
+    assert_flat("resident", &s.rss);
 }
