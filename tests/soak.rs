@@ -256,6 +256,19 @@ fn a_million_mixed_operations_keep_resident_memory_flat() {
         mib(&s.rss),
         mib(&s.heap)
     );
+    let spread = |v: &[u64]| {
+        let warm = &v[v.len() / 5..];
+        let (lo, hi) = (*warm.iter().min().unwrap(), *warm.iter().max().unwrap());
+        format!(
+            "{lo}..{hi} bytes ({:+.2}%)",
+            100.0 * (hi as f64 / lo as f64 - 1.0)
+        )
+    };
+    println!(
+        "after warm-up: resident {}, heap {}",
+        spread(&s.rss),
+        spread(&s.heap)
+    );
     assert_flat("heap", &s.heap);
     assert_flat("resident", &s.rss);
 }
