@@ -88,9 +88,8 @@ impl Drop for Runtime {
     }
 }
 
-/// Number of entries on this thread's context stack (of every runtime), after pruning dead
-/// runtimes' entries: what a test checks to see that dropped runtimes leave nothing behind.
-#[doc(hidden)]
+/// Number of entries on the calling thread's context stack, over every runtime (after pruning
+/// the entries of dropped runtimes): a dropped runtime leaves none behind.
 pub fn thread_stack_len() -> usize {
     prune_dead_runtimes();
     STACK.with(|s| s.borrow().0.len())
