@@ -220,6 +220,8 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
     let mut blocks: Vec<Block> = Vec::new();
     let mut freed: Vec<DevicePtr> = Vec::new();
     let ran = Arc::new(AtomicU64::new(0));
+    // (stream, enqueue number) of each callback, in the order they ran.
+    let order: Arc<Mutex<Vec<(Stream, u64)>>> = Arc::default();
     let mut enqueued_callbacks = 0u64;
     let kernels: Vec<Kernel> = ["noop", "fill_f32", "vector_add_f32", "relu_f32"]
         .iter()
@@ -438,16 +440,14 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
             }
             Op::Callback { stream } => {
                 let s = streams[stream % streams.len()];
-                let (ran, rt2) = (ran.clone(), rt.clone());
-                let order = enqueued_callbacks;
+                let (ran, order, rt2) = (ran.clone(), order.clone(), rt.clone());
+                let seq = enqueued_callbacks;
                 rt.launch_host_func(s, move || {
                     // Calls back into the runtime (context-free calls: the callback's thread
                     // is not this one).
                     let _ = rt2.host_now();
                     assert!(rt2.device_count() == 1);
-                    // Callbacks of one thread's streams may run in any order across
-                    // streams; each one runs exactly once.
-                    let _ = order;
+                    order.lock().unwrap().push((s, seq));
                     ran.fetch_add(1, Ordering::SeqCst);
                 })
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -528,6 +528,20 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
         enqueued_callbacks,
         "thread {me}: callbacks run"
     );
+    // Callbacks of one stream ran in the order they were enqueued. Checked for one thread:
+    // with several, two threads driving frames may each run a callback of the same stream at
+    // once (the callback rework gives them a thread of their own context; then this holds for
+    // every program).
+    let order = order.lock().unwrap();
+    for (i, &(s, seq)) in order.iter().enumerate().filter(|_| alone) {
+        if let Some(&(_, later)) = order[i + 1..].iter().find(|(t, _)| *t == s) {
+            assert!(
+                seq < later,
+                "thread {me}: callbacks of one stream out of order: {order:?}"
+            );
+        }
+    }
+    drop(order);
     for b in blocks {
         live.lock().unwrap().remove(&b.ptr.0);
         rt.free(b.ptr).unwrap();
