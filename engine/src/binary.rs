@@ -59,7 +59,7 @@ impl Runtime {
         let (text_base, data_base) = match (parsed.kind(), parsed.link_address()) {
             (BinaryKind::Executable, Some(bases)) => {
                 let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
-                d.memory.claim_code(bases.0, parsed.text_size())?;
+                d.memory.claim_code(bases.0, parsed.text_size());
                 // Without data there is no module data of its own to unmap later.
                 (bases.0, if parsed.data_size() > 0 { bases.1 } else { 0 })
             }
