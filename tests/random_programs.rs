@@ -28,12 +28,12 @@ use proptest::prelude::*;
 /// Wall time a whole case may take before it counts as hung.
 const WATCHDOG: Duration = Duration::from_secs(120);
 
-/// Cases per run: `NPUSIM_PROPTEST_CASES`, else 64.
+/// Cases per run: `NPUSIM_PROPTEST_CASES`, else 256.
 fn cases() -> u32 {
     std::env::var("NPUSIM_PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(64)
+        .unwrap_or(256)
 }
 
 /// One API call of a thread's program. Indices pick among what exists at that point (modulo
