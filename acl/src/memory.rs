@@ -139,6 +139,21 @@ fn direction(
     Ok(sides)
 }
 
+/// Fails with ACL_ERROR_RT_PARAM_INVALID unless `[p, p + count)` lies in one device allocation
+/// of the current context: checked before a copy stages `count` bytes of host memory.
+fn device_range(s: &Session, p: *const c_void, count: u64) -> AclResult<()> {
+    let (ctx, _) = s.current_ctx()?;
+    if s.is_device(ctx, p.addr() as u64, count) {
+        return Ok(());
+    }
+    Err(AclError::new(
+        ACL_ERROR_RT_PARAM_INVALID,
+        format!(
+            "{count} bytes at {p:p} are not inside one device allocation of the current context"
+        ),
+    ))
+}
+
 /// Copies `count` bytes; `stream` None is synchronous.
 ///
 /// # Safety
@@ -166,6 +181,8 @@ unsafe fn copy(
                     s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
                 }
                 None => {
+                    // Refused before `count` bytes are staged.
+                    device_range(s, dst, count)?;
                     // SAFETY: the source is valid for `len` bytes (the caller's contract).
                     let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) };
                     if stream.is_some() {
@@ -189,7 +206,10 @@ unsafe fn copy(
                     }
                 }
                 None => {
-                    let staged = HostBuffer::new(len, false);
+                    // `count` comes from the caller: check the device range before staging
+                    // anything of that size, then stage fallibly.
+                    device_range(s, src, count)?;
+                    let staged = HostBuffer::try_new(count, false)?;
                     s.rt.memcpy_dtoh_async(&staged, dev(src), count, st)?;
                     s.rt.synchronize_stream(st)?;
                     let data = staged.bytes()?;

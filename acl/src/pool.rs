@@ -126,7 +126,12 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
         {
             let t = s.tables();
             let p = &t.pools[&key];
-            if p.max_size > 0 && p.used() + size as u64 > p.max_size {
+            // `used + size` may not wrap: a size past what is left is refused as such.
+            if p.max_size > 0
+                && p.used()
+                    .checked_add(size as u64)
+                    .is_none_or(|total| total > p.max_size)
+            {
                 return Err(AclError::new(
                     ACL_ERROR_RT_MEMORY_ALLOCATION,
                     format!(

@@ -129,6 +129,15 @@ pub enum NpuError {
         /// Bytes that could still be reserved.
         available: u64,
     },
+    /// Host memory that cannot be allocated: pinned memory past its budget, or more than the
+    /// host will provide.
+    #[error("host allocation of {requested} bytes failed: {why}")]
+    HostAllocation {
+        /// Bytes requested.
+        requested: u64,
+        /// Why it failed.
+        why: String,
+    },
     /// A host buffer that was freed, or memory of the wrong kind for this call.
     #[error("invalid host memory: {0}")]
     InvalidMemoryType(String),
@@ -245,7 +254,9 @@ impl NpuError {
             | NpuError::KernelNotFound(_)
             | NpuError::InvalidShape(_) => RT_PARAM_INVALID,
             NpuError::ShapeExceedsBuffer { .. } => RT_AICORE_EXCEPTION,
-            NpuError::ShapeBufferFull { .. } => RT_MEMORY_ALLOCATION,
+            NpuError::ShapeBufferFull { .. } | NpuError::HostAllocation { .. } => {
+                RT_MEMORY_ALLOCATION
+            }
             NpuError::InvalidDevice { .. } => RT_INVALID_DEVICEID,
             NpuError::ContextNull(_) => RT_CONTEXT_NULL,
             NpuError::WrongContext { .. } => RT_STREAM_CONTEXT,

@@ -1,17 +1,74 @@
 //! Host memory handed out by the runtime (`malloc_host`). It is shared between the host program
 //! and queued asynchronous copies, so it lives behind a reference count and a lock; freeing it
 //! makes every later use an error instead of a dangling access.
+//!
+//! Sizes come from users, so nothing here allocates before the size is known to be possible:
+//! [`HostBuffer::try_new`] checks the pinned-memory budget ([`PINNED_HOST_LIMIT`]) and then
+//! allocates fallibly, so an impossible request is `ACL_ERROR_RT_MEMORY_ALLOCATION` (207001),
+//! never an aborted process. Pages are zeroed lazily by the system allocator: an untouched
+//! buffer costs address space, not resident memory.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{NpuError, NpuResult};
+
+/// Most pinned (page-locked) host memory live at once in the process: 8 GiB. Page-locked
+/// memory cannot be swapped, so real drivers bound it well below the host's RAM; npusim fixes the
+/// bound so that the same program fails the same way on every machine. A `malloc_host` past it
+/// is `ACL_ERROR_RT_MEMORY_ALLOCATION`. Memory returns to the budget at `free_host` (or when the
+/// last handle of an unfreed buffer is dropped).
+pub const PINNED_HOST_LIMIT: u64 = 8 << 30;
+
+/// Pinned bytes live in this process (every `HostBuffer` with `pinned` counts its length).
+static PINNED_LIVE: AtomicU64 = AtomicU64::new(0);
+
+/// Pinned host bytes live in this process (see [`PINNED_HOST_LIMIT`]).
+pub fn pinned_host_bytes() -> u64 {
+    PINNED_LIVE.load(Ordering::Acquire)
+}
 
 #[derive(Debug)]
 struct HostAlloc {
     data: Mutex<Vec<u8>>,
     pinned: bool,
     freed: AtomicBool,
+}
+
+impl Drop for HostAlloc {
+    fn drop(&mut self) {
+        if self.pinned {
+            let len = self
+                .data
+                .get_mut()
+                .map_or_else(|p| p.into_inner().len(), |d| d.len());
+            PINNED_LIVE.fetch_sub(len as u64, Ordering::AcqRel);
+        }
+    }
+}
+
+/// A zeroed vector of `len` bytes, or `None` when the system cannot provide it. The pages are
+/// zeroed by the allocator (calloc), so they cost resident memory only once written.
+fn try_zeroed(len: usize) -> Option<Vec<u8>> {
+    if len == 0 {
+        return Some(Vec::new());
+    }
+    let layout = std::alloc::Layout::array::<u8>(len).ok()?;
+    // SAFETY: `layout` has a nonzero size.
+    let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+    if ptr.is_null() {
+        return None;
+    }
+    // SAFETY: `ptr` was allocated by the global allocator with the layout of `[u8; len]`, which
+    // is what a `Vec<u8>` of capacity `len` uses; all `len` bytes are initialised (zero).
+    Some(unsafe { Vec::from_raw_parts(ptr, len, len) })
+}
+
+fn allocation_error(len: u64, why: impl Into<String>) -> NpuError {
+    NpuError::HostAllocation {
+        requested: len,
+        why: why.into(),
+    }
 }
 
 /// A host buffer from [`malloc_host`](crate) (pinned, page-locked in the model) or a pageable
@@ -22,15 +79,51 @@ pub struct HostBuffer {
 }
 
 impl HostBuffer {
-    /// A zeroed buffer of `len` bytes; `pinned` marks page-locked memory.
+    /// A zeroed buffer of `len` bytes; `pinned` marks page-locked memory. For a size that comes
+    /// from a user, use [`HostBuffer::try_new`], which fails instead of aborting.
     pub fn new(len: usize, pinned: bool) -> Self {
-        Self {
+        match Self::try_new(len as u64, pinned) {
+            Ok(b) => b,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    /// A zeroed buffer of `len` bytes, or `ACL_ERROR_RT_MEMORY_ALLOCATION` when it cannot be
+    /// had: pinned memory past [`PINNED_HOST_LIMIT`], or more than the system will allocate.
+    /// Nothing is allocated when it fails.
+    pub fn try_new(len: u64, pinned: bool) -> NpuResult<Self> {
+        let size = usize::try_from(len)
+            .ok()
+            .filter(|&n| n <= isize::MAX as usize)
+            .ok_or_else(|| allocation_error(len, "larger than the host's address space"))?;
+        if pinned {
+            PINNED_LIVE
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |live| {
+                    live.checked_add(len).filter(|&t| t <= PINNED_HOST_LIMIT)
+                })
+                .map_err(|live| {
+                    allocation_error(
+                        len,
+                        format!(
+                            "pinned host memory is limited to {PINNED_HOST_LIMIT} bytes \
+                             ({live} in use)"
+                        ),
+                    )
+                })?;
+        }
+        let Some(data) = try_zeroed(size) else {
+            if pinned {
+                PINNED_LIVE.fetch_sub(len, Ordering::AcqRel);
+            }
+            return Err(allocation_error(len, "the host is out of memory"));
+        };
+        Ok(Self {
             inner: Arc::new(HostAlloc {
-                data: Mutex::new(vec![0; len]),
+                data: Mutex::new(data),
                 pinned,
                 freed: AtomicBool::new(false),
             }),
-        }
+        })
     }
 
     /// A pageable buffer holding a copy of `bytes` (how an async copy from pageable memory is
@@ -65,9 +158,16 @@ impl HostBuffer {
         self.inner.freed.load(Ordering::Acquire)
     }
 
-    /// Marks the buffer freed; later uses return errors. Returns false if it already was.
+    /// Marks the buffer freed; later uses return errors. Returns false if it already was. A
+    /// pinned buffer's bytes are released at once (handles that remain see an empty, freed
+    /// buffer), so the memory goes back to the pinned budget.
     pub fn mark_freed(&self) -> bool {
-        !self.inner.freed.swap(true, Ordering::AcqRel)
+        let first = !self.inner.freed.swap(true, Ordering::AcqRel);
+        if first && self.inner.pinned {
+            let old = std::mem::take(&mut *self.lock_raw());
+            PINNED_LIVE.fetch_sub(old.len() as u64, Ordering::AcqRel);
+        }
+        first
     }
 
     /// Whether both handles name the same memory.

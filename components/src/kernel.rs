@@ -217,6 +217,14 @@ impl<'a> KernelCtx<'a> {
         Ok(out)
     }
 
+    /// Checks that `bytes` bytes at device address `ptr` lie in one allocation of the launch's
+    /// context, without touching them: what a kernel calls before building a host buffer whose
+    /// size comes from its arguments.
+    pub fn check(&self, ptr: u64, bytes: u64) -> Result<(), KernelFault> {
+        self.memory.check(ptr, bytes, self.context)?;
+        Ok(())
+    }
+
     /// Writes `values` at device address `ptr`.
     pub fn store<T: bytemuck::Pod>(&mut self, ptr: u64, values: &[T]) -> Result<(), KernelFault> {
         self.memory

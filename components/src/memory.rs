@@ -77,6 +77,53 @@ impl std::fmt::Display for AccessFault {
     }
 }
 
+/// First-fit allocation of address ranges in a fixed window, with coalescing on free: the
+/// instruction-memory window of a device and the module-data window of each context. Ranges are
+/// returned on unload, so loading and unloading forever never runs out.
+#[derive(Debug)]
+struct RangeAlloc {
+    /// Free ranges: start → end.
+    free: BTreeMap<u64, u64>,
+}
+
+impl RangeAlloc {
+    fn new(base: u64, end: u64) -> Self {
+        Self {
+            free: BTreeMap::from([(base, end)]),
+        }
+    }
+
+    /// The lowest free range of `len` bytes (a multiple of 4 KiB), taken.
+    fn alloc(&mut self, len: u64) -> Option<u64> {
+        let (&start, &end) = self.free.iter().find(|&(&s, &e)| e - s >= len)?;
+        self.free.remove(&start);
+        if start + len < end {
+            self.free.insert(start + len, end);
+        }
+        Some(start)
+    }
+
+    /// Returns `[start, start + len)`, merging it with free neighbours.
+    fn release(&mut self, start: u64, len: u64) {
+        let (mut s, mut e) = (start, start + len);
+        if let Some((&ps, &pe)) = self.free.range(..s).next_back()
+            && pe == s
+        {
+            self.free.remove(&ps);
+            s = ps;
+        }
+        if let Some(ne) = self.free.remove(&e) {
+            e = ne;
+        }
+        self.free.insert(s, e);
+    }
+
+    /// The largest free range (what an out-of-memory error reports as available).
+    fn largest(&self) -> u64 {
+        self.free.iter().map(|(s, e)| e - s).max().unwrap_or(0)
+    }
+}
+
 /// A stream position: (stream entity, sequence number). Reached when the stream has completed
 /// that many tasks.
 pub type StreamPosition = (Entity, u64);
@@ -94,8 +141,8 @@ struct Block {
 struct Space {
     /// A module-data page holding the tiling words of the launch being run (0 until needed).
     tiling_page: u64,
-    /// Next free address of the module-data window.
-    module_next: u64,
+    /// The module-data window's free ranges.
+    module_space: RangeAlloc,
     /// Mapped module data: base → (chunk, length).
     modules: BTreeMap<u64, (ChunkId, u64)>,
     slot: u64,
@@ -114,6 +161,9 @@ pub struct PendingFree {
     pub base: u64,
     /// Positions that must complete first.
     pub after: SmallVec<[StreamPosition; 4]>,
+    /// How far each stream of the context had been submitted when `free` was called (see
+    /// [`DeviceMemory::begin_free_enqueued`]); `None` when unknown.
+    pub enqueued: Option<SmallVec<[StreamPosition; 4]>>,
 }
 
 /// Memory counters of one device.
@@ -143,8 +193,10 @@ pub struct DeviceMemory {
     pending: Vec<PendingFree>,
     deferred_releases: u64,
     peak_live_bytes: u64,
-    /// Next free address of the instruction-memory window.
-    code_next: u64,
+    /// The instruction-memory window's free ranges.
+    code_space: RangeAlloc,
+    /// Instruction memory handed out: base → length.
+    code_live: BTreeMap<u64, u64>,
 }
 
 fn pool_error(e: PoolError, requested: u64, available: u64) -> NpuError {
@@ -172,7 +224,8 @@ impl DeviceMemory {
             pending: Vec::new(),
             deferred_releases: 0,
             peak_live_bytes: 0,
-            code_next: CODE_BASE,
+            code_space: RangeAlloc::new(CODE_BASE, CODE_END),
+            code_live: BTreeMap::new(),
         })
     }
 
@@ -206,13 +259,14 @@ impl DeviceMemory {
         let asid = self.driver.create_address_space();
         let config = PoolConfig {
             heap_base: HEAP_BASE + slot * CONTEXT_VA_SPAN,
+            heap_span: CONTEXT_VA_SPAN,
             ..PoolConfig::default()
         };
         self.spaces.insert(
             context,
             Space {
                 tiling_page: 0,
-                module_next: MODULE_DATA_BASE,
+                module_space: RangeAlloc::new(MODULE_DATA_BASE, MODULE_DATA_END),
                 modules: BTreeMap::new(),
                 slot,
                 asid,
@@ -226,17 +280,71 @@ impl DeviceMemory {
 
     /// Reserves `len` bytes of instruction memory for a binary's `.text` (aligned to 4 KiB).
     /// Instruction memory is not data memory: the core fetches from the decoded program only.
+    /// Returned by [`DeviceMemory::free_code`] when the binary is unloaded.
     pub fn alloc_code(&mut self, len: u64) -> NpuResult<u64> {
-        let base = self.code_next;
-        let end = base
-            .checked_add(len.max(4).next_multiple_of(4096))
-            .filter(|&e| e <= CODE_END)
-            .ok_or_else(|| NpuError::OutOfMemory {
-                requested: len,
-                available: CODE_END - base,
-            })?;
-        self.code_next = end;
+        let size = len
+            .max(4)
+            .checked_next_multiple_of(4096)
+            .filter(|&n| n <= CODE_END - CODE_BASE);
+        let base =
+            size.and_then(|n| self.code_space.alloc(n))
+                .ok_or_else(|| NpuError::OutOfMemory {
+                    requested: len,
+                    available: self.code_space.largest(),
+                })?;
+        self.code_live.insert(base, size.expect("allocated"));
         Ok(base)
+    }
+
+    /// Takes `[base, base + len)` of instruction memory for an image linked at that fixed
+    /// address, if it is free; returns whether it did. A range outside the window or partly in
+    /// use is not taken (nor returned later): each binary's code is decoded on its own, so two
+    /// images at the same addresses still run their own instructions, as they did before
+    /// instruction memory was accounted.
+    pub fn claim_code(&mut self, base: u64, len: u64) -> bool {
+        let size = len.max(4).next_multiple_of(4096);
+        let end = base.saturating_add(size);
+        if end <= CODE_BASE || base >= CODE_END {
+            return false;
+        }
+        let fits = base.is_multiple_of(4096)
+            && self
+                .code_space
+                .free
+                .range(..=base)
+                .next_back()
+                .is_some_and(|(_, &e)| e >= end);
+        if !fits {
+            return false;
+        }
+        let (&s, &e) = self
+            .code_space
+            .free
+            .range(..=base)
+            .next_back()
+            .expect("fits");
+        self.code_space.free.remove(&s);
+        if s < base {
+            self.code_space.free.insert(s, base);
+        }
+        if end < e {
+            self.code_space.free.insert(end, e);
+        }
+        self.code_live.insert(base, size);
+        true
+    }
+
+    /// Returns the instruction memory at `base` (from [`DeviceMemory::alloc_code`]); any other
+    /// address is ignored, so an image linked at a fixed address frees nothing.
+    pub fn free_code(&mut self, base: u64) {
+        if let Some(len) = self.code_live.remove(&base) {
+            self.code_space.release(base, len);
+        }
+    }
+
+    /// Bytes of instruction memory in use.
+    pub fn code_bytes(&self) -> u64 {
+        self.code_live.values().sum()
     }
 
     /// Maps `len` bytes of zeroed module data (a binary's `.rodata`, `.data`, `.bss`) into
@@ -245,31 +353,44 @@ impl DeviceMemory {
         let space = self.spaces.get_mut(&context).ok_or_else(|| {
             NpuError::ContextNull(format!("context {context} has no address space"))
         })?;
-        let size = len.max(1).next_multiple_of(4096);
-        let base = space.module_next;
-        if base.checked_add(size).is_none_or(|e| e > MODULE_DATA_END) {
+        // A guard page after each module, so running off one faults.
+        let window = MODULE_DATA_END - MODULE_DATA_BASE;
+        let Some(size) = len
+            .max(1)
+            .checked_next_multiple_of(4096)
+            .filter(|&n| n < window)
+        else {
             return Err(NpuError::OutOfMemory {
                 requested: len,
-                available: MODULE_DATA_END - base,
+                available: space.module_space.largest(),
             });
-        }
-        let chunk =
-            self.driver
-                .reserve(size, PageSize::Normal4K)
-                .map_err(|_| NpuError::OutOfMemory {
+        };
+        let base = space
+            .module_space
+            .alloc(size + 4096)
+            .ok_or_else(|| NpuError::OutOfMemory {
+                requested: len,
+                available: space.module_space.largest(),
+            })?;
+        let chunk = match self.driver.reserve(size, PageSize::Normal4K) {
+            Ok(c) => c,
+            Err(_) => {
+                space.module_space.release(base, size + 4096);
+                return Err(NpuError::OutOfMemory {
                     requested: len,
                     available: self
                         .driver
                         .phys()
                         .capacity()
                         .saturating_sub(self.driver.stats().reserved_bytes),
-                })?;
+                });
+            }
+        };
         if let Err(e) = self.driver.map(space.asid, base, chunk) {
             let _ = self.driver.release(chunk);
+            space.module_space.release(base, size + 4096);
             return Err(NpuError::Internal(format!("mapping module data: {e}")));
         }
-        // A guard page between modules, so running off one faults.
-        space.module_next = base + size + 4096;
         space.modules.insert(base, (chunk, size));
         Ok(base)
     }
@@ -300,9 +421,10 @@ impl DeviceMemory {
         let Some(space) = self.spaces.get_mut(&context) else {
             return;
         };
-        if let Some((chunk, _)) = space.modules.remove(&base) {
+        if let Some((chunk, size)) = space.modules.remove(&base) {
             let _ = self.driver.unmap(space.asid, base);
             let _ = self.driver.release(chunk);
+            space.module_space.release(base, size + 4096);
             space.tlb.flush();
         }
     }
@@ -525,6 +647,38 @@ impl DeviceMemory {
         context: Entity,
         after: &[StreamPosition],
     ) -> NpuResult<BlockInfo> {
+        self.begin_free_inner(ptr, context, after, None)
+    }
+
+    /// As [`DeviceMemory::begin_free`], knowing how far each stream of the context had been
+    /// submitted at the call (`enqueued`). Only work enqueued before the free keeps the block
+    /// reserved: a task noted later (it names the block after `free`) joins no wait, so the
+    /// block is released when the earlier work is done whatever is queued after it, and such
+    /// a task faults when it touches the released block. Without `enqueued`, every use noted
+    /// before the release joins the wait, so whether a late task runs or faults would depend on
+    /// what else was queued.
+    pub fn begin_free_enqueued(
+        &mut self,
+        ptr: u64,
+        context: Entity,
+        after: &[StreamPosition],
+        enqueued: &[StreamPosition],
+    ) -> NpuResult<BlockInfo> {
+        self.begin_free_inner(
+            ptr,
+            context,
+            after,
+            Some(enqueued.iter().copied().collect()),
+        )
+    }
+
+    fn begin_free_inner(
+        &mut self,
+        ptr: u64,
+        context: Entity,
+        after: &[StreamPosition],
+        enqueued: Option<SmallVec<[StreamPosition; 4]>>,
+    ) -> NpuResult<BlockInfo> {
         let info = self.check_free(ptr, context)?;
         let space = self.spaces.get_mut(&context).expect("validated");
         let block = space.blocks.get_mut(&ptr).expect("validated");
@@ -540,6 +694,7 @@ impl DeviceMemory {
             context,
             base: ptr,
             after: wait,
+            enqueued,
         });
         Ok(info)
     }
@@ -563,12 +718,17 @@ impl DeviceMemory {
             Some(u) => u.1 = u.1.max(pos.1),
             None => block.uses.push(pos),
         }
-        // A use noted after `free` (the frees are processed after ingest) joins the wait.
+        // A use noted after `free` (the frees are processed after ingest) joins the wait if
+        // its task was enqueued before the free; one enqueued after it does not.
         if block.freeing
             && let Some(p) = self
                 .pending
                 .iter_mut()
                 .find(|p| p.context == context && p.base == base)
+            && p.enqueued.as_ref().is_none_or(|e| {
+                e.iter()
+                    .any(|&(s, submitted)| s == pos.0 && pos.1 <= submitted)
+            })
         {
             match p.after.iter_mut().find(|(s, _)| *s == pos.0) {
                 Some(u) => u.1 = u.1.max(pos.1),
@@ -832,6 +992,30 @@ mod tests {
         assert_eq!(m.live_blocks(), 1);
         assert_eq!(m.release_completed(|_| true), 1);
         assert_eq!(m.live_blocks(), 0);
+    }
+
+    #[test]
+    fn instruction_memory_and_module_data_come_back_for_reuse() {
+        let mut m = mem();
+        for _ in 0..70_000 {
+            let code = m.alloc_code(4096).unwrap();
+            let data = m.map_module_data(ctx(1), 4096).unwrap();
+            m.free_code(code);
+            m.unmap_module_data(ctx(1), data);
+        }
+        assert_eq!(m.code_bytes(), 0);
+        let a = m.alloc_code(10_000).unwrap();
+        let b = m.alloc_code(4096).unwrap();
+        assert_eq!(b, a + 12_288, "first fit after the rounded first range");
+        m.free_code(a);
+        assert_eq!(m.alloc_code(8192).unwrap(), a, "a freed range is reused");
+        assert!(!m.claim_code(b, 4096), "code in use is not taken twice");
+        let before = m.code_bytes();
+        assert!(
+            m.claim_code(b + (1 << 20), 4096),
+            "a free fixed range is taken"
+        );
+        assert_eq!(m.code_bytes(), before + 4096);
     }
 
     #[test]

@@ -20,14 +20,18 @@
 //!    freed block merges with free physical neighbours at once, so a chunk whose blocks are all
 //!    free is a single block again, cached for reuse.
 //! 5. **Growth.** With no fitting block, the pool reserves a chunk, maps it at the next free
-//!    virtual address (from [`abi::HEAP_BASE`](npusim_device::abi::HEAP_BASE) upwards, with an
-//!    unmapped 2 MiB guard between chunks so that overruns fault), and carves from it.
+//!    virtual address (from [`PoolConfig::heap_base`] upwards, with an unmapped 2 MiB guard
+//!    between chunks so that overruns fault), and carves from it. Addresses never leave the
+//!    pool's slice `[heap_base, heap_base + heap_span)`: at its end, placement wraps to the
+//!    lowest gap between live chunks, so pools of different contexts never overlap however
+//!    long they churn.
 //! 6. **Exhaustion.** When the driver refuses, the pool releases its cached fully-free chunks
 //!    (unmap + release) and tries once more; only then does it report
 //!    [`PoolError::OutOfMemory`], with no allocation changed.
 //!
-//! Freed virtual addresses of released chunks are never reused, so a stale pointer into a
-//! released chunk faults rather than reading a newer allocation.
+//! Freed virtual addresses of released chunks are reused only once placement has walked the
+//! whole slice, so a stale pointer into a released chunk faults rather than reading a newer
+//! allocation for as long as the slice allows.
 //!
 //! Bookkeeping lives outside device memory (device memory is simulated; nothing is stored in
 //! it): blocks sit in a slab with recycled slots, live blocks are found by address in an
@@ -118,11 +122,18 @@ pub enum PoolError {
     Driver(#[from] DriverError),
 }
 
+/// Default size of a pool's virtual-address slice: 256 GiB, past any device's memory.
+pub const DEFAULT_HEAP_SPAN: u64 = 1 << 38;
+
 /// Tunables of a [`Pool`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolConfig {
     /// First virtual address the pool hands out. Default [`HEAP_BASE`].
     pub heap_base: u64,
+    /// Bytes of virtual addresses from `heap_base` on that the pool may use (chunks and their
+    /// guards); no address it hands out lies past `heap_base + heap_span`. Default
+    /// [`DEFAULT_HEAP_SPAN`].
+    pub heap_span: u64,
     /// Smallest chunk reserved for large requests; larger requests get a chunk of their size
     /// rounded up to 2 MiB. Default 16 MiB: big enough to amortize the driver calls over many
     /// medium buffers, small enough not to strand much memory.
@@ -133,6 +144,7 @@ impl Default for PoolConfig {
     fn default() -> Self {
         Self {
             heap_base: HEAP_BASE,
+            heap_span: DEFAULT_HEAP_SPAN,
             large_chunk_min: 16 << 20,
         }
     }
@@ -513,16 +525,11 @@ impl Pool {
         // does not.
         let candidates = [Some(preferred), (exact < preferred).then_some(exact)];
         for chunk_len in candidates.into_iter().flatten() {
-            // Placement first: an exhausted virtual range (never in practice) needs no call.
-            let Some(va) = self.next_va.checked_next_multiple_of(HUGE_PAGE_SIZE) else {
-                return Ok(None);
-            };
-            let Some(next_va) = va
-                .checked_add(chunk_len)
-                .and_then(|end| end.checked_add(GUARD))
-            else {
+            // Placement first: an exhausted slice needs no driver call.
+            let Some(va) = self.place(chunk_len) else {
                 continue;
             };
+            let next_va = va + chunk_len + GUARD;
             self.stats.driver_calls += 1;
             let Ok(id) = driver.reserve(chunk_len, kind.page) else {
                 continue;
@@ -537,6 +544,39 @@ impl Pool {
             return Ok(Some(self.adopt_chunk(id, va, chunk_len, kind)));
         }
         Ok(None)
+    }
+
+    /// Where a new chunk of `len` bytes goes: the next address upwards, or, when the slice's
+    /// end is reached, the lowest gap among live chunks that holds it and its guard.
+    fn place(&self, len: u64) -> Option<u64> {
+        let end = self.config.heap_base.saturating_add(self.config.heap_span);
+        self.gap_from(self.next_va, len, end)
+            .or_else(|| self.gap_from(self.config.heap_base, len, end))
+    }
+
+    /// The first 2 MiB-aligned address at or above `from` where `len` bytes and a guard fit
+    /// below `end` without touching a live chunk or its guard.
+    fn gap_from(&self, from: u64, len: u64, end: u64) -> Option<u64> {
+        let need = len.checked_add(GUARD)?;
+        let mut va = from.checked_next_multiple_of(HUGE_PAGE_SIZE)?;
+        // The chunk starting below `va` may reach past it.
+        let first = self
+            .chunk_by_va
+            .range(..va)
+            .next_back()
+            .map_or(va, |(&k, _)| k);
+        for (&cva, &ci) in self.chunk_by_va.range(first..) {
+            let clen = self.chunks[ci as usize].as_ref().map_or(0, |c| c.len);
+            let cend = cva.saturating_add(clen).saturating_add(GUARD);
+            if cend <= va {
+                continue;
+            }
+            if va.checked_add(need)? <= cva {
+                break;
+            }
+            va = cend.checked_next_multiple_of(HUGE_PAGE_SIZE)?;
+        }
+        (va.checked_add(need)? <= end).then_some(va)
     }
 
     /// Records a newly mapped chunk and returns its single free block.
@@ -1082,6 +1122,39 @@ mod tests {
         let mut driver = Driver::new(capacity).unwrap();
         let asid = driver.create_address_space();
         (driver, Pool::new(asid))
+    }
+
+    #[test]
+    fn churn_with_trim_never_leaves_the_pools_slice() {
+        let mut driver = Driver::new(1 << 30).unwrap();
+        let asid = driver.create_address_space();
+        let base = HEAP_BASE + (1 << 38);
+        let span = 64 * MIB;
+        let mut pool = Pool::with_config(
+            asid,
+            PoolConfig {
+                heap_base: base,
+                heap_span: span,
+                ..PoolConfig::default()
+            },
+        );
+        let keep = pool
+            .alloc(&mut driver, 100, AllocPolicy::HugeFirst)
+            .unwrap();
+        for i in 0..200 {
+            let a = pool
+                .alloc(&mut driver, 3 * MIB, AllocPolicy::HugeFirst)
+                .unwrap();
+            assert!(
+                a.va >= base && a.va + a.size <= base + span,
+                "round {i}: {:#x} outside the slice",
+                a.va
+            );
+            assert!(a.va + a.size <= keep.va || a.va >= keep.va + keep.size);
+            pool.free(a.va).unwrap();
+            pool.trim(&mut driver);
+        }
+        assert_eq!(pool.block_containing(keep.va), Some((keep.va, 100)));
     }
 
     #[test]

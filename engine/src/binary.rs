@@ -56,12 +56,23 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         let (text_base, data_base) = match (parsed.kind(), parsed.link_address()) {
-            (BinaryKind::Executable, Some(bases)) => bases,
+            (BinaryKind::Executable, Some(bases)) => {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.claim_code(bases.0, parsed.text_size());
+                // Without data there is no module data of its own to unmap later.
+                (bases.0, if parsed.data_size() > 0 { bases.1 } else { 0 })
+            }
             _ => {
                 let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
                 let text = d.memory.alloc_code(parsed.text_size())?;
                 let data = if parsed.data_size() > 0 {
-                    d.memory.map_module_data(ctx, parsed.data_size())?
+                    match d.memory.map_module_data(ctx, parsed.data_size()) {
+                        Ok(base) => base,
+                        Err(e) => {
+                            d.memory.free_code(text);
+                            return Err(e);
+                        }
+                    }
                 } else {
                     0
                 };
@@ -71,8 +82,9 @@ impl Runtime {
         let linked = match loader::link(&parsed, text_base, data_base) {
             Ok(l) => l,
             Err(e) => {
+                let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+                d.memory.free_code(text_base);
                 if data_base != 0 {
-                    let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
                     d.memory.unmap_module_data(ctx, data_base);
                 }
                 return Err(NpuError::InvalidBinary(e.to_string()));
@@ -161,16 +173,9 @@ impl Runtime {
         let (mut g, result) = self.drive(g, &what, &done, None);
         result?;
         // A host callback run during the wait may have unloaded it already.
-        let Some(state) = g.world.get::<BinaryState>(b) else {
+        if !release_binary(&mut g, b) {
             return Err(NpuError::Destroyed(binary.to_string()));
-        };
-        let (device, data_base) = (state.device, state.data_base);
-        if data_base != 0 {
-            let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
-            d.memory.unmap_module_data(ctx, data_base);
         }
-        g.world.resource_mut::<KernelRegistry>().remove_binary(b);
-        g.world.despawn(b);
         Ok(())
     }
 
@@ -189,4 +194,28 @@ impl Runtime {
     pub fn take_kernel_log(&self) -> Vec<String> {
         std::mem::take(&mut self.lock().world.resource_mut::<HostLog>().lines)
     }
+}
+
+/// Releases a loaded binary: its instruction memory returns to its device, its module data
+/// leaves its context's address space, its functions leave the kernel registry (their handles
+/// become stale) and the entity goes. Returns false when it was already gone. Unload and
+/// context teardown both come here.
+pub(crate) fn release_binary(inner: &mut Inner, b: Entity) -> bool {
+    let Some(state) = inner.world.get::<BinaryState>(b) else {
+        return false;
+    };
+    let (device, ctx) = (state.device, state.context);
+    let (data_base, text_base) = (state.data_base, state.text_base);
+    if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
+        d.memory.free_code(text_base);
+        if data_base != 0 {
+            d.memory.unmap_module_data(ctx, data_base);
+        }
+    }
+    inner
+        .world
+        .resource_mut::<KernelRegistry>()
+        .remove_binary(b);
+    inner.world.despawn(b);
+    true
 }

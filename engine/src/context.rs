@@ -7,10 +7,12 @@
 //! is of this runtime, names a live object, belongs to the current context, and that context
 //! has not faulted.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bevy_ecs::prelude::*;
+use npusim_components::binary::BinaryState;
 use npusim_components::resources::{AbortRequests, FaultRecord, Faults};
 use npusim_components::{
     Context, ContextState, ContextStatus, DeviceState, Event, EventState, FailureMode, NpuError,
@@ -44,9 +46,57 @@ impl Drop for ThreadStack {
 thread_local! {
     /// This thread's current contexts, innermost last (entries of several runtimes mix).
     static STACK: RefCell<ThreadStack> = const { RefCell::new(ThreadStack(Vec::new())) };
+    /// The value of [`RUNTIMES_DROPPED`] when this thread last pruned its stack.
+    static SEEN_DROPS: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many runtimes have been dropped in this process. A thread whose stack has seen fewer
+/// drops prunes the entries of dead runtimes on its next call, so a dropped runtime leaves
+/// nothing on any thread that goes on using npusim (and the dropping thread's own entries go
+/// at once, see `Drop for Runtime`).
+static RUNTIMES_DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// Drops this thread's entries of runtimes that no longer exist, if any runtime was dropped
+/// since the last look (one atomic load otherwise).
+fn prune_dead_runtimes() {
+    let dropped = RUNTIMES_DROPPED.load(Ordering::Acquire);
+    if SEEN_DROPS.with(Cell::get) == dropped {
+        return;
+    }
+    SEEN_DROPS.with(|c| c.set(dropped));
+    STACK.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.0.retain(|e| e.shared.strong_count() > 0);
+        }
+    });
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // The last handle: the world goes with it. Its entries on this thread go now; other
+        // threads prune theirs on their next call (they cannot be reached from here).
+        if self.weak().strong_count() == 1 {
+            RUNTIMES_DROPPED.fetch_add(1, Ordering::AcqRel);
+            let id = self.id();
+            // `try_`: this may run while the thread's locals are being torn down.
+            let _ = STACK.try_with(|s| {
+                if let Ok(mut s) = s.try_borrow_mut() {
+                    s.0.retain(|e| e.runtime != id);
+                }
+            });
+        }
+    }
+}
+
+/// Number of entries on the calling thread's context stack, over every runtime (after pruning
+/// the entries of dropped runtimes): a dropped runtime leaves none behind.
+pub fn thread_stack_len() -> usize {
+    prune_dead_runtimes();
+    STACK.with(|s| s.borrow().0.len())
 }
 
 fn top_for(runtime: u32) -> Option<Entity> {
+    prune_dead_runtimes();
     STACK.with(|s| {
         s.borrow()
             .0
@@ -473,6 +523,18 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
     }
     for e in events {
         inner.world.despawn(e);
+    }
+    // Binaries go with their context: their instruction memory returns to the device, their
+    // module data with the address space below; a handle to one is then destroyed (107017).
+    let binaries: Vec<Entity> = inner
+        .world
+        .query::<(Entity, &BinaryState)>()
+        .iter(&inner.world)
+        .filter(|(_, b)| b.context == ctx)
+        .map(|(e, _)| e)
+        .collect();
+    for b in binaries {
+        crate::binary::release_binary(inner, b);
     }
     if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
         d.memory.destroy_space(ctx);

@@ -93,7 +93,12 @@ impl Runtime {
 
     /// As [`Runtime::launch`], with tiling words: a native kernel reads them from
     /// [`KernelCtx::tiling`](npusim_components::KernelCtx); a binary kernel finds their device
-    /// address in the `npu.tiling` CSR (`npu_tiling()` in the SDK). At most 16 words.
+    /// address in the `npu.tiling` CSR (`npu_tiling()` in the SDK). At most
+    /// [`MAX_TILING`](npusim_components::task::MAX_TILING) (20) words, the room in the task
+    /// descriptor; more is `ACL_ERROR_RT_PARAM_INVALID`. (Real CANN passes tiling data as a
+    /// byte buffer of the op's own layout, by default at most 2048 bytes, the
+    /// `max_tiling_data_size` of `OpImplRegisterV2::Tiling`; npusim's 20 words, 80 bytes, ride
+    /// in the task descriptor.)
     pub fn launch_with_tiling(
         &self,
         kernel: Kernel,

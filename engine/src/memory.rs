@@ -11,9 +11,6 @@ use npusim_components::{
 use crate::runtime::{Inner, Runtime};
 use npusim_components::{AllocPolicy, MemoryStats, StreamState};
 
-/// Largest single host allocation (`malloc_host`), 64 GiB: beyond it is surely a mistake.
-const MAX_HOST_ALLOC: u64 = 64 << 30;
-
 impl Runtime {
     fn device_of(&self, world: &World, ctx: Entity) -> Entity {
         world.get::<ContextState>(ctx).expect("checked").device
@@ -138,11 +135,21 @@ impl Runtime {
         let device = self.validate_free(&g, ctx, ptr)?;
         let cost = g.costs.call_ns;
         g.charge(cost);
+        // How far each stream was submitted: only that work keeps the block reserved.
+        let enqueued: smallvec::SmallVec<[(Entity, u64); 4]> = g
+            .context(ctx)
+            .map(|c| {
+                c.streams
+                    .iter()
+                    .filter_map(|&s| g.stream(s).map(|st| (s, st.submitted)))
+                    .collect()
+            })
+            .unwrap_or_default();
         g.world
             .get_mut::<DeviceState>(device)
             .expect("device")
             .memory
-            .begin_free(ptr.0, ctx, &after)?;
+            .begin_free_enqueued(ptr.0, ctx, &after, &enqueued)?;
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
         if g.doorbell().is_empty() {
@@ -216,17 +223,20 @@ impl Runtime {
         Ok(released)
     }
 
-    /// Allocates `size` bytes of pinned (page-locked) host memory.
+    /// Allocates `size` bytes of pinned (page-locked) host memory. Past the pinned budget
+    /// ([`PINNED_HOST_LIMIT`](npusim_components::host::PINNED_HOST_LIMIT)) or the host's memory
+    /// it is `ACL_ERROR_RT_MEMORY_ALLOCATION`, with nothing allocated.
     pub fn malloc_host(&self, size: u64) -> NpuResult<HostBuffer> {
-        if size == 0 || size > MAX_HOST_ALLOC {
+        if size == 0 {
             return Err(NpuError::InvalidParam(format!(
                 "host allocation of {size} bytes"
             )));
         }
+        let buffer = HostBuffer::try_new(size, true)?;
         let mut g = self.lock();
         let cost = g.costs.call_ns;
         g.charge(cost);
-        Ok(HostBuffer::new(size as usize, true))
+        Ok(buffer)
     }
 
     /// Frees host memory from [`Runtime::malloc_host`]; later uses of the buffer are errors.

@@ -303,7 +303,14 @@ fn run_schedule(inner: &mut Inner) -> bool {
     if let Some(client) = tracy_client::Client::running() {
         client.frame_mark();
     }
-    stats.last_frame_progressed
+    let (frames, progressed) = (stats.frames, stats.last_frame_progressed);
+    // The world's removed-component trackers grow with every despawn (streams, events,
+    // binaries, contexts) until they are cleared, as bevy's App does each update; nothing here
+    // reads them, so every 64 frames is enough to keep them small.
+    if frames.is_multiple_of(64) {
+        inner.world.clear_trackers();
+    }
+    progressed
 }
 
 impl Runtime {

@@ -122,11 +122,19 @@ impl PhysMem {
         Ok(())
     }
 
-    /// Copies `data` to device memory at `pa`, backing the frames it touches.
+    /// Copies `data` to device memory at `pa`, backing the frames it touches. Zeros written to
+    /// a never-written frame leave it unbacked (it reads as zeros already): loading a binary
+    /// with a large `.bss`, or copying in a mostly empty buffer, costs no host memory for the
+    /// zero pages.
     pub fn write(&mut self, pa: u64, data: &[u8]) -> Result<(), MemFault> {
         self.check(pa, data.len() as u64)?;
         let mut done = 0;
         for (addr, n) in frame_pieces(pa, data.len() as u64) {
+            let piece = &data[done..done + n];
+            if self.frame(addr).is_none() && piece.iter().all(|&b| b == 0) {
+                done += n;
+                continue;
+            }
             let frame = self.frame_mut(addr)?;
             frame[in_frame(addr)..in_frame(addr) + n].copy_from_slice(&data[done..done + n]);
             done += n;

@@ -50,20 +50,25 @@ fn noop(_: &mut KernelCtx) -> KResult {
 }
 
 fn fill(k: &mut KernelCtx) -> KResult {
-    let (x, n, v) = (k.ptr(0)?, k.usize(1)?, k.f32(2)?);
-    k.store(x, &vec![v; checked_len(k, x, n)?])
-}
-
-/// Refuses an element count larger than the memory it points at before allocating for it.
-fn checked_len(_k: &KernelCtx, _ptr: u64, n: usize) -> Result<usize, KernelFault> {
-    // Loads check bounds before allocating; stores of `n` elements need a host vector of `n`,
-    // so cap it at what a device could hold.
-    if n as u64 > (1u64 << 36) / 4 {
-        return Err(KernelFault::BadArgs(format!(
-            "{n} elements exceed any device memory"
-        )));
+    let (x, n, v) = (k.ptr(0)?, k.u64(1)?, k.f32(2)?);
+    if n == 0 {
+        return Ok(());
     }
-    Ok(n)
+    // The count comes from the launch: check the whole range before building anything for
+    // it, then write in bounded pieces, so host memory stays small whatever `n` is.
+    let bytes = n
+        .checked_mul(4)
+        .ok_or_else(|| KernelFault::BadArgs(format!("{n} elements overflow")))?;
+    k.check(x, bytes)?;
+    const PIECE: u64 = 1 << 16;
+    let piece = vec![v; PIECE.min(n) as usize];
+    let mut done = 0;
+    while done < n {
+        let m = PIECE.min(n - done);
+        k.store(x + done * 4, &piece[..m as usize])?;
+        done += m;
+    }
+    Ok(())
 }
 
 fn binary(k: &mut KernelCtx, op: impl Fn(f32, f32) -> f32) -> KResult {
