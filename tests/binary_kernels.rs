@@ -197,3 +197,113 @@ fn malformed_binaries_are_parse_errors_and_unloaded_kernels_cannot_launch() {
     assert_eq!(rt.launch(k, 1, &[], s).unwrap_err().code(), 107017);
     assert_eq!(rt.get_function(bin, "vadd_f32").unwrap_err().code(), 107017);
 }
+
+#[test]
+fn a_function_looked_up_again_is_the_same_kernel_and_the_registry_does_not_grow() {
+    let rt = rt();
+    let bin = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let first = rt.get_function(bin, "vadd_f32").unwrap();
+    let registered = |rt: &Runtime| {
+        rt.lock_world()
+            .world()
+            .resource::<npusim::components::KernelRegistry>()
+            .len()
+    };
+    let before = registered(&rt);
+    for _ in 0..10_000 {
+        assert_eq!(rt.get_function(bin, "vadd_f32").unwrap(), first);
+    }
+    assert_eq!(registered(&rt), before);
+    rt.unload_binary(bin).unwrap();
+    assert_eq!(registered(&rt), before - 1, "unload removes its functions");
+}
+
+#[test]
+fn an_old_kernel_handle_never_runs_the_kernel_that_reuses_its_slot() {
+    let rt = rt();
+    let a = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let old = rt.get_function(a, "vadd_f32").unwrap();
+    rt.unload_binary(a).unwrap();
+    let b = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let new = rt.get_function(b, "vadd_f32").unwrap();
+    assert_eq!(new.index(), old.index(), "the slot is reused");
+    let s = rt.create_stream().unwrap();
+    let n = 64usize;
+    let (x, y, z) = (
+        upload(&rt, &vec![1.0f32; n]),
+        upload(&rt, &vec![2.0f32; n]),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
+    let args = [x.into(), y.into(), z.into(), n.into()];
+    assert_eq!(rt.launch(old, 1, &args, s).unwrap_err().code(), 107017);
+    rt.launch(new, 1, &args, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    assert!(download::<f32>(&rt, z, n).iter().all(|&v| v == 3.0));
+}
+
+#[test]
+fn another_runtimes_kernel_handle_is_refused() {
+    let (a, b) = (rt(), rt());
+    let noop_a = a.kernel("noop").unwrap();
+    let s = b.create_stream().unwrap();
+    let err = b.launch(noop_a, 1, &[], s).unwrap_err();
+    assert_eq!(err.code(), 107017, "{err}");
+    assert_eq!(b.synchronize_stream(s), Ok(()));
+}
+
+#[test]
+fn a_binary_kernels_access_set_is_the_bytes_its_blocks_touched() {
+    use bevy_ecs::prelude::*;
+    use npusim::components::access::{Access, AccessMode};
+    use npusim::components::resources::Finished;
+    use npusim::components::{Task, TaskKind};
+    #[derive(Resource, Default)]
+    struct Seen(Vec<Vec<Access>>);
+    fn record(finished: Res<Finished>, tasks: Query<&Task>, mut seen: ResMut<Seen>) {
+        for &e in &finished.tasks {
+            if let Ok(t) = tasks.get(e)
+                && t.kind() == TaskKind::Kernel
+            {
+                seen.0.push(t.access.ranges().to_vec());
+            }
+        }
+    }
+    let rt = rt();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().init_resource::<Seen>();
+        g.schedule_mut()
+            .add_systems(record.in_set(NpuSet::DeferredFree));
+    }
+    let bin = rt.load_binary(&kernel_object("vector_add.o")).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    let n = 1000usize;
+    // Buffers larger than what the kernel touches: the set names the touched bytes only.
+    let (x, y, z) = (
+        rt.malloc(8192).unwrap(),
+        rt.malloc(8192).unwrap(),
+        rt.malloc(8192).unwrap(),
+    );
+    rt.launch(vadd, 3, &[x.into(), y.into(), z.into(), n.into()], s)
+        .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let seen = rt.lock_world().world().resource::<Seen>().0.clone();
+    let set = seen.last().expect("the launch finished");
+    let bytes = 4 * n as u64;
+    for (ptr, mode) in [
+        (x, AccessMode::Read),
+        (y, AccessMode::Read),
+        (z, AccessMode::Write),
+    ] {
+        assert!(
+            set.iter()
+                .any(|a| a.addr == ptr.addr() && a.bytes == bytes && a.mode == mode),
+            "{ptr:?} {mode:?} in {set:?}"
+        );
+    }
+    let heap = set
+        .iter()
+        .filter(|a| a.addr >= x.addr().min(y.addr()).min(z.addr()));
+    assert_eq!(heap.count(), 3, "nothing else of the buffers: {set:?}");
+}
