@@ -39,8 +39,8 @@ pub use kernel::{
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;
 pub use resources::{
-    AbortRequests, Devices, Doorbell, FaultRecord, Faults, Finished, FrameStats, HostClock,
-    PendingCallbacks, ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
+    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
+    ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,

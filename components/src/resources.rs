@@ -7,7 +7,7 @@ use std::collections::BinaryHeap;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 
-use crate::task::{Callback, NewTask, TaskKind};
+use crate::task::{Callback, TaskKind};
 use crate::time::SimTime;
 
 /// The device-side simulated clock (one time axis for all devices).
@@ -17,21 +17,6 @@ pub struct SimClock {
     pub now: SimTime,
     /// When set, the hardware tick does not advance past this time (a timed wait's deadline).
     pub horizon: Option<SimTime>,
-}
-
-/// The host program's simulated clock: API calls and `host_work` advance it; synchronizing moves
-/// it to the device's completion time.
-#[derive(Resource, Debug, Default, Clone, Copy)]
-pub struct HostClock {
-    /// Now, on the host.
-    pub now: SimTime,
-}
-
-/// Submissions since the last frame, in call order (API calls only push here and return).
-#[derive(Resource, Debug, Default)]
-pub struct Doorbell {
-    /// Pending submissions.
-    pub tasks: Vec<NewTask>,
 }
 
 /// Tasks whose dependencies are met, waiting for a unit.

@@ -6,6 +6,7 @@ use bevy_ecs::component::Component;
 use bevy_ecs::entity::Entity;
 
 use crate::error::NpuError;
+use crate::task::NewTask;
 use crate::time::SimTime;
 
 /// What a stream is for; it decides nothing yet but is shown in timelines.
@@ -31,6 +32,9 @@ pub struct StreamState {
     pub priority: i32,
     /// Kind.
     pub kind: StreamKind,
+    /// Submissions rung on this stream's doorbell since the last frame, in call order (an API
+    /// call only pushes here; ingest turns them into tasks at the back of `queue`).
+    pub doorbell: Vec<NewTask>,
     /// Tasks ingested and not yet finished, head first.
     pub queue: VecDeque<Entity>,
     /// Tasks submitted so far (the sequence number of the last one).
@@ -65,6 +69,7 @@ impl StreamState {
             device,
             priority,
             kind,
+            doorbell: Vec::new(),
             queue: VecDeque::new(),
             submitted: 0,
             completed: 0,

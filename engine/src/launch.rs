@@ -2,7 +2,6 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
-use npusim_components::resources::Doorbell;
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, TaskKind,
@@ -43,15 +42,14 @@ pub(crate) fn submit_with(
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    let mut doorbell = world.resource_mut::<Doorbell>();
-    doorbell.tasks.push(NewTask {
+    st.doorbell.push(NewTask {
         stream: s,
         seq,
         submit,
         desc: bytemuck::Zeroable::zeroed(),
         extra,
     });
-    encode(&mut doorbell.tasks.last_mut().expect("just pushed").desc);
+    encode(&mut st.doorbell.last_mut().expect("just pushed").desc);
     seq
 }
 

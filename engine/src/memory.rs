@@ -152,7 +152,7 @@ impl Runtime {
             .begin_free_enqueued(ptr.0, ctx, &after, &enqueued)?;
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
-        if g.doorbell().is_empty() {
+        if !g.doorbell_rung() {
             let world = &g.world;
             let memory = &world.get::<DeviceState>(device).expect("device").memory;
             let all_done = memory

@@ -8,10 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{Schedule, SingleThreadedExecutor};
 use npusim_components::resources::{
-    Devices, Doorbell, FrameStats, HostClock, PendingCallbacks, ReadyQueue, Running, SimClock,
-    Timeline,
+    Devices, FrameStats, PendingCallbacks, ReadyQueue, Running, SimClock, Timeline,
 };
-use npusim_components::task::NewTask;
 use npusim_components::{
     ContextState, DeviceMemory, DeviceState, KernelRegistry, NpuError, NpuResult, SimTime,
     StreamKind, StreamState, TaskRecord, Units,
@@ -109,6 +107,8 @@ pub(crate) struct Inner {
     pub schedule: Schedule,
     pub costs: HostCosts,
     pub next_stream_order: u64,
+    /// The host's simulated clock.
+    host_now: SimTime,
     /// Per device index: the device entity.
     pub devices: Vec<Entity>,
     /// Per device index: the primary context.
@@ -158,30 +158,29 @@ impl Inner {
         self.q_contexts.update_archetypes(&self.world);
     }
 
-    /// The host's simulated clock (the world's [`HostClock`], its one owner).
+    /// The host's simulated clock (only the runtime keeps it: no system reads host time).
     #[inline]
     pub fn host_now(&self) -> SimTime {
-        self.world.resource::<HostClock>().now
+        self.host_now
     }
 
     /// Sets the host's clock.
     #[inline]
     pub fn set_host_now(&mut self, t: SimTime) {
-        self.world.resource_mut::<HostClock>().now = t;
+        self.host_now = t;
     }
 
     /// Moves the host's clock on by `d`.
     #[inline]
     pub fn advance_host(&mut self, d: SimTime) {
-        self.world.resource_mut::<HostClock>().now += d;
+        self.host_now += d;
     }
 
     /// Charges `ns` of host time for an API call; returns the new host time.
     #[inline]
     pub fn charge(&mut self, ns: u64) -> SimTime {
-        let mut clock = self.world.resource_mut::<HostClock>();
-        clock.now += SimTime(ns);
-        clock.now
+        self.host_now += SimTime(ns);
+        self.host_now
     }
 
     /// Charges the host for the driver calls (kernel-mode crossings) device `device`'s memory
@@ -194,10 +193,11 @@ impl Inner {
         self.charge(ns);
     }
 
-    /// Submissions not yet ingested (the world's [`Doorbell`], its one owner).
-    #[inline]
-    pub fn doorbell(&self) -> &[NewTask] {
-        &self.world.resource::<Doorbell>().tasks
+    /// Whether some stream has submissions not yet ingested.
+    pub fn doorbell_rung(&self) -> bool {
+        self.q_streams
+            .iter_manual(&self.world)
+            .any(|s| !s.doorbell.is_empty())
     }
 
     /// Whether device `index` has finished everything submitted to it: every stream on it has
@@ -352,6 +352,7 @@ impl Runtime {
             schedule,
             costs: config.host.clone(),
             next_stream_order: 0,
+            host_now: SimTime::ZERO,
             devices: Vec::new(),
             default_contexts: Vec::new(),
             ctx_users: Default::default(),
@@ -655,7 +656,7 @@ impl Runtime {
     /// Whether the doorbell, ready queue and running set are all empty.
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
-        g.doorbell().is_empty()
+        !g.doorbell_rung()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
             && g.world
@@ -680,7 +681,7 @@ fn only_rendezvous_left(inner: &Inner) -> bool {
         .any(|op| op.phase == npusim_components::collective::OpPhase::Waiting);
     let running = w.resource::<Running>();
     waiting
-        && inner.doorbell().is_empty()
+        && !inner.doorbell_rung()
         && w.resource::<ReadyQueue>().tasks.is_empty()
         && running.heap.is_empty()
         && running

@@ -1,72 +1,78 @@
-//! Ingest: submissions rung on the doorbell since the last frame become task entities at the
-//! back of their streams. API calls only push a descriptor; this is where the device sees it.
-//! Each task gets what its stream knows (its context and device) and its access set — the
-//! device memory it reads and writes ([`npusim_components::access`]) — computed once, here;
-//! every block an access names then waits for the task's stream position before a pending free
-//! may release it. Entities of retired tasks are reused from the task pool, so steady-state
-//! submission neither spawns nor despawns.
+//! Ingest: submissions rung on each stream's doorbell since the last frame become task entities
+//! at the back of that stream. API calls only push a descriptor onto their stream's doorbell;
+//! this is where the device sees it. Each task gets what its stream knows (its context and
+//! device) and its access set — the device memory it reads and writes
+//! ([`npusim_components::access`]) — computed once, here; every block an access names then
+//! waits for the task's stream position before a pending free may release it. Entities of
+//! retired tasks are reused from the task pool, so steady-state submission neither spawns nor
+//! despawns.
 
 use bevy_ecs::prelude::*;
 use npusim_components::access::{Access, AccessMode, Space};
 use npusim_components::collective::{CollectiveCall, PeerCopy};
 use npusim_components::memory::StreamPosition;
-use npusim_components::resources::{Devices, Doorbell, FrameStats, TaskPool};
+use npusim_components::resources::{Devices, FrameStats, TaskPool};
 use npusim_components::task::{CopyDir, NewTask};
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
 
 /// A block use to note: (device entity, context, address, stream position).
 type Use = (Entity, Entity, u64, StreamPosition);
 
+/// One stream's rung doorbell, taken for the frame: (stream, context, device, entries).
+type Rung = (Entity, Entity, Entity, Vec<NewTask>);
+
 /// Scratch buffers of [`ingest`], kept between frames so steady state allocates nothing.
 #[derive(Default)]
 pub struct IngestScratch {
-    placed: Vec<(Entity, Entity, Entity)>,
+    rung: Vec<Rung>,
+    spare: Vec<Vec<NewTask>>,
     entities: Vec<Entity>,
     missing: Vec<(usize, Task)>,
     uses: Vec<Use>,
 }
 
-/// Turns each doorbell entry into a task entity, in submission order.
+/// Turns each stream's doorbell entries into task entities, in call order per stream.
 pub fn ingest(
     world: &mut World,
     tasks: &mut QueryState<&mut Task>,
-    streams: &mut QueryState<&mut StreamState>,
+    streams: &mut QueryState<(Entity, &mut StreamState)>,
     devices: &mut QueryState<&mut DeviceState>,
     mut scratch: Local<IngestScratch>,
 ) {
     crate::zone!("npusim::ingest");
-    if world.resource::<Doorbell>().tasks.is_empty() {
+    let scratch = &mut *scratch;
+    // Take every rung doorbell (swapping in an empty vector kept from an earlier frame), with
+    // what its stream knows. Streams are visited in a fixed order, so entity assignment is
+    // deterministic.
+    scratch.rung.clear();
+    for (e, mut s) in streams.iter_mut(world) {
+        if s.doorbell.is_empty() {
+            continue;
+        }
+        let mut entries = scratch.spare.pop().unwrap_or_default();
+        std::mem::swap(&mut entries, &mut s.doorbell);
+        scratch.rung.push((e, s.context, s.device, entries));
+    }
+    if scratch.rung.is_empty() {
         return;
     }
-    let mut pending = std::mem::take(&mut world.resource_mut::<Doorbell>().tasks);
-    let scratch = &mut *scratch;
-    // What each stream knows: its context and device. The API only submits to live streams
-    // and destroys a stream after draining it; an entry whose stream is gone is dropped.
-    scratch.placed.clear();
-    {
-        let q = streams.query_mut(&mut *world);
-        pending.retain(|n| match q.get(n.stream) {
-            Ok(s) => {
-                scratch.placed.push((n.stream, s.context, s.device));
-                true
-            }
-            Err(_) => false,
-        });
-    }
-    let count = pending.len() as u64;
+    let count: usize = scratch.rung.iter().map(|r| r.3.len()).sum();
     world.resource_scope(|world, registry: Mut<KernelRegistry>| {
         let peers = std::mem::take(&mut world.resource_mut::<Devices>().entities);
         let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
         scratch.entities.clear();
         scratch.uses.clear();
-        let mut placed = scratch.placed.iter();
-        let mut rest = pending.iter_mut();
+        let mut rest = scratch
+            .rung
+            .iter_mut()
+            .flat_map(|(_, ctx, dev, entries)| entries.iter_mut().map(|n| (n, *ctx, *dev)));
         // Reuse retired task entities first (one archetype update for the whole batch) ...
         {
             let mut q = tasks.query_mut(&mut *world);
             while !pool.is_empty() {
-                let Some(new) = rest.next() else { break };
-                let &(_, context, device) = placed.next().expect("one per entry");
+                let Some((new, context, device)) = rest.next() else {
+                    break;
+                };
                 let e = pool.pop().expect("not empty");
                 match q.get_mut(e) {
                     Ok(mut t) => {
@@ -88,7 +94,7 @@ pub fn ingest(
         }
         // ... then spawn the rest in one batch.
         let uses = &mut scratch.uses;
-        let fresh = rest.zip(placed).map(|(new, &(_, context, device))| {
+        let fresh = rest.map(|(new, context, device)| {
             let mut t = Task::from_new(take(new), context, device);
             declare_access(&mut t, &registry);
             note_uses(&t, &peers, uses);
@@ -98,16 +104,19 @@ pub fn ingest(
         for (i, t) in scratch.missing.drain(..) {
             scratch.entities[i] = world.spawn(t).id();
         }
-        pending.clear();
         world.resource_mut::<TaskPool>().free = pool;
         world.resource_mut::<Devices>().entities = peers;
     });
     {
         let mut q = streams.query_mut(&mut *world);
-        for (&task, &(stream, _, _)) in scratch.entities.iter().zip(&scratch.placed) {
-            if let Ok(mut s) = q.get_mut(stream) {
-                s.queue.push_back(task);
+        let mut entities = scratch.entities.iter();
+        for (stream, _, _, mut entries) in scratch.rung.drain(..) {
+            let n = entries.len();
+            if let Ok((_, mut s)) = q.get_mut(stream) {
+                s.queue.extend(entities.by_ref().take(n));
             }
+            entries.clear();
+            scratch.spare.push(entries);
         }
     }
     if !scratch.uses.is_empty() {
@@ -118,10 +127,8 @@ pub fn ingest(
             }
         }
     }
-    // Give the (now empty) vector back so its capacity is reused next frame.
-    world.resource_mut::<Doorbell>().tasks = pending;
     let mut stats = world.resource_mut::<FrameStats>();
-    stats.tasks_ingested += count;
+    stats.tasks_ingested += count as u64;
     stats.last_frame_progressed = true;
 }
 
@@ -283,7 +290,16 @@ mod tests {
             assert_eq!(t.status, TaskStatus::Queued);
             assert_eq!((t.context, t.device), (s.ctx, s.device));
         }
-        assert!(s.world.resource::<Doorbell>().tasks.is_empty());
+        assert!(
+            crate::test_support::stream(&s.world, s.stream)
+                .doorbell
+                .is_empty()
+        );
+        assert!(
+            crate::test_support::stream(&s.world, other)
+                .doorbell
+                .is_empty()
+        );
         assert_eq!(s.world.resource::<FrameStats>().tasks_ingested, 3);
     }
 

@@ -1,7 +1,7 @@
 //! The systems that advance the simulated NPU, one frame per [`Schedule`] run, and the
 //! [`NpuSet`] order they run in (DESIGN §3):
 //!
-//! 1. [`NpuSet::Ingest`] — doorbell submissions become task entities in their streams.
+//! 1. [`NpuSet::Ingest`] — submissions on each stream's doorbell become task entities in it.
 //! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
 //!    submit time has come and the event record it waits for has fired.
 //! 3. [`NpuSet::ShapePropagation`] — ready op launches read their input shapes from the
@@ -59,7 +59,7 @@ macro_rules! zone {
 /// The stages of a frame, chained in this order.
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NpuSet {
-    /// Doorbell submissions become task entities.
+    /// Submissions on the streams' doorbells become task entities.
     Ingest,
     /// Stream heads whose predecessors and event waits are done become ready.
     Dependencies,
@@ -81,8 +81,6 @@ pub enum NpuSet {
 pub fn init_resources(world: &mut World) {
     use npusim_components::resources::*;
     world.init_resource::<SimClock>();
-    world.init_resource::<HostClock>();
-    world.init_resource::<Doorbell>();
     world.init_resource::<ReadyQueue>();
     world.init_resource::<Running>();
     world.init_resource::<Finished>();

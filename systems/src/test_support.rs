@@ -5,7 +5,7 @@
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::RunSystemOnce;
-use npusim_components::resources::{Devices, Doorbell, ReadyQueue, Running};
+use npusim_components::resources::{Devices, ReadyQueue, Running};
 use npusim_components::task::{NewTask, TaskDescriptor};
 use npusim_components::{
     ContextState, DeviceMemory, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
@@ -103,7 +103,7 @@ pub(crate) fn setup() -> Setup {
     }
 }
 
-/// Rings `desc` on the doorbell for `stream`, as an API call does; returns its sequence number.
+/// Rings `desc` on `stream`'s doorbell, as an API call does; returns its sequence number.
 pub(crate) fn submit(world: &mut World, stream: Entity, desc: TaskDescriptor) -> u64 {
     submit_with(world, stream, desc, TaskExtra::None, SimTime::ZERO)
 }
@@ -116,15 +116,10 @@ pub(crate) fn submit_with(
     extra: TaskExtra,
     submit: SimTime,
 ) -> u64 {
-    let seq = match world.get_mut::<StreamState>(stream) {
-        Some(mut s) => {
-            s.submitted += 1;
-            s.submitted
-        }
-        // A stream already gone: the entry still reaches the doorbell.
-        None => 1,
-    };
-    world.resource_mut::<Doorbell>().tasks.push(NewTask {
+    let mut s = world.get_mut::<StreamState>(stream).expect("stream");
+    s.submitted += 1;
+    let seq = s.submitted;
+    s.doorbell.push(NewTask {
         stream,
         seq,
         submit,
