@@ -5,12 +5,12 @@
 //! their streams. A task that faults fails here, and by its context's failure mode the
 //! context's queued work is aborted.
 //!
-//! Tasks ending at the same moment execute and complete one by one, in completion order. With
-//! worker threads, the device-local tasks (kernels, copies, memsets) at the front of that order
-//! — up to the first cross-device task (a collective, a peer copy) — execute first, side by
-//! side, one device per worker job, each device's tasks in order; the rest follow one by one.
-//! Devices share no memory, so this is exactly what one-by-one execution computes, and the
-//! split never depends on the thread count.
+//! Devices advance side by side: the device-local tasks (kernels, copies, memsets) ending at
+//! this moment execute first, one device per worker job, each device's tasks in completion
+//! order; then every task ending now completes in order (and cross-device work — collectives,
+//! peer copies — moves its data). Devices share no memory, so the split never depends on the
+//! thread count. Without workers the same order holds; when every task ending now is
+//! device-local, that order is simply one by one, and each executes as it completes.
 
 use std::cmp::Reverse;
 
@@ -139,20 +139,40 @@ fn is_device_local(task: &Task) -> bool {
     }
 }
 
-/// With worker threads, executes the device-local tasks at the front of `batch` (tasks ending
-/// now, in completion order), up to its first cross-device task: one device per job, each
-/// device's tasks in batch order. Outcomes are kept on the tasks for their completion. Without
-/// workers, nothing happens here: every task executes as it completes.
+/// Executes the device-local tasks of `batch` (tasks ending now, in completion order) ahead of
+/// its completions: on the worker threads, one device per job, each device's tasks in batch
+/// order. Outcomes are kept on the tasks for their completion. Without workers, this is needed
+/// only when a cross-device task ends now too (the device-local work must go first); otherwise
+/// every task executes as it completes.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
-    if batch.is_empty() || !w.workers.is_parallel() {
+    if batch.is_empty() {
         return;
     }
     let registry: &KernelRegistry = &w.registry;
-    let front = batch
-        .iter()
-        .position(|&e| w.tasks.get(e).is_ok_and(|t| !is_device_local(t)))
-        .unwrap_or(batch.len());
-    let pending = &batch[..front];
+    if !w.workers.is_parallel() {
+        if batch
+            .iter()
+            .all(|&e| w.tasks.get(e).is_ok_and(is_device_local))
+        {
+            return;
+        }
+        for &e in batch {
+            let Ok(task) = w.tasks.get(e) else { continue };
+            if task.applied || !is_device_local(task) {
+                continue;
+            }
+            let result = match w.completion.devices().get_mut(task.device) {
+                Ok(mut d) => execute_local(task, &mut d, registry),
+                Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+            };
+            if let Ok(mut task) = w.tasks.get_mut(e) {
+                task.applied = true;
+                task.error = result.err().map(Box::new);
+            }
+        }
+        return;
+    }
+    let pending = batch;
     let mut outcomes: Vec<(Entity, Result<(), NpuError>)> = Vec::new();
     {
         use rayon::prelude::*;
