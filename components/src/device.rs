@@ -35,4 +35,6 @@ pub struct DeviceState {
     /// Tasks of this device that finished, failed, were aborted or were dropped with their
     /// context; the runtime compares it with what it submitted, so "is the device idle" is O(1).
     pub finished: u64,
+    /// The limits set through the runtime (core cap, kernel timeout).
+    pub limits: crate::limits::DeviceLimits,
 }

@@ -28,6 +28,7 @@ pub mod context;
 pub mod event;
 pub mod kernels;
 pub mod launch;
+pub mod limits;
 pub mod loader;
 pub mod memory;
 pub mod ops;

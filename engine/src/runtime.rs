@@ -365,6 +365,7 @@ impl Runtime {
                     memory: DeviceMemory::new(config.device.hbm_bytes)?,
                     default_context: Entity::PLACEHOLDER,
                     finished: 0,
+                    limits: Default::default(),
                 })
                 .id();
             let ctx = spawn_context(&mut inner, device, index, true);

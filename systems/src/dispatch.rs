@@ -61,7 +61,8 @@ pub fn dispatch(
                     return true;
                 }
                 let block_dim = task.desc.block_dim.max(1);
-                let cores = block_dim.min(device.units.free_cores);
+                let cap = device.limits.core_cap(device.config.ai_cores);
+                let cores = block_dim.min(device.units.free_cores).min(cap);
                 let duration = match registry.get(npusim_components::Kernel(task.desc.kernel)) {
                     Some(k) if k.code.is_some() => {
                         let code = k.code.as_ref().expect("checked");

@@ -35,6 +35,7 @@ pub mod retire;
 pub mod shapes;
 pub mod tick;
 pub mod tiling;
+pub mod watchdog;
 
 /// Opens a Tracy zone for the rest of the scope when the `tracy` feature is on (and a client
 /// runs); nothing at all otherwise.
