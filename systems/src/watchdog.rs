@@ -10,7 +10,7 @@ use npusim_components::limits::DeviceLimits;
 use npusim_device::core::{Bus, Core, KernelArg, NpuCsrs, Program, RunStats, Trap};
 
 /// Instructions run between two checks of the limits.
-const CHUNK: u64 = 50_000_000;
+const CHUNK: u64 = 8_000_000;
 
 /// Runs one block as [`Core::run`] does, stopping it with [`Trap::BudgetExceeded`] once its
 /// cycles pass the device's kernel timeout or the launch's wall-clock time (since `started`)
