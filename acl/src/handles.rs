@@ -23,6 +23,9 @@ pub(crate) enum Kind {
     Binary = 4,
     Function = 5,
     Pool = 6,
+    Args = 7,
+    Param = 8,
+    Notify = 9,
 }
 
 impl Kind {
@@ -34,6 +37,9 @@ impl Kind {
             Kind::Binary => "aclrtBinHandle",
             Kind::Function => "aclrtFuncHandle",
             Kind::Pool => "aclrtMemPool",
+            Kind::Args => "aclrtArgsHandle",
+            Kind::Param => "aclrtParamHandle",
+            Kind::Notify => "aclrtNotify",
         }
     }
 }
@@ -88,6 +94,13 @@ pub(crate) struct EventEntry {
     pub ctx: u64,
 }
 
+/// Where a binary's bytes came from, to load it again into another context of its device.
+#[derive(Clone, Debug)]
+pub(crate) enum BinSource {
+    File(String),
+    Data(std::sync::Arc<[u8]>),
+}
+
 /// A loaded binary.
 #[derive(Debug)]
 pub(crate) struct BinEntry {
@@ -95,12 +108,49 @@ pub(crate) struct BinEntry {
     pub ctx: u64,
     /// Function handles already handed out, by name (a second lookup returns the same one).
     pub functions: BTreeMap<String, u64>,
+    /// Its bytes' origin.
+    pub source: BinSource,
 }
 
 /// A kernel function of a loaded binary (the runtime checks its binary and context at launch).
 #[derive(Debug)]
 pub(crate) struct FuncEntry {
     pub kernel: Kernel,
+    /// Its name in the binary.
+    pub name: String,
+    /// The binary's handle.
+    pub bin: u64,
+    /// Per other context of the device it was launched in: the binary loaded there (its
+    /// handle, owned by that context) and the function.
+    pub elsewhere: BTreeMap<u64, (u64, Kernel)>,
+}
+
+/// One argument of an args handle (`aclrtKernelArgsAppend` and friends).
+#[derive(Debug)]
+pub(crate) enum Param {
+    /// Integer or pointer slots.
+    Slots(Vec<u64>),
+    /// A float, passed in a float register.
+    Float(f32),
+    /// Bytes copied to device memory at launch; the kernel gets their address.
+    PlaceHolder(Vec<u8>),
+}
+
+/// An args handle.
+#[derive(Debug)]
+pub(crate) struct ArgsEntry {
+    pub func: u64,
+    pub ctx: u64,
+    /// (param handle, param), in argument order.
+    pub params: Vec<(u64, Param)>,
+    pub finalized: bool,
+}
+
+/// A notify: the events of its records not yet waited for, oldest first.
+#[derive(Debug)]
+pub(crate) struct NotifyEntry {
+    pub ctx: u64,
+    pub pending: std::collections::VecDeque<Event>,
 }
 
 /// A memory pool.
@@ -138,6 +188,10 @@ pub(crate) struct Tables {
     pub binaries: BTreeMap<u64, BinEntry>,
     pub functions: BTreeMap<u64, FuncEntry>,
     pub pools: BTreeMap<u64, PoolEntry>,
+    pub args: BTreeMap<u64, ArgsEntry>,
+    /// Args handles in memory the caller gave (`aclrtKernelArgsInitByUserMem`): address → key.
+    pub user_args: BTreeMap<u64, u64>,
+    pub notifies: BTreeMap<u64, NotifyEntry>,
     /// Device allocations by (context handle, base address): each context has its own address
     /// space, so the same address may be live in two contexts.
     pub allocs: BTreeMap<(u64, u64), Alloc>,
@@ -218,13 +272,25 @@ impl Tables {
         }
     }
 
-    /// Forgets a binary and its functions.
-    pub fn remove_binary(&mut self, key: u64) {
+    /// Forgets a binary, its functions and their args handles; returns the binaries loaded for
+    /// its functions in other contexts, as (context handle, binary), for the caller to unload.
+    pub fn remove_binary(&mut self, key: u64) -> Vec<(u64, Binary)> {
+        let mut clones = Vec::new();
         if let Some(b) = self.binaries.remove(&key) {
             for f in b.functions.values() {
-                self.functions.remove(f);
+                if let Some(f) = self.functions.remove(f) {
+                    for (ctx, (bin, _)) in f.elsewhere {
+                        if let Some(c) = self.binaries.remove(&bin) {
+                            clones.push((ctx, c.binary));
+                        }
+                    }
+                }
+                self.args.retain(|_, a| a.func != *f);
             }
+            let args = &self.args;
+            self.user_args.retain(|_, k| args.contains_key(k));
         }
+        clones
     }
 
     /// The live device allocation of context `ctx` that holds `[ptr, ptr + len)`, as
@@ -271,6 +337,20 @@ impl Tables {
             self.remove_binary(k);
         }
         self.pools.retain(|_, p| p.ctx != ctx);
+        self.args.retain(|_, a| a.ctx != ctx);
+        let args = &self.args;
+        self.user_args.retain(|_, k| args.contains_key(k));
+        let notifies: Vec<u64> = self
+            .notifies
+            .iter()
+            .filter(|(_, n)| n.ctx == ctx)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in notifies {
+            if let Some(n) = self.notifies.remove(&k) {
+                owned.events.extend(n.pending);
+            }
+        }
         let allocs: Vec<(u64, u64)> = self
             .allocs
             .range((ctx, 0)..=(ctx, u64::MAX))
