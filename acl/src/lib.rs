@@ -45,6 +45,7 @@
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("npusim-acl encodes its handles in 64-bit pointers");
 
+pub mod args;
 pub mod callback;
 pub mod context;
 pub mod device;

@@ -21,6 +21,14 @@ pub type aclrtBinHandle = *mut c_void;
 pub type aclrtFuncHandle = *mut c_void;
 /// `aclrtMemPool`: an opaque memory-pool handle.
 pub type aclrtMemPool = *mut c_void;
+/// `aclrtArgsHandle`: an opaque handle of a kernel's arguments under construction.
+pub type aclrtArgsHandle = *mut c_void;
+/// `aclrtParamHandle`: an opaque handle of one argument of an args handle.
+pub type aclrtParamHandle = *mut c_void;
+/// `aclrtNotify`: an opaque notify handle.
+pub type aclrtNotify = *mut c_void;
+/// `aclrtHostFunc`: a host function of `aclrtLaunchHostFunc`.
+pub type aclrtHostFunc = Option<unsafe extern "C" fn(args: *mut c_void)>;
 
 /// `aclrtCallback`: a host callback of `aclrtLaunchCallback`.
 pub type aclrtCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
