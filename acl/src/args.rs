@@ -42,9 +42,10 @@ fn with_args<T>(
 ) -> AclResult<T> {
     let key = args_key(s, p)?;
     let mut t = s.tables();
-    let a = t.args.get_mut(&key).ok_or_else(|| {
-        AclError::new(ACL_ERROR_RT_PARAM_INVALID, "the args handle was released")
-    })?;
+    let a = t
+        .args
+        .get_mut(&key)
+        .ok_or_else(|| AclError::new(ACL_ERROR_RT_PARAM_INVALID, "the args handle was released"))?;
     f(a)
 }
 
@@ -76,7 +77,12 @@ unsafe fn slots(p: *const c_void, size: usize) -> AclResult<Vec<u64>> {
 }
 
 /// Adds `param` to the args handle; writes its handle.
-fn append(s: &Session, p: aclrtArgsHandle, param: Param, out: *mut aclrtParamHandle) -> AclResult<()> {
+fn append(
+    s: &Session,
+    p: aclrtArgsHandle,
+    param: Param,
+    out: *mut aclrtParamHandle,
+) -> AclResult<()> {
     let key = new_key(Kind::Param);
     with_args(s, p, |a| {
         if a.finalized {
@@ -123,7 +129,12 @@ pub unsafe extern "C" fn aclrtKernelArgsGetHandleMemSize(
     call("aclrtKernelArgsGetHandleMemSize", || {
         non_null(memSize, "memSize")?;
         let s = session()?;
-        lookup(&s.tables().functions, Kind::Function, funcHandle, "funcHandle")?;
+        lookup(
+            &s.tables().functions,
+            Kind::Function,
+            funcHandle,
+            "funcHandle",
+        )?;
         // SAFETY: checked non-NULL.
         unsafe { memSize.write(64) };
         Ok(())
@@ -145,7 +156,12 @@ pub unsafe extern "C" fn aclrtKernelArgsGetMemSize(
     call("aclrtKernelArgsGetMemSize", || {
         non_null(actualArgsSize, "actualArgsSize")?;
         let s = session()?;
-        lookup(&s.tables().functions, Kind::Function, funcHandle, "funcHandle")?;
+        lookup(
+            &s.tables().functions,
+            Kind::Function,
+            funcHandle,
+            "funcHandle",
+        )?;
         // SAFETY: checked non-NULL.
         unsafe { actualArgsSize.write(userArgsSize.max(8)) };
         Ok(())
@@ -466,9 +482,7 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
         }
         let values: Vec<Value> = with_args(&s, argsHandle, |a| {
             if a.func != fkey {
-                return Err(AclError::param(
-                    "argsHandle was made for another function",
-                ));
+                return Err(AclError::param("argsHandle was made for another function"));
             }
             if !a.finalized {
                 return Err(AclError::param(
@@ -534,4 +548,3 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
         result
     })
 }
-

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use npusim_engine::Stream;
 
 use crate::error::{AclError, call};
-use crate::session::session;
+use crate::session::{Session, session};
 use crate::types::*;
 
 /// The calling thread's id, as `pthread_self()` gives it to C (and C to `aclrtSubscribeReport`).
@@ -160,6 +160,103 @@ fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
     taken
 }
 
+/// Which hub a call serves: the callback reports or the host functions.
+type Hub = fn(&Session) -> &Arc<Reports>;
+
+fn reports_hub(s: &Session) -> &Arc<Reports> {
+    &s.reports
+}
+
+fn host_func_hub(s: &Session) -> &Arc<Reports> {
+    &s.host_funcs
+}
+
+fn subscribe(hub: Hub, thread: u64, stream: aclrtStream) -> crate::error::AclResult<()> {
+    let s = session()?;
+    let st = s.stream_or_default(stream)?;
+    // Checks the stream belongs to the current context.
+    s.rt.query_stream(st)?;
+    let (ctx, _) = s.current_ctx()?;
+    let mut state = hub(&s).lock();
+    if let Some((t, _)) = state.subscribers.get(&st) {
+        return Err(AclError::new(
+            ACL_ERROR_REPEAT_SUBSCRIBE,
+            format!("{st} is already subscribed by thread {t:#x}"),
+        ));
+    }
+    state.subscribers.insert(st, (thread, ctx));
+    Ok(())
+}
+
+fn unsubscribe(hub: Hub, thread: u64, stream: aclrtStream) -> crate::error::AclResult<()> {
+    let s = session()?;
+    let st = s.stream_or_default(stream)?;
+    let orphans = {
+        let mut state = hub(&s).lock();
+        if state.subscribers.get(&st).map(|(t, _)| *t) != Some(thread) {
+            return Err(AclError::new(
+                ACL_ERROR_STREAM_NOT_SUBSCRIBE,
+                format!("{st} is not subscribed by thread {thread:#x}"),
+            ));
+        }
+        state.subscribers.remove(&st);
+        take_stream(&mut state, st)
+    };
+    for r in orphans {
+        r.run();
+    }
+    Ok(())
+}
+
+fn process(hub: Hub, timeout: i32) -> crate::error::AclResult<()> {
+    if timeout == 0 || timeout < -1 {
+        return Err(AclError::param(format!(
+            "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
+        )));
+    }
+    // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
+    let reports = hub(&*session()?).clone();
+    let me = thread_id();
+    let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let mut st = reports.lock();
+    loop {
+        if st.closed {
+            return Err(AclError::new(
+                ACL_ERROR_UNINITIALIZE,
+                "aclFinalize was called",
+            ));
+        }
+        if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
+            drop(st);
+            r.run();
+            return Ok(());
+        }
+        if !st.subscribers.values().any(|&(t, _)| t == me) {
+            return Err(AclError::new(
+                ACL_ERROR_THREAD_NOT_SUBSCRIBE,
+                format!("thread {me:#x} is not subscribed to any stream"),
+            ));
+        }
+        st = match deadline {
+            None => reports.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(AclError::new(
+                        ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                        format!("nothing came due within {timeout} ms"),
+                    ));
+                }
+                reports
+                    .cv
+                    .wait_timeout(st, d - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+        };
+    }
+}
+
 /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: makes thread
 /// `threadId` (its `pthread_t`) run the callbacks launched on `stream` (NULL: the default
 /// stream), from its `aclrtProcessReport` loop. A thread may serve several streams; a stream
@@ -167,20 +264,7 @@ fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
     call("aclrtSubscribeReport", || {
-        let s = session()?;
-        let st = s.stream_or_default(stream)?;
-        // Checks the stream belongs to the current context.
-        s.rt.query_stream(st)?;
-        let (ctx, _) = s.current_ctx()?;
-        let mut state = s.reports.lock();
-        if let Some((t, _)) = state.subscribers.get(&st) {
-            return Err(AclError::new(
-                ACL_ERROR_REPEAT_SUBSCRIBE,
-                format!("{st} is already subscribed by thread {t:#x}"),
-            ));
-        }
-        state.subscribers.insert(st, (threadId, ctx));
-        Ok(())
+        subscribe(reports_hub, threadId, stream)
     })
 }
 
@@ -190,23 +274,7 @@ pub extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> ac
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
     call("aclrtUnSubscribeReport", || {
-        let s = session()?;
-        let st = s.stream_or_default(stream)?;
-        let orphans = {
-            let mut state = s.reports.lock();
-            if state.subscribers.get(&st).map(|(t, _)| *t) != Some(threadId) {
-                return Err(AclError::new(
-                    ACL_ERROR_STREAM_NOT_SUBSCRIBE,
-                    format!("{st} is not subscribed by thread {threadId:#x}"),
-                ));
-            }
-            state.subscribers.remove(&st);
-            take_stream(&mut state, st)
-        };
-        for r in orphans {
-            r.run();
-        }
-        Ok(())
+        unsubscribe(reports_hub, threadId, stream)
     })
 }
 
@@ -216,54 +284,69 @@ pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> 
 /// ACL_ERROR_THREAD_NOT_SUBSCRIBE if the thread serves no stream.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
-    call("aclrtProcessReport", || {
-        if timeout == 0 || timeout < -1 {
-            return Err(AclError::param(format!(
-                "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
-            )));
-        }
-        // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
-        let reports = session()?.reports.clone();
-        let me = thread_id();
-        let deadline =
-            (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let mut st = reports.lock();
-        loop {
-            if st.closed {
-                return Err(AclError::new(
-                    ACL_ERROR_UNINITIALIZE,
-                    "aclFinalize was called",
-                ));
-            }
-            if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
-                drop(st);
-                r.run();
-                return Ok(());
-            }
-            if !st.subscribers.values().any(|&(t, _)| t == me) {
-                return Err(AclError::new(
-                    ACL_ERROR_THREAD_NOT_SUBSCRIBE,
-                    format!("thread {me:#x} is not subscribed to any stream"),
-                ));
-            }
-            st = match deadline {
-                None => reports.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Err(AclError::new(
-                            ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
-                            format!("no callback came due within {timeout} ms"),
-                        ));
-                    }
-                    reports
-                        .cv
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
-        }
+    call("aclrtProcessReport", || process(reports_hub, timeout))
+}
+
+/// `aclError aclrtSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream)`: makes
+/// thread `hostFuncThreadId` (its `pthread_t`) run the host functions launched on `exeStream`
+/// (NULL: the default stream), from its `aclrtProcessHostFunc` loop.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    call("aclrtSubscribeHostFunc", || {
+        subscribe(host_func_hub, hostFuncThreadId, exeStream)
+    })
+}
+
+/// `aclError aclrtUnSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream)`: the
+/// thread no longer serves the stream; host functions of it already due run on the calling
+/// thread before this returns.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    call("aclrtUnSubscribeHostFunc", || {
+        unsubscribe(host_func_hub, hostFuncThreadId, exeStream)
+    })
+}
+
+/// `aclError aclrtProcessHostFunc(int32_t timeout)`: on a thread subscribed with
+/// `aclrtSubscribeHostFunc`, waits up to `timeout` wall-clock milliseconds (-1: for ever) for
+/// a host function to come due, and runs it (ACL_ERROR_WAIT_CALLBACK_TIMEOUT if none came).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
+    call("aclrtProcessHostFunc", || process(host_func_hub, timeout))
+}
+
+/// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: enqueues
+/// `fn(args)` on `stream` (NULL: the default stream); the stream's later work waits for it. On
+/// a stream subscribed with `aclrtSubscribeHostFunc` it runs on that thread; otherwise on the
+/// host thread that drives the device when the stream reaches it (a synchronize), as ACL's own
+/// runtime thread would.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtLaunchHostFunc(
+    stream: aclrtStream,
+    fn_: aclrtHostFunc,
+    args: *mut c_void,
+) -> aclError {
+    call("aclrtLaunchHostFunc", || {
+        let f = fn_.ok_or_else(|| AclError::null("fn"))?;
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        let report = Arc::new(Report {
+            f,
+            user_data: args as usize,
+            stream: st,
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let hub = s.host_funcs.clone();
+        s.rt.launch_host_func(st, move || hub.deliver(report, true))?;
+        s.note_task(st);
+        Ok(())
     })
 }
 
@@ -307,6 +390,7 @@ pub extern "C" fn aclrtLaunchCallback(
         });
         let reports = s.reports.clone();
         s.rt.launch_host_func(st, move || reports.deliver(report, block))?;
+        s.note_task(st);
         Ok(())
     })
 }

@@ -112,7 +112,10 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> AclResult<()>) -> acl
 fn last_error(name: &'static str, level: u32, clear: bool) -> aclError {
     call_value(name, ACL_ERROR_RT_INTERNAL_ERROR, || {
         if level != ACL_RT_THREAD_LEVEL {
-            record(name, &format!("level {level}: expected ACL_RT_THREAD_LEVEL (0)"));
+            record(
+                name,
+                &format!("level {level}: expected ACL_RT_THREAD_LEVEL (0)"),
+            );
             return ACL_ERROR_INVALID_PARAM;
         }
         if clear {

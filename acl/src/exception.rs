@@ -173,7 +173,10 @@ pub unsafe extern "C" fn aclrtGetFuncHandleFromExceptionInfo(
 /// # Safety
 /// `errorInfo` is NULL or points to an `aclrtErrorInfo`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetErrorVerbose(deviceId: i32, errorInfo: *mut aclrtErrorInfo) -> aclError {
+pub unsafe extern "C" fn aclrtGetErrorVerbose(
+    deviceId: i32,
+    errorInfo: *mut aclrtErrorInfo,
+) -> aclError {
     call("aclrtGetErrorVerbose", || {
         non_null(errorInfo, "errorInfo")?;
         let s = session()?;

@@ -85,6 +85,8 @@ pub(crate) struct CtxEntry {
 pub(crate) struct StreamEntry {
     pub stream: Stream,
     pub ctx: u64,
+    /// A handle of its context's default stream (`aclrtCtxGetCurrentDefaultStream`).
+    pub default: bool,
 }
 
 /// An event created by C.
@@ -260,7 +262,32 @@ impl Tables {
     /// Registers a stream of context `ctx`.
     pub fn add_stream(&mut self, stream: Stream, ctx: u64) -> u64 {
         let key = new_key(Kind::Stream);
-        self.streams.insert(key, StreamEntry { stream, ctx });
+        self.streams.insert(
+            key,
+            StreamEntry {
+                stream,
+                ctx,
+                default: false,
+            },
+        );
+        self.stream_keys.insert(stream, key);
+        key
+    }
+
+    /// The handle of context `ctx`'s default stream `stream`, registered on first use.
+    pub fn default_stream(&mut self, stream: Stream, ctx: u64) -> u64 {
+        if let Some(&k) = self.stream_keys.get(&stream) {
+            return k;
+        }
+        let key = new_key(Kind::Stream);
+        self.streams.insert(
+            key,
+            StreamEntry {
+                stream,
+                ctx,
+                default: true,
+            },
+        );
         self.stream_keys.insert(stream, key);
         key
     }
@@ -312,7 +339,10 @@ impl Tables {
             .map(|(k, _)| *k)
             .collect();
         for k in streams {
-            owned.streams.push(self.streams[&k].stream);
+            // A default stream's handle goes; the stream is its context's.
+            if !self.streams[&k].default {
+                owned.streams.push(self.streams[&k].stream);
+            }
             self.remove_stream(k);
         }
         let events: Vec<u64> = self

@@ -281,12 +281,19 @@ pub(crate) fn resolve(s: &Session, func: aclrtFuncHandle) -> AclResult<(u64, Ker
     let (home_key, source) = {
         let t = s.tables();
         let b = t.binaries.get(&bin).ok_or_else(|| {
-            AclError::new(ACL_ERROR_RT_PARAM_INVALID, "the function's binary was unloaded")
+            AclError::new(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "the function's binary was unloaded",
+            )
         })?;
         if b.ctx == ctx_key {
             return Ok((fkey, kernel));
         }
-        if let Some((_, k)) = t.functions.get(&fkey).and_then(|f| f.elsewhere.get(&ctx_key)) {
+        if let Some((_, k)) = t
+            .functions
+            .get(&fkey)
+            .and_then(|f| f.elsewhere.get(&ctx_key))
+        {
             return Ok((fkey, *k));
         }
         (b.ctx, b.source.clone())

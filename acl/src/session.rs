@@ -15,9 +15,9 @@
 //!   one binary kernel launch before it stops it as a runaway (default 120; 0 turns it off).
 //!   Kernel timeouts proper are simulated time (`aclrtSetOpExecuteTimeOut`).
 
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char};
 use std::path::PathBuf;
-use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::Duration;
 

@@ -198,7 +198,10 @@ pub fn run_binary(
     if outcome.is_ok() && ns > limits.kernel_timeout.as_ns() {
         outcome = Err(npusim_components::NpuError::AicoreTimeout {
             kernel: name.to_string(),
-            detail: format!("ran {ns} ns, past the {} ns kernel timeout", limits.kernel_timeout.as_ns()),
+            detail: format!(
+                "ran {ns} ns, past the {} ns kernel timeout",
+                limits.kernel_timeout.as_ns()
+            ),
         });
     }
     (config.kernel_launch_ns + ns.max(1), outcome)
