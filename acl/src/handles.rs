@@ -78,6 +78,11 @@ pub(crate) struct CtxEntry {
     /// Events destroyed or reset by C while a record of theirs was still pending: they live on
     /// in the runtime until that record fires, so waits already enqueued on them still wait.
     pub retired_events: Vec<Event>,
+    /// Streams C destroyed while the context was faulted: the runtime refuses to touch them
+    /// then; they are destroyed with the context, or when a reset clears its fault.
+    pub retired_streams: Vec<Stream>,
+    /// Binaries C unloaded while the context was faulted (as `retired_streams`).
+    pub retired_binaries: Vec<Binary>,
 }
 
 /// A stream created by C.
@@ -243,6 +248,8 @@ impl Tables {
                 ctx,
                 copy_stream: None,
                 retired_events: Vec::new(),
+                retired_streams: Vec::new(),
+                retired_binaries: Vec::new(),
             },
         );
         self.context_keys.insert(ctx, key);
@@ -393,6 +400,8 @@ impl Tables {
         if let Some(c) = self.contexts.get_mut(&ctx) {
             owned.copy_stream = c.copy_stream.take();
             owned.events.append(&mut c.retired_events);
+            owned.streams.append(&mut c.retired_streams);
+            owned.binaries.append(&mut c.retired_binaries);
         }
         if remove_context && let Some(c) = self.contexts.remove(&ctx) {
             self.context_keys.remove(&c.ctx);

@@ -189,7 +189,18 @@ pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
             let (k, b) = lookup(&t.binaries, Kind::Binary, binHandle, "binHandle")?;
             (k, b.binary)
         };
-        s.rt.unload_binary(binary)?;
+        if let Err(e) = s.rt.unload_binary(binary) {
+            // After a fault under ACL_STOP_ON_FAILURE unloading is cleanup, and succeeds; the
+            // runtime binary goes with the context (or the reset that clears its fault).
+            if !matches!(s.rt.context_error(), Ok(Some(_))) {
+                return Err(e.into());
+            }
+            let mut t = s.tables();
+            let ctx = t.binaries.get(&key).map(|b| b.ctx);
+            if let Some(c) = ctx.and_then(|c| t.contexts.get_mut(&c)) {
+                c.retired_binaries.push(binary);
+            }
+        }
         let clones = s.tables().remove_binary(key);
         unload_clones(&s, clones);
         Ok(())

@@ -306,7 +306,17 @@ pub extern "C" fn aclrtSetDeviceResLimit(deviceId: i32, type_: u32, value: u32) 
     call("aclrtSetDeviceResLimit", || {
         let s = session()?;
         let d = device_index(&s, deviceId)?;
-        res_limit(&s, d, type_)?;
+        let cores = s.rt.device_config(d)?.ai_cores;
+        let max = match type_ {
+            ACL_RT_DEV_RES_CUBE_CORE => cores,
+            ACL_RT_DEV_RES_VECTOR_CORE => cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE,
+            _ => return res_limit(&s, d, type_).map(drop),
+        };
+        if !(1..=max).contains(&value) {
+            return Err(AclError::param(format!(
+                "a limit of {value} cores: device {d} has {max} of that kind"
+            )));
+        }
         let limits = s.rt.device_limits(d)?;
         let (cube, vector) = match type_ {
             ACL_RT_DEV_RES_CUBE_CORE => (Some(value), limits.vector_cores),

@@ -74,10 +74,10 @@ impl Drop for FlushOnDrop<'_> {
 /// Destroys the stream `stream` names; with `force`, whatever its work's outcome.
 fn destroy(stream: aclrtStream, force: bool) -> crate::error::AclResult<()> {
     let s = session()?;
-    let (key, st, default) = {
+    let (key, st, default, ctx) = {
         let t = s.tables();
         let (key, e) = lookup(&t.streams, Kind::Stream, stream, "stream")?;
-        (key, e.stream, e.default)
+        (key, e.stream, e.default, e.ctx)
     };
     if default {
         return Err(AclError::param(
@@ -86,19 +86,32 @@ fn destroy(stream: aclrtStream, force: bool) -> crate::error::AclResult<()> {
     }
     let result = s.rt.destroy_stream(st);
     s.flush_prints();
+    // After a fault under ACL_STOP_ON_FAILURE the runtime refuses the context's streams, but
+    // destroying one is cleanup and succeeds, as in ACL: the runtime stream goes with the
+    // context (or the reset that clears its fault).
+    let faulted = result.is_err() && matches!(s.rt.context_error(), Ok(Some(_)));
     // A wait that can never finish still destroys the stream; so does anything, forced.
     let gone = match &result {
         Ok(()) | Err(NpuError::NeverCompletes(_)) => true,
         Err(NpuError::Destroyed(_)) | Err(NpuError::ForeignHandle(_)) => false,
-        Err(_) => force,
+        Err(_) => force || faulted,
     };
     if gone {
-        s.tables().remove_stream(key);
+        let mut t = s.tables();
+        if result.is_err()
+            && !matches!(result, Err(NpuError::NeverCompletes(_)))
+            && let Some(c) = t.contexts.get_mut(&ctx)
+        {
+            c.retired_streams.push(st);
+        }
+        t.remove_stream(key);
+        drop(t);
         s.reports.forget(st);
         s.host_funcs.forget(st);
     }
     match result {
-        Err(_) if force && gone => Ok(()),
+        Err(NpuError::NeverCompletes(_)) if !force => Ok(result?),
+        Err(_) if gone => Ok(()),
         r => Ok(r?),
     }
 }

@@ -194,9 +194,14 @@ pub fn run_binary(
     log.launches.push_back(launch);
     let ns =
         (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
-    // The timeout is the launch's, not one block's: blocks sharing a core add up.
+    // The timeout is the launch's, not one block's: blocks sharing a core add up. A kernel
+    // stopped by it ends at the timeout, as the hardware stops it then.
+    let ns = match &outcome {
+        Err(NpuError::AicoreTimeout { .. }) => ns.min(limits.kernel_timeout.as_ns()),
+        _ => ns,
+    };
     if outcome.is_ok() && ns > limits.kernel_timeout.as_ns() {
-        outcome = Err(npusim_components::NpuError::AicoreTimeout {
+        outcome = Err(NpuError::AicoreTimeout {
             kernel: name.to_string(),
             detail: format!(
                 "ran {ns} ns, past the {} ns kernel timeout",
