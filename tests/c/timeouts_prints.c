@@ -2,7 +2,7 @@
  * timeouts_prints.c — kernel time limits in simulated time, and kernel prints on stdout.
  *  - aclrtSetOpExecuteTimeOutWithMs(20): a kernel that never ends (spin_forever) fails with
  *    ACL_ERROR_RT_AICORE_TIMEOUT after 20 ms of simulated time (and little wall time);
- *  - a long honest kernel (a one-block vector add of 8M floats, tens of millions of
+ *  - a long honest kernel (a one-block vector add of 3M floats, tens of millions of
  *    instructions) completes under the default timeout;
  *  - the getters and the other setters agree;
  *  - what a kernel prints (div_zero(10) prints 100) reaches this program's stdout when the
@@ -12,7 +12,7 @@
  */
 #include "check.h"
 
-enum { N = 8 << 20 };
+enum { N = 3 << 20 };
 
 int main(int argc, char **argv) {
     CHECK(aclInit(NULL));
