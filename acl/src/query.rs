@@ -151,11 +151,9 @@ pub unsafe extern "C" fn aclrtQueryDeviceStatus(deviceId: i32, deviceStatus: *mu
 }
 
 fn percent(part: u128, whole: u128) -> i32 {
-    if whole == 0 {
-        0
-    } else {
-        (part * 100 / whole).min(100) as i32
-    }
+    (part * 100)
+        .checked_div(whole)
+        .map_or(0, |p| p.min(100) as i32)
 }
 
 /// `aclError aclrtGetDeviceUtilizationRate(int32_t deviceId, aclrtUtilizationInfo

@@ -52,11 +52,14 @@ pub(crate) struct Session {
     pub op_wait_timeout: std::sync::atomic::AtomicU32,
 }
 
+/// A launch through C: its function handle and its argument slots.
+pub(crate) type Launch = (u64, Arc<[u8]>);
+
 /// What a kernel launch through C was: its function handle and argument slots, by (stream,
 /// task sequence), for the most recent [`LaunchLog::CAPACITY`] launches.
 #[derive(Default)]
 pub(crate) struct LaunchLog {
-    map: BTreeMap<(Stream, u64), (u64, Arc<[u8]>)>,
+    map: BTreeMap<(Stream, u64), Launch>,
     order: VecDeque<(Stream, u64)>,
 }
 
@@ -75,7 +78,7 @@ impl LaunchLog {
     }
 
     /// The launch that was task `seq` of `stream`, if remembered.
-    pub fn get(&self, stream: Stream, seq: u64) -> Option<(u64, Arc<[u8]>)> {
+    pub fn get(&self, stream: Stream, seq: u64) -> Option<Launch> {
         self.map.get(&(stream, seq)).cloned()
     }
 }
