@@ -333,3 +333,57 @@ fn quickstart_example_links_statically_and_writes_a_trace() {
         "{json}"
     );
 }
+
+/// `npusim-acl-config`, as cargo built it for this test.
+fn config_tool() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_npusim-acl-config"))
+}
+
+#[test]
+fn the_config_tool_prints_flags_for_the_directory_it_was_built_in() {
+    let tool = config_tool();
+    let dir = tool.parent().expect("tool directory");
+    if !dir.join(shared_lib_name()).exists() {
+        // The library is uplifted beside the tool by `cargo build`; a test-only build may not
+        // have done it yet.
+        return;
+    }
+    let out = Command::new(&tool)
+        .args(["--cflags", "--libs"])
+        .output()
+        .expect("run the tool");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let dir = dir.canonicalize().expect("canonical directory");
+    assert!(
+        text.contains(&format!("-L{}", dir.display()))
+            && text.contains("-lnpusim_acl")
+            && text.contains(&format!("-I{}", workspace().join("acl/include").display())),
+        "{text}"
+    );
+    let pc = Command::new(&tool)
+        .arg("--pc")
+        .output()
+        .expect("run the tool");
+    assert!(String::from_utf8_lossy(&pc.stdout).contains("Libs: -L${libdir} -lnpusim_acl"));
+}
+
+#[test]
+fn the_config_tool_says_so_when_the_library_is_not_beside_it() {
+    // A copy elsewhere stands for a tool in a target directory where the library was not built.
+    let copy = out_dir().join("lonely").join("npusim-acl-config");
+    std::fs::create_dir_all(copy.parent().expect("dir")).expect("mkdir");
+    std::fs::copy(config_tool(), &copy).expect("copy the tool");
+    let out = Command::new(&copy)
+        .arg("--libs")
+        .output()
+        .expect("run the copy");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cargo build --release -p npusim-acl"), "{err}");
+    let bad = Command::new(config_tool())
+        .arg("--frobnicate")
+        .output()
+        .expect("run the tool");
+    assert!(!bad.status.success());
+}
