@@ -340,27 +340,53 @@ fn config_tool() -> PathBuf {
 }
 
 #[test]
-fn the_config_tool_prints_flags_for_the_directory_it_was_built_in() {
-    let tool = config_tool();
-    let dir = tool.parent().expect("tool directory");
-    if !dir.join(shared_lib_name()).exists() {
-        // The library is uplifted beside the tool by `cargo build`; a test-only build may not
-        // have done it yet.
+fn the_config_tool_prints_flags_that_build_a_program_wherever_the_target_directory_is() {
+    if !cfg!(target_os = "linux") {
         return;
     }
+    // Another target directory: the tool and the library this test built, side by side.
+    let target = out_dir().join("other-target").join("release");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    let tool = target.join("npusim-acl-config");
+    let _ = std::fs::remove_file(&tool);
+    std::fs::copy(config_tool(), &tool).expect("copy the tool");
+    let so = target.join(shared_lib_name());
+    let _ = std::fs::remove_file(&so);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(lib_dir().join(shared_lib_name()), &so).expect("link the library");
     let out = Command::new(&tool)
         .args(["--cflags", "--libs"])
         .output()
         .expect("run the tool");
     assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let dir = dir.canonicalize().expect("canonical directory");
+    let flags = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dir = target.canonicalize().expect("canonical directory");
     assert!(
-        text.contains(&format!("-L{}", dir.display()))
-            && text.contains("-lnpusim_acl")
-            && text.contains(&format!("-I{}", workspace().join("acl/include").display())),
-        "{text}"
+        flags.contains(&format!("-L{} ", dir.display()))
+            && flags.contains(&format!("-I{}", workspace().join("acl/include").display())),
+        "{flags}"
     );
+    let exe = out_dir().join("quickstart-config");
+    let built = Command::new(cc())
+        .arg(workspace().join("examples/c/quickstart.c"))
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run the compiler");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let mut cmd = Command::new(&exe);
+    // The rpath the tool gave must find the library by itself.
+    cmd.current_dir(workspace())
+        .env_remove("LD_LIBRARY_PATH")
+        .env("NPUSIM_PRESET", "small");
+    let ran = cmd.output().expect("run the program");
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(String::from_utf8_lossy(&ran.stdout).contains("all correct"));
     let pc = Command::new(&tool)
         .arg("--pc")
         .output()
