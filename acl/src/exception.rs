@@ -95,6 +95,42 @@ pub extern "C" fn aclrtSetExceptionInfoCallback(callback: aclrtExceptionInfoCall
     })
 }
 
+/// `aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback)`: the
+/// newer name of `aclrtSetExceptionInfoCallback` (NULL is ACL_ERROR_INVALID_PARAM here).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtExceptionInfoCallbackRegister(
+    callback: aclrtExceptionInfoCallback,
+) -> aclError {
+    call("aclrtExceptionInfoCallbackRegister", || {
+        let cb = callback.ok_or_else(|| AclError::null("callback"))?;
+        *session()?
+            .user_exception
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(cb);
+        Ok(())
+    })
+}
+
+/// `aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback)`:
+/// removes `callback` if it is the one registered (ACL_ERROR_INVALID_PARAM otherwise).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtExceptionInfoCallbackUnregister(
+    callback: aclrtExceptionInfoCallback,
+) -> aclError {
+    call("aclrtExceptionInfoCallbackUnregister", || {
+        let cb = callback.ok_or_else(|| AclError::null("callback"))?;
+        let s = session()?;
+        let mut current = s.user_exception.lock().unwrap_or_else(|p| p.into_inner());
+        if current.map(|c| c as usize) != Some(cb as usize) {
+            return Err(AclError::param(
+                "callback is not the registered exception callback",
+            ));
+        }
+        *current = None;
+        Ok(())
+    })
+}
+
 /// The live info `info` is, or ACL_ERROR_INVALID_PARAM.
 fn live<'a>(info: *const aclrtExceptionInfo) -> AclResult<&'a aclrtExceptionInfo> {
     if info.is_null() {

@@ -52,7 +52,8 @@ int main(int argc, char **argv) {
     CHECK(aclrtCreateContext(&context, 0));
     aclrtStream stream;
     CHECK(aclrtCreateStream(&stream));
-    CHECK(aclrtSetExceptionInfoCallback(on_exception));
+    EXPECT_CODE(aclrtExceptionInfoCallbackUnregister(on_exception), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtExceptionInfoCallbackRegister(on_exception));
     CHECK(aclrtSetStreamFailureMode(stream, ACL_STOP_ON_FAILURE));
     pthread_t reporter;
     if (pthread_create(&reporter, NULL, report_loop, NULL) != 0) {
@@ -90,6 +91,8 @@ int main(int argc, char **argv) {
     EXPECT(verbose.errorType == ACL_RT_ERROR_AICORE && verbose.hasDetail == 1);
     EXPECT(verbose.detail.aicoreErrType == ACL_RT_AICORE_ERROR_SW);
     EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_RT_AICORE_TRAP_EXCEPTION);
+
+    CHECK(aclrtExceptionInfoCallbackUnregister(on_exception));
 
     /* Work on the failed context reports the error... */
     void *more;
