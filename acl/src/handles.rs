@@ -153,11 +153,13 @@ pub(crate) struct ArgsEntry {
     pub finalized: bool,
 }
 
-/// A notify: the events of its records not yet waited for, oldest first.
+/// A notify: the runtime event whose k-th record is the notify's k-th record, and how many
+/// waits were enqueued (the next wait waits for record `waits + 1`).
 #[derive(Debug)]
 pub(crate) struct NotifyEntry {
     pub ctx: u64,
-    pub pending: std::collections::VecDeque<Event>,
+    pub event: Event,
+    pub waits: u64,
 }
 
 /// A memory pool.
@@ -385,7 +387,7 @@ impl Tables {
             .collect();
         for k in notifies {
             if let Some(n) = self.notifies.remove(&k) {
-                owned.events.extend(n.pending);
+                owned.events.push(n.event);
             }
         }
         let allocs: Vec<(u64, u64)> = self

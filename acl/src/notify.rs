@@ -1,23 +1,22 @@
 //! Notifies: `aclrtRecordNotify` marks a point in one stream; `aclrtWaitAndResetNotify` makes
 //! another stream's later work wait until that point is reached, and consumes the record. A
-//! notify is built on the runtime's events: each record is a fresh event recorded on its
-//! stream, queued on the notify; each wait takes the oldest queued record and waits on it.
+//! notify is one runtime event: its k-th record is the notify's k-th `aclrtRecordNotify`, and
+//! the k-th wait waits for exactly that record (`Runtime::stream_wait_event_record`), whether
+//! the record was enqueued before the wait or comes after it.
 //!
-//! npusim needs a record enqueued before the wait that consumes it: a wait with no record to
-//! wait for would have to hold its stream for a record the host has not submitted yet, which
-//! the runtime's streams cannot express, so it is ACL_ERROR_RT_FEATURE_NOT_SUPPORT (not a hang).
-
-use npusim_engine::Event;
+//! A hardware notify is a flag: two records before one wait leave it set once, so a second
+//! wait would block. Here records and waits pair up in order, like a counting semaphore; a
+//! program that records once per wait, as the samples do, cannot tell the difference.
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, NotifyEntry, lookup, new_key, serial, to_ptr};
 use crate::session::{Session, session};
 use crate::types::*;
 
-fn notify_key(s: &Session, p: aclrtNotify) -> AclResult<(u64, u64)> {
+fn notify_entry(s: &Session, p: aclrtNotify) -> AclResult<(u64, u64, npusim_engine::Event)> {
     let t = s.tables();
     let (k, n) = lookup(&t.notifies, Kind::Notify, p, "notify")?;
-    Ok((k, n.ctx))
+    Ok((k, n.ctx, n.event))
 }
 
 /// Fails with ACL_ERROR_RT_STREAM_CONTEXT unless the notify belongs to the current context.
@@ -44,12 +43,14 @@ pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) 
         non_null(notify, "notify")?;
         let s = session()?;
         let (ctx, _) = s.current_ctx()?;
+        let event = s.rt.create_event()?;
         let key = new_key(Kind::Notify);
         s.tables().notifies.insert(
             key,
             NotifyEntry {
                 ctx,
-                pending: Default::default(),
+                event,
+                waits: 0,
             },
         );
         // SAFETY: checked non-NULL.
@@ -59,59 +60,40 @@ pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) 
 }
 
 /// `aclError aclrtDestroyNotify(aclrtNotify notify)`: destroys a notify. Waits already
-/// enqueued on it still wait for their records; records never waited for are dropped.
+/// enqueued on records that were enqueued still wait for them; waits for records that will
+/// now never come stop waiting.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyNotify(notify: aclrtNotify) -> aclError {
     call("aclrtDestroyNotify", || {
         let s = session()?;
-        let (key, ctx) = notify_key(&s, notify)?;
+        let (key, ctx, event) = notify_entry(&s, notify)?;
         check_context(&s, ctx)?;
-        let pending = s
-            .tables()
-            .notifies
-            .remove(&key)
-            .map(|n| n.pending)
-            .unwrap_or_default();
-        for ev in pending {
-            crate::event::release(&s, ctx, ev)?;
-        }
-        Ok(())
+        s.tables().notifies.remove(&key);
+        crate::event::release(&s, ctx, event)
     })
 }
 
 /// `aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream)`: marks the work
-/// submitted to `stream` (NULL: the default stream) so far; the next wait consumes it.
+/// submitted to `stream` (NULL: the default stream) so far; the oldest wait not yet paired
+/// with a record (or the next wait) waits for it.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtRecordNotify(notify: aclrtNotify, stream: aclrtStream) -> aclError {
     call("aclrtRecordNotify", || {
         let s = session()?;
-        let (key, ctx) = notify_key(&s, notify)?;
+        let (_, ctx, event) = notify_entry(&s, notify)?;
         check_context(&s, ctx)?;
         let st = s.stream_or_default(stream)?;
-        let ev = s.rt.create_event()?;
-        if let Err(e) = s.rt.record_event(ev, st) {
-            let _ = s.rt.destroy_event(ev);
-            return Err(e.into());
-        }
+        s.rt.record_event(event, st)?;
         s.note_task(st);
-        match s.tables().notifies.get_mut(&key) {
-            Some(n) => n.pending.push_back(ev),
-            None => {
-                return Err(AclError::new(
-                    ACL_ERROR_RT_PARAM_INVALID,
-                    "the notify was destroyed during the record",
-                ));
-            }
-        }
         Ok(())
     })
 }
 
 /// `aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t
-/// timeout)`: `stream`'s later work waits until the oldest record not yet waited for is
-/// reached, and that record is consumed. With no such record:
-/// ACL_ERROR_RT_FEATURE_NOT_SUPPORT (see the module docs). `timeout` (milliseconds) is
-/// accepted and not applied.
+/// timeout)`: `stream`'s later work waits until the notify's next unconsumed record fires
+/// (enqueued already or still to come), and consumes it. `timeout` (milliseconds) is accepted
+/// and not applied: a wait whose record never comes is reported at the next synchronize as
+/// never able to finish (ACL_ERROR_RT_WAIT_TIMEOUT).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtWaitAndResetNotify(
     notify: aclrtNotify,
@@ -121,29 +103,23 @@ pub extern "C" fn aclrtWaitAndResetNotify(
     let _ = timeout;
     call("aclrtWaitAndResetNotify", || {
         let s = session()?;
-        let (key, ctx) = notify_key(&s, notify)?;
+        let (key, ctx, event) = notify_entry(&s, notify)?;
         check_context(&s, ctx)?;
         let st = s.stream_or_default(stream)?;
-        let ev: Event = s
-            .tables()
-            .notifies
-            .get_mut(&key)
-            .and_then(|n| n.pending.pop_front())
-            .ok_or_else(|| {
-                AclError::new(
-                    ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                    "the notify has no record to wait for: npusim needs aclrtRecordNotify \
-                     enqueued before the aclrtWaitAndResetNotify that consumes it",
-                )
-            })?;
-        let waited = s.rt.stream_wait_event(st, ev);
-        if waited.is_err()
-            && let Some(n) = s.tables().notifies.get_mut(&key)
-        {
-            n.pending.push_front(ev);
-            return Ok(waited?);
+        let record = match s.tables().notifies.get(&key) {
+            Some(n) => n.waits + 1,
+            None => {
+                return Err(AclError::new(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    "the notify was destroyed during the wait",
+                ));
+            }
+        };
+        s.rt.stream_wait_event_record(st, event, record)?;
+        if let Some(n) = s.tables().notifies.get_mut(&key) {
+            n.waits = record;
         }
-        crate::event::release(&s, ctx, ev)
+        Ok(())
     })
 }
 
@@ -157,7 +133,7 @@ pub unsafe extern "C" fn aclrtGetNotifyId(notify: aclrtNotify, notifyId: *mut u3
     call("aclrtGetNotifyId", || {
         non_null(notifyId, "notifyId")?;
         let s = session()?;
-        let (key, _) = notify_key(&s, notify)?;
+        let (key, _, _) = notify_entry(&s, notify)?;
         // SAFETY: checked non-NULL.
         unsafe { notifyId.write(serial(key) as u32) };
         Ok(())

@@ -31,6 +31,7 @@ pub mod launch;
 pub mod limits;
 pub mod loader;
 pub mod memory;
+pub mod notify;
 pub mod ops;
 pub mod runtime;
 pub mod stream;

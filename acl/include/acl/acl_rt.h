@@ -384,9 +384,11 @@ ACL_FUNC_VISIBILITY aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *
 /* ---- notifies --------------------------------------------------------------------------- */
 
 /* A notify joins two streams of a context: aclrtRecordNotify marks a point in one stream;
- * aclrtWaitAndResetNotify makes another stream's later work wait for the oldest record not yet
- * waited for, and consumes it. npusim needs the record enqueued before the wait (a wait with no
- * record to wait for is ACL_ERROR_RT_FEATURE_NOT_SUPPORT); timeout is accepted and not applied. */
+ * aclrtWaitAndResetNotify makes another stream's later work wait until the next record not yet
+ * consumed is reached (enqueued before the wait or after it), and consumes it. Records and waits
+ * pair up in order (a hardware notify is a flag; programs that record once per wait cannot tell).
+ * timeout is accepted and not applied: a wait whose record never comes is reported by the next
+ * synchronize as ACL_ERROR_RT_WAIT_TIMEOUT. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateNotify(aclrtNotify *notify, uint64_t flag);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyNotify(aclrtNotify notify);
 ACL_FUNC_VISIBILITY aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
