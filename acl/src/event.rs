@@ -99,7 +99,21 @@ unsafe fn create(out: *mut aclrtEvent) -> AclResult<()> {
 pub extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
     call("aclrtDestroyEvent", || {
         let s = session()?;
-        let (key, ev, ctx) = event_checked(&s, event)?;
+        let (key, ev, ctx) = match event_checked(&s, event) {
+            Ok(e) => e,
+            // After a fault under ACL_STOP_ON_FAILURE destroying is cleanup, and succeeds; the
+            // runtime event goes with the context (or the reset that clears its fault).
+            Err(e) if matches!(s.rt.context_error(), Ok(Some(_))) => {
+                let (key, ev, ctx) = self::event(&s, event, "event").map_err(|_| e)?;
+                let mut t = s.tables();
+                t.events.remove(&key);
+                if let Some(c) = t.contexts.get_mut(&ctx) {
+                    c.retired_events.push(ev);
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         s.tables().events.remove(&key);
         release(&s, ctx, ev)
     })

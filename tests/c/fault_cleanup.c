@@ -67,6 +67,12 @@ int main(int argc, char **argv) {
     CHECK(aclrtBinaryGetFunction(bin, "div_zero", &div_zero));
     void *dev;
     CHECK(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    void *pinned;
+    CHECK(aclrtMallocHost(&pinned, 4096));
+    aclrtEvent event;
+    CHECK(aclrtCreateEvent(&event));
+    aclrtStream spare;
+    CHECK(aclrtCreateStream(&spare));
 
     aclrtErrorInfo verbose;
     CHECK(aclrtGetErrorVerbose(0, &verbose));
@@ -100,8 +106,11 @@ int main(int argc, char **argv) {
                 ACL_ERROR_RT_AICORE_TRAP_EXCEPTION);
     /* ...and cleanup succeeds, as the vendor sample's does. */
     CHECK(aclrtFree(dev));
+    CHECK(aclrtFreeHost(pinned));
+    CHECK(aclrtDestroyEvent(event));
     CHECK(aclrtUnSubscribeReport((uint64_t)reporter, stream));
     CHECK(aclrtDestroyStream(stream));
+    CHECK(aclrtDestroyStreamForce(spare));
     CHECK(aclrtBinaryUnLoad(bin));
     CHECK(aclrtDestroyContext(context));
     atomic_store(&stop, 1);
@@ -112,6 +121,25 @@ int main(int argc, char **argv) {
     CHECK(aclrtMalloc(&more, 64, ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtFree(more));
     CHECK(aclrtDestroyContext(context));
+
+    /* The same in the device's primary context: cleanup succeeds, and aclrtResetDeviceForce
+     * clears the fault, so the device is usable again. */
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtSetDevice(0)); /* two unmatched: the forced reset resets anyway */
+    CHECK(aclrtCreateStream(&stream));
+    CHECK(aclrtSetStreamFailureMode(stream, ACL_STOP_ON_FAILURE));
+    CHECK(aclrtBinaryLoadFromFile(kernel_path(argc, argv, "faults.o"), NULL, &bin));
+    CHECK(aclrtBinaryGetFunction(bin, "div_zero", &div_zero));
+    CHECK(aclrtMalloc(&dev, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtLaunchKernel(div_zero, 1, &divisor, sizeof divisor, stream));
+    EXPECT_CODE(aclrtSynchronizeStream(stream), ACL_ERROR_RT_AICORE_TRAP_EXCEPTION);
+    CHECK(aclrtFree(dev));
+    CHECK(aclrtDestroyStream(stream));
+    CHECK(aclrtBinaryUnLoad(bin));
+    CHECK(aclrtResetDeviceForce(0));
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtFree(dev));
     CHECK(aclrtResetDeviceForce(0));
     CHECK(aclFinalize());
     printf("Run the callback_exception sample successfully\n");
