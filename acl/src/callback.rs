@@ -34,7 +34,7 @@ pub(crate) fn thread_id() -> u64 {
 }
 
 /// One callback on its way to its thread.
-struct Report {
+pub(crate) struct Report {
     f: unsafe extern "C" fn(*mut c_void),
     user_data: usize,
     stream: Stream,
@@ -43,14 +43,14 @@ struct Report {
 }
 
 impl Report {
-    fn run(&self) {
+    pub(crate) fn run(&self) {
         // SAFETY: a callback C registered, with the user data C gave for it.
         unsafe { (self.f)(self.user_data as *mut c_void) };
         *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.cv.notify_all();
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         let _done = self
             .cv
@@ -83,6 +83,12 @@ impl Reports {
 
     /// Hands `report` to its stream's thread (or runs it here, see the module docs).
     fn deliver(&self, report: Arc<Report>, block: bool) {
+        self.deliver_or(report, block, |r| r.run());
+    }
+
+    /// Hands `report` to its stream's subscribed thread; with none (or when that thread is
+    /// this one), gives it to `otherwise`.
+    fn deliver_or(&self, report: Arc<Report>, block: bool, otherwise: impl FnOnce(Arc<Report>)) {
         let me = thread_id();
         let mut st = self.lock();
         match st.subscribers.get(&report.stream).copied() {
@@ -99,7 +105,7 @@ impl Reports {
             }
             _ => {
                 drop(st);
-                report.run();
+                otherwise(report);
             }
         }
     }
@@ -321,11 +327,33 @@ pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
     call("aclrtProcessHostFunc", || process(host_func_hub, timeout))
 }
 
+/// The session's host-function thread (made on first use): it runs the host functions of
+/// streams no thread subscribed to, as ACL's runtime creates one for `aclrtLaunchHostFunc`.
+/// It ends when the session does (the sender goes with it).
+fn host_func_worker(s: &Session) -> std::sync::mpsc::Sender<Arc<Report>> {
+    let mut w = s.host_worker.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tx) = w.as_ref() {
+        return tx.clone();
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Arc<Report>>();
+    let spawned = std::thread::Builder::new()
+        .name("acl-host-func".into())
+        .spawn(move || {
+            while let Ok(r) = rx.recv() {
+                r.run();
+            }
+        });
+    if spawned.is_ok() {
+        *w = Some(tx.clone());
+    }
+    // If the thread could not start, sends fail and the function runs on the driving thread.
+    tx
+}
+
 /// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: enqueues
 /// `fn(args)` on `stream` (NULL: the default stream); the stream's later work waits for it. On
-/// a stream subscribed with `aclrtSubscribeHostFunc` it runs on that thread; otherwise on the
-/// host thread that drives the device when the stream reaches it (a synchronize), as ACL's own
-/// runtime thread would.
+/// a stream subscribed with `aclrtSubscribeHostFunc` it runs on that thread; otherwise on a
+/// thread of the runtime's own, as ACL's does, when the stream reaches it.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtLaunchHostFunc(
     stream: aclrtStream,
@@ -344,7 +372,14 @@ pub extern "C" fn aclrtLaunchHostFunc(
             cv: Condvar::new(),
         });
         let hub = s.host_funcs.clone();
-        s.rt.launch_host_func(st, move || hub.deliver(report, true))?;
+        let worker = host_func_worker(&s);
+        s.rt.launch_host_func(st, move || {
+            // Unsubscribed: ACL's own runtime thread runs it; the stream waits meanwhile.
+            hub.deliver_or(report, true, |r| match worker.send(r.clone()) {
+                Ok(()) => r.wait(),
+                Err(_) => r.run(),
+            })
+        })?;
         s.note_task(st);
         Ok(())
     })

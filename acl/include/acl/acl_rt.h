@@ -514,7 +514,7 @@ ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStre
 typedef void (*aclrtHostFunc)(void *args);
 /* fn(args) runs in stream order; the stream's later work waits for it. On a stream subscribed
  * with aclrtSubscribeHostFunc it runs on that thread, in its aclrtProcessHostFunc loop; on any
- * other stream, on the host thread that drives the device (a synchronize). */
+ * other stream, on a thread of the runtime's own, as ACL's does. */
 ACL_FUNC_VISIBILITY aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args);
 ACL_FUNC_VISIBILITY aclError aclrtSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream);
 /* timeout: wall-clock milliseconds, or -1 for ever. Runs one host function that came due. */
