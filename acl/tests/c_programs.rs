@@ -146,9 +146,14 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
 /// Compiles and runs `tests/c/<name>.c` with the kernels directory as its argument; returns
 /// its standard output.
 fn program(name: &str) -> String {
+    program_with(name, &[])
+}
+
+/// As [`program`], with environment variables.
+fn program_with(name: &str, env: &[(&str, &str)]) -> String {
     let exe = compile(&format!("tests/c/{name}.c"), name, Link::Shared);
     let kernels = workspace().join("examples/kernels");
-    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], &[]);
+    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], env);
     assert!(
         stdout.contains(&format!("{name}: ok")),
         "{name} did not report ok:\n{stdout}"
@@ -213,7 +218,7 @@ fn host_functions_run_in_stream_order_on_their_thread() {
 
 #[test]
 fn kernel_arguments_built_one_by_one_launch_with_config() {
-    program("kernel_args");
+    program_with("kernel_args", &[("NPUSIM_DEVICES", "2")]);
 }
 
 #[test]

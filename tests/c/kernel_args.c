@@ -5,7 +5,8 @@
  *  - saxpy(n, alpha, x, y) with its float through npusimKernelArgsAppendFloat;
  *  - a placeholder: vadd_f32's first input is a host buffer the launch copies to the device;
  *  - aclrtKernelArgsParaUpdate between launches;
- *  - a function handle loaded in one context launched in another on the same device.
+ *  - a function handle loaded in one context launched in another on the same device (and
+ *    refused on another device).
  *
  * Usage: kernel_args [kernels-dir]
  */
@@ -162,6 +163,20 @@ int main(int argc, char **argv) {
     expect_floats("vadd launched in another context", host, twice_i);
     CHECK(aclrtDestroyStreamForce(os));
     CHECK(aclrtDestroyContext(other));
+
+    /* On another device the binary is not there: the launch is refused, as in ACL. */
+    uint32_t devices = 0;
+    CHECK(aclrtGetDeviceCount(&devices));
+    EXPECT(devices == 2); /* the test runs this program with NPUSIM_DEVICES=2 */
+    aclrtContext remote;
+    CHECK(aclrtCreateContext(&remote, 1));
+    void *rx;
+    CHECK(aclrtMalloc(&rx, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    VaddArgs ra = {rx, rx, rx, N};
+    EXPECT_CODE(aclrtLaunchKernel(vadd, 1, &ra, sizeof ra, NULL), ACL_ERROR_RT_STREAM_CONTEXT);
+    (void)aclGetRecentErrMsg();
+    CHECK(aclrtFree(rx));
+    CHECK(aclrtDestroyContext(remote));
 
     CHECK(aclrtSetCurrentContext(context));
     CHECK(aclrtFree(x));
