@@ -548,3 +548,37 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
         result
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slots_of<T>(v: &T) -> AclResult<Vec<u64>> {
+        // SAFETY: `v` is readable for its size.
+        unsafe { slots((v as *const T).cast(), std::mem::size_of::<T>()) }
+    }
+
+    #[test]
+    fn parameters_become_slots_as_rv64_passes_them() {
+        assert_eq!(
+            slots_of(&-1i32).unwrap(),
+            vec![u64::MAX],
+            "4 bytes sign-extend"
+        );
+        assert_eq!(
+            slots_of(&0xffu8).unwrap(),
+            vec![0xff],
+            "1 byte zero-extends"
+        );
+        assert_eq!(slots_of(&0xfffeu16).unwrap(), vec![0xfffe]);
+        assert_eq!(slots_of(&7u64).unwrap(), vec![7]);
+        assert_eq!(
+            slots_of(&[1u64, 2u64]).unwrap(),
+            vec![1, 2],
+            "a 16-byte struct"
+        );
+        let e = slots_of(&[0u8; 3]).unwrap_err();
+        assert_eq!(e.code, ACL_ERROR_INVALID_PARAM);
+        assert!(e.msg.contains("PlaceHolder"), "{}", e.msg);
+    }
+}

@@ -348,3 +348,23 @@ pub(crate) fn context_key(s: &Session, p: aclrtContext, what: &str) -> AclResult
     let (key, c) = lookup(&t.contexts, Kind::Context, p, what)?;
     Ok((key, c.ctx))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launch_log_keeps_the_most_recent_launches() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let st = rt.create_stream().unwrap();
+        let mut log = LaunchLog::default();
+        for seq in 1..=(LaunchLog::CAPACITY as u64 + 10) {
+            log.insert(st, seq, seq * 10, Arc::from(&[1u8][..]));
+        }
+        assert!(log.get(st, 1).is_none(), "the oldest went");
+        assert!(log.get(st, 10).is_none());
+        assert_eq!(log.get(st, 11).map(|l| l.0), Some(110));
+        let last = LaunchLog::CAPACITY as u64 + 10;
+        assert_eq!(log.get(st, last).map(|l| l.0), Some(last * 10));
+    }
+}
