@@ -63,6 +63,11 @@ fn a_runaway_kernel_stops_at_its_simulated_timeout() {
     rt.record_event(b, s).unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert_eq!(err.code(), 507014, "{err}");
+    assert!(
+        err.to_string()
+            .contains("ran past the kernel timeout of 5.000 ms simulated"),
+        "{err}"
+    );
     let ms = rt.event_elapsed_ms(a, b).unwrap();
     assert!((5.0..5.1).contains(&ms), "stopped after {ms} simulated ms");
 }
@@ -100,6 +105,7 @@ fn the_wall_clock_guard_stops_a_runaway_whatever_its_simulated_timeout() {
     rt.launch(spin, 1, &[], s).unwrap();
     let err = rt.synchronize_stream(s).unwrap_err();
     assert_eq!(err.code(), 507014, "{err}");
+    assert!(err.to_string().contains("wall-clock guard"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(60));
 }
 

@@ -196,8 +196,11 @@ pub fn run_binary(
         (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
     // The timeout is the launch's, not one block's: blocks sharing a core add up. A kernel
     // stopped by it ends at the timeout, as the hardware stops it then.
-    let ns = match &outcome {
-        Err(NpuError::AicoreTimeout { .. }) => ns.min(limits.kernel_timeout.as_ns()),
+    let ns = match &mut outcome {
+        Err(NpuError::AicoreTimeout { detail, .. }) => {
+            *detail = crate::watchdog::describe(&limits, started, detail);
+            ns.min(limits.kernel_timeout.as_ns())
+        }
         _ => ns,
     };
     if outcome.is_ok() && ns > limits.kernel_timeout.as_ns() {

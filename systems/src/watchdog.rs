@@ -52,3 +52,24 @@ pub fn run_block<B: Bus>(
         }
     }
 }
+
+/// What stopped a block that ran out of time, for its error: the wall-clock guard (if it has
+/// passed since `started`) or the simulated timeout. `detail` names the block and pc.
+pub fn describe(limits: &DeviceLimits, started: Instant, detail: &str) -> String {
+    let wall = limits.kernel_wall_limit;
+    let at = detail.split(": ").next().unwrap_or(detail);
+    let pc = detail
+        .rsplit_once(" at pc ")
+        .map_or(String::new(), |(_, pc)| format!(" at pc {pc}"));
+    if !wall.is_zero() && started.elapsed() >= wall {
+        format!(
+            "{at}: stopped by the wall-clock guard after {wall:?} of simulation{pc} (a runaway \
+             loop? NPUSIM_KERNEL_WALL_LIMIT / Runtime::set_kernel_wall_limit raise it)"
+        )
+    } else {
+        format!(
+            "{at}: ran past the kernel timeout of {} simulated{pc}",
+            limits.kernel_timeout
+        )
+    }
+}
