@@ -67,5 +67,26 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// The fixed cost of a frame with nothing to do (`Runtime::step` on an idle runtime), against
+/// running an empty `bevy_ecs` schedule on an empty world (the ECS's own floor).
+fn idle_frame(c: &mut Criterion) {
+    let mut group = c.benchmark_group("frame");
+    let mut world = bevy_ecs::world::World::new();
+    let mut schedule = bevy_ecs::schedule::Schedule::default();
+    schedule.set_executor(bevy_ecs::schedule::SingleThreadedExecutor::new());
+    schedule.run(&mut world);
+    group.bench_function("empty_bevy_schedule", |b| {
+        b.iter(|| schedule.run(black_box(&mut world)))
+    });
+    let rt = Runtime::new(RuntimeConfig {
+        timeline: false,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    rt.step();
+    group.bench_function("npusim_idle_frame", |b| b.iter(|| black_box(rt.step())));
+    group.finish();
+}
+
+criterion_group!(benches, bench, idle_frame);
 criterion_main!(benches);

@@ -22,9 +22,9 @@ use npusim::HostCosts;
 use npusim::components::DeviceState;
 use npusim::components::resources::Devices;
 use npusim::components::shape::{
-    NO_SLOT, NO_STATIC_SHAPE, OP_HIDDEN_ARGS, OpRegistry, ResolvedLaunch, ShapeBuffer, ShapeStats,
+    OpLaunch, OpRegistry, ResolvedLaunch, ShapeBuffer, ShapeStats, TensorSource,
 };
-use npusim::components::task::{TaskDescriptor, TaskKind};
+use npusim::components::task::TaskDescriptor;
 use npusim::prelude::*;
 use npusim::systems::{shapes::resolve_launch, tiling::tile_launch};
 
@@ -148,17 +148,20 @@ fn stages(c: &mut Criterion) {
     rt.synchronize_stream(s).unwrap();
     let sigmoid = rt.op("sigmoid_f32").unwrap();
 
-    // The descriptor `launch_op` builds for sigmoid(x: dynamic) -> y.
-    let mut desc = TaskDescriptor::new(TaskKind::Kernel);
-    desc.kernel = sigmoid.0;
-    desc.block_dim = 1;
-    desc.args[0] = x.addr();
-    desc.args[1] = y.addr();
-    desc.arg_count = (2 + OP_HIDDEN_ARGS) as u32;
-    desc.tensors = 1 | 1 << 16;
-    desc.shape_slots = [NO_SLOT; 8];
-    desc.shape_slots[0] = h.slot();
-    desc.static_ranks = [NO_STATIC_SHAPE; 8];
+    // The descriptor and op launch `launch_op` builds for sigmoid(x: dynamic) -> y.
+    let desc = TaskDescriptor::kernel(
+        sigmoid.index(),
+        sigmoid.generation(),
+        1,
+        [(x.addr(), false), (y.addr(), false)],
+        &[],
+    );
+    let mut op_launch = OpLaunch {
+        n_in: 1,
+        n_out: 1,
+        ..OpLaunch::default()
+    };
+    op_launch.tensors[0] = TensorSource::Slot(h.slot());
 
     let mut guard = rt.lock_world();
     let world = guard.world_mut();
@@ -182,8 +185,19 @@ fn stages(c: &mut Criterion) {
     group.bench_function("stage_propagate_and_tile", |b| {
         b.iter(|| {
             let mut d = black_box(desc);
-            resolve_launch(&d, &op, Some(&buffer), memory, ctx, &mut stats, &mut launch).unwrap();
-            tile_launch(&mut d, &launch, &op, &config).unwrap();
+            let mut l = black_box(op_launch.clone());
+            resolve_launch(
+                &d,
+                &l,
+                &op,
+                Some(&buffer),
+                memory,
+                ctx,
+                &mut stats,
+                &mut launch,
+            )
+            .unwrap();
+            tile_launch(&mut d, &mut l, &launch, &op, &config).unwrap();
             black_box(d)
         })
     });

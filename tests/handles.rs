@@ -301,7 +301,7 @@ fn launching_an_unknown_kernel_or_a_bad_block_dim_is_refused() {
     let s = rt.create_stream().unwrap();
     let before = rt.stats();
     assert_code(
-        rt.launch(Kernel(1 << 30), 1, &[], s),
+        rt.launch(Kernel::new(rt.id(), 1 << 30, 0), 1, &[], s),
         codes::RT_PARAM_INVALID,
     );
     assert_code(rt.kernel("no_such_kernel"), codes::RT_PARAM_INVALID);

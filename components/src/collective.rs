@@ -130,7 +130,7 @@ impl CollectiveKind {
 /// Argument words of a collective task's descriptor (`desc.args[...]`). Its `flags` word holds
 /// the [`CollectiveKind`] in bits 0–7, the [`DataType`] in bits 8–15 and the [`ReduceOp`] in
 /// bits 16–23.
-pub mod word {
+mod word {
     /// The communicator entity's bits.
     pub const COMM: usize = 0;
     /// Send buffer device address (0: the task's host buffer, or none).
@@ -167,7 +167,8 @@ pub struct CollectiveCall {
     pub send: u64,
     /// Receive buffer address.
     pub recv: u64,
-    /// Element count (see [`word::COUNT`]).
+    /// Element count: all-reduce and broadcast buffers, all-gather send buffer, reduce-scatter
+    /// receive buffer, send / recv buffer.
     pub count: u64,
     /// Calling rank.
     pub rank: u32,
@@ -212,26 +213,81 @@ impl CollectiveCall {
             bytes: d.args[word::BYTES],
         })
     }
+
+    /// What the collective reads and writes on its rank: its send buffer and its receive
+    /// buffer, by block (their extents depend on the communicator's size).
+    pub fn accesses(&self, out: &mut crate::access::AccessSet) {
+        use crate::access::{Access, AccessMode, Space};
+        out.mark_inexact();
+        for (addr, mode) in [
+            (self.send, AccessMode::Read),
+            (self.recv, AccessMode::Write),
+        ] {
+            if addr != 0 {
+                out.push(Access {
+                    addr,
+                    bytes: 0,
+                    mode,
+                    space: Space::Local,
+                });
+            }
+        }
+    }
 }
 
-/// Argument words of a peer copy (a memcpy with `flags == copy_dir::PEER`).
-pub mod peer_word {
+/// A copy from one device to another over the interconnect: a memcpy task whose direction is
+/// [`crate::task::CopyDir::Peer`]. Its words are encoded and decoded only here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PeerCopy {
     /// Destination address (on the destination device).
-    pub const DST: usize = 0;
+    pub dst: u64,
     /// Source address (on the source device).
-    pub const SRC: usize = 1;
+    pub src: u64,
     /// Bytes.
-    pub const BYTES: usize = 2;
+    pub bytes: u64,
     /// Source device index.
-    pub const SRC_DEVICE: usize = 3;
+    pub src_device: u32,
     /// Destination device index.
-    pub const DST_DEVICE: usize = 4;
-    /// Context owning the source memory (entity bits).
-    pub const SRC_CTX: usize = 5;
-    /// Context owning the destination memory (entity bits).
-    pub const DST_CTX: usize = 6;
-    /// Words used.
-    pub const COUNT_WORDS: u32 = 7;
+    pub dst_device: u32,
+    /// Context owning the source memory.
+    pub src_ctx: Entity,
+    /// Context owning the destination memory.
+    pub dst_ctx: Entity,
+}
+
+impl PeerCopy {
+    /// Encodes into a memcpy descriptor.
+    pub fn encode(&self) -> TaskDescriptor {
+        let mut d = TaskDescriptor::new(crate::task::TaskKind::Memcpy);
+        d.flags = crate::task::CopyDir::Peer as u32;
+        d.args[..7].copy_from_slice(&[
+            self.dst,
+            self.src,
+            self.bytes,
+            self.src_device as u64,
+            self.dst_device as u64,
+            self.src_ctx.to_bits(),
+            self.dst_ctx.to_bits(),
+        ]);
+        d.arg_count = 7;
+        d
+    }
+
+    /// Decodes a peer-copy descriptor (`None` for anything else, or corrupt words).
+    pub fn decode(d: &TaskDescriptor) -> Option<Self> {
+        if !d.is_peer_copy() {
+            return None;
+        }
+        Some(Self {
+            dst: d.args[0],
+            src: d.args[1],
+            bytes: d.args[2],
+            src_device: d.args[3] as u32,
+            dst_device: d.args[4] as u32,
+            src_ctx: Entity::try_from_bits(d.args[5])?,
+            dst_ctx: Entity::try_from_bits(d.args[6])?,
+        })
+    }
 }
 
 /// How a communicator behaves.
@@ -458,62 +514,9 @@ pub struct LinkTimeline {
     pub records: Vec<LinkRecord>,
 }
 
-/// Half precision to single.
-pub fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h as u32) & 0x8000) << 16;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let mant = (h & 0x3ff) as u32;
-    let bits = match exp {
-        0 if mant == 0 => sign,
-        0 => {
-            let v = mant as f32 * (1.0 / 16_777_216.0);
-            return if sign != 0 { -v } else { v };
-        }
-        31 => sign | 0x7f80_0000 | (mant << 13),
-        _ => sign | ((exp + 112) << 23) | (mant << 13),
-    };
-    f32::from_bits(bits)
-}
-
-/// Single precision to half, rounding to nearest even.
-pub fn f32_to_f16(f: f32) -> u16 {
-    let x = f.to_bits();
-    let sign = ((x >> 16) & 0x8000) as u16;
-    let exp = ((x >> 23) & 0xff) as i32;
-    let mant = x & 0x7f_ffff;
-    if exp == 255 {
-        let nan = if mant != 0 {
-            0x200 | (mant >> 13) as u16
-        } else {
-            0
-        };
-        return sign | 0x7c00 | nan;
-    }
-    let e = exp - 127 + 15;
-    if e >= 31 {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = mant | 0x80_0000;
-        let shift = (14 - e) as u32;
-        let half = 1u32 << (shift - 1);
-        let mut r = m >> shift;
-        let rem = m & ((1 << shift) - 1);
-        if rem > half || (rem == half && r & 1 == 1) {
-            r += 1;
-        }
-        return sign | r as u16;
-    }
-    let mut r = ((e as u32) << 10) | (mant >> 13);
-    let rem = mant & 0x1fff;
-    if rem > 0x1000 || (rem == 0x1000 && r & 1 == 1) {
-        r += 1;
-    }
-    sign | r as u16
-}
+/// IEEE half-precision conversions: the AI core's, so a collective reduces f16 exactly as a
+/// kernel would.
+pub use npusim_device::core::npu::{f16_to_f32, f32_to_f16};
 
 #[cfg(test)]
 mod tests {

@@ -49,3 +49,20 @@ pub struct ContextState {
     /// Whether this is the device's primary context (it cannot be destroyed).
     pub is_default: bool,
 }
+
+impl ContextState {
+    /// A new, active context on `device` (index `device_index`), with no streams or events yet.
+    pub fn new(device: Entity, device_index: u32, is_default: bool) -> Self {
+        Self {
+            device,
+            device_index,
+            status: ContextStatus::Active,
+            sticky_error: None,
+            failure_mode: FailureMode::default(),
+            streams: Vec::new(),
+            events: Vec::new(),
+            default_stream: Entity::PLACEHOLDER,
+            is_default,
+        }
+    }
+}

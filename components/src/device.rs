@@ -32,9 +32,6 @@ pub struct DeviceState {
     pub memory: DeviceMemory,
     /// The context `set_device` makes current (the primary context).
     pub default_context: Entity,
-    /// Tasks of this device that finished, failed, were aborted or were dropped with their
-    /// context; the runtime compares it with what it submitted, so "is the device idle" is O(1).
-    pub finished: u64,
     /// The limits set through the runtime (core cap, kernel timeout).
     pub limits: crate::limits::DeviceLimits,
 }

@@ -66,9 +66,55 @@ handle!(
     "binary"
 );
 
-/// A kernel registered with the runtime (native or loaded from a binary).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kernel(pub u32);
+/// A kernel registered with the runtime (native, or a function of a loaded binary): a slot in
+/// the runtime's kernel registry, the slot's generation, and the runtime's id. Unloading a
+/// binary frees its functions' slots and bumps their generation, so an old handle is refused
+/// rather than naming whatever kernel reuses the slot; a handle of another runtime is refused
+/// by its runtime id.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kernel {
+    runtime: u32,
+    index: u32,
+    generation: u32,
+}
+
+impl Kernel {
+    /// Slot `index` at `generation` of the registry of runtime `runtime`.
+    pub fn new(runtime: u32, index: u32, generation: u32) -> Self {
+        Self {
+            runtime,
+            index,
+            generation,
+        }
+    }
+
+    /// The registry slot.
+    pub fn index(self) -> u32 {
+        self.index
+    }
+
+    /// The slot's generation when this handle was made.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// The id of the runtime that made this handle.
+    pub fn runtime(self) -> u32 {
+        self.runtime
+    }
+}
+
+impl fmt::Debug for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel {}v{}", self.index, self.generation)
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "kernel {}v{}", self.index, self.generation)
+    }
+}
 
 /// A device virtual address. Arithmetic with [`DevicePtr::offset`] stays a device address;
 /// bounds are checked against the owning block on every copy.

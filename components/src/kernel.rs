@@ -11,6 +11,7 @@ use bevy_ecs::resource::Resource;
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
 
+use crate::access::{Access, AccessMode, AccessSet};
 use crate::error::{NpuError, NpuResult};
 use crate::handle::{DevicePtr, Kernel};
 use crate::memory::{AccessFault, DeviceMemory};
@@ -144,6 +145,7 @@ pub struct KernelCtx<'a> {
     pub config: &'a DeviceConfig,
     context: Entity,
     memory: &'a mut DeviceMemory,
+    touched: AccessSet,
 }
 
 impl<'a> KernelCtx<'a> {
@@ -163,7 +165,14 @@ impl<'a> KernelCtx<'a> {
             config,
             context,
             memory,
+            touched: AccessSet::new(),
         }
+    }
+
+    /// What the kernel has loaded and stored so far (one range per call), for checking a
+    /// kernel's declared accesses against what it does.
+    pub fn touched(&self) -> &AccessSet {
+        &self.touched
     }
 
     fn word(&self, i: usize) -> Result<u64, KernelFault> {
@@ -204,6 +213,7 @@ impl<'a> KernelCtx<'a> {
         let mut out = vec![T::zeroed(); n];
         self.memory
             .read(ptr, bytemuck::cast_slice_mut(&mut out), self.context)?;
+        self.touched.record(Access::read(ptr, bytes as u64));
         Ok(out)
     }
 
@@ -211,6 +221,8 @@ impl<'a> KernelCtx<'a> {
     pub fn store<T: bytemuck::Pod>(&mut self, ptr: u64, values: &[T]) -> Result<(), KernelFault> {
         self.memory
             .write(ptr, bytemuck::cast_slice(values), self.context)?;
+        self.touched
+            .record(Access::write(ptr, std::mem::size_of_val(values) as u64));
         Ok(())
     }
 }
@@ -219,6 +231,9 @@ impl<'a> KernelCtx<'a> {
 pub type KernelFn = dyn Fn(&mut KernelCtx<'_>) -> Result<(), KernelFault> + Send + Sync;
 /// The cost function of a kernel: its total work, from its argument words and block dim.
 pub type CostFn = dyn Fn(&[u64], u32) -> KernelCost + Send + Sync;
+/// What a native kernel reads and writes, from its argument words and block dim: it pushes one
+/// [`Access`] per buffer argument (see [`NativeKernel::with_access`]).
+pub type AccessFn = dyn Fn(&[u64], u32, &mut AccessSet) + Send + Sync;
 
 /// A kernel implemented in Rust.
 #[derive(Clone)]
@@ -229,9 +244,9 @@ pub struct NativeKernel {
     pub run: Arc<KernelFn>,
     /// The cost function.
     pub cost: Arc<CostFn>,
-    /// For a kernel loaded from a binary: the code the AI core runs (then `run` is unused and
-    /// the duration comes from the cycles the core counts, not from `cost`).
-    pub code: Option<Arc<crate::binary::BinaryCode>>,
+    /// What it reads and writes (`None`: not declared; the blocks behind its non-float
+    /// argument words are taken as read and written).
+    pub access: Option<Arc<AccessFn>>,
 }
 
 impl NativeKernel {
@@ -245,7 +260,27 @@ impl NativeKernel {
             name: name.into(),
             run: Arc::new(run),
             cost: Arc::new(cost),
-            code: None,
+            access: None,
+        }
+    }
+
+    /// Declares what the kernel reads and writes: `access` gets the launch's argument words
+    /// and block dim and pushes one range per buffer it touches, with its direction. The
+    /// declaration is the kernel's contract (its tests should check it): deferred free and any
+    /// reader of access sets rely on it.
+    pub fn with_access(
+        mut self,
+        access: impl Fn(&[u64], u32, &mut AccessSet) + Send + Sync + 'static,
+    ) -> Self {
+        self.access = Some(Arc::new(access));
+        self
+    }
+
+    /// The access set of a launch with `args` and `block_dim`.
+    pub fn accesses(&self, args: &[u64], float_mask: u32, block_dim: u32, out: &mut AccessSet) {
+        match &self.access {
+            Some(f) => f(args, block_dim, out),
+            None => pointer_blocks(args, float_mask, out),
         }
     }
 }
@@ -256,37 +291,277 @@ impl std::fmt::Debug for NativeKernel {
     }
 }
 
-/// Every kernel that can be launched, by id and by name.
+/// The upper bound for a kernel that declared nothing: the block behind every non-float
+/// argument word in the heap, read and written.
+pub fn pointer_blocks(args: &[u64], float_mask: u32, out: &mut AccessSet) {
+    out.mark_inexact();
+    for (i, &w) in args.iter().enumerate() {
+        if float_mask & (1 << i) == 0 && w >= npusim_device::abi::HEAP_BASE {
+            out.push(Access {
+                addr: w,
+                bytes: 0,
+                mode: AccessMode::ReadWrite,
+                space: crate::access::Space::Local,
+            });
+        }
+    }
+}
+
+/// What a registered kernel runs.
+#[derive(Clone, Debug)]
+pub enum KernelBody {
+    /// A Rust function.
+    Native(NativeKernel),
+    /// A function of a loaded binary, run by the AI cores.
+    Binary(Arc<crate::binary::BinaryCode>),
+}
+
+/// One registered kernel.
+#[derive(Clone, Debug)]
+pub struct KernelEntry {
+    /// Its name (a binary function's symbol name).
+    pub name: String,
+    /// What it runs.
+    pub body: KernelBody,
+}
+
+impl KernelEntry {
+    /// The binary code, for a binary kernel.
+    pub fn code(&self) -> Option<&Arc<crate::binary::BinaryCode>> {
+        match &self.body {
+            KernelBody::Binary(code) => Some(code),
+            KernelBody::Native(_) => None,
+        }
+    }
+
+    /// The access set of a launch before it runs (exact for a native kernel that declares its
+    /// accesses; for a binary kernel, the blocks behind its argument words until the cores
+    /// record what it really touched).
+    pub fn accesses(&self, args: &[u64], float_mask: u32, block_dim: u32, out: &mut AccessSet) {
+        match &self.body {
+            KernelBody::Native(k) => k.accesses(args, float_mask, block_dim, out),
+            KernelBody::Binary(_) => pointer_blocks(args, float_mask, out),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    generation: u32,
+    entry: Option<KernelEntry>,
+}
+
+/// Every kernel that can be launched: generational slots, found by handle, by name (native
+/// kernels) or by binary and symbol (binary functions, registered once each and removed when
+/// their binary is unloaded, so the registry does not grow with repeated lookups).
 #[derive(Resource, Default, Debug)]
 pub struct KernelRegistry {
-    kernels: Vec<NativeKernel>,
-    by_name: BTreeMap<String, Kernel>,
+    runtime: u32,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    by_name: BTreeMap<String, u32>,
+    by_function: BTreeMap<(Entity, String), u32>,
 }
 
 impl KernelRegistry {
-    /// Registers `kernel`; a kernel of the same name is replaced for later lookups.
+    /// Sets the id of the runtime whose handles this registry makes and accepts.
+    pub fn set_runtime(&mut self, runtime: u32) {
+        self.runtime = runtime;
+    }
+
+    fn handle(&self, index: u32) -> Kernel {
+        Kernel::new(self.runtime, index, self.slots[index as usize].generation)
+    }
+
+    fn insert(&mut self, entry: KernelEntry) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize].entry = Some(entry);
+                i
+            }
+            None => {
+                self.slots.push(Slot {
+                    generation: 0,
+                    entry: Some(entry),
+                });
+                self.slots.len() as u32 - 1
+            }
+        }
+    }
+
+    /// Registers `kernel`; a kernel of the same name is replaced for later lookups (launches
+    /// of the old handle still run the old kernel).
     pub fn register(&mut self, kernel: NativeKernel) -> Kernel {
-        let id = Kernel(self.kernels.len() as u32);
-        self.by_name.insert(kernel.name.clone(), id);
-        self.kernels.push(kernel);
-        id
+        let name = kernel.name.clone();
+        let i = self.insert(KernelEntry {
+            name: name.clone(),
+            body: KernelBody::Native(kernel),
+        });
+        self.by_name.insert(name, i);
+        self.handle(i)
+    }
+
+    /// The kernel for function `name` of `binary`: registered on first use, the same handle
+    /// on every later call.
+    pub fn register_function(
+        &mut self,
+        binary: Entity,
+        name: &str,
+        code: impl FnOnce() -> crate::binary::BinaryCode,
+    ) -> Kernel {
+        if let Some(&i) = self.by_function.get(&(binary, name.to_string())) {
+            return self.handle(i);
+        }
+        let i = self.insert(KernelEntry {
+            name: name.to_string(),
+            body: KernelBody::Binary(Arc::new(code())),
+        });
+        self.by_function.insert((binary, name.to_string()), i);
+        self.handle(i)
+    }
+
+    /// Makes `kernel` findable by `name` too (an op whose kernel is a binary function).
+    pub fn alias(&mut self, name: &str, kernel: Kernel) {
+        if self.get(kernel).is_ok() {
+            self.by_name.insert(name.to_string(), kernel.index());
+        }
+    }
+
+    /// Removes every function of `binary`: their handles become stale. Returns how many.
+    pub fn remove_binary(&mut self, binary: Entity) -> usize {
+        let gone: Vec<u32> = self
+            .by_function
+            .range((binary, String::new())..)
+            .take_while(|((b, _), _)| *b == binary)
+            .map(|(_, &i)| i)
+            .collect();
+        self.by_function.retain(|(b, _), _| *b != binary);
+        self.by_name.retain(|_, i| !gone.contains(i));
+        for &i in &gone {
+            let slot = &mut self.slots[i as usize];
+            slot.entry = None;
+            slot.generation = slot.generation.wrapping_add(1);
+            self.free.push(i);
+        }
+        gone.len()
     }
 
     /// The kernel registered as `name`.
     pub fn lookup(&self, name: &str) -> NpuResult<Kernel> {
         self.by_name
             .get(name)
-            .copied()
+            .map(|&i| self.handle(i))
             .ok_or_else(|| NpuError::KernelNotFound(name.to_string()))
     }
 
-    /// The kernel with id `id`.
-    pub fn get(&self, id: Kernel) -> Option<&NativeKernel> {
-        self.kernels.get(id.0 as usize)
+    /// The kernel `kernel` names: an error when it is of another runtime, or its binary was
+    /// unloaded.
+    pub fn get(&self, kernel: Kernel) -> NpuResult<&KernelEntry> {
+        if kernel.runtime() != self.runtime {
+            return Err(NpuError::ForeignHandle(kernel.to_string()));
+        }
+        if kernel.index() as usize >= self.slots.len() {
+            return Err(NpuError::KernelNotFound(format!(
+                "{kernel} was never registered"
+            )));
+        }
+        self.resolve(kernel.index(), kernel.generation())
+            .ok_or_else(|| NpuError::Destroyed(format!("{kernel} (its binary was unloaded)")))
     }
 
-    /// Names of all registered kernels, sorted.
+    /// The kernel in slot `index` at `generation` (what a task descriptor names), if it is
+    /// still registered.
+    #[inline]
+    pub fn resolve(&self, index: u32, generation: u32) -> Option<&KernelEntry> {
+        let slot = self.slots.get(index as usize)?;
+        if slot.generation != generation {
+            return None;
+        }
+        slot.entry.as_ref()
+    }
+
+    /// Names of all native kernels, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.by_name.keys().map(String::as_str)
+    }
+
+    /// Kernels registered now (native kernels and loaded functions).
+    pub fn len(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether nothing is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::BinaryCode;
+
+    fn code(binary: Entity) -> BinaryCode {
+        BinaryCode {
+            program: Arc::new(npusim_device::core::Program::decode(0, &[])),
+            entry: 0,
+            binary,
+            context: Entity::PLACEHOLDER,
+        }
+    }
+
+    fn noop(name: &str) -> NativeKernel {
+        NativeKernel::new(name, |_| Ok(()), |_, _| KernelCost::default())
+    }
+
+    #[test]
+    fn a_function_is_registered_once_however_often_it_is_looked_up() {
+        let mut r = KernelRegistry::default();
+        let b = Entity::from_raw_u32(7).unwrap();
+        let k1 = r.register_function(b, "add", || code(b));
+        let k2 = r.register_function(b, "add", || code(b));
+        assert_eq!(k1, k2);
+        assert_eq!(r.len(), 1);
+    }
+
+    #[test]
+    fn unloading_a_binary_makes_its_kernels_stale_and_reuses_their_slots() {
+        let mut r = KernelRegistry::default();
+        let b = Entity::from_raw_u32(7).unwrap();
+        let old = r.register_function(b, "add", || code(b));
+        assert_eq!(r.remove_binary(b), 1);
+        assert!(r.get(old).is_err());
+        let new = r.register_function(b, "add", || code(b));
+        assert_eq!(new.index(), old.index(), "the slot is reused");
+        assert_ne!(new.generation(), old.generation());
+        assert!(r.get(old).is_err(), "the old handle stays stale");
+        assert!(r.get(new).is_ok());
+    }
+
+    #[test]
+    fn another_runtimes_kernel_is_refused() {
+        let mut a = KernelRegistry::default();
+        a.set_runtime(1);
+        let mut b = KernelRegistry::default();
+        b.set_runtime(2);
+        let ka = a.register(noop("x"));
+        b.register(noop("x"));
+        assert!(b.get(ka).is_err());
+        assert!(a.get(ka).is_ok());
+    }
+
+    #[test]
+    fn undeclared_kernels_touch_the_blocks_behind_their_pointer_words() {
+        let k = noop("x");
+        let heap = npusim_device::abi::HEAP_BASE;
+        let mut s = AccessSet::new();
+        k.accesses(&[heap + 64, 3, heap + 4096], 0b100, 1, &mut s);
+        assert!(!s.exact());
+        assert_eq!(
+            s.ranges().len(),
+            1,
+            "small integers and floats are not pointers"
+        );
+        assert_eq!(s.ranges()[0].addr, heap + 64);
     }
 }

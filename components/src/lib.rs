@@ -3,6 +3,7 @@
 //! the logic that changes this data lives in `npusim-systems` and `npusim-engine`.
 #![warn(missing_docs)]
 
+pub mod access;
 pub mod binary;
 pub mod collective;
 pub mod context;
@@ -22,6 +23,7 @@ pub mod task;
 pub mod time;
 pub mod tlb;
 
+pub use access::{Access, AccessMode, AccessSet};
 pub use collective::{
     CollectiveCall, CollectiveKind, CommConfig, CommState, DataType, Interconnect, LinkTimeline,
     ReduceOp, Rendezvous,
@@ -32,7 +34,9 @@ pub use error::{NpuError, NpuResult};
 pub use event::EventState;
 pub use handle::{Binary, Context, DevicePtr, Event, Kernel, Stream};
 pub use host::HostBuffer;
-pub use kernel::{Arg, KernelCtx, KernelFault, KernelRegistry, NativeKernel};
+pub use kernel::{
+    Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel,
+};
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;
 pub use resources::{
@@ -44,5 +48,8 @@ pub use shape::{
     TilingLog, TilingRecord,
 };
 pub use stream::{StreamKind, StreamState};
-pub use task::{NewTask, Task, TaskDescriptor, TaskExtra, TaskKind, TaskStatus};
+pub use task::{
+    CopyDir, CopyView, EventView, MemsetView, NewTask, Task, TaskDescriptor, TaskExtra, TaskKind,
+    TaskStatus,
+};
 pub use time::SimTime;

@@ -159,7 +159,7 @@ pub struct FrameStats {
     pub tasks_failed: u64,
     /// Tasks aborted after a failure.
     pub tasks_aborted: u64,
-    /// Task entities despawned.
+    /// Tasks retired (recorded, then recycled into the task pool or despawned).
     pub tasks_retired: u64,
     /// Whether the last frame changed anything.
     pub last_frame_progressed: bool,

@@ -7,16 +7,15 @@
 //! 1. Each context owns a **shape buffer** in its device memory ([`ShapeBuffer`]), allocated
 //!    when its first [`ShapeHandle`] is created. A handle names one slot: a [`ShapeSlot`]
 //!    (tag, rank, dims) of [`SLOT_BYTES`] bytes.
-//! 2. An op launch carries, per tensor, either a static shape (in the descriptor's
-//!    `static_dims`) or a slot (`shape_slots`): the slot is what replaces a shape that is
-//!    unknown at submission.
+//! 2. An op launch carries, per tensor, either a static shape or a slot ([`OpLaunch`], beside
+//!    its descriptor): the slot is what replaces a shape that is unknown at submission.
 //! 3. When the launch is ready, **shape propagation** reads its input shapes (from the slots in
 //!    device memory), checks them against their buffers, runs the op's shape inference and
 //!    writes the output shapes it can infer back to their slots. A data-dependent output
 //!    (nonzero, NMS) gets only an upper bound; its slot is marked pending.
 //! 4. **Tiling** runs the op's tiling function on those shapes and the device's resources and
 //!    writes block dim, tiling key and tiling words ([`tiling_word`]) into the descriptor, and
-//!    the launch's modeled work into its hidden argument words ([`OP_HIDDEN_ARGS`]).
+//!    the launch's modeled work into its [`OpLaunch::cost`].
 //! 5. The kernel runs in the hardware tick; it reads its sizes from the tiling words and a
 //!    producer of a data-dependent output writes the actual shape into its slot
 //!    ([`publish_shape`]) — where the next consumer's shape propagation will find it.
@@ -24,16 +23,15 @@
 //! A shape that does not fit its buffer, a negative or overflowing dimension, or a slot nobody
 //! wrote fails the launch with a clear [`NpuError`] instead of touching memory past a buffer.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bevy_ecs::component::Component;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 use bytemuck::{Pod, Zeroable};
 use npusim_device::config::DeviceConfig;
-use npusim_device::cost::{ComputeUnit, KernelCost};
+use npusim_device::cost::KernelCost;
 
 use crate::error::{NpuError, NpuResult};
 use crate::handle::Kernel;
@@ -377,22 +375,63 @@ impl ShapeBuffer {
     }
 }
 
-/// Values of a descriptor's `shape_slots` and `static_ranks`, and of its `shape_state`.
-/// A tensor with no slot and no static shape is an output whose shape is inferred only.
-pub const NO_SLOT: u32 = u32::MAX;
-/// A tensor without a static shape.
-pub const NO_STATIC_SHAPE: u8 = u8::MAX;
+/// Where one tensor of an op launch gets its shape.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TensorSource {
+    /// Known at submission.
+    Static(Shape),
+    /// In this slot of the context's shape buffer, written by a producer on the device.
+    Slot(u32),
+    /// An output whose shape the op infers.
+    #[default]
+    Inferred,
+}
 
-/// How far shape propagation and tiling got with a launch (its descriptor's `shape_state`).
-pub mod shape_state {
-    /// A plain kernel, or an op launch waiting for its dependencies.
-    pub const SUBMITTED: u32 = 0;
-    /// Shapes resolved; tiling comes next in the same frame.
-    pub const RESOLVED: u32 = 1;
-    /// Tiling written: ready for dispatch.
-    pub const TILED: u32 = 2;
-    /// Rejected: the kernel fails with the posted error when it runs.
-    pub const FAULTED: u32 = 3;
+/// How far the shape and tiling stages got with an op launch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OpState {
+    /// Submitted; shapes not resolved yet.
+    #[default]
+    Submitted,
+    /// Shapes resolved (and output shapes written to their slots).
+    Resolved,
+    /// Tiled: block dim, tiling words and cost are set.
+    Tiled,
+    /// Rejected by shape propagation or tiling: the task's `error` says why, and its kernel
+    /// fails with it instead of running.
+    Faulted,
+}
+
+/// The cold part of an op launch, beside its descriptor: where each tensor's shape comes from
+/// and what the shape and tiling stages made of it. The descriptor's argument words are the
+/// tensors' addresses (inputs, then outputs), then the op's attributes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpLaunch {
+    /// Inputs.
+    pub n_in: u8,
+    /// Outputs.
+    pub n_out: u8,
+    /// Per tensor (inputs, then outputs): where its shape comes from.
+    pub tensors: [TensorSource; MAX_TENSORS],
+    /// How far the stages got.
+    pub state: OpState,
+    /// Device workspace the tiling asked for, in bytes.
+    pub workspace_bytes: u64,
+    /// The launch's modeled work, priced by the op's cost function from the actual shapes and
+    /// tiling (the cost model reads it at dispatch).
+    pub cost: KernelCost,
+}
+
+impl OpLaunch {
+    /// Tensors in all.
+    pub fn tensor_count(&self) -> usize {
+        self.n_in as usize + self.n_out as usize
+    }
+
+    /// The op's attribute words in `desc` (the argument words after the tensors').
+    pub fn attrs<'a>(&self, desc: &'a TaskDescriptor) -> &'a [u64] {
+        desc.arg_words().get(self.tensor_count()..).unwrap_or(&[])
+    }
 }
 
 /// Layout of an op launch's tiling words (the descriptor's `tiling`, the kernel's
@@ -400,7 +439,7 @@ pub mod shape_state {
 pub mod tiling_word {
     /// The tiling key.
     pub const KEY: usize = 0;
-    /// Flags ([`super::FLAG_SHAPE_FAULT`]).
+    /// Reserved (0).
     pub const FLAGS: usize = 1;
     /// Two words: device address of the first output's shape slot (0 when it has none).
     pub const OUT_SLOT: usize = 2;
@@ -412,47 +451,6 @@ pub mod tiling_word {
 
 /// Tiling words an op's tiling function may use.
 pub const OP_TILING_WORDS: usize = MAX_TILING - tiling_word::OP;
-/// Header flag: shape propagation or tiling rejected the launch; the op word 0 holds the id
-/// of the posted error.
-pub const FLAG_SHAPE_FAULT: u32 = 1;
-
-/// Trailing argument words of an op launch reserved for the frame: the tiling stage writes the
-/// launch's modeled work there (flops, bytes, unit), computed by the op's cost function from
-/// the actual shapes and the chosen tiling, and the op's kernel entry hands it to the cost
-/// model at dispatch.
-pub const OP_HIDDEN_ARGS: usize = 3;
-const COST_TAG: u64 = 0x4e50_5553_0000_0000;
-
-/// The hidden argument words for `cost`.
-pub fn encode_cost(cost: &KernelCost) -> [u64; OP_HIDDEN_ARGS] {
-    let unit = match cost.unit {
-        ComputeUnit::Vector => 0,
-        ComputeUnit::CubeF16 => 1,
-        ComputeUnit::CubeF32 => 2,
-        ComputeUnit::Scalar => 3,
-    };
-    [cost.flops.to_bits(), cost.bytes.to_bits(), COST_TAG | unit]
-}
-
-/// The cost in the hidden argument words at the end of `args`, if the tiling stage wrote one.
-pub fn decode_cost(args: &[u64]) -> Option<KernelCost> {
-    let [flops, bytes, tag] = *args.last_chunk::<OP_HIDDEN_ARGS>()?;
-    if tag & !0xff != COST_TAG {
-        return None;
-    }
-    let unit = match tag & 0xff {
-        0 => ComputeUnit::Vector,
-        1 => ComputeUnit::CubeF16,
-        2 => ComputeUnit::CubeF32,
-        3 => ComputeUnit::Scalar,
-        _ => return None,
-    };
-    Some(KernelCost {
-        flops: f64::from_bits(flops),
-        bytes: f64::from_bits(bytes),
-        unit,
-    })
-}
 
 /// What a tiling function chose for one launch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -575,11 +573,6 @@ impl<'a> OpTiling<'a> {
     /// The tiling key.
     pub fn key(&self) -> u32 {
         self.words[tiling_word::KEY]
-    }
-
-    /// The id of the error shape propagation or tiling posted, if they rejected the launch.
-    pub fn fault_id(&self) -> Option<u32> {
-        (self.words[tiling_word::FLAGS] & FLAG_SHAPE_FAULT != 0).then(|| self.word(0))
     }
 
     /// Device address of the first output's shape slot (0 when it has none).
@@ -708,52 +701,18 @@ impl OpDef {
     }
 }
 
-/// Errors that shape propagation or tiling raised, waiting for their kernels to report them
-/// (the descriptor, plain data, carries only the id). Shared with the op kernels' entries.
-#[derive(Debug, Default)]
-pub struct ShapeFaults {
-    inner: Mutex<(u32, BTreeMap<u32, NpuError>)>,
-}
-
-impl ShapeFaults {
-    /// Most errors kept; older ones (of launches aborted before they ran) are dropped.
-    const CAPACITY: usize = 4096;
-
-    /// Posts `err`; returns its id.
-    pub fn post(&self, err: NpuError) -> u32 {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.0 = g.0.wrapping_add(1).max(1);
-        let id = g.0;
-        g.1.insert(id, err);
-        if g.1.len() > Self::CAPACITY {
-            g.1.pop_first();
-        }
-        id
-    }
-
-    /// Takes the error posted as `id`.
-    pub fn take(&self, id: u32) -> Option<NpuError> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .1
-            .remove(&id)
-    }
-}
-
 /// Every registered op, by kernel id.
 #[derive(Resource, Default, Debug)]
 pub struct OpRegistry {
     ops: Vec<Arc<OpDef>>,
     by_kernel: Vec<u32>,
-    faults: Arc<ShapeFaults>,
 }
 
 impl OpRegistry {
     /// Adds `op` (its kernel must already be registered); a later op on the same kernel replaces it.
     pub fn insert(&mut self, op: OpDef) -> Arc<OpDef> {
         let op = Arc::new(op);
-        let k = op.kernel.0 as usize;
+        let k = op.kernel.index() as usize;
         if self.by_kernel.len() <= k {
             self.by_kernel.resize(k + 1, 0);
         }
@@ -764,13 +723,16 @@ impl OpRegistry {
 
     /// The op whose kernel is `kernel`.
     pub fn get(&self, kernel: Kernel) -> Option<&Arc<OpDef>> {
-        let i = *self.by_kernel.get(kernel.0 as usize)?;
-        self.ops.get((i as usize).checked_sub(1)?)
+        self.resolve(kernel.index(), kernel.generation())
     }
 
-    /// The error mailbox shared with the op kernels.
-    pub fn faults(&self) -> &Arc<ShapeFaults> {
-        &self.faults
+    /// The op whose kernel is in registry slot `index` at `generation` (what a task descriptor
+    /// names).
+    #[inline]
+    pub fn resolve(&self, index: u32, generation: u32) -> Option<&Arc<OpDef>> {
+        let i = *self.by_kernel.get(index as usize)?;
+        let op = self.ops.get((i as usize).checked_sub(1)?)?;
+        (op.kernel.generation() == generation).then_some(op)
     }
 
     /// Names of the registered ops, in registration order.
@@ -870,39 +832,6 @@ pub struct TilingLog {
     pub records: Vec<TilingRecord>,
 }
 
-/// Marks `desc` as rejected with the error posted as `fault_id`: its kernel fails with that
-/// error when it runs (on one block, for the launch overhead only).
-pub fn encode_fault(desc: &mut TaskDescriptor, fault_id: u32) {
-    desc.tiling = [0; MAX_TILING];
-    desc.tiling[tiling_word::FLAGS] = FLAG_SHAPE_FAULT;
-    desc.tiling[tiling_word::OP] = fault_id;
-    desc.tiling_len = tiling_word::OP as u32 + 1;
-    desc.tiling_key = 0;
-    desc.block_dim = 1;
-    desc.workspace_bytes = 0;
-    write_hidden_cost(desc, &KernelCost::default());
-    desc.shape_state = shape_state::FAULTED;
-}
-
-/// The attribute words of an op launch: its arguments after the tensors' pointers, before the
-/// hidden words.
-pub fn op_attrs(desc: &TaskDescriptor) -> &[u64] {
-    let (n_in, n_out) = desc.tensor_counts();
-    let words = desc.arg_words();
-    let end = words.len().saturating_sub(OP_HIDDEN_ARGS);
-    words.get(n_in + n_out..end).unwrap_or(&[])
-}
-
-/// Writes `cost` into the hidden argument words of an op launch.
-pub fn write_hidden_cost(desc: &mut TaskDescriptor, cost: &KernelCost) {
-    let n = desc.arg_count as usize;
-    if let Some(start) = n.checked_sub(OP_HIDDEN_ARGS)
-        && n <= desc.args.len()
-    {
-        desc.args[start..n].copy_from_slice(&encode_cost(cost));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -942,15 +871,6 @@ mod tests {
         assert_eq!(s2, s);
         assert_ne!(g2, g);
         assert!(!b.is_live(s, g));
-    }
-
-    #[test]
-    fn hidden_cost_words_round_trip() {
-        let c = KernelCost::cube_f32(1e9, 3e6);
-        let mut args = vec![1, 2];
-        args.extend(encode_cost(&c));
-        assert_eq!(decode_cost(&args), Some(c));
-        assert_eq!(decode_cost(&[1, 2, 3]), None);
     }
 
     #[test]

@@ -50,6 +50,32 @@ pub struct StreamState {
 }
 
 impl StreamState {
+    /// A new, empty stream of `context` on device `device` (index `device_index`), the
+    /// `order`-th stream created.
+    pub fn new(
+        context: Entity,
+        device: Entity,
+        device_index: u32,
+        priority: i32,
+        kind: StreamKind,
+        order: u64,
+    ) -> Self {
+        Self {
+            context,
+            device,
+            priority,
+            kind,
+            queue: VecDeque::new(),
+            submitted: 0,
+            completed: 0,
+            head_active: false,
+            last_end: SimTime::ZERO,
+            error: None,
+            order,
+            device_index,
+        }
+    }
+
     /// Whether every submitted task has finished.
     pub fn is_idle(&self) -> bool {
         self.completed >= self.submitted

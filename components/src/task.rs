@@ -8,6 +8,7 @@ use bevy_ecs::component::Component;
 use bevy_ecs::entity::Entity;
 use bytemuck::{Pod, Zeroable};
 
+use crate::access::AccessSet;
 use crate::error::NpuError;
 use crate::host::HostBuffer;
 use crate::time::SimTime;
@@ -18,8 +19,6 @@ pub const MAX_ARGS: usize = 16;
 pub const MAX_TILING: usize = 20;
 /// Most tensors (inputs and outputs) an op launch describes ([`crate::shape`]).
 pub const MAX_TENSORS: usize = 8;
-/// Most dimensions the static shapes of one op launch have together.
-pub const MAX_STATIC_DIMS: usize = 10;
 
 /// What a task does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -70,38 +69,52 @@ impl TaskKind {
     }
 }
 
-/// Copy directions, in the descriptor's `flags` word of a memcpy.
-pub mod copy_dir {
+/// Which way a copy goes (the `flags` word of a memcpy descriptor).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum CopyDir {
     /// Host to device.
-    pub const H2D: u32 = 1;
+    HostToDevice = 1,
     /// Device to host.
-    pub const D2H: u32 = 2;
-    /// Device to device.
-    pub const D2D: u32 = 3;
-    /// Device to another device, over the interconnect (see
-    /// [`crate::collective::peer_word`] for its argument words).
-    pub const PEER: u32 = 4;
+    DeviceToHost = 2,
+    /// Device to device, within one context.
+    DeviceToDevice = 3,
+    /// Device to another device, over the interconnect (its words are
+    /// [`crate::collective::PeerCopy`]'s).
+    Peer = 4,
 }
 
-/// The task descriptor, as written to the submission queue.
-///
-/// Word use by kind: a kernel has `kernel`, `block_dim`, `args[..arg_count]` (bit `i` of
-/// `float_mask` set when argument `i` is an `f32`) and `tiling[..tiling_len]`; a memcpy has
-/// `args = [dst, src, bytes]` and its direction in `flags`; a memset `args = [dst, value, bytes]`;
-/// an event record or wait `args = [event entity bits, record number]`.
+impl CopyDir {
+    fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => CopyDir::HostToDevice,
+            2 => CopyDir::DeviceToHost,
+            3 => CopyDir::DeviceToDevice,
+            4 => CopyDir::Peer,
+            _ => return None,
+        })
+    }
+}
+
+/// The task descriptor, as written to the submission queue: plain data, the same bytes for
+/// every kind. Each kind's use of the words is encoded and decoded only here, by the typed
+/// constructors and views below (collectives and peer copies: by
+/// [`crate::collective::CollectiveCall`] and [`crate::collective::PeerCopy`]); nothing else
+/// indexes `args` by number. What is not fixed-size plain data (an op launch's shapes, a host
+/// buffer, a callback) rides beside it in [`TaskExtra`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct TaskDescriptor {
     /// [`TaskKind`] as a number.
     pub kind: u32,
+    /// Kind-specific flags (a copy's [`CopyDir`], a collective's kind, type and operation).
+    pub flags: u32,
     /// Blocks of a kernel launch.
     pub block_dim: u32,
-    /// Kernel id.
+    /// Kernel slot in the registry ([`crate::kernel::KernelRegistry`]).
     pub kernel: u32,
-    /// Kind-specific flags.
-    pub flags: u32,
-    /// Entry PC of a binary kernel (0 for native kernels).
-    pub pc: u64,
+    /// Generation of that slot when the launch was made.
+    pub kernel_generation: u32,
     /// Argument words used.
     pub arg_count: u32,
     /// Bit `i` set when argument `i` is a float.
@@ -110,24 +123,48 @@ pub struct TaskDescriptor {
     pub tiling_len: u32,
     /// Tiling key chosen by the tiling function.
     pub tiling_key: u32,
+    /// Reserved (keeps `pc` aligned).
+    pub reserved: u32,
+    /// Entry PC of a binary kernel (0 for native kernels).
+    pub pc: u64,
     /// Argument words.
     pub args: [u64; MAX_ARGS],
     /// Tiling words.
     pub tiling: [u32; MAX_TILING],
-    /// Tensors of an op launch: inputs in the low 16 bits, outputs in the high 16 (0 for a
-    /// plain kernel). See [`crate::shape`].
-    pub tensors: u32,
-    /// How far shape propagation and tiling got ([`crate::shape::shape_state`]).
-    pub shape_state: u32,
-    /// Per tensor: its slot in the context's shape buffer, or [`crate::shape::NO_SLOT`].
-    pub shape_slots: [u32; MAX_TENSORS],
-    /// Per tensor without a slot: the rank of its static shape in `static_dims`, or
-    /// [`crate::shape::NO_STATIC_SHAPE`].
-    pub static_ranks: [u8; MAX_TENSORS],
-    /// The static shapes' dimensions, concatenated in tensor order.
-    pub static_dims: [u64; MAX_STATIC_DIMS],
-    /// Device workspace the tiling asked for, in bytes.
-    pub workspace_bytes: u64,
+}
+
+/// A copy's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyView {
+    /// Destination device address (0 for device-to-host: the host side rides in [`TaskExtra`]).
+    pub dst: u64,
+    /// Source device address (0 for host-to-device).
+    pub src: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// Direction (never [`CopyDir::Peer`]: peer copies are [`crate::collective::PeerCopy`]).
+    pub dir: CopyDir,
+}
+
+/// A memset's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemsetView {
+    /// Device address.
+    pub dst: u64,
+    /// The byte value.
+    pub value: u8,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// An event record's or wait's words: the event and the record number (a wait's is the record
+/// that was latest when it was enqueued; 0 means "never recorded").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventView {
+    /// The event entity.
+    pub event: Entity,
+    /// The record number.
+    pub record: u64,
 }
 
 impl TaskDescriptor {
@@ -144,9 +181,62 @@ impl TaskDescriptor {
         TaskKind::from_u32(self.kind)
     }
 
+    /// A kernel launch of kernel slot `kernel` (generation `generation`) with `block_dim`
+    /// blocks, argument words `args` (bit `i` of `float_mask` set for float arguments) and
+    /// tiling words `tiling`. The caller checks the counts (at most [`MAX_ARGS`] and
+    /// [`MAX_TILING`]); longer slices are cut.
+    pub fn kernel(
+        kernel: u32,
+        generation: u32,
+        block_dim: u32,
+        args: impl IntoIterator<Item = (u64, bool)>,
+        tiling: &[u32],
+    ) -> Self {
+        let mut d = Self::new(TaskKind::Kernel);
+        d.encode_kernel(kernel, generation, block_dim, args, tiling);
+        d
+    }
+
+    /// Writes a kernel launch's words into an all-zero descriptor in place (what
+    /// [`TaskDescriptor::kernel`] returns), so a launch need not copy it.
+    pub fn encode_kernel(
+        &mut self,
+        kernel: u32,
+        generation: u32,
+        block_dim: u32,
+        args: impl IntoIterator<Item = (u64, bool)>,
+        tiling: &[u32],
+    ) {
+        self.kind = TaskKind::Kernel as u32;
+        self.kernel = kernel;
+        self.kernel_generation = generation;
+        self.block_dim = block_dim;
+        for (i, (word, float)) in args.into_iter().take(MAX_ARGS).enumerate() {
+            self.args[i] = word;
+            self.float_mask |= (float as u32) << i;
+            self.arg_count = i as u32 + 1;
+        }
+        let n = tiling.len().min(MAX_TILING);
+        self.tiling[..n].copy_from_slice(&tiling[..n]);
+        self.tiling_len = n as u32;
+    }
+
+    /// Replaces the tiling words (at most [`MAX_TILING`]; longer slices are cut).
+    pub fn set_tiling(&mut self, tiling: &[u32]) {
+        let n = tiling.len().min(MAX_TILING);
+        self.tiling = [0; MAX_TILING];
+        self.tiling[..n].copy_from_slice(&tiling[..n]);
+        self.tiling_len = n as u32;
+    }
+
     /// The argument words in use.
     pub fn arg_words(&self) -> &[u64] {
         &self.args[..(self.arg_count as usize).min(MAX_ARGS)]
+    }
+
+    /// Whether argument `i` is a float.
+    pub fn arg_is_float(&self, i: usize) -> bool {
+        i < 32 && self.float_mask & (1 << i) != 0
     }
 
     /// The tiling words in use.
@@ -154,12 +244,94 @@ impl TaskDescriptor {
         &self.tiling[..(self.tiling_len as usize).min(MAX_TILING)]
     }
 
-    /// Input and output tensor counts of an op launch (both 0 for a plain kernel).
-    pub fn tensor_counts(&self) -> (usize, usize) {
-        (
-            (self.tensors & 0xffff) as usize,
-            (self.tensors >> 16) as usize,
-        )
+    /// A copy (not a peer copy: see [`crate::collective::PeerCopy::encode`]).
+    pub fn copy(view: CopyView) -> Self {
+        let mut d = Self::new(TaskKind::Memcpy);
+        d.flags = view.dir as u32;
+        d.args[..3].copy_from_slice(&[view.dst, view.src, view.bytes]);
+        d.arg_count = 3;
+        d
+    }
+
+    /// The copy direction of a memcpy (`None` for other kinds or a corrupt word).
+    pub fn copy_dir(&self) -> Option<CopyDir> {
+        match self.task_kind() {
+            Some(TaskKind::Memcpy) => CopyDir::from_u32(self.flags),
+            _ => None,
+        }
+    }
+
+    /// Whether this is a copy between devices.
+    pub fn is_peer_copy(&self) -> bool {
+        self.copy_dir() == Some(CopyDir::Peer)
+    }
+
+    /// The words of a copy within one device.
+    pub fn as_copy(&self) -> Option<CopyView> {
+        let dir = self.copy_dir().filter(|d| *d != CopyDir::Peer)?;
+        Some(CopyView {
+            dst: self.args[0],
+            src: self.args[1],
+            bytes: self.args[2],
+            dir,
+        })
+    }
+
+    /// A memset.
+    pub fn memset(view: MemsetView) -> Self {
+        let mut d = Self::new(TaskKind::Memset);
+        d.args[..3].copy_from_slice(&[view.dst, view.value as u64, view.bytes]);
+        d.arg_count = 3;
+        d
+    }
+
+    /// The words of a memset.
+    pub fn as_memset(&self) -> Option<MemsetView> {
+        (self.task_kind() == Some(TaskKind::Memset)).then(|| MemsetView {
+            dst: self.args[0],
+            value: self.args[1] as u8,
+            bytes: self.args[2],
+        })
+    }
+
+    /// An event record (`wait == false`) or wait.
+    pub fn event(view: EventView, wait: bool) -> Self {
+        let kind = if wait {
+            TaskKind::EventWait
+        } else {
+            TaskKind::EventRecord
+        };
+        let mut d = Self::new(kind);
+        d.args[..2].copy_from_slice(&[view.event.to_bits(), view.record]);
+        d.arg_count = 2;
+        d
+    }
+
+    /// The words of an event record or wait (`None` for other kinds; a corrupt event word
+    /// names no event).
+    pub fn as_event(&self) -> Option<EventView> {
+        match self.task_kind() {
+            Some(TaskKind::EventRecord | TaskKind::EventWait) => Some(EventView {
+                event: Entity::try_from_bits(self.args[0])?,
+                record: self.args[1],
+            }),
+            _ => None,
+        }
+    }
+
+    /// Bytes a copy, memset or collective moves (0 for other kinds).
+    pub fn bytes_moved(&self) -> u64 {
+        match self.task_kind() {
+            Some(TaskKind::Memset) => self.as_memset().map_or(0, |m| m.bytes),
+            Some(TaskKind::Memcpy) if self.is_peer_copy() => {
+                crate::collective::PeerCopy::decode(self).map_or(0, |p| p.bytes)
+            }
+            Some(TaskKind::Memcpy) => self.as_copy().map_or(0, |c| c.bytes),
+            Some(TaskKind::Collective) => {
+                crate::collective::CollectiveCall::decode(self).map_or(0, |c| c.bytes)
+            }
+            _ => 0,
+        }
     }
 }
 
@@ -185,7 +357,7 @@ pub enum TaskStatus {
 /// A host callback body.
 pub type Callback = Box<dyn FnOnce() + Send>;
 
-/// The parts of a task that are not plain data.
+/// The parts of a task that are not fixed-size plain data (cold: most tasks have none).
 #[derive(Default)]
 pub enum TaskExtra {
     /// Nothing beyond the descriptor.
@@ -200,6 +372,26 @@ pub enum TaskExtra {
     },
     /// The body of a host callback (taken when it runs).
     Callback(Mutex<Option<Callback>>),
+    /// An op launch: its tensors' shapes and what the shape and tiling stages made of them.
+    Op(Box<crate::shape::OpLaunch>),
+}
+
+impl TaskExtra {
+    /// The op launch, if this task is one.
+    pub fn op(&self) -> Option<&crate::shape::OpLaunch> {
+        match self {
+            TaskExtra::Op(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// The op launch, mutably.
+    pub fn op_mut(&mut self) -> Option<&mut crate::shape::OpLaunch> {
+        match self {
+            TaskExtra::Op(op) => Some(op),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for TaskExtra {
@@ -208,25 +400,19 @@ impl std::fmt::Debug for TaskExtra {
             TaskExtra::None => write!(f, "None"),
             TaskExtra::Host { offset, .. } => write!(f, "Host(+{offset})"),
             TaskExtra::Callback(_) => write!(f, "Callback"),
+            TaskExtra::Op(op) => write!(f, "Op({:?})", op.state),
         }
     }
 }
 
-/// A submission rung on the doorbell: becomes a task entity at ingest.
+/// A submission rung on the doorbell: what the API call knew. It becomes a [`Task`] at ingest,
+/// which adds what the stream knows (its context and device).
 #[derive(Debug)]
 pub struct NewTask {
     /// The stream.
     pub stream: Entity,
-    /// Its context.
-    pub context: Entity,
-    /// Its device entity.
-    pub device: Entity,
     /// Sequence number on the stream.
     pub seq: u64,
-    /// Stream priority.
-    pub priority: i32,
-    /// Stream creation order (priority tie-break).
-    pub stream_order: u64,
     /// Host time of the call.
     pub submit: SimTime,
     /// The descriptor.
@@ -242,16 +428,12 @@ pub struct Task {
     pub desc: TaskDescriptor,
     /// Its stream.
     pub stream: Entity,
-    /// Its context.
+    /// Its stream's context (whose address space its addresses are in).
     pub context: Entity,
-    /// Its device entity.
+    /// Its stream's device entity.
     pub device: Entity,
     /// Sequence number on the stream (1-based).
     pub seq: u64,
-    /// Stream priority at submission.
-    pub priority: i32,
-    /// Stream creation order.
-    pub stream_order: u64,
     /// Where it is in its life.
     pub status: TaskStatus,
     /// Host time of submission; it cannot start earlier.
@@ -264,41 +446,67 @@ pub struct Task {
     pub cores: u32,
     /// DMA engines held while running.
     pub dma: u32,
+    /// Whether its effect has already been applied, ahead of its completion: device-local
+    /// work executed in a parallel batch, a binary kernel that ran at dispatch, a collective
+    /// refused at the rendezvous. Its outcome is then `error`.
+    pub applied: bool,
+    /// The device memory it reads and writes ([`crate::access`]).
+    pub access: AccessSet,
     /// Non-plain-data parts.
     pub extra: TaskExtra,
     /// Why it failed or was aborted (boxed: rare, and it keeps the component small).
     pub error: Option<Box<NpuError>>,
-    /// Whether its effect was already applied (device-local work executed with the other
-    /// devices' in a parallel batch, or a collective refused at the rendezvous); its outcome is
-    /// then `error`.
-    pub executed: bool,
 }
 
 impl Task {
-    /// The task for a doorbell entry.
-    pub fn from_new(n: NewTask) -> Self {
+    /// The task for a doorbell entry of a stream in `context` on `device`.
+    pub fn from_new(n: NewTask, context: Entity, device: Entity) -> Self {
         Self {
             desc: n.desc,
             stream: n.stream,
-            context: n.context,
-            device: n.device,
+            context,
+            device,
             seq: n.seq,
-            priority: n.priority,
-            stream_order: n.stream_order,
             status: TaskStatus::Queued,
             submit: n.submit,
             start: SimTime::ZERO,
             end: SimTime::ZERO,
             cores: 0,
             dma: 0,
+            applied: false,
+            access: AccessSet::new(),
             extra: n.extra,
             error: None,
-            executed: false,
         }
+    }
+
+    /// Reuses a retired task's entity for a doorbell entry (whose cold part it takes), keeping
+    /// its allocations.
+    pub fn reuse(&mut self, n: &mut NewTask, context: Entity, device: Entity) {
+        self.desc = n.desc;
+        self.stream = n.stream;
+        self.context = context;
+        self.device = device;
+        self.seq = n.seq;
+        self.status = TaskStatus::Queued;
+        self.submit = n.submit;
+        self.start = SimTime::ZERO;
+        self.end = SimTime::ZERO;
+        self.cores = 0;
+        self.dma = 0;
+        self.applied = false;
+        self.access.clear();
+        self.extra = std::mem::take(&mut n.extra);
+        self.error = None;
     }
 
     /// The kind (a corrupt descriptor word reads as a kernel, which then fails cleanly).
     pub fn kind(&self) -> TaskKind {
         self.desc.task_kind().unwrap_or(TaskKind::Kernel)
+    }
+
+    /// Whether it ends in failure (a fault, or an abort).
+    pub fn failed(&self) -> bool {
+        matches!(self.status, TaskStatus::Failed | TaskStatus::Aborted)
     }
 }

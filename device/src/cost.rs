@@ -87,6 +87,10 @@ impl DeviceConfig {
     /// cores: `ceil(block_dim / cores)` waves of one block's roofline time each, plus the launch
     /// overhead. Each core gets an equal share of the HBM bandwidth.
     pub fn kernel_duration_ns(&self, cost: &KernelCost, block_dim: u32, cores: u32) -> u64 {
+        if cost.flops <= 0.0 && cost.bytes <= 0.0 {
+            // No work: the launch overhead alone (and no floating point on the hot path).
+            return self.kernel_launch_ns;
+        }
         let blocks = block_dim.max(1) as f64;
         let cores = cores.clamp(1, self.ai_cores.max(1)).min(block_dim.max(1));
         let waves = (blocks / cores as f64).ceil();

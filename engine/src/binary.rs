@@ -9,10 +9,9 @@ use std::sync::Arc;
 use bevy_ecs::prelude::*;
 use npusim_components::binary::{BinaryCode, BinaryState, HostLog};
 use npusim_components::{
-    Binary, ContextState, DeviceState, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult,
+    Binary, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
 };
 use npusim_device::core::Program;
-use npusim_device::cost::KernelCost;
 
 use crate::loader::{self, BinaryKind};
 use crate::runtime::{Inner, Runtime};
@@ -93,13 +92,7 @@ impl Runtime {
                 .map_err(|e| NpuError::Internal(format!("writing module data: {e}")))?;
         }
         let program = Arc::new(Program::decode(linked.text_base, &linked.text));
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         let e = g
             .world
             .spawn(BinaryState {
@@ -140,27 +133,21 @@ impl Runtime {
             .find(|(n, _)| n == name)
             .map(|(_, pc)| *pc)
             .ok_or_else(|| NpuError::KernelNotFound(format!("{name} in {binary}")))?;
-        let code = Arc::new(BinaryCode {
-            program: state.program.clone(),
-            entry,
-            binary: b,
-            context: ctx,
-        });
-        let mut kernel = NativeKernel::new(
-            name,
-            |_| {
-                Err(npusim_components::KernelFault::Trap(
-                    "a binary kernel runs on the AI core".into(),
-                ))
-            },
-            |_, _| KernelCost::default(),
-        );
-        kernel.code = Some(code);
-        Ok(g.world.resource_mut::<KernelRegistry>().register(kernel))
+        let program = state.program.clone();
+        // Registered once per function: a second lookup returns the same kernel.
+        Ok(g.world
+            .resource_mut::<KernelRegistry>()
+            .register_function(b, name, || BinaryCode {
+                program,
+                entry,
+                binary: b,
+                context: ctx,
+            }))
     }
 
     /// Unloads a binary (`aclrtBinaryUnLoad`): waits for the device's queued work, then frees
-    /// its instruction memory and module data. Its kernels can no longer be launched.
+    /// its instruction memory and module data. Its kernels can no longer be launched: their
+    /// handles are stale (an error, never another kernel).
     pub fn unload_binary(&self, binary: Binary) -> NpuResult<()> {
         let g = self.lock();
         let (b, ctx) = self.check_binary(&g, binary)?;
@@ -173,12 +160,16 @@ impl Runtime {
         let done = |i: &Inner| i.device_idle(index);
         let (mut g, result) = self.drive(g, &what, &done, None);
         result?;
-        let state = g.world.get::<BinaryState>(b).expect("checked");
+        // A host callback run during the wait may have unloaded it already.
+        let Some(state) = g.world.get::<BinaryState>(b) else {
+            return Err(NpuError::Destroyed(binary.to_string()));
+        };
         let (device, data_base) = (state.device, state.data_base);
         if data_base != 0 {
             let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
             d.memory.unmap_module_data(ctx, data_base);
         }
+        g.world.resource_mut::<KernelRegistry>().remove_binary(b);
         g.world.despawn(b);
         Ok(())
     }

@@ -21,13 +21,13 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{
-    CollectiveCall, CollectiveKind, CommConfig, CommState, DataType, Interconnect, ReduceOp,
-    peer_word,
+    CollectiveCall, CollectiveKind, CommConfig, CommState, DataType, Interconnect, PeerCopy,
+    ReduceOp,
 };
-use npusim_components::task::{TaskDescriptor, TaskExtra, copy_dir};
+use npusim_components::task::{CopyDir, CopyView, TaskDescriptor, TaskExtra};
 use npusim_components::{
     ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
-    StreamState, TaskKind,
+    StreamState,
 };
 use npusim_device::link::{LinkConfig, Node, Topology};
 
@@ -546,21 +546,25 @@ impl Runtime {
         }
         self.check_range(&g, src_ctx, src, bytes, "peer copy source")?;
         self.check_range(&g, dst_ctx, dst, bytes, "peer copy destination")?;
-        let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
-        if src_device == dst_device {
-            desc.flags = copy_dir::D2D;
-            desc.args[..3].copy_from_slice(&[dst.0, src.0, bytes]);
+        let desc = if src_device == dst_device {
+            TaskDescriptor::copy(CopyView {
+                dst: dst.0,
+                src: src.0,
+                bytes,
+                dir: CopyDir::DeviceToDevice,
+            })
         } else {
-            desc.flags = copy_dir::PEER;
-            desc.arg_count = peer_word::COUNT_WORDS;
-            desc.args[peer_word::DST] = dst.0;
-            desc.args[peer_word::SRC] = src.0;
-            desc.args[peer_word::BYTES] = bytes;
-            desc.args[peer_word::SRC_DEVICE] = src_device as u64;
-            desc.args[peer_word::DST_DEVICE] = dst_device as u64;
-            desc.args[peer_word::SRC_CTX] = src_ctx.to_bits();
-            desc.args[peer_word::DST_CTX] = dst_ctx.to_bits();
-        }
+            PeerCopy {
+                dst: dst.0,
+                src: src.0,
+                bytes,
+                src_device,
+                dst_device,
+                src_ctx,
+                dst_ctx,
+            }
+            .encode()
+        };
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())

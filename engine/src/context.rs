@@ -466,12 +466,8 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
             .get::<StreamState>(s)
             .map(|s| s.queue.iter().copied().collect())
             .unwrap_or_default();
-        let dropped = tasks.len() as u64;
         for t in tasks {
             inner.world.despawn(t);
-        }
-        if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
-            d.finished += dropped;
         }
         inner.world.despawn(s);
     }

@@ -4,10 +4,8 @@
 
 use crate::runtime::Inner;
 use bevy_ecs::prelude::*;
-use npusim_components::task::{TaskDescriptor, TaskExtra};
-use npusim_components::{
-    ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream, TaskKind,
-};
+use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
+use npusim_components::{ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream};
 
 use crate::runtime::Runtime;
 
@@ -47,9 +45,7 @@ impl Runtime {
         let (s, _) = self.check_stream(&g, stream)?;
         let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
         let record = ev.push_record();
-        let mut desc = TaskDescriptor::new(TaskKind::EventRecord);
-        desc.args[0] = e.to_bits();
-        desc.args[1] = record;
+        let desc = TaskDescriptor::event(EventView { event: e, record }, false);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())
@@ -62,9 +58,7 @@ impl Runtime {
         let (e, _) = self.check_event(&g, event)?;
         let (s, _) = self.check_stream(&g, stream)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
-        let mut desc = TaskDescriptor::new(TaskKind::EventWait);
-        desc.args[0] = e.to_bits();
-        desc.args[1] = record;
+        let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())
@@ -97,7 +91,8 @@ impl Runtime {
             .and_then(|ev| ev.timestamp)
             .unwrap_or(SimTime::ZERO);
         let sync = SimTime(g.costs.sync_ns);
-        g.host_now = g.host_now.max(stamp) + sync;
+        let t = g.host_now().max(stamp) + sync;
+        g.set_host_now(t);
         // A fault that aborted the record is reported here.
         self.current_ctx(&g)?;
         Ok(())

@@ -2,6 +2,7 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
+use npusim_components::resources::Doorbell;
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, TaskKind,
@@ -21,31 +22,36 @@ pub(crate) fn submit(
     extra: TaskExtra,
     host_cost_ns: u64,
 ) -> u64 {
+    submit_with(inner, s, extra, host_cost_ns, |d| *d = desc)
+}
+
+/// As [`submit`], with the descriptor written in place by `encode` (into zeroed words): a
+/// launch then copies its descriptor once, into the doorbell.
+pub(crate) fn submit_with(
+    inner: &mut Inner,
+    s: bevy_ecs::entity::Entity,
+    extra: TaskExtra,
+    host_cost_ns: u64,
+    encode: impl FnOnce(&mut TaskDescriptor),
+) -> u64 {
     let submit = inner.charge(host_cost_ns);
     let Inner {
-        world,
-        q_streams,
-        doorbell,
-        submitted,
-        ..
+        world, q_streams, ..
     } = inner;
     let mut st = q_streams
         .get_mut(world, s)
         .expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    submitted[st.device_index as usize] += 1;
-    doorbell.push(NewTask {
+    let mut doorbell = world.resource_mut::<Doorbell>();
+    doorbell.tasks.push(NewTask {
         stream: s,
-        context: st.context,
-        device: st.device,
         seq,
-        priority: st.priority,
-        stream_order: st.order,
         submit,
-        desc,
+        desc: bytemuck::Zeroable::zeroed(),
         extra,
     });
+    encode(&mut doorbell.tasks.last_mut().expect("just pushed").desc);
     seq
 }
 
@@ -116,44 +122,37 @@ impl Runtime {
         }
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
-        match g.world.resource::<KernelRegistry>().get(kernel) {
-            None => return Err(NpuError::KernelNotFound(format!("kernel id {}", kernel.0))),
-            // A binary kernel runs in its binary's context, while the binary is loaded.
-            Some(k) => {
-                if let Some(code) = &k.code {
-                    if g.world
-                        .get::<npusim_components::binary::BinaryState>(code.binary)
-                        .is_none()
-                    {
-                        return Err(NpuError::Destroyed(format!(
-                            "the binary of kernel {}",
-                            k.name
-                        )));
-                    }
-                    if code.context != ctx {
-                        return Err(NpuError::WrongContext {
-                            handle: format!("kernel {}", k.name),
-                            owner: format!("context {}", code.context),
-                            current: format!("context {ctx}"),
-                        });
-                    }
-                }
+        // The one lookup of the kernel: later stages use the slot the descriptor names.
+        let entry = g.world.resource::<KernelRegistry>().get(kernel)?;
+        // A binary kernel runs in its binary's context, while the binary is loaded.
+        if let Some(code) = entry.code() {
+            if g.world
+                .get::<npusim_components::binary::BinaryState>(code.binary)
+                .is_none()
+            {
+                return Err(NpuError::Destroyed(format!(
+                    "the binary of kernel {}",
+                    entry.name
+                )));
+            }
+            if code.context != ctx {
+                return Err(NpuError::WrongContext {
+                    handle: format!("kernel {}", entry.name),
+                    owner: format!("context {}", code.context),
+                    current: format!("context {ctx}"),
+                });
             }
         }
-        let mut desc = TaskDescriptor::new(TaskKind::Kernel);
-        desc.kernel = kernel.0;
-        desc.block_dim = block_dim;
-        desc.arg_count = args.len() as u32;
-        for (i, a) in args.iter().enumerate() {
-            desc.args[i] = a.word();
-            if a.is_float() {
-                desc.float_mask |= 1 << i;
-            }
-        }
-        desc.tiling_len = tiling.len() as u32;
-        desc.tiling[..tiling.len()].copy_from_slice(tiling);
         let cost = g.costs.launch_ns;
-        submit(&mut g, s, desc, TaskExtra::None, cost);
+        submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+            d.encode_kernel(
+                kernel.index(),
+                kernel.generation(),
+                block_dim,
+                args.iter().map(|a| (a.word(), a.is_float())),
+                tiling,
+            )
+        });
         Ok(())
     }
 

@@ -3,10 +3,9 @@
 //! pointer or a copy past a block's end is an error of the call and changes nothing.
 
 use bevy_ecs::prelude::*;
-use npusim_components::task::{TaskDescriptor, TaskExtra, copy_dir};
+use npusim_components::task::{CopyDir, CopyView, MemsetView, TaskDescriptor, TaskExtra};
 use npusim_components::{
     ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
-    TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -94,13 +93,7 @@ impl Runtime {
             }
             other => other,
         };
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         result.map(DevicePtr)
     }
 
@@ -152,7 +145,7 @@ impl Runtime {
             .begin_free(ptr.0, ctx, &after)?;
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
-        if g.doorbell.is_empty() {
+        if g.doorbell().is_empty() {
             let world = &g.world;
             let memory = &world.get::<DeviceState>(device).expect("device").memory;
             let all_done = memory
@@ -219,13 +212,7 @@ impl Runtime {
             .expect("device")
             .memory
             .trim(ctx);
-        let driver_cost = g
-            .world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .take_driver_cost_ns();
-        g.charge(driver_cost);
+        g.charge_driver(device);
         Ok(released)
     }
 
@@ -300,25 +287,7 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        self.check_range(&g, ctx, dst, bytes, "copy destination")?;
-        Self::check_host(src, offset, bytes)?;
-        let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
-        desc.flags = copy_dir::H2D;
-        desc.args[..3].copy_from_slice(&[dst.0, 0, bytes]);
-        let cost = g.costs.copy_call_ns;
-        crate::launch::submit(
-            &mut g,
-            s,
-            desc,
-            TaskExtra::Host {
-                buffer: src.clone(),
-                offset,
-            },
-            cost,
-        );
-        Ok(())
+        self.enqueue_host_copy(CopyDir::HostToDevice, dst, src, offset, bytes, stream)
     }
 
     /// Enqueues a copy from pageable host memory. As CUDA documents for pageable memory, the
@@ -357,24 +326,40 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
+        self.enqueue_host_copy(CopyDir::DeviceToHost, src, dst, offset, bytes, stream)
+    }
+
+    /// Checks and enqueues a copy between device address `device` and bytes `offset..` of the
+    /// host buffer `host`, in direction `dir`.
+    fn enqueue_host_copy(
+        &self,
+        dir: CopyDir,
+        device: DevicePtr,
+        host: &HostBuffer,
+        offset: u64,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
-        self.check_range(&g, ctx, src, bytes, "copy source")?;
-        Self::check_host(dst, offset, bytes)?;
-        let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
-        desc.flags = copy_dir::D2H;
-        desc.args[..3].copy_from_slice(&[0, src.0, bytes]);
+        let (dst, src, what) = match dir {
+            CopyDir::HostToDevice => (device.0, 0, "copy destination"),
+            _ => (0, device.0, "copy source"),
+        };
+        self.check_range(&g, ctx, device, bytes, what)?;
+        Self::check_host(host, offset, bytes)?;
+        let desc = TaskDescriptor::copy(CopyView {
+            dst,
+            src,
+            bytes,
+            dir,
+        });
+        let extra = TaskExtra::Host {
+            buffer: host.clone(),
+            offset,
+        };
         let cost = g.costs.copy_call_ns;
-        crate::launch::submit(
-            &mut g,
-            s,
-            desc,
-            TaskExtra::Host {
-                buffer: dst.clone(),
-                offset,
-            },
-            cost,
-        );
+        crate::launch::submit(&mut g, s, desc, extra, cost);
         Ok(())
     }
 
@@ -390,9 +375,12 @@ impl Runtime {
         let (s, ctx) = self.check_stream(&g, stream)?;
         self.check_range(&g, ctx, dst, bytes, "copy destination")?;
         self.check_range(&g, ctx, src, bytes, "copy source")?;
-        let mut desc = TaskDescriptor::new(TaskKind::Memcpy);
-        desc.flags = copy_dir::D2D;
-        desc.args[..3].copy_from_slice(&[dst.0, src.0, bytes]);
+        let desc = TaskDescriptor::copy(CopyView {
+            dst: dst.0,
+            src: src.0,
+            bytes,
+            dir: CopyDir::DeviceToDevice,
+        });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())
@@ -409,8 +397,11 @@ impl Runtime {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
         self.check_range(&g, ctx, dst, bytes, "memset destination")?;
-        let mut desc = TaskDescriptor::new(TaskKind::Memset);
-        desc.args[..3].copy_from_slice(&[dst.0, value as u64, bytes]);
+        let desc = TaskDescriptor::memset(MemsetView {
+            dst: dst.0,
+            value,
+            bytes,
+        });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())

@@ -13,8 +13,8 @@ use npusim_components::resources::{
 };
 use npusim_components::task::NewTask;
 use npusim_components::{
-    ContextState, ContextStatus, DeviceMemory, DeviceState, FailureMode, KernelRegistry, NpuError,
-    NpuResult, SimTime, StreamKind, StreamState, TaskRecord, Units,
+    ContextState, DeviceMemory, DeviceState, KernelRegistry, NpuError, NpuResult, SimTime,
+    StreamKind, StreamState, TaskRecord, Units,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::link::{Topology, TopologyConfig};
@@ -109,13 +109,6 @@ pub(crate) struct Inner {
     pub schedule: Schedule,
     pub costs: HostCosts,
     pub next_stream_order: u64,
-    /// The host's clock. Host-side state lives here, outside the world, so an API call touches
-    /// no resource; it is handed to the world at the start of each frame.
-    pub host_now: SimTime,
-    /// Submissions since the last frame; swapped into the world's `Doorbell` at frame start.
-    pub doorbell: Vec<NewTask>,
-    /// Per device index: tasks submitted so far (compared with `DeviceState::finished`).
-    pub submitted: Vec<u64>,
     /// Per device index: the device entity.
     pub devices: Vec<Entity>,
     /// Per device index: the primary context.
@@ -165,20 +158,55 @@ impl Inner {
         self.q_contexts.update_archetypes(&self.world);
     }
 
-    /// Charges `ns` of host time for an API call; returns the new host time.
-    pub fn charge(&mut self, ns: u64) -> SimTime {
-        self.host_now += SimTime(ns);
-        self.host_now
+    /// The host's simulated clock (the world's [`HostClock`], its one owner).
+    #[inline]
+    pub fn host_now(&self) -> SimTime {
+        self.world.resource::<HostClock>().now
     }
 
-    /// Whether device `index` has finished everything submitted to it.
-    pub fn device_idle(&self, index: u32) -> bool {
-        let i = index as usize;
-        let finished = self
+    /// Sets the host's clock.
+    #[inline]
+    pub fn set_host_now(&mut self, t: SimTime) {
+        self.world.resource_mut::<HostClock>().now = t;
+    }
+
+    /// Moves the host's clock on by `d`.
+    #[inline]
+    pub fn advance_host(&mut self, d: SimTime) {
+        self.world.resource_mut::<HostClock>().now += d;
+    }
+
+    /// Charges `ns` of host time for an API call; returns the new host time.
+    #[inline]
+    pub fn charge(&mut self, ns: u64) -> SimTime {
+        let mut clock = self.world.resource_mut::<HostClock>();
+        clock.now += SimTime(ns);
+        clock.now
+    }
+
+    /// Charges the host for the driver calls (kernel-mode crossings) device `device`'s memory
+    /// made since the last charge.
+    pub fn charge_driver(&mut self, device: Entity) {
+        let ns = self
             .world
-            .get::<DeviceState>(self.devices[i])
-            .map_or(0, |d| d.finished);
-        finished >= self.submitted[i]
+            .get::<DeviceState>(device)
+            .map_or(0, |d| d.memory.take_driver_cost_ns());
+        self.charge(ns);
+    }
+
+    /// Submissions not yet ingested (the world's [`Doorbell`], its one owner).
+    #[inline]
+    pub fn doorbell(&self) -> &[NewTask] {
+        &self.world.resource::<Doorbell>().tasks
+    }
+
+    /// Whether device `index` has finished everything submitted to it: every stream on it has
+    /// completed as many tasks as it was given (the streams count; nothing else does).
+    pub fn device_idle(&self, index: u32) -> bool {
+        self.q_streams
+            .iter_manual(&self.world)
+            .filter(|s| s.device_index == index)
+            .all(StreamState::is_idle)
     }
 }
 
@@ -220,7 +248,7 @@ impl RuntimeGuard<'_> {
 
     /// The host's simulated clock.
     pub fn host_now(&self) -> SimTime {
-        self.inner.host_now
+        self.inner.host_now()
     }
 
     /// The frame schedule (add systems with `.in_set(NpuSet::…)`).
@@ -263,18 +291,12 @@ pub struct Stats {
 }
 
 fn run_schedule(inner: &mut Inner) -> bool {
-    inner.world.resource_mut::<HostClock>().now = inner.host_now;
-    std::mem::swap(
-        &mut inner.doorbell,
-        &mut inner.world.resource_mut::<Doorbell>().tasks,
-    );
     inner
         .world
         .resource_mut::<FrameStats>()
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
     inner.refresh_queries();
-    inner.host_now = inner.world.resource::<HostClock>().now;
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
     #[cfg(feature = "tracy")]
@@ -305,8 +327,10 @@ impl Runtime {
         #[cfg(feature = "tracy")]
         tracy_client::Client::start();
 
+        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         let mut world = World::new();
         npusim_systems::init_resources(&mut world);
+        world.resource_mut::<KernelRegistry>().set_runtime(id);
         world.resource_mut::<Timeline>().enabled = config.timeline;
         crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
         crate::ops::register_builtin_ops(&mut world)?;
@@ -321,9 +345,6 @@ impl Runtime {
             schedule,
             costs: config.host.clone(),
             next_stream_order: 0,
-            host_now: SimTime::ZERO,
-            doorbell: Vec::new(),
-            submitted: vec![0; config.devices as usize],
             devices: Vec::new(),
             default_contexts: Vec::new(),
             ctx_users: Default::default(),
@@ -364,7 +385,6 @@ impl Runtime {
                     },
                     memory: DeviceMemory::new(config.device.hbm_bytes)?,
                     default_context: Entity::PLACEHOLDER,
-                    finished: 0,
                     limits: Default::default(),
                 })
                 .id();
@@ -379,7 +399,6 @@ impl Runtime {
         }
         inner.devices = devices.clone();
         inner.world.resource_mut::<Devices>().entities = devices;
-        let id = NEXT_RUNTIME_ID.fetch_add(1, Ordering::Relaxed);
         Ok(Self {
             shared: Arc::new(Shared {
                 id,
@@ -406,7 +425,7 @@ impl Runtime {
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
         let mut g = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((what, start)) = g.open_wait.take() {
-            let end = g.host_now;
+            let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
                 name: what,
                 start,
@@ -456,7 +475,8 @@ impl Runtime {
             }
         }
         let now = g.world.resource::<SimClock>().now;
-        g.host_now = g.host_now.max(now);
+        let t = g.host_now().max(now);
+        g.set_host_now(t);
         Ok(())
     }
 
@@ -499,10 +519,10 @@ impl Runtime {
         done: &dyn Fn(&Inner) -> bool,
         timeout: Option<SimTime>,
     ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
-        let deadline = timeout.map(|t| g.host_now + t);
+        let deadline = timeout.map(|t| g.host_now() + t);
         g.world.resource_mut::<SimClock>().horizon = deadline;
         if g.world.resource::<Timeline>().enabled {
-            let start = g.host_now;
+            let start = g.host_now();
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
         let mut grace = RENDEZVOUS_GRACE_POLLS;
@@ -534,7 +554,8 @@ impl Runtime {
             g.world.resource_mut::<SimClock>().horizon = None;
             let pending = g.world.resource::<Running>().next_event().is_some();
             if let (Some(deadline), Some(timeout), true) = (deadline, timeout, pending) {
-                g.host_now = g.host_now.max(deadline);
+                let t = g.host_now().max(deadline);
+                g.set_host_now(t);
                 return (
                     g,
                     Err(NpuError::WaitTimeout {
@@ -549,7 +570,7 @@ impl Runtime {
 
     /// The host's simulated clock.
     pub fn host_now(&self) -> SimTime {
-        self.lock().host_now
+        self.lock().host_now()
     }
 
     /// The device's simulated clock.
@@ -561,10 +582,10 @@ impl Runtime {
     /// clock moves on while queued device work keeps its own times.
     pub fn host_work(&self, duration: SimTime) {
         let mut g = self.lock();
-        let start = g.host_now;
-        g.host_now += duration;
+        let start = g.host_now();
+        g.advance_host(duration);
         if g.world.resource::<Timeline>().enabled {
-            let end = g.host_now;
+            let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
                 name: "host_work".into(),
                 start,
@@ -591,7 +612,7 @@ impl Runtime {
     /// Counters: frames, tasks, units' busy time, memory.
     pub fn stats(&self) -> Stats {
         let mut g = self.lock();
-        let host_now = g.host_now;
+        let host_now = g.host_now();
         let world = &mut g.world;
         let live_tasks = world
             .query::<&npusim_components::Task>()
@@ -628,7 +649,7 @@ impl Runtime {
     /// Whether the doorbell, ready queue and running set are all empty.
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
-        g.doorbell.is_empty()
+        g.doorbell().is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
             && g.world
@@ -653,7 +674,7 @@ fn only_rendezvous_left(inner: &Inner) -> bool {
         .any(|op| op.phase == npusim_components::collective::OpPhase::Waiting);
     let running = w.resource::<Running>();
     waiting
-        && inner.doorbell.is_empty()
+        && inner.doorbell().is_empty()
         && w.resource::<ReadyQueue>().tasks.is_empty()
         && running.heap.is_empty()
         && running
@@ -681,17 +702,7 @@ pub(crate) fn spawn_context(
 ) -> Entity {
     let ctx = inner
         .world
-        .spawn(ContextState {
-            device,
-            device_index,
-            status: ContextStatus::Active,
-            sticky_error: None,
-            failure_mode: FailureMode::default(),
-            streams: Vec::new(),
-            events: Vec::new(),
-            default_stream: Entity::PLACEHOLDER,
-            is_default,
-        })
+        .spawn(ContextState::new(device, device_index, is_default))
         .id();
     if let Some(mut d) = inner.world.get_mut::<DeviceState>(device) {
         // Fails only past MAX_CONTEXTS; the context then faults on its first allocation.
@@ -718,23 +729,17 @@ pub(crate) fn spawn_stream(
     inner.next_stream_order += 1;
     let stream = inner
         .world
-        .spawn(StreamState {
-            context: ctx,
+        .spawn(StreamState::new(
+            ctx,
             device,
-            priority,
-            kind,
-            queue: Default::default(),
-            submitted: 0,
-            completed: 0,
-            head_active: false,
-            last_end: SimTime::ZERO,
-            error: None,
-            order,
-            device_index: inner
+            inner
                 .world
                 .get::<DeviceState>(device)
                 .map_or(0, |d| d.index),
-        })
+            priority,
+            kind,
+            order,
+        ))
         .id();
     if let Some(mut c) = inner.world.get_mut::<ContextState>(ctx) {
         c.streams.push(stream);

@@ -3,7 +3,7 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::{
-    ContextState, DeviceState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
+    ContextState, NpuError, NpuResult, SimTime, Stream, StreamKind, StreamState,
 };
 
 use crate::runtime::{Inner, Runtime, spawn_stream};
@@ -61,13 +61,8 @@ impl Runtime {
             .get::<StreamState>(s)
             .map(|st| st.queue.iter().copied().collect())
             .unwrap_or_default();
-        let dropped = tasks.len() as u64;
         for t in tasks {
             g.world.despawn(t);
-        }
-        let device = g.world.get::<StreamState>(s).map(|st| st.device);
-        if let Some(mut d) = device.and_then(|d| g.world.get_mut::<DeviceState>(d)) {
-            d.finished += dropped;
         }
         g.world.despawn(s);
         result
@@ -113,7 +108,8 @@ impl Runtime {
         };
         let end = st.last_end;
         let err = st.error.take();
-        g.host_now = g.host_now.max(end) + sync;
+        let t = g.host_now().max(end) + sync;
+        g.set_host_now(t);
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -150,7 +146,8 @@ impl Runtime {
             }
         }
         let sync = SimTime(g.costs.sync_ns);
-        g.host_now = g.host_now.max(end) + sync;
+        let t = g.host_now().max(end) + sync;
+        g.set_host_now(t);
         // A faulted context reports its sticky error.
         self.current_ctx(&g)?;
         match first_err {

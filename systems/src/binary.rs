@@ -4,21 +4,26 @@
 //! busiest core's blocks plus the launch overhead. Binary kernels run when they are dispatched
 //! (their cycle count *is* their duration), so their writes are visible from their start;
 //! work ordered after them by stream order or events cannot tell.
+//!
+//! Every load and store the cores make goes through the context's TLB ([`ContextBus`]), which
+//! also records it: the launch's access set becomes exactly the byte ranges its blocks touched.
 
 use bevy_ecs::entity::Entity;
+use npusim_components::access::{Access, AccessSet};
 use npusim_components::binary::{BinaryCode, BlockStats, HostLog, LaunchStats};
-use npusim_components::task::TaskDescriptor;
-use npusim_components::{DeviceMemory, DeviceState, NpuError};
+use npusim_components::{DeviceMemory, DeviceState, NpuError, Task};
 use npusim_device::config::DeviceConfig;
 use npusim_device::core::npu::launch::LaunchModel;
 use npusim_device::core::{
     Bus, Core, CoreConfig, Footprint, KernelArg, MemFault, NpuCsrs, RunStats, Trap,
 };
 
-/// The core's view of one context's memory: page-level protection through its TLB.
+/// The core's view of one context's memory: page-level protection through its TLB, and a
+/// record of what was touched.
 struct ContextBus<'a> {
     memory: &'a mut DeviceMemory,
     context: Entity,
+    access: &'a mut AccessSet,
 }
 
 impl Bus for ContextBus<'_> {
@@ -26,14 +31,18 @@ impl Bus for ContextBus<'_> {
     fn load(&mut self, va: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         self.memory
             .read_virt(self.context, va, buf)
-            .map_err(|_| MemFault::unmapped(va))
+            .map_err(|_| MemFault::unmapped(va))?;
+        self.access.record(Access::read(va, buf.len() as u64));
+        Ok(())
     }
 
     #[inline]
     fn store(&mut self, va: u64, data: &[u8]) -> Result<(), MemFault> {
         self.memory
             .write_virt(self.context, va, data)
-            .map_err(|_| MemFault::unmapped(va))
+            .map_err(|_| MemFault::unmapped(va))?;
+        self.access.record(Access::write(va, data.len() as u64));
+        Ok(())
     }
 }
 
@@ -75,28 +84,27 @@ pub fn trap_error(kernel: &str, block: u32, trap: &Trap) -> NpuError {
     }
 }
 
-/// Runs every block of a binary kernel launch; returns its simulated duration in nanoseconds
-/// and its outcome. Debug prints go to `log`.
-#[allow(clippy::too_many_arguments)]
+/// Runs every block of a binary kernel launch of `task`; returns its simulated duration in
+/// nanoseconds and its outcome, and leaves in `task.access` the byte ranges the blocks touched.
+/// Debug prints go to `log`.
 pub fn run_binary(
     cache: &mut CoreCache,
     device: &mut DeviceState,
-    context: Entity,
-    desc: &TaskDescriptor,
+    task: &mut Task,
     name: &str,
     code: &BinaryCode,
     cores: u32,
-    tiling_addr: u64,
     log: &mut HostLog,
-    faults: &npusim_components::shape::ShapeFaults,
 ) -> (u64, Result<(), NpuError>) {
     let config = device.config.clone();
-    let words = desc.arg_words();
-    let args: Vec<KernelArg> = words
+    let context = task.context;
+    let desc = &task.desc;
+    let args: Vec<KernelArg> = desc
+        .arg_words()
         .iter()
         .enumerate()
         .map(|(i, &w)| {
-            if desc.float_mask & (1 << i) != 0 {
+            if desc.arg_is_float(i) {
                 KernelArg::F32(f32::from_bits(w as u32))
             } else {
                 KernelArg::Int(w)
@@ -105,37 +113,29 @@ pub fn run_binary(
         .collect();
     let block_dim = desc.block_dim.max(1);
     let cores = cores.clamp(1, block_dim);
-    // An op launch's tiling words start with the frame's header; the kernel gets its own
-    // words. A launch its shape stages rejected fails without running.
-    let (words, skip) = if desc.tensors != 0 {
-        let op = npusim_components::shape::OpTiling::parse(desc.tiling_words());
-        if let Some(id) = op.and_then(|t| t.fault_id()) {
-            let err = faults.take(id).unwrap_or_else(|| {
-                NpuError::InvalidShape(format!("{name}: shape propagation rejected the launch"))
-            });
-            return (config.kernel_launch_ns, Err(err));
-        }
-        (
-            desc.tiling_words(),
-            npusim_components::shape::tiling_word::OP as u64 * 4,
-        )
+    // An op launch's tiling words start with the frame's header; the kernel gets its own.
+    let skip = if task.extra.op().is_some() {
+        npusim_components::shape::tiling_word::OP as u64 * 4
     } else {
-        (desc.tiling_words(), 0)
+        0
     };
+    let words = desc.tiling_words();
     let tiling = if !words.is_empty() {
         match device.memory.write_tiling(context, words) {
             Ok(a) => a + skip,
             Err(e) => return (config.kernel_launch_ns, Err(e)),
         }
     } else {
-        tiling_addr
+        0
     };
+    task.access.clear();
     let (limits, started) = (device.limits.clone(), std::time::Instant::now());
     let mut per_block: Vec<(RunStats, Footprint)> = Vec::with_capacity(block_dim as usize);
     let core = cache.get(&config);
     let mut bus = ContextBus {
         memory: &mut device.memory,
         context,
+        access: &mut task.access,
     };
     let mut outcome = Ok(());
     let mut launch = LaunchStats {
@@ -177,6 +177,7 @@ pub fn run_binary(
             break;
         }
     }
+    task.access.normalize();
     // The busiest core's blocks, or the launch's distinct HBM traffic at the HBM bandwidth,
     // whichever takes longer.
     let model = LaunchModel {

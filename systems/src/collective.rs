@@ -16,10 +16,10 @@ use std::cmp::Reverse;
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{
     Arrival, CollectiveCall, CollectiveKind, CommOp, CommState, DataType, Interconnect, LinkRecord,
-    LinkTimeline, OpKey, OpPhase, ReduceOp, Rendezvous, f16_to_f32, f32_to_f16, peer_word,
+    LinkTimeline, OpKey, OpPhase, PeerCopy, ReduceOp, Rendezvous, f16_to_f32, f32_to_f16,
 };
 use npusim_components::memory::AccessFault;
-use npusim_components::resources::{Devices, FrameStats, Running, SimClock, Timeline};
+use npusim_components::resources::{FrameStats, Running, SimClock, Timeline};
 use npusim_components::{DeviceState, NpuError, SimTime, Task, TaskExtra, TaskStatus};
 use npusim_device::link::{ExtraHop, Pattern};
 
@@ -249,7 +249,7 @@ fn fail_at(
         return;
     };
     task.error = Some(Box::new(err));
-    task.executed = true;
+    task.applied = true;
     task.start = since.unwrap_or(now);
     task.end = now;
     task.status = TaskStatus::Running;
@@ -407,15 +407,11 @@ fn start_op(w: &mut RendezvousWorld, op: &mut CommOp, now: SimTime) {
 pub(crate) fn reserve_peer_copy(
     interconnect: &mut Interconnect,
     link_timeline: Option<&mut LinkTimeline>,
-    desc: &npusim_components::TaskDescriptor,
+    copy: &PeerCopy,
     setup_ns: u64,
     now: SimTime,
 ) -> Option<u64> {
-    let (src, dst) = (
-        desc.args[peer_word::SRC_DEVICE] as u32,
-        desc.args[peer_word::DST_DEVICE] as u32,
-    );
-    let bytes = desc.args[peer_word::BYTES];
+    let (src, dst, bytes) = (copy.src_device, copy.dst_device, copy.bytes);
     let route: Vec<(u32, u64)> = interconnect
         .topology
         .route(src, dst)
@@ -799,42 +795,4 @@ fn for_ranks<T: Send>(
     } else {
         devs.iter_mut().enumerate().map(|(i, d)| f(i, d)).collect()
     }
-}
-
-/// Copies a peer copy's bytes from the source device's memory to the destination's.
-pub(crate) fn execute_peer_copy(
-    devices: &mut Query<&mut DeviceState>,
-    device_entities: &Devices,
-    desc: &npusim_components::TaskDescriptor,
-) -> Result<(), NpuError> {
-    let w = |i: usize| desc.args[i];
-    let entity = |i: usize| {
-        device_entities
-            .entities
-            .get(w(i) as usize)
-            .copied()
-            .ok_or_else(|| NpuError::Internal("peer copy to a missing device".into()))
-    };
-    let ctx = |i: usize| {
-        Entity::try_from_bits(w(i)).ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))
-    };
-    let len = usize::try_from(w(peer_word::BYTES))
-        .map_err(|_| NpuError::InvalidParam("copy too large".into()))?;
-    let fault = |f: AccessFault| NpuError::AicoreException {
-        kernel: "memcpy_peer".into(),
-        detail: f.to_string(),
-    };
-    let mut buf = Buf::zeroed(len);
-    devices
-        .get_mut(entity(peer_word::SRC_DEVICE)?)
-        .map_err(|_| NpuError::Internal("peer copy from a missing device".into()))?
-        .memory
-        .read(w(peer_word::SRC), buf.bytes_mut(), ctx(peer_word::SRC_CTX)?)
-        .map_err(fault)?;
-    devices
-        .get_mut(entity(peer_word::DST_DEVICE)?)
-        .map_err(|_| NpuError::Internal("peer copy to a missing device".into()))?
-        .memory
-        .write(w(peer_word::DST), buf.bytes(), ctx(peer_word::DST_CTX)?)
-        .map_err(fault)
 }

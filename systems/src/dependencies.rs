@@ -1,31 +1,26 @@
 //! Dependency resolution: a stream's head task becomes ready when its predecessor in the stream
 //! is done, the host has actually submitted it (its submit time has come), and — for an event
 //! wait — the record it captured has fired. Cross-stream order comes only from events.
-//! Heads aborted by an earlier failure leave their stream here, in order.
 //!
-//! Event records and satisfied event waits take no unit and no time, so they complete here, at
-//! the moment they become ready, instead of waiting for dispatch and the next hardware tick: a
-//! record fires (other streams see it within this same pass or the next frame), and the stream
-//! moves on to its next head in the same frame.
+//! Tasks that need no unit and no time complete here, through [`Completion`], at the moment
+//! they become ready: event records (other streams see them within this same pass or the next
+//! frame), satisfied event waits, and heads aborted by an earlier failure (in stream order, so a
+//! synchronize sees them finish). The stream then moves on to its next head in the same frame.
 
 use bevy_ecs::prelude::*;
-use npusim_components::resources::{Finished, FrameStats, ReadyQueue, Running, SimClock};
-use npusim_components::{
-    DeviceState, EventState, SimTime, StreamState, Task, TaskKind, TaskStatus,
-};
+use npusim_components::resources::{ReadyQueue, Running, SimClock};
+use npusim_components::{SimTime, StreamState, Task, TaskKind, TaskStatus};
+
+use crate::complete::{Completion, Outcome};
 
 /// Makes ready every stream head whose dependencies are met.
-#[allow(clippy::too_many_arguments)]
 pub fn resolve_dependencies(
     clock: Res<SimClock>,
     mut streams: Query<&mut StreamState>,
     mut tasks: Query<&mut Task>,
-    mut events: Query<&mut EventState>,
     mut ready: ResMut<ReadyQueue>,
     mut running: ResMut<Running>,
-    mut finished: ResMut<Finished>,
-    mut stats: ResMut<FrameStats>,
-    mut devices: Query<&mut DeviceState>,
+    mut completion: Completion,
 ) {
     crate::zone!("npusim::dependencies");
     let now = clock.now;
@@ -47,14 +42,7 @@ pub fn resolve_dependencies(
                     continue;
                 };
                 if task.status == TaskStatus::Aborted {
-                    // Finish aborted tasks in stream order so synchronize sees them complete.
-                    stream.queue.pop_front();
-                    stream.completed = task.seq;
-                    finished.tasks.push(head);
-                    if let Ok(mut d) = devices.get_mut(task.device) {
-                        d.finished += 1;
-                    }
-                    stats.last_frame_progressed = true;
+                    completion.complete(head, &mut task, &mut stream, Outcome::Aborted, now);
                     continue;
                 }
                 if task.status != TaskStatus::Queued {
@@ -64,52 +52,334 @@ pub fn resolve_dependencies(
                     wake = Some(wake.map_or(task.submit, |w| w.min(task.submit)));
                     break;
                 }
-                if task.kind() == TaskKind::EventWait {
-                    let event = Entity::try_from_bits(task.desc.args[0]);
-                    let record = task.desc.args[1];
-                    // A destroyed event can never fire again: its waiters do not block.
-                    let done = event
-                        .and_then(|e| events.get(e).ok())
-                        .is_none_or(|ev| ev.record_done(record));
-                    if !done {
-                        break;
+                match task.kind() {
+                    TaskKind::EventWait => {
+                        let ev = task.desc.as_event();
+                        if ev.is_some_and(|ev| !completion.record_done(ev.event, ev.record)) {
+                            break;
+                        }
+                        completion.complete(head, &mut task, &mut stream, Outcome::Done, now);
+                        continue;
                     }
-                }
-                if matches!(task.kind(), TaskKind::EventRecord | TaskKind::EventWait) {
-                    if task.kind() == TaskKind::EventRecord
-                        && let Some(event) = Entity::try_from_bits(task.desc.args[0])
-                        && let Ok(mut ev) = events.get_mut(event)
-                    {
-                        ev.fire(task.desc.args[1], now);
+                    TaskKind::EventRecord => {
+                        completion.complete(head, &mut task, &mut stream, Outcome::Done, now);
                         fired = true;
+                        continue;
                     }
-                    task.status = TaskStatus::Done;
-                    task.start = now;
-                    task.end = now;
-                    task.executed = true;
-                    stream.queue.pop_front();
-                    stream.completed = task.seq;
-                    stream.last_end = now;
-                    finished.tasks.push(head);
-                    if let Ok(mut d) = devices.get_mut(task.device) {
-                        d.finished += 1;
-                    }
-                    stats.tasks_completed += 1;
-                    stats.last_frame_progressed = true;
-                    continue;
+                    _ => {}
                 }
                 task.status = TaskStatus::Ready;
                 stream.head_active = true;
-                if task.desc.tensors != 0 {
+                if task.extra.op().is_some() {
                     ready.new_ops += 1;
                 }
                 ready
                     .tasks
-                    .push(((task.priority, task.stream_order, task.seq), head));
-                stats.last_frame_progressed = true;
+                    .push(((stream.priority, stream.order, task.seq), head));
+                completion.progressed();
                 break;
             }
         }
     }
     running.next_wake = wake;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::resources::{Finished, FrameStats};
+    use npusim_components::task::{EventView, TaskDescriptor};
+    use npusim_components::{EventState, NpuError, TaskExtra};
+
+    fn callback() -> TaskDescriptor {
+        TaskDescriptor::new(TaskKind::HostCallback)
+    }
+
+    fn record(event: Entity, record: u64) -> TaskDescriptor {
+        TaskDescriptor::event(EventView { event, record }, false)
+    }
+
+    fn wait(event: Entity, record: u64) -> TaskDescriptor {
+        TaskDescriptor::event(EventView { event, record }, true)
+    }
+
+    fn status(world: &World, t: Entity) -> TaskStatus {
+        task(world, t).status
+    }
+
+    fn ready(world: &World) -> Vec<Entity> {
+        world
+            .resource::<ReadyQueue>()
+            .tasks
+            .iter()
+            .map(|&(_, e)| e)
+            .collect()
+    }
+
+    #[test]
+    fn only_the_head_of_a_stream_becomes_ready() {
+        let mut s = setup();
+        let first = enqueue(&mut s.world, s.stream, callback());
+        let second = enqueue(&mut s.world, s.stream, callback());
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(status(&s.world, first), TaskStatus::Ready);
+        assert_eq!(status(&s.world, second), TaskStatus::Queued);
+        assert_eq!(ready(&s.world), vec![first]);
+        assert!(stream(&s.world, s.stream).head_active);
+    }
+
+    #[test]
+    fn a_head_becomes_ready_only_after_its_predecessor_completed() {
+        let mut s = setup();
+        let first = enqueue(&mut s.world, s.stream, callback());
+        let second = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, first, 0, 0, 0, 100);
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, second), TaskStatus::Queued);
+        assert!(ready(&s.world).is_empty());
+
+        // The predecessor completes (as the tick does, through the one completion path).
+        {
+            let mut st = s.world.get_mut::<StreamState>(s.stream).unwrap();
+            st.queue.pop_front();
+            st.completed = 1;
+            st.head_active = false;
+        }
+        s.world.get_mut::<Task>(first).unwrap().status = TaskStatus::Done;
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, second), TaskStatus::Ready);
+        assert_eq!(ready(&s.world), vec![second]);
+    }
+
+    #[test]
+    fn a_head_submitted_in_the_future_waits_and_sets_the_wake_time() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let late = enqueue_with(
+            &mut s.world,
+            s.stream,
+            callback(),
+            TaskExtra::None,
+            SimTime(900),
+        );
+        let sooner = enqueue_with(
+            &mut s.world,
+            other,
+            callback(),
+            TaskExtra::None,
+            SimTime(500),
+        );
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, late), TaskStatus::Queued);
+        assert_eq!(status(&s.world, sooner), TaskStatus::Queued);
+        assert_eq!(
+            s.world.resource::<Running>().next_wake,
+            Some(SimTime(500)),
+            "the earliest submit time"
+        );
+
+        s.world.resource_mut::<SimClock>().now = SimTime(500);
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, sooner), TaskStatus::Ready);
+        assert_eq!(status(&s.world, late), TaskStatus::Queued);
+        assert_eq!(s.world.resource::<Running>().next_wake, Some(SimTime(900)));
+
+        s.world.resource_mut::<SimClock>().now = SimTime(900);
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, late), TaskStatus::Ready);
+        assert_eq!(s.world.resource::<Running>().next_wake, None);
+    }
+
+    #[test]
+    fn a_record_completes_at_once_and_fires_its_event() {
+        let mut s = setup();
+        s.world.resource_mut::<SimClock>().now = SimTime(40);
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let r = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        let rec = enqueue(&mut s.world, s.stream, record(ev, r));
+        let next = enqueue(&mut s.world, s.stream, callback());
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(status(&s.world, rec), TaskStatus::Done);
+        let e = s.world.get::<EventState>(ev).unwrap();
+        assert!(e.record_done(r));
+        assert_eq!(e.timestamp, Some(SimTime(40)));
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![rec]);
+        assert_eq!(
+            status(&s.world, next),
+            TaskStatus::Ready,
+            "the stream moves on in the same frame"
+        );
+        assert!(
+            ready(&s.world).iter().all(|&t| t != rec),
+            "a record needs no unit"
+        );
+    }
+
+    #[test]
+    fn a_wait_is_released_by_a_record_on_a_stream_visited_after_it() {
+        let mut s = setup();
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let r = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        // The waiting stream was created first, so it is visited first.
+        let waiter = s.stream;
+        let recorder = spawn_stream(&mut s.world, s.ctx, 0);
+        let w = enqueue(&mut s.world, waiter, wait(ev, r));
+        let after = enqueue(&mut s.world, waiter, callback());
+        let rec = enqueue(&mut s.world, recorder, record(ev, r));
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(status(&s.world, rec), TaskStatus::Done);
+        assert_eq!(status(&s.world, w), TaskStatus::Done);
+        assert_eq!(status(&s.world, after), TaskStatus::Ready);
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![rec, w]);
+    }
+
+    #[test]
+    fn a_wait_captures_its_record_and_not_a_later_one() {
+        let mut s = setup();
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let r1 = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        s.world
+            .get_mut::<EventState>(ev)
+            .unwrap()
+            .fire(r1, SimTime::ZERO);
+        // Record 2 is enqueued behind running work and has not fired.
+        let busy = spawn_stream(&mut s.world, s.ctx, 0);
+        let blocker = enqueue(&mut s.world, busy, callback());
+        let r2 = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        enqueue(&mut s.world, busy, record(ev, r2));
+        start_running(&mut s.world, blocker, 0, 0, 0, 1_000);
+
+        let on_first = enqueue(&mut s.world, s.stream, wait(ev, r1));
+        let third = spawn_stream(&mut s.world, s.ctx, 0);
+        let on_second = enqueue(&mut s.world, third, wait(ev, r2));
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(
+            status(&s.world, on_first),
+            TaskStatus::Done,
+            "a wait on record 1 does not wait for record 2"
+        );
+        assert_eq!(status(&s.world, on_second), TaskStatus::Queued);
+    }
+
+    #[test]
+    fn a_wait_on_a_never_recorded_event_does_not_block() {
+        let mut s = setup();
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let w = enqueue(&mut s.world, s.stream, wait(ev, 0));
+        let after = enqueue(&mut s.world, s.stream, callback());
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, w), TaskStatus::Done);
+        assert_eq!(status(&s.world, after), TaskStatus::Ready);
+    }
+
+    #[test]
+    fn a_wait_on_a_destroyed_event_does_not_block() {
+        let mut s = setup();
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let r = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        let w = enqueue(&mut s.world, s.stream, wait(ev, r));
+        s.world.despawn(ev);
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(status(&s.world, w), TaskStatus::Done);
+    }
+
+    #[test]
+    fn aborted_heads_complete_in_order_with_their_error() {
+        let mut s = setup();
+        let err = NpuError::StreamAbort {
+            stream: "stream 1".into(),
+            seq: 1,
+        };
+        let a = enqueue(&mut s.world, s.stream, callback());
+        let b = enqueue(&mut s.world, s.stream, callback());
+        // Submitted after the abort: it runs.
+        let c = enqueue(&mut s.world, s.stream, callback());
+        for t in [a, b] {
+            let mut task = s.world.get_mut::<Task>(t).unwrap();
+            task.status = TaskStatus::Aborted;
+            task.error = Some(Box::new(err.clone()));
+        }
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![a, b]);
+        assert_eq!(status(&s.world, a), TaskStatus::Aborted);
+        assert_eq!(task(&s.world, b).error.as_deref(), Some(&err));
+        let st = stream(&s.world, s.stream);
+        assert_eq!(st.completed, 2);
+        assert_eq!(st.error, Some(err));
+        assert_eq!(s.world.resource::<FrameStats>().tasks_aborted, 2);
+        assert_eq!(status(&s.world, c), TaskStatus::Ready);
+    }
+
+    #[test]
+    fn an_aborted_record_releases_its_waiters_without_firing() {
+        let mut s = setup();
+        let ev = s.world.spawn(EventState::new(s.ctx)).id();
+        let r = s.world.get_mut::<EventState>(ev).unwrap().push_record();
+        let rec = enqueue(&mut s.world, s.stream, record(ev, r));
+        s.world.get_mut::<Task>(rec).unwrap().status = TaskStatus::Aborted;
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let w = enqueue(&mut s.world, other, wait(ev, r));
+        run(&mut s.world, resolve_dependencies);
+
+        assert_eq!(status(&s.world, rec), TaskStatus::Aborted);
+        assert_eq!(status(&s.world, w), TaskStatus::Done);
+        assert_eq!(s.world.get::<EventState>(ev).unwrap().timestamp, None);
+    }
+
+    #[test]
+    fn ready_keys_carry_the_stream_priority_order_and_sequence() {
+        let mut s = setup();
+        let urgent = spawn_stream(&mut s.world, s.ctx, -3);
+        enqueue(&mut s.world, urgent, callback());
+        enqueue(&mut s.world, urgent, callback());
+        s.world
+            .get_mut::<StreamState>(urgent)
+            .unwrap()
+            .queue
+            .pop_front();
+        s.world.get_mut::<StreamState>(urgent).unwrap().completed = 1;
+        let head = stream(&s.world, urgent).queue[0];
+        run(&mut s.world, resolve_dependencies);
+
+        let order = stream(&s.world, urgent).order;
+        assert_eq!(
+            s.world.resource::<ReadyQueue>().tasks,
+            vec![((-3, order, 2), head)]
+        );
+    }
+
+    #[test]
+    fn an_op_launch_made_ready_is_counted_for_shape_propagation() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            ..Default::default()
+        };
+        enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[0, 0, 0]),
+            TaskExtra::Op(Box::new(op)),
+            SimTime::ZERO,
+        );
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        enqueue(&mut s.world, other, launch(k, 1, &[]));
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(s.world.resource::<ReadyQueue>().new_ops, 1);
+
+        run(&mut s.world, resolve_dependencies);
+        assert_eq!(
+            s.world.resource::<ReadyQueue>().new_ops,
+            0,
+            "counted once, in the frame it became ready"
+        );
+    }
 }

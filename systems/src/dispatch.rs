@@ -1,16 +1,22 @@
 //! Dispatch: ready tasks go to free execution units — AI cores for kernels (up to block dim of
-//! them), DMA engines for copies and memsets; event records and waits and host callbacks need
-//! none. Higher-priority streams (lower numbers) go first; ties go to the older stream, then to
-//! the earlier task, so the timeline never depends on iteration order.
+//! them), DMA engines for copies and memsets; host callbacks need none. Higher-priority streams
+//! (lower numbers) go first; ties go to the older stream, then to the earlier task, so the
+//! timeline never depends on iteration order. (Event records and waits never come here: they
+//! complete in dependency resolution.)
+//!
+//! A binary kernel runs on the AI cores here, because its cycles are its duration; its access
+//! set becomes the byte ranges the cores touched. A kernel that a shape stage rejected (its
+//! `error` is already set) does not run: it holds a core for the launch overhead and fails at
+//! its end.
 
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
+use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
-use npusim_components::task::copy_dir;
-use npusim_components::{DeviceState, KernelRegistry, SimTime, Task, TaskKind, TaskStatus};
-use npusim_device::cost::CopyDirection;
+use npusim_components::{
+    DeviceState, KernelBody, KernelRegistry, SimTime, Task, TaskKind, TaskStatus,
+};
 
 /// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives.
 #[derive(bevy_ecs::system::SystemParam)]
@@ -34,7 +40,6 @@ pub fn dispatch(
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut log: ResMut<npusim_components::binary::HostLog>,
-    ops: Res<npusim_components::shape::OpRegistry>,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -55,6 +60,7 @@ pub fn dispatch(
             return false;
         };
         let device = &mut *device;
+        let task = &mut *task;
         let (cores, dma, duration) = match task.kind() {
             TaskKind::Kernel => {
                 if device.units.free_cores == 0 {
@@ -63,33 +69,37 @@ pub fn dispatch(
                 let block_dim = task.desc.block_dim.max(1);
                 let cap = device.limits.core_cap(device.config.ai_cores);
                 let cores = block_dim.min(device.units.free_cores).min(cap);
-                let duration = match registry.get(npusim_components::Kernel(task.desc.kernel)) {
-                    Some(k) if k.code.is_some() => {
-                        let code = k.code.as_ref().expect("checked");
+                let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
+                let duration = match entry.map(|k| (&k.name, &k.body)) {
+                    // Rejected by a shape stage, or its kernel is gone: costs only the launch,
+                    // fails at its end.
+                    _ if task.error.is_some() => {
+                        task.applied = true;
+                        device.config.kernel_launch_ns
+                    }
+                    None => device.config.kernel_launch_ns,
+                    Some((name, KernelBody::Binary(code))) => {
                         let (d, outcome) = crate::binary::run_binary(
                             &mut core_cache,
                             device,
-                            task.context,
-                            &task.desc,
-                            &k.name,
+                            task,
+                            name,
                             code,
                             cores,
-                            0,
                             &mut log,
-                            ops.faults(),
                         );
                         // Raised when the task completes, like any fault.
-                        if let Err(e) = outcome {
-                            task.error = Some(Box::new(e));
-                        }
+                        task.applied = true;
+                        task.error = outcome.err().map(Box::new);
                         d
                     }
-                    Some(k) => {
-                        let cost = (k.cost)(task.desc.arg_words(), block_dim);
+                    Some((_, KernelBody::Native(k))) => {
+                        let cost = match task.extra.op() {
+                            Some(op) => op.cost,
+                            None => (k.cost)(task.desc.arg_words(), block_dim),
+                        };
                         device.config.kernel_duration_ns(&cost, block_dim, cores)
                     }
-                    // Fails at completion with a clear error; costs only the launch.
-                    None => device.config.kernel_launch_ns,
                 };
                 (cores, 0, duration)
             }
@@ -97,16 +107,17 @@ pub fn dispatch(
                 if device.units.free_dma == 0 {
                     return true;
                 }
-                let bytes = task.desc.args[2];
-                let duration = if task.kind() == TaskKind::Memset {
-                    device.config.memset_duration_ns(bytes)
-                } else if task.desc.flags == copy_dir::PEER {
+                let duration = if let Some(m) = task.desc.as_memset() {
+                    crate::copy::memset_duration_ns(&device.config, &m)
+                } else if let Some(c) = task.desc.as_copy() {
+                    crate::copy::copy_duration_ns(&device.config, &c)
+                } else if let Some(p) = PeerCopy::decode(&task.desc) {
                     // Over the interconnect: waits while a link of its route is held.
                     let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
                     match crate::collective::reserve_peer_copy(
                         &mut comm.interconnect,
                         tl,
-                        &task.desc,
+                        &p,
                         device.config.dma_setup_ns,
                         now,
                     ) {
@@ -114,12 +125,8 @@ pub fn dispatch(
                         None => return true,
                     }
                 } else {
-                    let dir = match task.desc.flags {
-                        copy_dir::H2D => CopyDirection::HostToDevice,
-                        copy_dir::D2H => CopyDirection::DeviceToHost,
-                        _ => CopyDirection::DeviceToDevice,
-                    };
-                    device.config.copy_duration_ns(bytes, dir)
+                    // Corrupt words: fails at its end (the tick cannot decode it either).
+                    0
                 };
                 (0, 1, duration)
             }
@@ -129,7 +136,8 @@ pub fn dispatch(
                 comm.rendezvous.arriving.push(e);
                 return false;
             }
-            TaskKind::EventRecord | TaskKind::EventWait => (0, 0, 0),
+            // Completed by dependency resolution; never queued here.
+            TaskKind::EventRecord | TaskKind::EventWait => return false,
         };
         device.units.free_cores -= cores;
         device.units.free_dma -= dma;
@@ -148,5 +156,281 @@ pub fn dispatch(
     if dispatched > 0 {
         stats.tasks_dispatched += dispatched;
         stats.last_frame_progressed = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::task::{CopyDir, CopyView, MemsetView, TaskDescriptor};
+    use npusim_components::{NpuError, TaskExtra};
+    use npusim_device::cost::KernelCost;
+
+    fn ready_task(world: &mut World, stream: Entity, desc: TaskDescriptor) -> Entity {
+        let t = enqueue(world, stream, desc);
+        make_ready(world, t);
+        t
+    }
+
+    /// Dispatch order of each running task (its place in the running heap's tie-break).
+    fn dispatch_order(world: &World, t: Entity) -> Option<u64> {
+        world
+            .resource::<Running>()
+            .heap
+            .iter()
+            .find(|Reverse((_, _, e))| *e == t)
+            .map(|Reverse((_, order, _))| *order)
+    }
+
+    fn waiting(world: &World) -> Vec<Entity> {
+        world
+            .resource::<ReadyQueue>()
+            .tasks
+            .iter()
+            .map(|&(_, e)| e)
+            .collect()
+    }
+
+    #[test]
+    fn higher_priority_first_then_the_older_stream_then_the_earlier_task() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1e3, |_| Ok(()));
+        // Created in this order: low (priority 1), old (0), young (0).
+        let low = spawn_stream(&mut s.world, s.ctx, 1);
+        let old = spawn_stream(&mut s.world, s.ctx, 0);
+        let young = spawn_stream(&mut s.world, s.ctx, 0);
+        // Ready in the opposite of the order dispatch should pick them.
+        let l = ready_task(&mut s.world, low, launch(k, 1, &[]));
+        let y = ready_task(&mut s.world, young, launch(k, 1, &[]));
+        let earlier = enqueue(&mut s.world, old, launch(k, 1, &[]));
+        let later = enqueue(&mut s.world, old, launch(k, 1, &[]));
+        make_ready(&mut s.world, later);
+        make_ready(&mut s.world, earlier);
+        run(&mut s.world, dispatch);
+
+        let order: Vec<Option<u64>> = [earlier, later, y, l]
+            .iter()
+            .map(|&t| dispatch_order(&s.world, t))
+            .collect();
+        assert_eq!(order, vec![Some(0), Some(1), Some(2), Some(3)]);
+    }
+
+    #[test]
+    fn when_cores_run_out_the_lower_priority_task_waits() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1e3, |_| Ok(()));
+        let low = spawn_stream(&mut s.world, s.ctx, 5);
+        let high = spawn_stream(&mut s.world, s.ctx, -5);
+        let cores = device(&s.world, s.device).config.ai_cores;
+        let l = ready_task(&mut s.world, low, launch(k, cores, &[]));
+        let h = ready_task(&mut s.world, high, launch(k, cores, &[]));
+        run(&mut s.world, dispatch);
+
+        assert_eq!(task(&s.world, h).status, TaskStatus::Running);
+        assert_eq!(task(&s.world, l).status, TaskStatus::Ready);
+        assert_eq!(waiting(&s.world), vec![l]);
+    }
+
+    #[test]
+    fn a_kernel_takes_at_most_the_free_cores_and_waits_when_none_are_free() {
+        let mut s = setup();
+        s.world.resource_mut::<SimClock>().now = SimTime(1_000);
+        let flops = 1e9;
+        let k = register_kernel(&mut s.world, "k", flops, |_| Ok(()));
+        let (a, b, c) = (
+            spawn_stream(&mut s.world, s.ctx, 0),
+            spawn_stream(&mut s.world, s.ctx, 0),
+            spawn_stream(&mut s.world, s.ctx, 0),
+        );
+        // 4 cores: 3 for the first, the last 1 for the second (asking 8), none for the third.
+        let first = ready_task(&mut s.world, a, launch(k, 3, &[]));
+        let second = ready_task(&mut s.world, b, launch(k, 8, &[]));
+        let third = ready_task(&mut s.world, c, launch(k, 1, &[]));
+        run(&mut s.world, dispatch);
+
+        let config = device(&s.world, s.device).config.clone();
+        let cost = KernelCost::vector(flops, 0.0);
+        let t1 = task(&s.world, first);
+        assert_eq!((t1.cores, t1.status), (3, TaskStatus::Running));
+        assert_eq!(t1.start, SimTime(1_000));
+        assert_eq!(
+            t1.end - t1.start,
+            SimTime(config.kernel_duration_ns(&cost, 3, 3))
+        );
+        let t2 = task(&s.world, second);
+        assert_eq!(t2.cores, 1);
+        assert_eq!(
+            t2.end - t2.start,
+            SimTime(config.kernel_duration_ns(&cost, 8, 1)),
+            "8 blocks in waves on one core"
+        );
+        assert_eq!(task(&s.world, third).status, TaskStatus::Ready);
+        assert_eq!(waiting(&s.world), vec![third]);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 0);
+        assert_eq!(s.world.resource::<FrameStats>().tasks_dispatched, 2);
+    }
+
+    #[test]
+    fn copies_and_memsets_take_a_dma_engine_and_wait_when_none_is_free() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 4096);
+        let copy = TaskDescriptor::copy(CopyView {
+            dst: a,
+            src: a + 2048,
+            bytes: 1024,
+            dir: CopyDir::DeviceToDevice,
+        });
+        let memset = TaskDescriptor::memset(MemsetView {
+            dst: a,
+            value: 1,
+            bytes: 4096,
+        });
+        let streams: Vec<Entity> = (0..3)
+            .map(|_| spawn_stream(&mut s.world, s.ctx, 0))
+            .collect();
+        let c = ready_task(&mut s.world, streams[0], copy);
+        let m = ready_task(&mut s.world, streams[1], memset);
+        let late = ready_task(&mut s.world, streams[2], copy);
+        run(&mut s.world, dispatch);
+
+        let config = device(&s.world, s.device).config.clone();
+        assert_eq!(config.dma_engines, 2);
+        let tc = task(&s.world, c);
+        assert_eq!((tc.dma, tc.cores, tc.status), (1, 0, TaskStatus::Running));
+        assert_eq!(
+            tc.end - tc.start,
+            SimTime(
+                config.copy_duration_ns(1024, npusim_device::cost::CopyDirection::DeviceToDevice)
+            )
+        );
+        let tm = task(&s.world, m);
+        assert_eq!(tm.dma, 1);
+        assert_eq!(tm.end - tm.start, SimTime(config.memset_duration_ns(4096)));
+        assert_eq!(task(&s.world, late).status, TaskStatus::Ready);
+        let units = &device(&s.world, s.device).units;
+        assert_eq!((units.free_dma, units.free_cores), (0, config.ai_cores));
+    }
+
+    #[test]
+    fn a_host_callback_needs_no_unit() {
+        let mut s = setup();
+        {
+            let mut d = s.world.get_mut::<DeviceState>(s.device).unwrap();
+            d.units.free_cores = 0;
+            d.units.free_dma = 0;
+        }
+        let t = ready_task(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+        );
+        run(&mut s.world, dispatch);
+        let callback_ns = device(&s.world, s.device).config.callback_ns;
+        let t = task(&s.world, t);
+        assert_eq!(t.status, TaskStatus::Running);
+        assert_eq!(t.end - t.start, SimTime(callback_ns));
+    }
+
+    #[test]
+    fn a_task_a_shape_stage_rejected_is_applied_and_costs_only_the_launch() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "heavy", 1e15, |_| Ok(()));
+        let t = enqueue(&mut s.world, s.stream, launch(k, 2, &[]));
+        let err = NpuError::InvalidShape("rank 3 where 2 was expected".into());
+        s.world.get_mut::<Task>(t).unwrap().error = Some(Box::new(err.clone()));
+        make_ready(&mut s.world, t);
+        run(&mut s.world, dispatch);
+
+        let launch_ns = device(&s.world, s.device).config.kernel_launch_ns;
+        let t = task(&s.world, t);
+        assert!(t.applied, "it will not run");
+        assert_eq!(t.error.as_deref(), Some(&err), "and fails with its error");
+        assert_eq!(t.status, TaskStatus::Running);
+        assert_eq!(t.end - t.start, SimTime(launch_ns));
+    }
+
+    #[test]
+    fn a_launch_of_an_unloaded_kernel_costs_only_the_launch() {
+        let mut s = setup();
+        let stale = unloaded_kernel(&mut s.world);
+        let t = ready_task(&mut s.world, s.stream, launch(stale, 1, &[]));
+        run(&mut s.world, dispatch);
+        let launch_ns = device(&s.world, s.device).config.kernel_launch_ns;
+        let t = task(&s.world, t);
+        assert_eq!(t.end - t.start, SimTime(launch_ns));
+        assert!(!t.applied, "the tick reports the missing kernel");
+    }
+
+    #[test]
+    fn a_ready_task_aborted_before_dispatch_leaves_the_queue_without_running() {
+        let mut s = setup();
+        let t = ready_task(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+        );
+        s.world.get_mut::<Task>(t).unwrap().status = TaskStatus::Aborted;
+        run(&mut s.world, dispatch);
+        assert!(waiting(&s.world).is_empty());
+        assert!(s.world.resource::<Running>().heap.is_empty());
+        assert_eq!(task(&s.world, t).status, TaskStatus::Aborted);
+    }
+
+    #[test]
+    fn a_copy_with_its_host_buffer_dispatches_like_any_copy() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::copy(CopyView {
+                dst: a,
+                src: 0,
+                bytes: 64,
+                dir: CopyDir::HostToDevice,
+            }),
+            TaskExtra::Host {
+                buffer: npusim_components::HostBuffer::new(64, true),
+                offset: 0,
+            },
+            SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        run(&mut s.world, dispatch);
+        let config = device(&s.world, s.device).config.clone();
+        let t = task(&s.world, t);
+        assert_eq!(
+            t.end - t.start,
+            SimTime(config.copy_duration_ns(64, npusim_device::cost::CopyDirection::HostToDevice))
+        );
+    }
+
+    #[test]
+    fn an_op_launch_is_priced_by_its_tiled_cost_not_its_kernels() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "op_kernel", 1e15, |_| Ok(()));
+        let cost = KernelCost::vector(1e6, 4e6);
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 1,
+            n_out: 1,
+            cost,
+            ..Default::default()
+        };
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 2, &[0, 0]),
+            TaskExtra::Op(Box::new(op)),
+            SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        run(&mut s.world, dispatch);
+        let config = device(&s.world, s.device).config.clone();
+        let t = task(&s.world, t);
+        assert_eq!(
+            t.end - t.start,
+            SimTime(config.kernel_duration_ns(&cost, 2, 2))
+        );
     }
 }

@@ -14,9 +14,11 @@
 //! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
 //!    (different devices' side by side on the [`tick::Workers`]) and complete; collectives move
 //!    their data across devices; faults are raised here.
-//! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool (filled by
-//!    the memory work; empty for now).
-//! 8. [`NpuSet::Retire`] — finished tasks are recorded and despawned.
+//! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool once the
+//!    stream positions whose access sets name it have completed ([`deferred_free`]).
+//! 8. [`NpuSet::Retire`] — finished tasks are recorded and go back to the task pool for reuse.
+//!
+//! Whatever the stage, a task finishes through one function, [`complete::Completion`].
 //!
 //! Embedders add their own systems with `.in_set(NpuSet::Dispatch)` (or any set), or call
 //! [`install`] on a schedule of their own.
@@ -27,12 +29,16 @@ use bevy_ecs::schedule::{Schedule, SystemSet};
 
 pub mod binary;
 pub mod collective;
+pub mod complete;
+pub mod copy;
 pub mod deferred_free;
 pub mod dependencies;
 pub mod dispatch;
 pub mod ingest;
 pub mod retire;
 pub mod shapes;
+#[cfg(test)]
+pub(crate) mod test_support;
 pub mod tick;
 pub mod tiling;
 pub mod watchdog;
@@ -68,7 +74,7 @@ pub enum NpuSet {
     HardwareTick,
     /// Memory freed behind queued work returns to the pool.
     DeferredFree,
-    /// Finished tasks are recorded and despawned.
+    /// Finished tasks are recorded and recycled.
     Retire,
 }
 
@@ -126,15 +132,24 @@ pub fn install(schedule: &mut Schedule) {
         tiling::compute_tiling
             .in_set(NpuSet::Tiling)
             .run_if(|r: Res<npusim_components::shape::ResolvedShapes>| !r.launches.is_empty()),
-        dispatch::dispatch.in_set(NpuSet::Dispatch),
+        dispatch::dispatch
+            .in_set(NpuSet::Dispatch)
+            .run_if(|r: Res<npusim_components::resources::ReadyQueue>| !r.tasks.is_empty()),
         collective::start_collectives
             .in_set(NpuSet::Dispatch)
             .after(dispatch::dispatch)
             .run_if(|r: Res<npusim_components::collective::Rendezvous>| {
                 !r.arriving.is_empty() || !r.ops.is_empty()
             }),
-        tick::hardware_tick.in_set(NpuSet::HardwareTick),
+        tick::hardware_tick.in_set(NpuSet::HardwareTick).run_if(
+            |r: Res<npusim_components::resources::Running>,
+             a: Res<npusim_components::resources::AbortRequests>| {
+                r.next_event().is_some() || !a.contexts.is_empty()
+            },
+        ),
         deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
-        retire::retire.in_set(NpuSet::Retire),
+        retire::retire
+            .in_set(NpuSet::Retire)
+            .run_if(|f: Res<npusim_components::resources::Finished>| !f.tasks.is_empty()),
     ));
 }

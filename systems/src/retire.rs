@@ -4,10 +4,9 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
-use npusim_components::task::copy_dir;
 use npusim_components::{
-    DeviceState, Kernel, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind,
-    TaskRecord, TaskStatus,
+    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind, TaskRecord,
+    TaskStatus,
 };
 
 /// Records and recycles the tasks that finished this frame.
@@ -28,26 +27,20 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
             let name = match kind {
                 TaskKind::Kernel => world
                     .resource::<KernelRegistry>()
-                    .get(Kernel(task.desc.kernel))
+                    .resolve(task.desc.kernel, task.desc.kernel_generation)
                     .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
                 TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
                     .map_or("collective", |c| c.kind.name())
                     .to_string(),
-                TaskKind::Memcpy if task.desc.flags == copy_dir::PEER => "memcpy_peer".to_string(),
+                TaskKind::Memcpy if task.desc.is_peer_copy() => "memcpy_peer".to_string(),
                 other => other.name().to_string(),
             };
             let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
             let stream_kind = world
                 .get::<StreamState>(task.stream)
                 .map_or(StreamKind::default(), |s| s.kind);
-            let event = matches!(kind, TaskKind::EventRecord | TaskKind::EventWait)
-                .then(|| Entity::try_from_bits(task.desc.args[0]).map(|e| (e, task.desc.args[1])))
-                .flatten();
-            let bytes = match kind {
-                TaskKind::Memcpy | TaskKind::Memset => task.desc.args[2],
-                TaskKind::Collective => task.desc.args[npusim_components::collective::word::BYTES],
-                _ => 0,
-            };
+            let event = task.desc.as_event().map(|ev| (ev.event, ev.record));
+            let bytes = task.desc.bytes_moved();
             records.push(TaskRecord {
                 kind,
                 name,
@@ -76,6 +69,7 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
             // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
             task.extra = TaskExtra::None;
             task.error = None;
+            task.access.clear();
             task.status = TaskStatus::Retired;
             pool.push(e);
         } else {
@@ -85,4 +79,175 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     world.resource_mut::<TaskPool>().free = pool;
     world.resource_mut::<Finished>().tasks = finished;
     world.resource_mut::<FrameStats>().tasks_retired += count;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::task::{MemsetView, TaskDescriptor};
+    use npusim_components::{NpuError, SimTime};
+
+    /// A task that ran on `stream` from `start` to `end` and finished with `status`.
+    fn finished(
+        world: &mut World,
+        stream: Entity,
+        desc: TaskDescriptor,
+        start: u64,
+        end: u64,
+        status: TaskStatus,
+    ) -> Entity {
+        let t = enqueue(world, stream, desc);
+        world.get_mut::<StreamState>(stream).unwrap().queue.clear();
+        {
+            let mut task = world.get_mut::<Task>(t).unwrap();
+            task.start = SimTime(start);
+            task.end = SimTime(end);
+            task.cores = 2;
+            task.status = status;
+            if status != TaskStatus::Done {
+                task.error = Some(Box::new(NpuError::Internal("fault".into())));
+            }
+        }
+        world.resource_mut::<Finished>().tasks.push(t);
+        t
+    }
+
+    #[test]
+    fn finished_tasks_are_recorded_on_the_timeline_when_enabled() {
+        let mut s = setup();
+        s.world.resource_mut::<Timeline>().enabled = true;
+        let k = register_kernel(&mut s.world, "softmax", 1.0, |_| Ok(()));
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        let kt = finished(
+            &mut s.world,
+            s.stream,
+            launch(k, 2, &[]),
+            100,
+            250,
+            TaskStatus::Done,
+        );
+        let memset = TaskDescriptor::memset(MemsetView {
+            dst: a,
+            value: 0,
+            bytes: 64,
+        });
+        finished(&mut s.world, s.stream, memset, 250, 300, TaskStatus::Failed);
+        run(&mut s.world, retire);
+
+        let records = &s.world.resource::<Timeline>().records;
+        assert_eq!(records.len(), 2);
+        let r = &records[0];
+        assert_eq!((r.kind, r.name.as_str()), (TaskKind::Kernel, "softmax"));
+        assert_eq!((r.start, r.end), (SimTime(100), SimTime(250)));
+        assert_eq!((r.stream, r.seq, r.cores), (s.stream, 1, 2));
+        assert_eq!((r.context, r.device), (s.ctx, 0));
+        assert!(r.ok);
+        let r = &records[1];
+        assert_eq!((r.name.as_str(), r.bytes), ("memset", 64));
+        assert!(!r.ok, "a failed task is recorded as not ok");
+        assert_eq!(task(&s.world, kt).status, TaskStatus::Retired);
+    }
+
+    #[test]
+    fn a_kernel_unloaded_before_retire_is_recorded_as_unknown() {
+        let mut s = setup();
+        s.world.resource_mut::<Timeline>().enabled = true;
+        let stale = unloaded_kernel(&mut s.world);
+        finished(
+            &mut s.world,
+            s.stream,
+            launch(stale, 1, &[]),
+            0,
+            10,
+            TaskStatus::Failed,
+        );
+        run(&mut s.world, retire);
+        assert_eq!(
+            s.world.resource::<Timeline>().records[0].name,
+            "unknown kernel"
+        );
+    }
+
+    #[test]
+    fn nothing_is_recorded_when_the_timeline_is_off() {
+        let mut s = setup();
+        finished(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+            0,
+            10,
+            TaskStatus::Done,
+        );
+        run(&mut s.world, retire);
+        assert!(s.world.resource::<Timeline>().records.is_empty());
+    }
+
+    #[test]
+    fn finished_tasks_go_back_to_the_pool_as_retired_holding_nothing() {
+        let mut s = setup();
+        let t = finished(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+            0,
+            10,
+            TaskStatus::Failed,
+        );
+        {
+            let mut task = s.world.get_mut::<Task>(t).unwrap();
+            task.extra = TaskExtra::Host {
+                buffer: npusim_components::HostBuffer::new(8, true),
+                offset: 0,
+            };
+            task.access
+                .push(npusim_components::Access::read(0x10_0000_0000, 8));
+        }
+        run(&mut s.world, retire);
+
+        let task = task(&s.world, t);
+        assert_eq!(task.status, TaskStatus::Retired);
+        assert!(matches!(task.extra, TaskExtra::None));
+        assert!(task.error.is_none() && task.access.is_empty());
+        assert_eq!(s.world.resource::<TaskPool>().free, vec![t]);
+        assert!(s.world.resource::<Finished>().tasks.is_empty());
+        assert_eq!(s.world.resource::<FrameStats>().tasks_retired, 1);
+    }
+
+    #[test]
+    fn beyond_the_pool_capacity_finished_tasks_are_despawned() {
+        let mut s = setup();
+        let kept = finished(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+            0,
+            10,
+            TaskStatus::Done,
+        );
+        run(&mut s.world, retire);
+        // Fill the pool to its capacity (the entries need not be live for this test).
+        s.world
+            .resource_mut::<TaskPool>()
+            .free
+            .resize(TaskPool::CAPACITY, Entity::PLACEHOLDER);
+        let dropped = finished(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+            10,
+            20,
+            TaskStatus::Done,
+        );
+        run(&mut s.world, retire);
+
+        assert!(s.world.get_entity(dropped).is_err(), "despawned");
+        assert!(s.world.get::<Task>(kept).is_some(), "the pooled one stays");
+        assert_eq!(
+            s.world.resource::<TaskPool>().free.len(),
+            TaskPool::CAPACITY
+        );
+        assert_eq!(s.world.resource::<FrameStats>().tasks_retired, 2);
+    }
 }

@@ -14,31 +14,25 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
-use npusim_components::collective::Rendezvous;
-use npusim_components::resources::{
-    AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks, Running,
-    SimClock,
-};
-use npusim_components::task::copy_dir;
+use npusim_components::collective::{PeerCopy, Rendezvous};
+use npusim_components::resources::{AbortRequests, Devices, PendingCallbacks, Running, SimClock};
 use npusim_components::{
-    ContextState, ContextStatus, DeviceState, EventState, FailureMode, Kernel, KernelCtx,
-    KernelRegistry, NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
+    ContextState, ContextStatus, DeviceState, FailureMode, KernelBody, KernelCtx, KernelRegistry,
+    NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
 };
+
+use crate::complete::{Completion, Outcome};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct TickWorld<'w, 's> {
     tasks: Query<'w, 's, &'static mut Task>,
     streams: Query<'w, 's, &'static mut StreamState>,
-    events: Query<'w, 's, &'static mut EventState>,
-    devices: Query<'w, 's, &'static mut DeviceState>,
     contexts: Query<'w, 's, &'static mut ContextState>,
+    completion: Completion<'w, 's>,
     registry: Res<'w, KernelRegistry>,
-    finished: ResMut<'w, Finished>,
-    faults: ResMut<'w, Faults>,
     aborts: ResMut<'w, AbortRequests>,
     callbacks: ResMut<'w, PendingCallbacks>,
-    stats: ResMut<'w, FrameStats>,
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
@@ -107,7 +101,7 @@ pub fn hardware_tick(
 ) {
     crate::zone!("npusim::hardware_tick");
     for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
-        abort_context(&mut w, ctx, &err);
+        abort_context(&mut w, ctx, Some(err));
     }
     let Some(next) = running.next_event() else {
         return;
@@ -117,7 +111,7 @@ pub fn hardware_tick(
     }
     if next > clock.now {
         clock.now = next;
-        w.stats.last_frame_progressed = true;
+        w.completion.progressed();
     }
     let now = clock.now;
     batch.clear();
@@ -131,7 +125,7 @@ pub fn hardware_tick(
     // Device-local work ending now runs first, devices side by side.
     execute_local_batch(&mut w, &batch);
     for &entity in batch.iter() {
-        complete(&mut w, entity, now);
+        finish(&mut w, entity, now);
     }
 }
 
@@ -139,7 +133,7 @@ pub fn hardware_tick(
 fn is_device_local(task: &Task) -> bool {
     match task.kind() {
         TaskKind::Kernel | TaskKind::Memset => true,
-        TaskKind::Memcpy => task.desc.flags != copy_dir::PEER,
+        TaskKind::Memcpy => !task.desc.is_peer_copy(),
         _ => false,
     }
 }
@@ -155,15 +149,15 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
     if !w.workers.is_parallel() {
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
-            if task.executed || !is_device_local(task) {
+            if task.applied || !is_device_local(task) {
                 continue;
             }
-            let result = match w.devices.get_mut(task.device) {
+            let result = match w.completion.devices().get_mut(task.device) {
                 Ok(mut d) => execute_local(task, &mut d, registry),
                 Err(_) => Err(NpuError::Internal("task on a missing device".into())),
             };
             if let Ok(mut task) = w.tasks.get_mut(e) {
-                task.executed = true;
+                task.applied = true;
                 task.error = result.err().map(Box::new);
             }
         }
@@ -177,17 +171,21 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
-            if task.executed || !is_device_local(task) {
+            if task.applied || !is_device_local(task) {
                 continue;
             }
-            if let Ok(d) = w.devices.get(task.device)
+            if let Ok(d) = w.completion.devices().get(task.device)
                 && let Some(g) = groups.get_mut(d.index as usize)
             {
                 g.push((e, task));
             }
         }
-        let mut devices: Vec<&mut DeviceState> =
-            w.devices.iter_mut().map(|d| d.into_inner()).collect();
+        let mut devices: Vec<&mut DeviceState> = w
+            .completion
+            .devices()
+            .iter_mut()
+            .map(|d| d.into_inner())
+            .collect();
         devices.sort_by_key(|d| d.index);
         let jobs: Vec<(&mut DeviceState, &Vec<(Entity, &Task)>)> = devices
             .into_iter()
@@ -210,74 +208,65 @@ fn execute_local_batch(w: &mut TickWorld, pending: &[Entity]) {
     }
     for (e, result) in outcomes {
         if let Ok(mut task) = w.tasks.get_mut(e) {
-            task.executed = true;
+            task.applied = true;
             task.error = result.err().map(Box::new);
         }
     }
 }
 
-fn complete(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
-    // Applied ahead (a parallel batch, or a collective refused at the rendezvous)?
-    let ahead = match w.tasks.get_mut(entity) {
-        Ok(mut t) if t.executed => {
-            t.executed = false;
-            Some(t.error.take().map_or(Ok(()), |e| Err(*e)))
-        }
-        _ => None,
+/// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
+/// context's failure mode.
+fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+    let Ok(mut task) = w.tasks.get_mut(entity) else {
+        return;
     };
-    let result = match ahead {
-        Some(r) => r,
-        None => execute(w, entity, now),
+    // Work of a context that faulted while it ran does not count (its memory is already
+    // released): it ends aborted, like the context's queued work, not with a second fault.
+    let faulted = w
+        .contexts
+        .get(task.context)
+        .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    let result = if faulted {
+        let (stream, seq) = (task.stream, task.seq);
+        task.error = Some(Box::new(NpuError::StreamAbort {
+            stream: format!("stream {stream}"),
+            seq,
+        }));
+        None
+    } else if task.applied {
+        Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else if is_device_local(&task) {
+        Some(match w.completion.devices().get_mut(task.device) {
+            Ok(mut d) => execute_local(&task, &mut d, &w.registry),
+            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+        })
+    } else {
+        Some(execute(w, entity, now))
     };
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
-    if let Ok(mut device) = w.devices.get_mut(task.device) {
-        let busy = (task.end - task.start).as_ns();
-        device.units.free_cores += task.cores;
-        device.units.free_dma += task.dma;
-        device.units.core_busy_ns += busy * task.cores as u64;
-        device.units.dma_busy_ns += busy * task.dma as u64;
-        device.finished += 1;
+    let Ok(mut stream) = w.streams.get_mut(task.stream) else {
+        return;
+    };
+    let outcome = match result {
+        None => Outcome::Aborted,
+        Some(r) => Outcome::from(r),
+    };
+    let failure = match &outcome {
+        Outcome::Failed(err) => Some((task.context, err.clone())),
+        _ => None,
+    };
+    w.completion
+        .complete(entity, &mut task, &mut stream, outcome, now);
+    if let Some((context, err)) = failure {
+        apply_failure_mode(w, context, err);
     }
-    let (stream_e, context_e, seq) = (task.stream, task.context, task.seq);
-    match result {
-        Ok(()) => {
-            task.status = TaskStatus::Done;
-            w.stats.tasks_completed += 1;
-        }
-        Err(err) => {
-            task.status = TaskStatus::Failed;
-            task.error = Some(Box::new(err.clone()));
-            w.stats.tasks_failed += 1;
-            let device = w.devices.get(task.device).map_or(0, |d| d.index);
-            w.faults.pending.push(FaultRecord {
-                device,
-                context: context_e,
-                stream: stream_e,
-                seq,
-                error: err.clone(),
-            });
-            fail(w, stream_e, context_e, err);
-        }
-    }
-    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
-        if stream.queue.front() == Some(&entity) {
-            stream.queue.pop_front();
-        }
-        stream.completed = seq;
-        stream.head_active = false;
-        stream.last_end = now;
-    }
-    w.finished.tasks.push(entity);
-    w.stats.last_frame_progressed = true;
 }
 
-/// Records a failure on its stream and applies the context's failure mode.
-fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
-    if let Ok(mut stream) = w.streams.get_mut(stream_e) {
-        stream.error.get_or_insert_with(|| err.clone());
-    }
+/// A fault under the stop failure mode faults its context: its queued work is aborted and its
+/// memory released (nothing of it may be read again). Under continue, nothing more happens.
+fn apply_failure_mode(w: &mut TickWorld, context_e: Entity, err: NpuError) {
     let Ok(mut ctx) = w.contexts.get_mut(context_e) else {
         return;
     };
@@ -285,53 +274,39 @@ fn fail(w: &mut TickWorld, stream_e: Entity, context_e: Entity, err: NpuError) {
         return;
     }
     ctx.status = ContextStatus::Faulted;
-    ctx.sticky_error.get_or_insert(err.clone());
+    ctx.sticky_error.get_or_insert(err);
     let device = ctx.device;
-    abort_context(w, context_e, &err);
-    // A faulted context's memory is released: nothing of it may be read again.
-    if let Ok(mut d) = w.devices.get_mut(device) {
+    abort_context(w, context_e, None);
+    if let Ok(mut d) = w.completion.devices().get_mut(device) {
         d.memory.free_all_of(context_e);
     }
 }
 
-/// Aborts every queued (not yet running) task of the context's streams: they fail with
-/// `ACL_ERROR_RT_STREAM_ABORT`, and their event records never fire (waiters stop waiting).
-fn abort_context(w: &mut TickWorld, context_e: Entity, _cause: &NpuError) {
+/// Aborts every queued (not yet running) task of the context's streams: they fail with `err`
+/// (by default `ACL_ERROR_RT_STREAM_ABORT`) when dependency resolution completes them, in
+/// stream order (their event records never fire, so waiters stop waiting).
+fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
     let Ok(ctx) = w.contexts.get(context_e) else {
         return;
     };
-    let streams = ctx.streams.clone();
-    for s in streams {
+    for &s in &ctx.streams {
         let Ok(mut stream) = w.streams.get_mut(s) else {
             continue;
         };
-        let stream_name = format!("stream {s}");
-        let mut first_abort = None;
         for &t in stream.queue.iter() {
             let Ok(mut task) = w.tasks.get_mut(t) else {
                 continue;
             };
             if matches!(task.status, TaskStatus::Queued | TaskStatus::Ready) {
                 task.status = TaskStatus::Aborted;
-                let abort = NpuError::StreamAbort {
-                    stream: stream_name.clone(),
+                let abort = err.clone().unwrap_or_else(|| NpuError::StreamAbort {
+                    stream: format!("stream {s}"),
                     seq: task.seq,
-                };
-                first_abort.get_or_insert_with(|| abort.clone());
+                });
                 task.error = Some(Box::new(abort));
-                w.stats.tasks_aborted += 1;
-                if task.kind() == TaskKind::EventRecord
-                    && let Some(event) = Entity::try_from_bits(task.desc.args[0])
-                    && let Ok(mut ev) = w.events.get_mut(event)
-                {
-                    ev.cancel(task.desc.args[1]);
-                }
             }
         }
-        if let Some(abort) = first_abort {
-            stream.error.get_or_insert(abort);
-        }
-        // A ready head was aborted: let dependency resolution retire it in order.
+        // A ready head was aborted: let dependency resolution complete it in order.
         if let Some(&head) = stream.queue.front()
             && w.tasks
                 .get(head)
@@ -342,42 +317,37 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, _cause: &NpuError) {
     }
 }
 
-/// Performs the task's effect on device (and host) memory.
+/// Performs the effect of a task that was not applied ahead and is not device-local:
+/// cross-device work (peer copies, collectives) and host callbacks.
 fn execute(
     w: &mut TickWorld,
     entity: Entity,
-    now: npusim_components::SimTime,
+    _now: npusim_components::SimTime,
 ) -> Result<(), NpuError> {
     let Ok(task) = w.tasks.get(entity) else {
         return Ok(());
     };
-    let desc = task.desc;
     match task.kind() {
-        TaskKind::Memcpy if desc.flags == copy_dir::PEER => {
-            crate::collective::execute_peer_copy(&mut w.devices, &w.device_entities, &desc)
+        TaskKind::Memcpy if task.desc.is_peer_copy() => {
+            let copy = PeerCopy::decode(&task.desc)
+                .ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))?;
+            crate::copy::execute_peer_copy(w.completion.devices(), &w.device_entities, &copy)
         }
         TaskKind::Kernel | TaskKind::Memcpy | TaskKind::Memset => {
             let mut device = w
-                .devices
+                .completion
+                .devices()
                 .get_mut(task.device)
                 .map_err(|_| NpuError::Internal("task on a missing device".into()))?;
             execute_local(task, &mut device, &w.registry)
         }
         TaskKind::Collective => crate::collective::execute_collective(
             &w.tasks,
-            &mut w.devices,
+            w.completion.devices(),
             &mut w.rendezvous,
             &w.workers,
             task,
         ),
-        TaskKind::EventRecord => {
-            if let Some(event) = Entity::try_from_bits(desc.args[0])
-                && let Ok(mut ev) = w.events.get_mut(event)
-            {
-                ev.fire(desc.args[1], now);
-            }
-            Ok(())
-        }
         TaskKind::HostCallback => {
             if let TaskExtra::Callback(slot) = &task.extra
                 && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
@@ -390,89 +360,471 @@ fn execute(
             }
             Ok(())
         }
-        TaskKind::EventWait => Ok(()),
+        // Completed by dependency resolution; never dispatched.
+        TaskKind::EventRecord | TaskKind::EventWait => Ok(()),
     }
 }
 
 /// The effect of a task that touches only its own device's memory (and host buffers): a
-/// kernel, a copy that does not leave the device, a memset. Safe to run for several devices
-/// at once.
+/// native kernel, a copy that does not leave the device, a memset. Safe to run for several
+/// devices at once. (A binary kernel ran at dispatch and arrives here applied.)
 fn execute_local(
     task: &Task,
     device: &mut DeviceState,
     registry: &KernelRegistry,
 ) -> Result<(), NpuError> {
-    let desc = task.desc;
+    let desc = &task.desc;
     let context = task.context;
     match task.kind() {
         TaskKind::Kernel => {
-            let id = Kernel(desc.kernel);
-            let Some(kernel) = registry.get(id) else {
-                return Err(NpuError::KernelNotFound(format!(
-                    "kernel id {}",
-                    desc.kernel
+            let Some(kernel) = registry.resolve(desc.kernel, desc.kernel_generation) else {
+                return Err(NpuError::Destroyed(format!(
+                    "kernel {}v{} (its binary was unloaded)",
+                    desc.kernel, desc.kernel_generation
                 )));
             };
-            // A binary kernel already ran on the AI cores at dispatch; its fault, if any, is
-            // raised now, at its end.
-            if kernel.code.is_some() {
-                return match &task.error {
-                    Some(e) => Err((**e).clone()),
-                    None => Ok(()),
-                };
-            }
-            let mut ctx = KernelCtx::new(
-                desc.arg_words(),
-                desc.block_dim,
-                desc.tiling_words(),
-                &device.config,
-                context,
-                &mut device.memory,
-            );
-            (kernel.run)(&mut ctx).map_err(|f| f.into_error(&kernel.name))
-        }
-        TaskKind::Memcpy => {
-            let (dst, src, bytes) = (desc.args[0], desc.args[1], desc.args[2]);
-            let fault = |f: npusim_components::memory::AccessFault| NpuError::AicoreException {
-                kernel: "memcpy".into(),
-                detail: f.to_string(),
-            };
-            let len = usize::try_from(bytes)
-                .map_err(|_| NpuError::InvalidParam("copy too large".into()))?;
-            match (desc.flags, &task.extra) {
-                (copy_dir::H2D, TaskExtra::Host { buffer, offset }) => {
-                    let data = buffer.bytes()?;
-                    let start = *offset as usize;
-                    let chunk = data.get(start..start + len).ok_or_else(|| {
-                        NpuError::InvalidParam("host range past the buffer".into())
-                    })?;
-                    device.memory.write(dst, chunk, context).map_err(fault)
+            match &kernel.body {
+                KernelBody::Native(k) => {
+                    let mut ctx = KernelCtx::new(
+                        desc.arg_words(),
+                        desc.block_dim,
+                        desc.tiling_words(),
+                        &device.config,
+                        context,
+                        &mut device.memory,
+                    );
+                    (k.run)(&mut ctx).map_err(|f| f.into_error(&kernel.name))
                 }
-                (copy_dir::D2H, TaskExtra::Host { buffer, offset }) => {
-                    let mut tmp = vec![0u8; len];
-                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
-                    let mut data = buffer.bytes()?;
-                    let start = *offset as usize;
-                    data.get_mut(start..start + len)
-                        .ok_or_else(|| NpuError::InvalidParam("host range past the buffer".into()))?
-                        .copy_from_slice(&tmp);
-                    Ok(())
-                }
-                (copy_dir::D2D, _) => {
-                    let mut tmp = vec![0u8; len];
-                    device.memory.read(src, &mut tmp, context).map_err(fault)?;
-                    device.memory.write(dst, &tmp, context).map_err(fault)
-                }
-                _ => Err(NpuError::Internal("malformed copy descriptor".into())),
+                KernelBody::Binary(_) => Err(NpuError::Internal(
+                    "a binary kernel runs at dispatch".into(),
+                )),
             }
         }
-        TaskKind::Memset => device
-            .memory
-            .fill(desc.args[0], desc.args[2], desc.args[1] as u8, context)
-            .map_err(|f| NpuError::AicoreException {
-                kernel: "memset".into(),
-                detail: f.to_string(),
-            }),
+        TaskKind::Memcpy => match desc.as_copy() {
+            Some(copy) => {
+                crate::copy::execute_copy(&copy, &task.extra, &mut device.memory, context)
+            }
+            None => Err(NpuError::Internal("malformed copy descriptor".into())),
+        },
+        TaskKind::Memset => match desc.as_memset() {
+            Some(m) => crate::copy::execute_memset(&m, &mut device.memory, context),
+            None => Err(NpuError::Internal("malformed memset descriptor".into())),
+        },
         _ => Err(NpuError::Internal("not a device-local task".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::resources::{Faults, Finished};
+    use npusim_components::task::{CopyDir, CopyView, MemsetView, TaskDescriptor};
+    use npusim_components::{HostBuffer, KernelFault, SimTime};
+
+    fn callback() -> TaskDescriptor {
+        TaskDescriptor::new(TaskKind::HostCallback)
+    }
+
+    fn now(world: &World) -> SimTime {
+        world.resource::<SimClock>().now
+    }
+
+    fn status(world: &World, t: Entity) -> TaskStatus {
+        task(world, t).status
+    }
+
+    #[test]
+    fn the_clock_jumps_to_the_next_end_and_only_tasks_ending_then_complete() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let third = spawn_stream(&mut s.world, s.ctx, 0);
+        let soon = enqueue(&mut s.world, s.stream, callback());
+        let also_soon = enqueue(&mut s.world, third, callback());
+        let later = enqueue(&mut s.world, other, callback());
+        start_running(&mut s.world, later, 0, 0, 0, 700);
+        start_running(&mut s.world, soon, 0, 0, 0, 300);
+        start_running(&mut s.world, also_soon, 0, 0, 100, 300);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(now(&s.world), SimTime(300));
+        assert_eq!(status(&s.world, soon), TaskStatus::Done);
+        assert_eq!(status(&s.world, also_soon), TaskStatus::Done);
+        assert_eq!(status(&s.world, later), TaskStatus::Running);
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![soon, also_soon]);
+        let st = stream(&s.world, s.stream);
+        assert!(st.queue.is_empty() && st.completed == 1 && !st.head_active);
+        assert_eq!(st.last_end, SimTime(300));
+
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(700));
+        assert_eq!(status(&s.world, later), TaskStatus::Done);
+    }
+
+    #[test]
+    fn with_nothing_running_the_clock_jumps_to_the_next_submit_time() {
+        let mut s = setup();
+        s.world.resource_mut::<Running>().next_wake = Some(SimTime(450));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(450));
+    }
+
+    #[test]
+    fn with_nothing_pending_the_clock_stands_still() {
+        let mut s = setup();
+        s.world.resource_mut::<SimClock>().now = SimTime(10);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(10));
+        assert!(
+            !s.world
+                .resource::<npusim_components::resources::FrameStats>()
+                .last_frame_progressed
+        );
+    }
+
+    #[test]
+    fn the_clock_never_passes_the_horizon() {
+        let mut s = setup();
+        let t = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, t, 0, 0, 0, 300);
+        s.world.resource_mut::<SimClock>().horizon = Some(SimTime(299));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime::ZERO);
+        assert_eq!(status(&s.world, t), TaskStatus::Running);
+
+        s.world.resource_mut::<SimClock>().horizon = Some(SimTime(300));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+    }
+
+    #[test]
+    fn a_memset_really_writes_memory_and_returns_its_dma_engine() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 256);
+        let t = enqueue(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a + 16,
+                value: 0xab,
+                bytes: 32,
+            }),
+        );
+        start_running(&mut s.world, t, 0, 1, 0, 200);
+        let busy_before = device(&s.world, s.device).units.dma_busy_ns;
+        run(&mut s.world, hardware_tick);
+
+        let bytes = read(&mut s.world, s.device, s.ctx, a, 64);
+        assert_eq!(&bytes[..16], &[0; 16]);
+        assert_eq!(&bytes[16..48], &[0xab; 32]);
+        assert_eq!(&bytes[48..], &[0; 16]);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        let units = &device(&s.world, s.device).units;
+        assert_eq!(units.free_dma, 2);
+        assert_eq!(units.dma_busy_ns - busy_before, 200);
+    }
+
+    #[test]
+    fn a_copy_to_the_host_fills_the_host_buffer() {
+        let mut s = setup();
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        s.world
+            .get_mut::<DeviceState>(s.device)
+            .unwrap()
+            .memory
+            .write(a, &[1, 2, 3, 4], s.ctx)
+            .unwrap();
+        let buffer = HostBuffer::new(8, true);
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::copy(CopyView {
+                dst: 0,
+                src: a,
+                bytes: 4,
+                dir: CopyDir::DeviceToHost,
+            }),
+            TaskExtra::Host {
+                buffer: buffer.clone(),
+                offset: 2,
+            },
+            SimTime::ZERO,
+        );
+        start_running(&mut s.world, t, 0, 1, 0, 50);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(
+            buffer.bytes().unwrap().as_slice(),
+            &[0, 0, 1, 2, 3, 4, 0, 0]
+        );
+    }
+
+    #[test]
+    fn a_native_kernel_ending_now_runs_and_returns_its_cores() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "iota", 1.0, |k| {
+            let (p, n) = (k.ptr(0)?, k.usize(1)?);
+            let values: Vec<u32> = (0..n as u32).collect();
+            k.store(p, &values)
+        });
+        let a = alloc(&mut s.world, s.device, s.ctx, 64);
+        let t = enqueue(&mut s.world, s.stream, launch(k, 2, &[a, 4]));
+        start_running(&mut s.world, t, 2, 0, 0, 1_000);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        let bytes = read(&mut s.world, s.device, s.ctx, a, 16);
+        let values: &[u32] = bytemuck::cast_slice(&bytes);
+        assert_eq!(values, &[0, 1, 2, 3]);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 4);
+        assert_eq!(device(&s.world, s.device).units.core_busy_ns, 2_000);
+    }
+
+    #[test]
+    fn a_host_callback_is_handed_to_the_runtime_not_run_in_the_frame() {
+        let mut s = setup();
+        let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        let body: npusim_components::task::Callback =
+            Box::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            callback(),
+            TaskExtra::Callback(std::sync::Mutex::new(Some(body))),
+            SimTime::ZERO,
+        );
+        start_running(&mut s.world, t, 0, 0, 0, 10);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
+        let calls =
+            std::mem::take(&mut *s.world.resource::<PendingCallbacks>().calls.lock().unwrap());
+        assert_eq!(calls.len(), 1);
+        calls.into_iter().for_each(|f| f());
+        assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    /// A context with two streams: a faulting kernel running on the first with a task behind
+    /// it, and a ready task on the second; plus a bystander context with queued work.
+    struct Faulting {
+        s: Setup,
+        faulty: Entity,
+        behind: Entity,
+        ready_elsewhere: Entity,
+        second: Entity,
+        bystander: Entity,
+        block: u64,
+    }
+
+    fn faulting(mode: FailureMode) -> Faulting {
+        let mut s = setup();
+        s.world.get_mut::<ContextState>(s.ctx).unwrap().failure_mode = mode;
+        let k = register_kernel(&mut s.world, "trap", 1.0, |_| {
+            Err(KernelFault::Trap("illegal instruction".into()))
+        });
+        let block = alloc(&mut s.world, s.device, s.ctx, 64);
+        let second = spawn_stream(&mut s.world, s.ctx, 0);
+        let faulty = enqueue(&mut s.world, s.stream, launch(k, 1, &[]));
+        let behind = enqueue(&mut s.world, s.stream, callback());
+        let ready_elsewhere = enqueue(&mut s.world, second, callback());
+        make_ready(&mut s.world, ready_elsewhere);
+        start_running(&mut s.world, faulty, 1, 0, 0, 100);
+        let other_ctx = spawn_context(&mut s.world, s.device);
+        let other_stream = spawn_stream(&mut s.world, other_ctx, 0);
+        let bystander = enqueue(&mut s.world, other_stream, callback());
+        run(&mut s.world, hardware_tick);
+        Faulting {
+            s,
+            faulty,
+            behind,
+            ready_elsewhere,
+            second,
+            bystander,
+            block,
+        }
+    }
+
+    #[test]
+    fn a_fault_under_stop_aborts_the_contexts_queued_work_and_faults_the_context() {
+        let f = faulting(FailureMode::StopOnFailure);
+        let w = &f.s.world;
+        let failed = task(w, f.faulty);
+        assert_eq!(failed.status, TaskStatus::Failed);
+        let err = failed.error.as_deref().cloned().expect("an error");
+        assert!(matches!(err, NpuError::AicoreTrap { .. }), "{err:?}");
+
+        let ctx = w.get::<ContextState>(f.s.ctx).unwrap();
+        assert_eq!(ctx.status, ContextStatus::Faulted);
+        assert_eq!(ctx.sticky_error.as_ref(), Some(&err));
+        for t in [f.behind, f.ready_elsewhere] {
+            assert_eq!(status(w, t), TaskStatus::Aborted);
+            assert!(matches!(
+                task(w, t).error.as_deref(),
+                Some(NpuError::StreamAbort { .. })
+            ));
+        }
+        assert!(
+            !stream(w, f.second).head_active,
+            "the aborted ready head is left for dependency resolution to complete"
+        );
+        assert_eq!(status(w, f.bystander), TaskStatus::Queued);
+        let faults = &w.resource::<Faults>().pending;
+        assert_eq!(faults.len(), 1);
+        assert_eq!((faults[0].stream, faults[0].seq), (f.s.stream, 1));
+        assert!(
+            device(w, f.s.device)
+                .memory
+                .check(f.block, 1, f.s.ctx)
+                .is_err(),
+            "the faulted context's memory is released"
+        );
+    }
+
+    #[test]
+    fn a_fault_under_continue_fails_only_the_faulting_task() {
+        let f = faulting(FailureMode::Continue);
+        let w = &f.s.world;
+        assert_eq!(status(w, f.faulty), TaskStatus::Failed);
+        assert_eq!(status(w, f.behind), TaskStatus::Queued);
+        assert_eq!(status(w, f.ready_elsewhere), TaskStatus::Ready);
+        let ctx = w.get::<ContextState>(f.s.ctx).unwrap();
+        assert_eq!(ctx.status, ContextStatus::Active);
+        assert!(ctx.sticky_error.is_none());
+        assert!(
+            stream(w, f.s.stream).error.is_some(),
+            "reported at synchronize"
+        );
+        assert_eq!(w.resource::<Faults>().pending.len(), 1);
+        assert!(
+            device(w, f.s.device)
+                .memory
+                .check(f.block, 1, f.s.ctx)
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn an_abort_request_aborts_the_contexts_queued_work_but_not_what_runs() {
+        let mut s = setup();
+        let running = enqueue(&mut s.world, s.stream, callback());
+        let queued = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, running, 0, 0, 0, 100);
+        s.world
+            .resource_mut::<AbortRequests>()
+            .contexts
+            .push((s.ctx, NpuError::ContextRelease("destroyed".into())));
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, running), TaskStatus::Done);
+        assert_eq!(status(&s.world, queued), TaskStatus::Aborted);
+        assert!(s.world.resource::<AbortRequests>().contexts.is_empty());
+    }
+
+    #[test]
+    fn work_of_a_context_that_faulted_while_it_ran_ends_aborted_without_a_second_fault() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let buf = alloc(&mut s.world, s.device, s.ctx, 4096);
+        let trap = register_kernel(&mut s.world, "trap", 1.0, |_| {
+            Err(KernelFault::Trap("illegal instruction".into()))
+        });
+        let bad = enqueue(&mut s.world, s.stream, launch(trap, 1, &[]));
+        let set = enqueue(
+            &mut s.world,
+            other,
+            TaskDescriptor::memset(MemsetView {
+                dst: buf,
+                value: 1,
+                bytes: 64,
+            }),
+        );
+        start_running(&mut s.world, bad, 1, 0, 0, 100);
+        start_running(&mut s.world, set, 0, 1, 0, 200);
+        run(&mut s.world, hardware_tick);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, bad), TaskStatus::Failed);
+        assert_eq!(status(&s.world, set), TaskStatus::Aborted);
+        assert_eq!(
+            s.world.resource::<Faults>().pending.len(),
+            1,
+            "one fault, not two"
+        );
+    }
+
+    #[test]
+    fn a_launch_of_an_unloaded_kernel_fails_at_its_end() {
+        let mut s = setup();
+        let stale = unloaded_kernel(&mut s.world);
+        let t = enqueue(&mut s.world, s.stream, launch(stale, 1, &[]));
+        start_running(&mut s.world, t, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        // The same code a launch of the stale handle gets at the API: the kernel is destroyed.
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::Destroyed(_))
+        ));
+    }
+
+    #[test]
+    fn a_task_applied_ahead_completes_with_its_recorded_outcome_without_running_again() {
+        let mut s = setup();
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = runs.clone();
+        let k = register_kernel(&mut s.world, "count", 1.0, move |_| {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        });
+        let t = enqueue(&mut s.world, s.stream, launch(k, 1, &[]));
+        {
+            let mut task = s.world.get_mut::<Task>(t).unwrap();
+            task.applied = true;
+            task.error = Some(Box::new(NpuError::InvalidShape("rejected".into())));
+        }
+        start_running(&mut s.world, t, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        assert!(matches!(
+            task(&s.world, t).error.as_deref(),
+            Some(NpuError::InvalidShape(_))
+        ));
+    }
+
+    #[test]
+    fn with_worker_threads_devices_compute_the_same_results() {
+        let mut results = Vec::new();
+        for threads in [1, 2] {
+            let mut world = world();
+            world.insert_resource(Workers::new(threads).unwrap());
+            let mut blocks = Vec::new();
+            for value in [3u8, 5] {
+                let device = spawn_device(&mut world);
+                let ctx = spawn_context(&mut world, device);
+                let stream = spawn_stream(&mut world, ctx, 0);
+                let a = alloc(&mut world, device, ctx, 64);
+                let t = enqueue(
+                    &mut world,
+                    stream,
+                    TaskDescriptor::memset(MemsetView {
+                        dst: a,
+                        value,
+                        bytes: 64,
+                    }),
+                );
+                start_running(&mut world, t, 0, 1, 0, 100);
+                blocks.push((device, ctx, a));
+            }
+            run(&mut world, hardware_tick);
+            let bytes: Vec<Vec<u8>> = blocks
+                .iter()
+                .map(|&(d, c, a)| read(&mut world, d, c, a, 64))
+                .collect();
+            results.push(bytes);
+        }
+        assert_eq!(results[0], results[1]);
+        assert_eq!(results[0], vec![vec![3; 64], vec![5; 64]]);
     }
 }

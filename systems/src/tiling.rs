@@ -1,18 +1,18 @@
 //! Tiling (DESIGN §3, stage 4): each op launch whose shapes were resolved this frame runs its
 //! op's tiling function on the actual shapes and the device's resources (AI cores, unified
-//! buffer, L1). The result — block dim, tiling key, tiling words, workspace size — goes into
-//! the task descriptor, where dispatch (block dim) and the kernel (tiling words) read it; the
-//! op's cost function prices the launch from the same shapes and tiling. A tiling that does
+//! buffer, L1). The result — block dim, tiling key, tiling words — goes into the task
+//! descriptor, where dispatch (block dim) and the kernel (tiling words) read it; the op's cost
+//! function prices the launch from the same shapes and tiling, into its [`OpLaunch`]. A tiling that does
 //! not fit the device (too many blocks, tiles past a core's buffers) rejects the launch
 //! instead of running it.
 
 use bevy_ecs::prelude::*;
 use npusim_components::shape::{
-    OpDef, OpRegistry, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling, TilingLog, TilingRecord,
-    encode_fault, op_attrs, shape_state, tiling_word, write_hidden_cost,
+    OpDef, OpLaunch, OpRegistry, OpState, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling,
+    TilingLog, TilingRecord, tiling_word,
 };
 use npusim_components::task::MAX_TILING;
-use npusim_components::{DeviceState, Kernel, NpuError, Task, TaskDescriptor};
+use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor};
 use npusim_device::config::DeviceConfig;
 
 /// Computes and writes the tiling of every launch resolved this frame.
@@ -29,13 +29,17 @@ pub fn compute_tiling(
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
         };
-        let Some(op) = ops.get(Kernel(task.desc.kernel)) else {
+        let Some(op) = ops.resolve(task.desc.kernel, task.desc.kernel_generation) else {
             continue;
         };
         let Ok(device) = devices.get(task.device) else {
             continue;
         };
-        match tile_launch(&mut task.desc, launch, op, &device.config) {
+        let task = &mut *task;
+        let Some(op_launch) = task.extra.op_mut() else {
+            continue;
+        };
+        match tile_launch(&mut task.desc, op_launch, launch, op, &device.config) {
             Ok(tiling) => {
                 stats.tilings += 1;
                 if log.enabled {
@@ -52,7 +56,7 @@ pub fn compute_tiling(
             }
             Err(err) => {
                 stats.shape_faults += 1;
-                encode_fault(&mut task.desc, ops.faults().post(err));
+                crate::shapes::reject(task, err);
             }
         }
     }
@@ -63,11 +67,12 @@ pub fn compute_tiling(
 /// the launch's cost, into `desc`. Public so benches and embedders can run the stage's core.
 pub fn tile_launch(
     desc: &mut TaskDescriptor,
+    op_launch: &mut OpLaunch,
     launch: &ResolvedLaunch,
     op: &OpDef,
     config: &DeviceConfig,
 ) -> Result<Tiling, NpuError> {
-    let attrs = op_attrs(desc);
+    let attrs = op_launch.attrs(desc);
     let shapes = launch.op_shapes(attrs);
     let tiling = (op.tiling)(&shapes, config)
         .map_err(|m| NpuError::InvalidShape(format!("{}: {m}", op.name)))?;
@@ -91,12 +96,109 @@ pub fn tile_launch(
     words[tiling_word::OUT_CAPACITY + 1] = (out_capacity >> 32) as u32;
     let op_words = tiling.words();
     words[tiling_word::OP..tiling_word::OP + op_words.len()].copy_from_slice(op_words);
-    desc.tiling = words;
-    desc.tiling_len = (tiling_word::OP + op_words.len()) as u32;
+    desc.set_tiling(&words[..tiling_word::OP + op_words.len()]);
     desc.tiling_key = tiling.key;
     desc.block_dim = tiling.block_dim;
-    desc.workspace_bytes = tiling.workspace_bytes;
-    write_hidden_cost(desc, &cost);
-    desc.shape_state = shape_state::TILED;
+    op_launch.workspace_bytes = tiling.workspace_bytes;
+    op_launch.cost = cost;
+    op_launch.state = OpState::Tiled;
     Ok(tiling)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::*;
+    use npusim_components::shape::{OpTiling, Shape, TensorSource};
+    use npusim_components::{Kernel, TaskExtra, TaskStatus};
+    use npusim_device::cost::KernelCost;
+
+    /// An `add` launch on `n` elements whose shapes shape propagation has resolved; `attr` is
+    /// its block-dim attribute (0: let the tiling choose).
+    fn resolved_add(s: &mut Setup, k: Kernel, n: u64, attr: u64) -> Entity {
+        let [x, y, z] = [0; 3].map(|_| alloc(&mut s.world, s.device, s.ctx, 4096));
+        let op = npusim_components::shape::OpLaunch {
+            n_in: 2,
+            n_out: 1,
+            state: OpState::Resolved,
+            tensors: [TensorSource::Inferred; npusim_components::task::MAX_TENSORS],
+            ..Default::default()
+        };
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[x, y, z, attr]),
+            TaskExtra::Op(Box::new(op)),
+            npusim_components::SimTime::ZERO,
+        );
+        make_ready(&mut s.world, t);
+        let shape = Shape::new(&[n]).unwrap();
+        let mut launch = ResolvedLaunch::EMPTY;
+        launch.task = t;
+        launch.n_in = 2;
+        launch.n_out = 1;
+        launch.shapes[..3].copy_from_slice(&[shape; 3]);
+        launch.capacities[..3].copy_from_slice(&[4096; 3]);
+        s.world
+            .resource_mut::<ResolvedShapes>()
+            .launches
+            .push(launch);
+        t
+    }
+
+    #[test]
+    fn a_resolved_launch_gets_its_block_dim_tiling_words_and_cost() {
+        let mut s = setup();
+        s.world.resource_mut::<TilingLog>().enabled = true;
+        let k = register_add_op(&mut s.world);
+        let t = resolved_add(&mut s, k, 20, 0);
+        run(&mut s.world, compute_tiling);
+
+        let task = task(&s.world, t);
+        assert_eq!(task.desc.block_dim, 3, "20 elements, 8 per block");
+        assert_eq!(task.desc.tiling_key, 7);
+        let words = OpTiling::parse(task.desc.tiling_words()).expect("a tiling header");
+        assert_eq!(words.key(), 7);
+        assert_eq!(words.u64_at(0), 20, "the op's own words follow the header");
+        assert_eq!(words.out_capacity(), 4096);
+        let op = task.extra.op().unwrap();
+        assert_eq!(op.state, OpState::Tiled);
+        assert_eq!(op.cost, KernelCost::vector(20.0, 240.0));
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+        assert_eq!(s.world.resource::<ShapeStats>().tilings, 1);
+        let log = &s.world.resource::<TilingLog>().records;
+        assert_eq!(log.len(), 1);
+        assert_eq!((log[0].op.as_str(), log[0].seq), ("add", 1));
+        assert_eq!(log[0].tiling.block_dim, 3);
+    }
+
+    #[test]
+    fn a_tiling_past_the_devices_cores_rejects_the_launch() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        // The small preset has 4 AI cores.
+        let t = resolved_add(&mut s, k, 20, 64);
+        run(&mut s.world, compute_tiling);
+
+        let task = task(&s.world, t);
+        assert!(matches!(
+            task.error.as_deref(),
+            Some(NpuError::AicoreException { detail, .. }) if detail.contains("block dim 64")
+        ));
+        assert_eq!(task.extra.op().unwrap().state, OpState::Faulted);
+        assert_eq!(task.desc.block_dim, 1);
+        assert_eq!(task.status, TaskStatus::Ready);
+        assert_eq!(s.world.resource::<ShapeStats>().shape_faults, 1);
+        assert!(s.world.resource::<ResolvedShapes>().launches.is_empty());
+    }
+
+    #[test]
+    fn nothing_is_logged_when_the_tiling_log_is_off() {
+        let mut s = setup();
+        let k = register_add_op(&mut s.world);
+        resolved_add(&mut s, k, 8, 0);
+        run(&mut s.world, compute_tiling);
+        assert!(s.world.resource::<TilingLog>().records.is_empty());
+        assert_eq!(s.world.resource::<ShapeStats>().tilings, 1);
+    }
 }

@@ -1,7 +1,43 @@
 //! The built-in native kernels (see the table in the module above).
 
-use npusim_components::{KernelCtx, KernelFault, KernelRegistry, NativeKernel};
+use npusim_components::{
+    Access, AccessMode, AccessSet, KernelCtx, KernelFault, KernelRegistry, NativeKernel,
+};
 use npusim_device::cost::KernelCost;
+
+/// How many `f32` elements a buffer argument spans, from the launch's argument words.
+#[derive(Clone, Copy)]
+enum Count {
+    /// The value of this argument.
+    Arg(usize),
+    /// The product of these two arguments.
+    Product(usize, usize),
+    /// A fixed number of bytes.
+    Bytes(u64),
+}
+
+/// The access declaration of a kernel whose buffers are `(pointer argument, extent,
+/// direction)`.
+fn buffers(
+    list: &'static [(usize, Count, AccessMode)],
+) -> impl Fn(&[u64], u32, &mut AccessSet) + Send + Sync + 'static {
+    move |args, _, out| {
+        let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+        for &(ptr, count, mode) in list {
+            let bytes = match count {
+                Count::Arg(i) => arg(i).saturating_mul(4),
+                Count::Product(i, j) => arg(i).saturating_mul(arg(j)).saturating_mul(4),
+                Count::Bytes(b) => b,
+            };
+            out.push(Access {
+                mode,
+                ..Access::read(arg(ptr), bytes)
+            });
+        }
+    }
+}
+
+use AccessMode::{Read as R, ReadWrite as RW, Write as W};
 
 type KResult = Result<(), KernelFault>;
 
@@ -129,66 +165,173 @@ fn elementwise(flops_per: f64, words_per: f64, n_arg: usize) -> impl Fn(&[u64], 
 
 /// Registers every built-in kernel.
 pub fn register_builtins(reg: &mut KernelRegistry) {
-    reg.register(NativeKernel::new("noop", noop, |_, _| {
-        KernelCost::default()
-    }));
-    reg.register(NativeKernel::new(
-        "fill_f32",
-        fill,
-        elementwise(0.0, 1.0, 1),
-    ));
-    reg.register(NativeKernel::new(
-        "vector_add_f32",
-        |k| binary(k, |a, b| a + b),
-        elementwise(1.0, 3.0, 3),
-    ));
-    reg.register(NativeKernel::new(
-        "vector_mul_f32",
-        |k| binary(k, |a, b| a * b),
-        elementwise(1.0, 3.0, 3),
-    ));
-    reg.register(NativeKernel::new(
-        "axpy_f32",
-        axpy,
-        elementwise(2.0, 3.0, 0),
-    ));
-    reg.register(NativeKernel::new(
-        "relu_f32",
-        relu,
-        elementwise(1.0, 2.0, 2),
-    ));
-    reg.register(NativeKernel::new("gemm_f32", gemm, |a, _| {
-        let (m, n, k) = (
-            a.get(3).copied().unwrap_or(0),
-            a.get(4).copied().unwrap_or(0),
-            a.get(5).copied().unwrap_or(0),
-        );
-        let (m, n, k) = (m as f64, n as f64, k as f64);
-        KernelCost::cube_f32(2.0 * m * n * k, 4.0 * (m * k + k * n + m * n))
-    }));
-    reg.register(NativeKernel::new(
-        "softmax_rows_f32",
-        softmax_rows,
-        |a, _| {
+    reg.register(
+        NativeKernel::new("noop", noop, |_, _| KernelCost::default()).with_access(buffers(&[])),
+    );
+    reg.register(
+        NativeKernel::new("fill_f32", fill, elementwise(0.0, 1.0, 1)).with_access(buffers(&[(
+            0,
+            Count::Arg(1),
+            W,
+        )])),
+    );
+    const BINARY: &[(usize, Count, AccessMode)] = &[
+        (0, Count::Arg(3), R),
+        (1, Count::Arg(3), R),
+        (2, Count::Arg(3), W),
+    ];
+    reg.register(
+        NativeKernel::new(
+            "vector_add_f32",
+            |k| binary(k, |a, b| a + b),
+            elementwise(1.0, 3.0, 3),
+        )
+        .with_access(buffers(BINARY)),
+    );
+    reg.register(
+        NativeKernel::new(
+            "vector_mul_f32",
+            |k| binary(k, |a, b| a * b),
+            elementwise(1.0, 3.0, 3),
+        )
+        .with_access(buffers(BINARY)),
+    );
+    reg.register(
+        NativeKernel::new("axpy_f32", axpy, elementwise(2.0, 3.0, 0))
+            .with_access(buffers(&[(2, Count::Arg(0), R), (3, Count::Arg(0), RW)])),
+    );
+    reg.register(
+        NativeKernel::new("relu_f32", relu, elementwise(1.0, 2.0, 2))
+            .with_access(buffers(&[(0, Count::Arg(2), R), (1, Count::Arg(2), W)])),
+    );
+    reg.register(
+        NativeKernel::new("gemm_f32", gemm, |a, _| {
+            let (m, n, k) = (
+                a.get(3).copied().unwrap_or(0),
+                a.get(4).copied().unwrap_or(0),
+                a.get(5).copied().unwrap_or(0),
+            );
+            let (m, n, k) = (m as f64, n as f64, k as f64);
+            KernelCost::cube_f32(2.0 * m * n * k, 4.0 * (m * k + k * n + m * n))
+        })
+        // C is loaded (its bounds checked) before it is written.
+        .with_access(buffers(&[
+            (0, Count::Product(3, 5), R),
+            (1, Count::Product(5, 4), R),
+            (2, Count::Product(3, 4), RW),
+        ])),
+    );
+    reg.register(
+        NativeKernel::new("softmax_rows_f32", softmax_rows, |a, _| {
             let n = a
                 .get(2)
                 .copied()
                 .unwrap_or(0)
                 .saturating_mul(a.get(3).copied().unwrap_or(0));
             KernelCost::vector(5.0 * n as f64, 2.0 * f32s(n))
-        },
-    ));
-    reg.register(NativeKernel::new(
-        "fault_bad_address",
-        fault_bad_address,
-        |_, _| KernelCost::default(),
-    ));
-    reg.register(NativeKernel::new(
-        "fault_div_zero",
-        fault_div_zero,
-        |_, _| KernelCost::default(),
-    ));
-    reg.register(NativeKernel::new("fault_spin", fault_spin, |_, _| {
-        KernelCost::vector(1e12, 0.0)
-    }));
+        })
+        .with_access(buffers(&[
+            (0, Count::Product(2, 3), R),
+            (1, Count::Product(2, 3), W),
+        ])),
+    );
+    reg.register(
+        NativeKernel::new("fault_bad_address", fault_bad_address, |_, _| {
+            KernelCost::default()
+        })
+        .with_access(buffers(&[(0, Count::Bytes(4), R)])),
+    );
+    reg.register(
+        NativeKernel::new("fault_div_zero", fault_div_zero, |_, _| {
+            KernelCost::default()
+        })
+        .with_access(buffers(&[])),
+    );
+    reg.register(
+        NativeKernel::new("fault_spin", fault_spin, |_, _| {
+            KernelCost::vector(1e12, 0.0)
+        })
+        .with_access(buffers(&[])),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bevy_ecs::entity::Entity;
+    use npusim_components::{DeviceMemory, KernelBody};
+    use npusim_device::config::DeviceConfig;
+
+    /// Runs `name` with `args` (pointers into a fresh context) and checks that every byte it
+    /// loaded or stored lies in a range its declaration names with that direction.
+    fn declared_covers_touched(name: &str, sizes: &[u64], scalars: &[u64]) {
+        let mut reg = KernelRegistry::default();
+        register_builtins(&mut reg);
+        let k = reg.get(reg.lookup(name).unwrap()).unwrap();
+        let KernelBody::Native(k) = &k.body else {
+            panic!("{name} is native")
+        };
+        let ctx = Entity::from_raw_u32(1).unwrap();
+        let mut mem = DeviceMemory::new(1 << 30).unwrap();
+        mem.create_space(ctx).unwrap();
+        let mut args: Vec<u64> = sizes.iter().map(|&b| mem.alloc(b, ctx).unwrap()).collect();
+        args.extend_from_slice(scalars);
+        let mut declared = AccessSet::new();
+        k.accesses(&args, 0, 1, &mut declared);
+        assert!(declared.exact(), "{name} declares exact ranges");
+        let config = DeviceConfig::small();
+        let mut kctx = KernelCtx::new(&args, 1, &[], &config, ctx, &mut mem);
+        (k.run)(&mut kctx).unwrap();
+        for t in kctx.touched().ranges() {
+            let covered = declared.ranges().iter().any(|d| {
+                d.addr <= t.addr
+                    && t.end() <= d.end()
+                    && (!t.mode.reads() || d.mode.reads())
+                    && (!t.mode.writes() || d.mode.writes())
+            });
+            assert!(covered, "{name}: {t:?} is not declared in {declared:?}");
+        }
+        assert!(!kctx.touched().is_empty() || declared.is_empty());
+    }
+
+    #[test]
+    fn builtin_kernels_declare_what_they_touch() {
+        // (kernel, buffer sizes in bytes, then scalar arguments)
+        declared_covers_touched("noop", &[], &[]);
+        declared_covers_touched("fill_f32", &[400], &[100, 1.5f32.to_bits() as u64]);
+        declared_covers_touched("vector_add_f32", &[400, 400, 400], &[100]);
+        declared_covers_touched("vector_mul_f32", &[400, 400, 400], &[100]);
+        // axpy(n, alpha, x, y): the buffers come after the scalars.
+        let mut reg = KernelRegistry::default();
+        register_builtins(&mut reg);
+        declared_covers_axpy(&reg);
+        declared_covers_touched("relu_f32", &[400, 400], &[100]);
+        declared_covers_touched("gemm_f32", &[4 * 6, 4 * 12, 4 * 8], &[2, 4, 3]);
+        declared_covers_touched("softmax_rows_f32", &[4 * 12, 4 * 12], &[3, 4]);
+    }
+
+    fn declared_covers_axpy(reg: &KernelRegistry) {
+        let k = reg.get(reg.lookup("axpy_f32").unwrap()).unwrap();
+        let KernelBody::Native(k) = &k.body else {
+            panic!("native")
+        };
+        let ctx = Entity::from_raw_u32(1).unwrap();
+        let mut mem = DeviceMemory::new(1 << 30).unwrap();
+        mem.create_space(ctx).unwrap();
+        let (x, y) = (mem.alloc(400, ctx).unwrap(), mem.alloc(400, ctx).unwrap());
+        let args = [100, 2.0f32.to_bits() as u64, x, y];
+        let mut declared = AccessSet::new();
+        k.accesses(&args, 0, 1, &mut declared);
+        let config = DeviceConfig::small();
+        let mut kctx = KernelCtx::new(&args, 1, &[], &config, ctx, &mut mem);
+        (k.run)(&mut kctx).unwrap();
+        let touched = kctx.touched().clone();
+        assert!(touched.ranges().iter().all(|t| {
+            declared
+                .ranges()
+                .iter()
+                .any(|d| d.addr <= t.addr && t.end() <= d.end())
+        }));
+        assert_eq!(declared.ranges()[1].mode, AccessMode::ReadWrite);
+    }
 }

@@ -66,14 +66,15 @@ pub mod split;
 use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
+use npusim_components::binary::BinaryCode;
 use npusim_components::shape::{
-    InferFn, MAX_RANK, NO_SLOT, NO_STATIC_SHAPE, OP_HIDDEN_ARGS, OpCostFn, OpDef, OpKernelFn,
-    OpRegistry, OpTiling, Shape, ShapeHandle, TensorSpec, Tiling, TilingFn, decode_cost,
+    InferFn, MAX_RANK, OpCostFn, OpDef, OpKernelFn, OpLaunch, OpRegistry, OpTiling, Shape,
+    ShapeHandle, TensorSource, TensorSpec, Tiling, TilingFn,
 };
-use npusim_components::task::{MAX_ARGS, MAX_STATIC_DIMS, MAX_TENSORS, TaskDescriptor, TaskExtra};
+use npusim_components::task::{MAX_ARGS, MAX_TENSORS, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
-    NativeKernel, NpuError, NpuResult, OpShapes, Stream, TaskKind,
+    NativeKernel, NpuError, NpuResult, OpShapes, Stream,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
@@ -205,12 +206,13 @@ impl OpBuilder {
     pub fn register(self, kernels: &mut KernelRegistry, ops: &mut OpRegistry) -> NpuResult<Kernel> {
         let bad = |why: String| NpuError::InvalidParam(format!("op {:?}: {why}", self.name));
         let code = match self.binary {
-            Some(k) => Some(kernels.get(k).and_then(|k| k.code.clone()).ok_or_else(|| {
-                bad(format!(
-                    "kernel {} is not a function of a loaded binary",
-                    k.0
-                ))
-            })?),
+            Some(k) => Some(
+                kernels
+                    .get(k)
+                    .ok()
+                    .and_then(|k| k.code().cloned())
+                    .ok_or_else(|| bad(format!("{k} is not a function of a loaded binary")))?,
+            ),
             None => None,
         };
         let body = match (&self.kernel, &code) {
@@ -234,12 +236,11 @@ impl OpBuilder {
         if tensors > MAX_TENSORS {
             return Err(bad(format!("{tensors} tensors; at most {MAX_TENSORS}")));
         }
-        if tensors + self.attrs.len() + OP_HIDDEN_ARGS > MAX_ARGS {
+        if tensors + self.attrs.len() > MAX_ARGS {
             return Err(bad(format!(
-                "{tensors} tensors and {} attributes need more than the {} argument words an op \
-                 launch has",
+                "{tensors} tensors and {} attributes need more than the {MAX_ARGS} argument \
+                 words a launch has",
                 self.attrs.len(),
-                MAX_ARGS - OP_HIDDEN_ARGS
             )));
         }
         let all = self.inputs.iter().chain(&self.outputs);
@@ -250,28 +251,30 @@ impl OpBuilder {
             return Err(bad("only the first output may be data-dependent".into()));
         }
         let name = self.name.clone();
-        let faults = ops.faults().clone();
         let run = move |k: &mut KernelCtx<'_>| {
-            let words = k.tiling;
-            let Some(t) = OpTiling::parse(words) else {
+            let Some(t) = OpTiling::parse(k.tiling) else {
                 return Err(KernelFault::BadArgs(format!(
                     "op {name} was launched without shapes or tiling: launch it with \
                      Runtime::launch_op"
                 )));
             };
-            if let Some(id) = t.fault_id() {
-                let err = faults.take(id).unwrap_or_else(|| {
-                    NpuError::InvalidShape(format!("{name}: shape propagation rejected the launch"))
-                });
-                return Err(KernelFault::Raised(Box::new(err)));
-            }
             body(k, &t)
         };
-        let mut native = NativeKernel::new(self.name.clone(), run, |args, _| {
-            decode_cost(args).unwrap_or_default()
-        });
-        native.code = code;
-        let kernel = kernels.register(native);
+        // The cost comes from the op launch (priced by the tiling stage), not from the words.
+        let native = NativeKernel::new(self.name.clone(), run, |_, _| Default::default());
+        let kernel = match code {
+            Some(code) => {
+                let k = kernels.register_function(code.binary, &self.name, || BinaryCode {
+                    program: code.program.clone(),
+                    entry: code.entry,
+                    binary: code.binary,
+                    context: code.context,
+                });
+                kernels.alias(&self.name, k);
+                k
+            }
+            None => kernels.register(native),
+        };
         ops.insert(OpDef {
             name: self.name,
             kernel,
@@ -390,7 +393,7 @@ impl Runtime {
         let def = world
             .resource::<OpRegistry>()
             .get(op)
-            .ok_or_else(|| NpuError::KernelNotFound(format!("no op has kernel id {}", op.0)))?;
+            .ok_or_else(|| NpuError::KernelNotFound(format!("no op has {op}")))?;
         let name = &def.name;
         if inputs.len() != def.inputs.len()
             || outputs.len() != def.outputs.len()
@@ -408,11 +411,13 @@ impl Runtime {
         }
         let device = world.get::<ContextState>(ctx).expect("checked").device;
         let memory = &world.get::<DeviceState>(device).expect("device").memory;
-        let mut desc = TaskDescriptor::new(TaskKind::Kernel);
-        desc.kernel = op.0;
-        desc.block_dim = 1;
         let n_in = inputs.len();
-        let mut dim_at = 0usize;
+        let mut launch = OpLaunch {
+            n_in: n_in as u8,
+            n_out: outputs.len() as u8,
+            ..OpLaunch::default()
+        };
+        let mut words: smallvec::SmallVec<[(u64, bool); MAX_ARGS]> = smallvec::SmallVec::new();
         let mut buffer_checked = false;
         for (i, t) in inputs.iter().chain(outputs).enumerate() {
             let spec = def.tensor(i).expect("counts checked");
@@ -424,10 +429,8 @@ impl Runtime {
                 .block_containing(t.ptr.0, ctx)
                 .ok_or(NpuError::InvalidPointer { ptr: t.ptr.0 })?;
             let capacity = block.base + block.size - t.ptr.0;
-            desc.args[i] = t.ptr.0;
-            desc.shape_slots[i] = NO_SLOT;
-            desc.static_ranks[i] = NO_STATIC_SHAPE;
-            match t.shape {
+            words.push((t.ptr.0, false));
+            launch.tensors[i] = match t.shape {
                 TensorShape::Static { rank, dims } => {
                     if spec.data_dependent {
                         return Err(NpuError::InvalidParam(format!(
@@ -455,16 +458,7 @@ impl Runtime {
                             needed.map_or("more than 2^64".to_string(), |b| b.to_string())
                         )));
                     }
-                    let end = dim_at + rank;
-                    if end > MAX_STATIC_DIMS {
-                        return Err(NpuError::InvalidParam(format!(
-                            "the static shapes of one {name} launch have more than \
-                             {MAX_STATIC_DIMS} dims: pass some as shape handles"
-                        )));
-                    }
-                    desc.static_dims[dim_at..end].copy_from_slice(shape.dims());
-                    desc.static_ranks[i] = rank as u8;
-                    dim_at = end;
+                    TensorSource::Static(shape)
                 }
                 TensorShape::Dynamic(h) => {
                     // The buffer's own liveness is checked once per launch.
@@ -474,7 +468,7 @@ impl Runtime {
                     } else {
                         self.check_shape_handle_fast(world, ctx, h)?;
                     }
-                    desc.shape_slots[i] = h.slot();
+                    TensorSource::Slot(h.slot())
                 }
                 TensorShape::Inferred => {
                     if is_input {
@@ -489,21 +483,16 @@ impl Runtime {
                             spec.name
                         )));
                     }
+                    TensorSource::Inferred
                 }
-            }
+            };
         }
-        let n = inputs.len() + outputs.len();
-        for (j, a) in attrs.iter().enumerate() {
-            desc.args[n + j] = a.word();
-            if a.is_float() {
-                desc.float_mask |= 1 << (n + j);
-            }
-        }
-        // The hidden words stay zero until the tiling stage prices the launch.
-        desc.arg_count = (n + attrs.len() + OP_HIDDEN_ARGS) as u32;
-        desc.tensors = n_in as u32 | (outputs.len() as u32) << 16;
+        words.extend(attrs.iter().map(|a| (a.word(), a.is_float())));
+        // Block dim and tiling come from the tiling stage, once the shapes are known.
+        let desc = TaskDescriptor::kernel(op.index(), op.generation(), 1, words, &[]);
         let cost = g.costs.launch_ns;
-        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        let extra = TaskExtra::Op(Box::new(launch));
+        crate::launch::submit(&mut g, s, desc, extra, cost);
         Ok(())
     }
 }
