@@ -4,8 +4,8 @@
 //! wait for a record still to come; this file adds it. The wait is resolved by the dependency
 //! stage like any event wait (a record not yet enqueued is simply not done).
 
-use npusim_components::task::{TaskDescriptor, TaskExtra};
-use npusim_components::{Event, EventState, NpuError, NpuResult, Stream, TaskKind};
+use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
+use npusim_components::{Event, EventState, NpuError, NpuResult, Stream};
 
 use crate::runtime::Runtime;
 
@@ -28,9 +28,7 @@ impl Runtime {
         let (e, _) = self.check_event(&g, event)?;
         let (s, _) = self.check_stream(&g, stream)?;
         debug_assert!(g.world.get::<EventState>(e).is_some());
-        let mut desc = TaskDescriptor::new(TaskKind::EventWait);
-        desc.args[0] = e.to_bits();
-        desc.args[1] = record;
+        let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())
