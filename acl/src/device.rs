@@ -161,21 +161,17 @@ pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> aclError {
                 "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
             )));
         }
-        if timeout > 0 {
-            let deadline = s.rt.device_now() + npusim_engine::SimTime::from_ms(timeout as u64);
-            while !s.rt.is_idle() {
-                if s.rt.device_now() >= deadline {
-                    return Err(AclError::new(
-                        ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-                        format!("the device was not done within {timeout} ms of simulated time"),
-                    ));
-                }
-                if !s.rt.step() {
-                    break;
-                }
-            }
+        let result = if timeout > 0 {
+            s.rt.synchronize_device_timeout(npusim_engine::SimTime::from_ms(timeout as u64))
+        } else {
+            s.rt.synchronize_device()
+        };
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(AclError::new(
+                ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                format!("{e} (the device was not done within {timeout} ms)"),
+            )),
+            other => Ok(other?),
         }
-        s.rt.synchronize_device()?;
-        Ok(())
     })
 }

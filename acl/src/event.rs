@@ -201,27 +201,19 @@ pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: aclrtEvent, timeout: i
                 "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
             )));
         }
-        if timeout > 0 {
-            let deadline = s.rt.device_now() + SimTime::from_ms(timeout as u64);
-            // Drive the device a frame at a time until the record fires or time is up; a
-            // device with nothing left to do hands over to the plain synchronize, which names
-            // a record that can never fire.
-            while !s.rt.query_event(ev)? {
-                if s.rt.device_now() >= deadline {
-                    s.flush_prints();
-                    return Err(AclError::new(
-                        ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
-                        format!("{ev} did not fire within {timeout} ms of simulated time"),
-                    ));
-                }
-                if !s.rt.step() {
-                    break;
-                }
-            }
-        }
-        let result = s.rt.synchronize_event(ev);
+        let result = if timeout > 0 {
+            s.rt.synchronize_event_timeout(ev, SimTime::from_ms(timeout as u64))
+        } else {
+            s.rt.synchronize_event(ev)
+        };
         s.flush_prints();
-        Ok(result?)
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(AclError::new(
+                ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+                format!("{e} (the event's record did not fire within {timeout} ms)"),
+            )),
+            other => Ok(other?),
+        }
     })
 }
 

@@ -35,6 +35,7 @@ pub mod notify;
 pub mod ops;
 pub mod runtime;
 pub mod stream;
+pub mod timed;
 pub mod timeline;
 
 pub use collective::{CommBuffer, Communicator, LinkStats};

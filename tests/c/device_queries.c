@@ -91,8 +91,8 @@ int main(int argc, char **argv) {
     VaddArgs args = {a, a, c, N};
     CHECK(aclrtLaunchKernel(vadd, 4, &args, sizeof args, def));
     CHECK(aclrtLaunchKernel(vadd, 4, &args, sizeof args, stream));
-    CHECK(aclrtSynchronizeStream(def));
-    CHECK(aclrtSynchronizeStream(stream));
+    EXPECT_CODE(aclrtSynchronizeDeviceWithTimeout(0), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtSynchronizeDeviceWithTimeout(-1));
     aclrtUtilizationInfo util = {0};
     CHECK(aclrtGetDeviceUtilizationRate(device, &util));
     EXPECT(util.cubeUtilization > 0 && util.cubeUtilization <= 100);

@@ -58,6 +58,7 @@ int main(int argc, char **argv) {
     EXPECT_CODE(aclrtEventGetTimestamp(end, &t1), ACL_ERROR_RT_EVENT_NOT_COMPLETE);
     EXPECT_CODE(aclrtSynchronizeEventWithTimeout(end, 1), ACL_ERROR_RT_EVENT_SYNC_TIMEOUT);
     EXPECT_CODE(aclrtSynchronizeEventWithTimeout(end, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT_CODE(aclrtSynchronizeDeviceWithTimeout(1), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
     CHECK(aclrtSynchronizeEventWithTimeout(end, -1));
     CHECK(aclrtQueryEventStatus(end, &st));
     EXPECT(st == ACL_EVENT_RECORDED_STATUS_COMPLETE);

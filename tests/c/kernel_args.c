@@ -63,7 +63,7 @@ int main(int argc, char **argv) {
     EXPECT(mem >= 32);
     aclrtArgsHandle args;
     CHECK(aclrtKernelArgsInit(vadd, &args));
-    aclrtParamHandle p_a, p_b, p_c, p_n;
+    aclrtParamHandle p_a, p_b, p_c, p_n, q0;
     CHECK(aclrtKernelArgsAppend(args, &x, sizeof x, &p_a));
     CHECK(aclrtKernelArgsAppend(args, &x, sizeof x, &p_b));
     CHECK(aclrtKernelArgsAppend(args, &y, sizeof y, &p_c));
@@ -87,6 +87,26 @@ int main(int argc, char **argv) {
     /* Wrong function for these arguments. */
     EXPECT_CODE(aclrtLaunchKernelWithConfig(saxpy, 4, stream, NULL, args, NULL),
                 ACL_ERROR_INVALID_PARAM);
+
+    /* An args handle in the caller's memory (aclrtKernelArgsInitByUserMem), same arguments. */
+    size_t handle_size = 0, args_size = 0;
+    CHECK(aclrtKernelArgsGetHandleMemSize(vadd, &handle_size));
+    CHECK(aclrtKernelArgsGetMemSize(vadd, 4 * sizeof(uint64_t), &args_size));
+    void *handle_mem = malloc(handle_size);
+    void *args_mem = malloc(args_size);
+    EXPECT(handle_mem != NULL && args_mem != NULL);
+    CHECK(aclrtKernelArgsInitByUserMem(vadd, (aclrtArgsHandle)handle_mem, args_mem, args_size));
+    aclrtArgsHandle uargs = (aclrtArgsHandle)handle_mem;
+    CHECK(aclrtKernelArgsAppend(uargs, &x, sizeof x, &q0));
+    CHECK(aclrtKernelArgsAppend(uargs, &x, sizeof x, &q0));
+    CHECK(aclrtKernelArgsAppend(uargs, &y, sizeof y, &q0));
+    CHECK(aclrtKernelArgsAppend(uargs, &n, sizeof n, &q0));
+    CHECK(aclrtKernelArgsFinalize(uargs));
+    CHECK(aclrtMemset(y, bytes, 0, bytes));
+    CHECK(aclrtLaunchKernelWithConfig(vadd, 4, stream, NULL, uargs, NULL));
+    CHECK(aclrtMemcpyAsync(host, bytes, y, bytes, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+    CHECK(aclrtSynchronizeStream(stream));
+    expect_floats("vadd through caller-memory args", host, twice_i);
 
     /* ParaUpdate: only the first half this time. */
     CHECK(aclrtMemset(y, bytes, 0, bytes));
@@ -184,6 +204,8 @@ int main(int argc, char **argv) {
     CHECK(aclrtFree(zeros));
     CHECK(aclrtFreeHost(host));
     CHECK(aclrtBinaryUnLoad(vbin));
+    free(handle_mem);
+    free(args_mem);
     CHECK(aclrtBinaryUnLoad(sbin));
     /* The args handles went with their binaries. */
     EXPECT_CODE(aclrtKernelArgsFinalize(args), ACL_ERROR_RT_PARAM_INVALID);
