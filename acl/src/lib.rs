@@ -19,14 +19,16 @@
 //! # How the C API maps onto npusim
 //!
 //! 1. **Session.** `aclInit` builds one [`npusim_engine::Runtime`] for the process, configured
-//!    by `NPUSIM_DEVICES`, `NPUSIM_PRESET` and `NPUSIM_TRACE` (see [`session`]);
+//!    by `NPUSIM_DEVICES`, `NPUSIM_PRESET`, `NPUSIM_TRACE` and `NPUSIM_KERNEL_WALL_LIMIT`
+//!    (see [`session`]);
 //!    `aclFinalize` drops it.
 //! 2. **Contexts** are npusim's, and so is the thread-local current context:
 //!    `aclrtSetDevice` makes a device's primary context current, `aclrtCreateContext` makes
 //!    the new context current ([`context`]). Contexts start in ACL's default failure mode,
 //!    continue-on-failure.
-//! 3. **Handles** (`aclrtContext`, `aclrtStream`, `aclrtEvent`, `aclrtBinHandle`,
-//!    `aclrtFuncHandle`, `aclrtMemPool`) are opaque numbers looked up in tables, never
+//! 3. **Handles** (`aclrtContext`, `aclrtStream`, `aclrtEvent`, `aclrtNotify`,
+//!    `aclrtBinHandle`, `aclrtFuncHandle`, `aclrtArgsHandle`, `aclrtParamHandle`,
+//!    `aclrtMemPool`) are opaque numbers looked up in tables, never
 //!    dereferenced ([`handles`]): NULL is ACL_ERROR_INVALID_PARAM, a handle this library did
 //!    not hand out or that was destroyed is ACL_ERROR_RT_PARAM_INVALID, and a handle of another
 //!    context is the runtime's ACL_ERROR_RT_STREAM_CONTEXT.
