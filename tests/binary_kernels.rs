@@ -147,6 +147,8 @@ fn kernel_traps_fail_the_task_with_their_codes() {
     ];
     for (name, args, code) in cases {
         let rt = rt();
+        // A short simulated timeout ends spin_forever quickly.
+        rt.set_kernel_timeout(SimTime::from_ms(20)).unwrap();
         let bin = rt.load_binary(&kernel_object("faults.o")).unwrap();
         let k = rt.get_function(bin, name).unwrap();
         let s = rt.create_stream().unwrap();

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use npusim_engine::Stream;
 
 use crate::error::{AclError, call};
-use crate::session::session;
+use crate::session::{Session, session};
 use crate::types::*;
 
 /// The calling thread's id, as `pthread_self()` gives it to C (and C to `aclrtSubscribeReport`).
@@ -34,7 +34,7 @@ pub(crate) fn thread_id() -> u64 {
 }
 
 /// One callback on its way to its thread.
-struct Report {
+pub(crate) struct Report {
     f: unsafe extern "C" fn(*mut c_void),
     user_data: usize,
     stream: Stream,
@@ -43,14 +43,14 @@ struct Report {
 }
 
 impl Report {
-    fn run(&self) {
+    pub(crate) fn run(&self) {
         // SAFETY: a callback C registered, with the user data C gave for it.
         unsafe { (self.f)(self.user_data as *mut c_void) };
         *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.cv.notify_all();
     }
 
-    fn wait(&self) {
+    pub(crate) fn wait(&self) {
         let done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         let _done = self
             .cv
@@ -83,6 +83,12 @@ impl Reports {
 
     /// Hands `report` to its stream's thread (or runs it here, see the module docs).
     fn deliver(&self, report: Arc<Report>, block: bool) {
+        self.deliver_or(report, block, |r| r.run());
+    }
+
+    /// Hands `report` to its stream's subscribed thread; with none (or when that thread is
+    /// this one), gives it to `otherwise`.
+    fn deliver_or(&self, report: Arc<Report>, block: bool, otherwise: impl FnOnce(Arc<Report>)) {
         let me = thread_id();
         let mut st = self.lock();
         match st.subscribers.get(&report.stream).copied() {
@@ -99,7 +105,7 @@ impl Reports {
             }
             _ => {
                 drop(st);
-                report.run();
+                otherwise(report);
             }
         }
     }
@@ -160,6 +166,103 @@ fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
     taken
 }
 
+/// Which hub a call serves: the callback reports or the host functions.
+type Hub = fn(&Session) -> &Arc<Reports>;
+
+fn reports_hub(s: &Session) -> &Arc<Reports> {
+    &s.reports
+}
+
+fn host_func_hub(s: &Session) -> &Arc<Reports> {
+    &s.host_funcs
+}
+
+fn subscribe(hub: Hub, thread: u64, stream: aclrtStream) -> crate::error::AclResult<()> {
+    let s = session()?;
+    let st = s.stream_or_default(stream)?;
+    // Checks the stream belongs to the current context.
+    s.rt.query_stream(st)?;
+    let (ctx, _) = s.current_ctx()?;
+    let mut state = hub(&s).lock();
+    if let Some((t, _)) = state.subscribers.get(&st) {
+        return Err(AclError::new(
+            ACL_ERROR_REPEAT_SUBSCRIBE,
+            format!("{st} is already subscribed by thread {t:#x}"),
+        ));
+    }
+    state.subscribers.insert(st, (thread, ctx));
+    Ok(())
+}
+
+fn unsubscribe(hub: Hub, thread: u64, stream: aclrtStream) -> crate::error::AclResult<()> {
+    let s = session()?;
+    let st = s.stream_or_default(stream)?;
+    let orphans = {
+        let mut state = hub(&s).lock();
+        if state.subscribers.get(&st).map(|(t, _)| *t) != Some(thread) {
+            return Err(AclError::new(
+                ACL_ERROR_STREAM_NOT_SUBSCRIBE,
+                format!("{st} is not subscribed by thread {thread:#x}"),
+            ));
+        }
+        state.subscribers.remove(&st);
+        take_stream(&mut state, st)
+    };
+    for r in orphans {
+        r.run();
+    }
+    Ok(())
+}
+
+fn process(hub: Hub, timeout: i32) -> crate::error::AclResult<()> {
+    if timeout == 0 || timeout < -1 {
+        return Err(AclError::param(format!(
+            "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
+        )));
+    }
+    // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
+    let reports = hub(&*session()?).clone();
+    let me = thread_id();
+    let deadline = (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    let mut st = reports.lock();
+    loop {
+        if st.closed {
+            return Err(AclError::new(
+                ACL_ERROR_UNINITIALIZE,
+                "aclFinalize was called",
+            ));
+        }
+        if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
+            drop(st);
+            r.run();
+            return Ok(());
+        }
+        if !st.subscribers.values().any(|&(t, _)| t == me) {
+            return Err(AclError::new(
+                ACL_ERROR_THREAD_NOT_SUBSCRIBE,
+                format!("thread {me:#x} is not subscribed to any stream"),
+            ));
+        }
+        st = match deadline {
+            None => reports.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(AclError::new(
+                        ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                        format!("nothing came due within {timeout} ms"),
+                    ));
+                }
+                reports
+                    .cv
+                    .wait_timeout(st, d - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0
+            }
+        };
+    }
+}
+
 /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: makes thread
 /// `threadId` (its `pthread_t`) run the callbacks launched on `stream` (NULL: the default
 /// stream), from its `aclrtProcessReport` loop. A thread may serve several streams; a stream
@@ -167,20 +270,7 @@ fn take_stream(st: &mut State, stream: Stream) -> Vec<Arc<Report>> {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
     call("aclrtSubscribeReport", || {
-        let s = session()?;
-        let st = s.stream_or_default(stream)?;
-        // Checks the stream belongs to the current context.
-        s.rt.query_stream(st)?;
-        let (ctx, _) = s.current_ctx()?;
-        let mut state = s.reports.lock();
-        if let Some((t, _)) = state.subscribers.get(&st) {
-            return Err(AclError::new(
-                ACL_ERROR_REPEAT_SUBSCRIBE,
-                format!("{st} is already subscribed by thread {t:#x}"),
-            ));
-        }
-        state.subscribers.insert(st, (threadId, ctx));
-        Ok(())
+        subscribe(reports_hub, threadId, stream)
     })
 }
 
@@ -190,23 +280,7 @@ pub extern "C" fn aclrtSubscribeReport(threadId: u64, stream: aclrtStream) -> ac
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> aclError {
     call("aclrtUnSubscribeReport", || {
-        let s = session()?;
-        let st = s.stream_or_default(stream)?;
-        let orphans = {
-            let mut state = s.reports.lock();
-            if state.subscribers.get(&st).map(|(t, _)| *t) != Some(threadId) {
-                return Err(AclError::new(
-                    ACL_ERROR_STREAM_NOT_SUBSCRIBE,
-                    format!("{st} is not subscribed by thread {threadId:#x}"),
-                ));
-            }
-            state.subscribers.remove(&st);
-            take_stream(&mut state, st)
-        };
-        for r in orphans {
-            r.run();
-        }
-        Ok(())
+        unsubscribe(reports_hub, threadId, stream)
     })
 }
 
@@ -216,54 +290,98 @@ pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> 
 /// ACL_ERROR_THREAD_NOT_SUBSCRIBE if the thread serves no stream.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
-    call("aclrtProcessReport", || {
-        if timeout == 0 || timeout < -1 {
-            return Err(AclError::param(format!(
-                "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
-            )));
-        }
-        // Only the hub is kept while waiting: aclFinalize must not wait for this thread.
-        let reports = session()?.reports.clone();
-        let me = thread_id();
-        let deadline =
-            (timeout > 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let mut st = reports.lock();
-        loop {
-            if st.closed {
-                return Err(AclError::new(
-                    ACL_ERROR_UNINITIALIZE,
-                    "aclFinalize was called",
-                ));
-            }
-            if let Some(r) = st.queues.get_mut(&me).and_then(VecDeque::pop_front) {
-                drop(st);
+    call("aclrtProcessReport", || process(reports_hub, timeout))
+}
+
+/// `aclError aclrtSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream)`: makes
+/// thread `hostFuncThreadId` (its `pthread_t`) run the host functions launched on `exeStream`
+/// (NULL: the default stream), from its `aclrtProcessHostFunc` loop.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    call("aclrtSubscribeHostFunc", || {
+        subscribe(host_func_hub, hostFuncThreadId, exeStream)
+    })
+}
+
+/// `aclError aclrtUnSubscribeHostFunc(uint64_t hostFuncThreadId, aclrtStream exeStream)`: the
+/// thread no longer serves the stream; host functions of it already due run on the calling
+/// thread before this returns.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnSubscribeHostFunc(
+    hostFuncThreadId: u64,
+    exeStream: aclrtStream,
+) -> aclError {
+    call("aclrtUnSubscribeHostFunc", || {
+        unsubscribe(host_func_hub, hostFuncThreadId, exeStream)
+    })
+}
+
+/// `aclError aclrtProcessHostFunc(int32_t timeout)`: on a thread subscribed with
+/// `aclrtSubscribeHostFunc`, waits up to `timeout` wall-clock milliseconds (-1: for ever) for
+/// a host function to come due, and runs it (ACL_ERROR_WAIT_CALLBACK_TIMEOUT if none came).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
+    call("aclrtProcessHostFunc", || process(host_func_hub, timeout))
+}
+
+/// The session's host-function thread (made on first use): it runs the host functions of
+/// streams no thread subscribed to, as ACL's runtime creates one for `aclrtLaunchHostFunc`.
+/// It ends when the session does (the sender goes with it).
+fn host_func_worker(s: &Session) -> std::sync::mpsc::Sender<Arc<Report>> {
+    let mut w = s.host_worker.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tx) = w.as_ref() {
+        return tx.clone();
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Arc<Report>>();
+    let spawned = std::thread::Builder::new()
+        .name("acl-host-func".into())
+        .spawn(move || {
+            while let Ok(r) = rx.recv() {
                 r.run();
-                return Ok(());
             }
-            if !st.subscribers.values().any(|&(t, _)| t == me) {
-                return Err(AclError::new(
-                    ACL_ERROR_THREAD_NOT_SUBSCRIBE,
-                    format!("thread {me:#x} is not subscribed to any stream"),
-                ));
-            }
-            st = match deadline {
-                None => reports.cv.wait(st).unwrap_or_else(|p| p.into_inner()),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Err(AclError::new(
-                            ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
-                            format!("no callback came due within {timeout} ms"),
-                        ));
-                    }
-                    reports
-                        .cv
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                }
-            };
-        }
+        });
+    if spawned.is_ok() {
+        *w = Some(tx.clone());
+    }
+    // If the thread could not start, sends fail and the function runs on the driving thread.
+    tx
+}
+
+/// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: enqueues
+/// `fn(args)` on `stream` (NULL: the default stream); the stream's later work waits for it. On
+/// a stream subscribed with `aclrtSubscribeHostFunc` it runs on that thread; otherwise on a
+/// thread of the runtime's own, as ACL's does, when the stream reaches it.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtLaunchHostFunc(
+    stream: aclrtStream,
+    fn_: aclrtHostFunc,
+    args: *mut c_void,
+) -> aclError {
+    call("aclrtLaunchHostFunc", || {
+        let f = fn_.ok_or_else(|| AclError::null("fn"))?;
+        let s = session()?;
+        let st = s.stream_or_default(stream)?;
+        let report = Arc::new(Report {
+            f,
+            user_data: args as usize,
+            stream: st,
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+        });
+        let hub = s.host_funcs.clone();
+        let worker = host_func_worker(&s);
+        s.rt.launch_host_func(st, move || {
+            // Unsubscribed: ACL's own runtime thread runs it; the stream waits meanwhile.
+            hub.deliver_or(report, true, |r| match worker.send(r.clone()) {
+                Ok(()) => r.wait(),
+                Err(_) => r.run(),
+            })
+        })?;
+        s.note_task(st);
+        Ok(())
     })
 }
 
@@ -307,6 +425,7 @@ pub extern "C" fn aclrtLaunchCallback(
         });
         let reports = s.reports.clone();
         s.rt.launch_host_func(st, move || reports.deliver(report, block))?;
+        s.note_task(st);
         Ok(())
     })
 }

@@ -79,3 +79,23 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
         Ok(())
     })
 }
+
+/// `aclError aclrtCtxGetCurrentDefaultStream(aclrtStream *stream)`: a handle of the current
+/// context's default stream, the stream a NULL `aclrtStream` names (the same handle each time).
+/// It works wherever a stream does, and cannot be destroyed.
+///
+/// # Safety
+/// `stream` is NULL or points to an `aclrtStream`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut aclrtStream) -> aclError {
+    call("aclrtCtxGetCurrentDefaultStream", || {
+        non_null(stream, "stream")?;
+        let s = session()?;
+        let (ctx, _) = s.current_ctx()?;
+        let st = s.rt.default_stream()?;
+        let key = s.tables().default_stream(st, ctx);
+        // SAFETY: checked non-NULL; the caller passes a writable aclrtStream.
+        unsafe { stream.write(to_ptr(key)) };
+        Ok(())
+    })
+}

@@ -45,23 +45,33 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
 /// touched: destroy them first, as ACL asks.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDevice(deviceId: i32) -> aclError {
-    call("aclrtResetDevice", || {
-        let s = session()?;
-        let d = device_index(&s, deviceId)? as usize;
-        {
-            let mut refs = s.device_refs.lock().unwrap_or_else(|p| p.into_inner());
-            refs[d] = refs[d].saturating_sub(1);
-            if refs[d] > 0 {
-                return Ok(());
-            }
+    call("aclrtResetDevice", || reset(deviceId, false))
+}
+
+/// `aclError aclrtResetDeviceForce(int32_t deviceId)`: resets the device as the last
+/// `aclrtResetDevice` does, however many `aclrtSetDevice` calls are unmatched.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceForce(deviceId: i32) -> aclError {
+    call("aclrtResetDeviceForce", || reset(deviceId, true))
+}
+
+fn reset(device_id: i32, force: bool) -> AclResult<()> {
+    let s = session()?;
+    let d = device_index(&s, device_id)? as usize;
+    {
+        let mut refs = s.device_refs.lock().unwrap_or_else(|p| p.into_inner());
+        refs[d] = if force { 0 } else { refs[d].saturating_sub(1) };
+        if refs[d] > 0 {
+            return Ok(());
         }
-        let key = s.primaries[d];
-        let ctx = s.tables().contexts[&key].ctx;
-        s.rt.push_context(ctx)?;
-        let result = reset_primary(&s, key);
-        s.rt.pop_context();
-        result
-    })
+    }
+    let key = s.primaries[d];
+    let ctx = s.tables().contexts[&key].ctx;
+    s.rt.push_context(ctx)?;
+    let result = reset_primary(&s, key);
+    s.rt.pop_context();
+    s.flush_prints();
+    result
 }
 
 /// Releases what C made in primary context `key`, which is current.
@@ -80,6 +90,7 @@ fn reset_primary(s: &Session, key: u64) -> AclResult<()> {
     for b in owned.binaries {
         let _ = s.rt.unload_binary(b);
     }
+    s.host_funcs.forget_context(key);
     for a in owned.allocs {
         // A fault released the context's memory already: nothing left to free then.
         match s.rt.free(DevicePtr(a)) {
@@ -130,7 +141,37 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     call("aclrtSynchronizeDevice", || {
-        session()?.rt.synchronize_device()?;
-        Ok(())
+        let s = session()?;
+        let result = s.rt.synchronize_device();
+        s.flush_prints();
+        Ok(result?)
+    })
+}
+
+/// `aclError aclrtSynchronizeDeviceWithTimeout(int32_t timeout)`: as `aclrtSynchronizeDevice`,
+/// giving up after `timeout` milliseconds (-1: never) of *simulated* device time with
+/// ACL_ERROR_RT_STREAM_SYNC_TIMEOUT; the work stays queued.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> aclError {
+    call("aclrtSynchronizeDeviceWithTimeout", || {
+        let s = session()?;
+        let _flush = crate::stream::FlushOnDrop(&s);
+        if timeout != -1 && timeout <= 0 {
+            return Err(AclError::param(format!(
+                "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
+            )));
+        }
+        let result = if timeout > 0 {
+            s.rt.synchronize_device_timeout(npusim_engine::SimTime::from_ms(timeout as u64))
+        } else {
+            s.rt.synchronize_device()
+        };
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(AclError::new(
+                ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                format!("{e} (the device was not done within {timeout} ms)"),
+            )),
+            other => Ok(other?),
+        }
     })
 }

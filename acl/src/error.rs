@@ -2,7 +2,7 @@
 //! `ACL_ERROR_RT_INTERNAL_ERROR` and the host process goes on), turns an error into its ACL code,
 //! and keeps the error's message for `aclGetRecentErrMsg` on the calling thread.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{CString, c_char};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -62,6 +62,8 @@ thread_local! {
     static MESSAGES: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     /// The string the last `aclGetRecentErrMsg` returned (valid until the next call).
     static RETURNED: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// The code of this thread's latest failed call, for `aclrtGetLastError`.
+    static LAST_ERROR: Cell<aclError> = const { Cell::new(ACL_SUCCESS) };
 }
 
 fn record(name: &str, msg: &str) {
@@ -91,6 +93,7 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> AclResult<()>) -> acl
         Ok(Ok(())) => ACL_SUCCESS,
         Ok(Err(e)) => {
             record(name, &e.msg);
+            LAST_ERROR.set(e.code);
             e.code
         }
         Err(payload) => {
@@ -99,9 +102,43 @@ pub(crate) fn call(name: &'static str, f: impl FnOnce() -> AclResult<()>) -> acl
                 panic_message(&*payload)
             );
             record(name, &msg);
+            LAST_ERROR.set(ACL_ERROR_RT_INTERNAL_ERROR);
             ACL_ERROR_RT_INTERNAL_ERROR
         }
     }
+}
+
+/// The last error of the calling thread at `level`, cleared when `clear`.
+fn last_error(name: &'static str, level: u32, clear: bool) -> aclError {
+    call_value(name, ACL_ERROR_RT_INTERNAL_ERROR, || {
+        if level != ACL_RT_THREAD_LEVEL {
+            record(
+                name,
+                &format!("level {level}: expected ACL_RT_THREAD_LEVEL (0)"),
+            );
+            return ACL_ERROR_INVALID_PARAM;
+        }
+        if clear {
+            LAST_ERROR.replace(ACL_SUCCESS)
+        } else {
+            LAST_ERROR.get()
+        }
+    })
+}
+
+/// `aclError aclrtGetLastError(aclrtLastErrLevel level)`: the code of the calling thread's
+/// latest failed call (ACL_SUCCESS if none since the last `aclrtGetLastError`), and clears it.
+/// `level` is ACL_RT_THREAD_LEVEL; anything else returns ACL_ERROR_INVALID_PARAM.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtGetLastError(level: u32) -> aclError {
+    last_error("aclrtGetLastError", level, true)
+}
+
+/// `aclError aclrtPeekAtLastError(aclrtLastErrLevel level)`: as `aclrtGetLastError`, without
+/// clearing it.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtPeekAtLastError(level: u32) -> aclError {
+    last_error("aclrtPeekAtLastError", level, false)
 }
 
 /// As [`call`], for a C function that returns a value instead of an `aclError`: `fallback` when
@@ -157,6 +194,15 @@ mod tests {
             aclGetRecentErrMsg().is_null(),
             "reading the messages clears them"
         );
+    }
+
+    #[test]
+    fn the_last_error_is_peeked_then_taken() {
+        call("failing", || Err(AclError::param("x")));
+        assert_eq!(aclrtPeekAtLastError(0), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtGetLastError(0), ACL_ERROR_INVALID_PARAM);
+        assert_eq!(aclrtGetLastError(0), ACL_SUCCESS, "taken");
+        assert_eq!(aclrtGetLastError(7), ACL_ERROR_INVALID_PARAM);
     }
 
     #[test]

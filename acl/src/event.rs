@@ -7,7 +7,7 @@
 //! event lives on, retired, until its record fires; retired events are collected on later
 //! event calls of their context (and with the context).
 
-use npusim_engine::Event;
+use npusim_engine::{Event, NpuError, SimTime};
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, lookup, to_ptr};
@@ -22,7 +22,7 @@ fn event(s: &Session, p: aclrtEvent, what: &str) -> AclResult<(u64, Event, u64)>
 
 /// Destroys `ev` of context `ctx` (current) now if its latest record has fired, else retires
 /// it; then collects the context's retired events whose records have fired.
-fn release(s: &Session, ctx: u64, ev: Event) -> AclResult<()> {
+pub(crate) fn release(s: &Session, ctx: u64, ev: Event) -> AclResult<()> {
     if s.rt.query_event(ev)? {
         s.rt.destroy_event(ev)?;
     } else if let Some(c) = s.tables().contexts.get_mut(&ctx) {
@@ -99,7 +99,21 @@ unsafe fn create(out: *mut aclrtEvent) -> AclResult<()> {
 pub extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
     call("aclrtDestroyEvent", || {
         let s = session()?;
-        let (key, ev, ctx) = event_checked(&s, event)?;
+        let (key, ev, ctx) = match event_checked(&s, event) {
+            Ok(e) => e,
+            // After a fault under ACL_STOP_ON_FAILURE destroying is cleanup, and succeeds; the
+            // runtime event goes with the context (or the reset that clears its fault).
+            Err(e) if matches!(s.rt.context_error(), Ok(Some(_))) => {
+                let (key, ev, ctx) = self::event(&s, event, "event").map_err(|_| e)?;
+                let mut t = s.tables();
+                t.events.remove(&key);
+                if let Some(c) = t.contexts.get_mut(&ctx) {
+                    c.retired_events.push(ev);
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         s.tables().events.remove(&key);
         release(&s, ctx, ev)
     })
@@ -119,7 +133,9 @@ pub extern "C" fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> ac
     call("aclrtRecordEvent", || {
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        s.rt.record_event(ev, s.stream_or_default(stream)?)?;
+        let st = s.stream_or_default(stream)?;
+        s.rt.record_event(ev, st)?;
+        s.note_task(st);
         Ok(())
     })
 }
@@ -166,14 +182,45 @@ pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
     call("aclrtSynchronizeEvent", || {
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        s.rt.synchronize_event(ev)?;
-        Ok(())
+        let result = s.rt.synchronize_event(ev);
+        s.flush_prints();
+        Ok(result?)
+    })
+}
+
+/// `aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout)`: as
+/// `aclrtSynchronizeEvent`, giving up after `timeout` milliseconds (-1: never) of *simulated*
+/// device time with ACL_ERROR_RT_EVENT_SYNC_TIMEOUT; the record stays queued.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: aclrtEvent, timeout: i32) -> aclError {
+    call("aclrtSynchronizeEventWithTimeout", || {
+        let s = session()?;
+        let (_, ev, _) = self::event(&s, event, "event")?;
+        if timeout != -1 && timeout <= 0 {
+            return Err(AclError::param(format!(
+                "timeout {timeout}: expected -1 (for ever) or a positive number of milliseconds"
+            )));
+        }
+        let result = if timeout > 0 {
+            s.rt.synchronize_event_timeout(ev, SimTime::from_ms(timeout as u64))
+        } else {
+            s.rt.synchronize_event(ev)
+        };
+        s.flush_prints();
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(AclError::new(
+                ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+                format!("{e} (the event's record did not fire within {timeout} ms)"),
+            )),
+            other => Ok(other?),
+        }
     })
 }
 
 /// `aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)`:
-/// ACL_EVENT_RECORDED_STATUS_COMPLETE once the latest record fired (or if never recorded),
-/// else ACL_EVENT_RECORDED_STATUS_NOT_READY (and the device advances by one frame).
+/// ACL_EVENT_RECORDED_STATUS_COMPLETE once the latest record fired, else
+/// ACL_EVENT_RECORDED_STATUS_NOT_READY (and the device advances by one frame). An event never
+/// recorded (or reset) is NOT_READY, as ACL reports it.
 ///
 /// # Safety
 /// `status` is NULL or points to an `aclrtEventRecordedStatus`.
@@ -183,11 +230,12 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: aclrtEvent, status: *mut u
         non_null(status, "status")?;
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        let done = s.rt.query_event(ev)?;
-        if !done {
+        let fired = s.rt.query_event(ev)?;
+        if !fired {
             s.rt.step();
         }
-        let v = if done {
+        let recorded = !matches!(s.rt.event_timestamp(ev), Err(NpuError::EventNotRecorded(_)));
+        let v = if fired && recorded {
             ACL_EVENT_RECORDED_STATUS_COMPLETE
         } else {
             ACL_EVENT_RECORDED_STATUS_NOT_READY
@@ -217,6 +265,30 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
         let v = s.rt.event_elapsed_ms(a, b)?;
         // SAFETY: checked non-NULL; the caller passes a writable float.
         unsafe { ms.write(v) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp)`: when the latest
+/// record of `event` fired, in microseconds of simulated device time since `aclInit` (real
+/// hardware gives its system counter; npusim's counter is the simulated clock).
+/// ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID if never recorded, ACL_ERROR_RT_EVENT_NOT_COMPLETE if
+/// the record has not fired yet.
+///
+/// # Safety
+/// `timestamp` is NULL or points to a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtEventGetTimestamp(
+    event: aclrtEvent,
+    timestamp: *mut u64,
+) -> aclError {
+    call("aclrtEventGetTimestamp", || {
+        non_null(timestamp, "timestamp")?;
+        let s = session()?;
+        let (_, ev, _) = self::event(&s, event, "event")?;
+        let t = s.rt.event_timestamp(ev)?;
+        // SAFETY: checked non-NULL; the caller passes a writable uint64_t.
+        unsafe { timestamp.write(t.as_ns() / 1000) };
         Ok(())
     })
 }

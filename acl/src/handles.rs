@@ -23,6 +23,9 @@ pub(crate) enum Kind {
     Binary = 4,
     Function = 5,
     Pool = 6,
+    Args = 7,
+    Param = 8,
+    Notify = 9,
 }
 
 impl Kind {
@@ -34,6 +37,9 @@ impl Kind {
             Kind::Binary => "aclrtBinHandle",
             Kind::Function => "aclrtFuncHandle",
             Kind::Pool => "aclrtMemPool",
+            Kind::Args => "aclrtArgsHandle",
+            Kind::Param => "aclrtParamHandle",
+            Kind::Notify => "aclrtNotify",
         }
     }
 }
@@ -72,6 +78,11 @@ pub(crate) struct CtxEntry {
     /// Events destroyed or reset by C while a record of theirs was still pending: they live on
     /// in the runtime until that record fires, so waits already enqueued on them still wait.
     pub retired_events: Vec<Event>,
+    /// Streams C destroyed while the context was faulted: the runtime refuses to touch them
+    /// then; they are destroyed with the context, or when a reset clears its fault.
+    pub retired_streams: Vec<Stream>,
+    /// Binaries C unloaded while the context was faulted (as `retired_streams`).
+    pub retired_binaries: Vec<Binary>,
 }
 
 /// A stream created by C.
@@ -79,6 +90,8 @@ pub(crate) struct CtxEntry {
 pub(crate) struct StreamEntry {
     pub stream: Stream,
     pub ctx: u64,
+    /// A handle of its context's default stream (`aclrtCtxGetCurrentDefaultStream`).
+    pub default: bool,
 }
 
 /// An event created by C.
@@ -88,6 +101,13 @@ pub(crate) struct EventEntry {
     pub ctx: u64,
 }
 
+/// Where a binary's bytes came from, to load it again into another context of its device.
+#[derive(Clone, Debug)]
+pub(crate) enum BinSource {
+    File(String),
+    Data(std::sync::Arc<[u8]>),
+}
+
 /// A loaded binary.
 #[derive(Debug)]
 pub(crate) struct BinEntry {
@@ -95,12 +115,51 @@ pub(crate) struct BinEntry {
     pub ctx: u64,
     /// Function handles already handed out, by name (a second lookup returns the same one).
     pub functions: BTreeMap<String, u64>,
+    /// Its bytes' origin.
+    pub source: BinSource,
 }
 
 /// A kernel function of a loaded binary (the runtime checks its binary and context at launch).
 #[derive(Debug)]
 pub(crate) struct FuncEntry {
     pub kernel: Kernel,
+    /// Its name in the binary.
+    pub name: String,
+    /// The binary's handle.
+    pub bin: u64,
+    /// Per other context of the device it was launched in: the binary loaded there (its
+    /// handle, owned by that context) and the function.
+    pub elsewhere: BTreeMap<u64, (u64, Kernel)>,
+}
+
+/// One argument of an args handle (`aclrtKernelArgsAppend` and friends).
+#[derive(Debug)]
+pub(crate) enum Param {
+    /// Integer or pointer slots.
+    Slots(Vec<u64>),
+    /// A float, passed in a float register.
+    Float(f32),
+    /// Bytes copied to device memory at launch; the kernel gets their address.
+    PlaceHolder(Vec<u8>),
+}
+
+/// An args handle.
+#[derive(Debug)]
+pub(crate) struct ArgsEntry {
+    pub func: u64,
+    pub ctx: u64,
+    /// (param handle, param), in argument order.
+    pub params: Vec<(u64, Param)>,
+    pub finalized: bool,
+}
+
+/// A notify: the runtime event whose k-th record is the notify's k-th record, and how many
+/// waits were enqueued (the next wait waits for record `waits + 1`).
+#[derive(Debug)]
+pub(crate) struct NotifyEntry {
+    pub ctx: u64,
+    pub event: Event,
+    pub waits: u64,
 }
 
 /// A memory pool.
@@ -138,6 +197,10 @@ pub(crate) struct Tables {
     pub binaries: BTreeMap<u64, BinEntry>,
     pub functions: BTreeMap<u64, FuncEntry>,
     pub pools: BTreeMap<u64, PoolEntry>,
+    pub args: BTreeMap<u64, ArgsEntry>,
+    /// Args handles in memory the caller gave (`aclrtKernelArgsInitByUserMem`): address → key.
+    pub user_args: BTreeMap<u64, u64>,
+    pub notifies: BTreeMap<u64, NotifyEntry>,
     /// Device allocations by (context handle, base address): each context has its own address
     /// space, so the same address may be live in two contexts.
     pub allocs: BTreeMap<(u64, u64), Alloc>,
@@ -187,6 +250,8 @@ impl Tables {
                 ctx,
                 copy_stream: None,
                 retired_events: Vec::new(),
+                retired_streams: Vec::new(),
+                retired_binaries: Vec::new(),
             },
         );
         self.context_keys.insert(ctx, key);
@@ -206,7 +271,32 @@ impl Tables {
     /// Registers a stream of context `ctx`.
     pub fn add_stream(&mut self, stream: Stream, ctx: u64) -> u64 {
         let key = new_key(Kind::Stream);
-        self.streams.insert(key, StreamEntry { stream, ctx });
+        self.streams.insert(
+            key,
+            StreamEntry {
+                stream,
+                ctx,
+                default: false,
+            },
+        );
+        self.stream_keys.insert(stream, key);
+        key
+    }
+
+    /// The handle of context `ctx`'s default stream `stream`, registered on first use.
+    pub fn default_stream(&mut self, stream: Stream, ctx: u64) -> u64 {
+        if let Some(&k) = self.stream_keys.get(&stream) {
+            return k;
+        }
+        let key = new_key(Kind::Stream);
+        self.streams.insert(
+            key,
+            StreamEntry {
+                stream,
+                ctx,
+                default: true,
+            },
+        );
         self.stream_keys.insert(stream, key);
         key
     }
@@ -218,13 +308,25 @@ impl Tables {
         }
     }
 
-    /// Forgets a binary and its functions.
-    pub fn remove_binary(&mut self, key: u64) {
+    /// Forgets a binary, its functions and their args handles; returns the binaries loaded for
+    /// its functions in other contexts, as (context handle, binary), for the caller to unload.
+    pub fn remove_binary(&mut self, key: u64) -> Vec<(u64, Binary)> {
+        let mut clones = Vec::new();
         if let Some(b) = self.binaries.remove(&key) {
             for f in b.functions.values() {
-                self.functions.remove(f);
+                if let Some(f) = self.functions.remove(f) {
+                    for (ctx, (bin, _)) in f.elsewhere {
+                        if let Some(c) = self.binaries.remove(&bin) {
+                            clones.push((ctx, c.binary));
+                        }
+                    }
+                }
+                self.args.retain(|_, a| a.func != *f);
             }
+            let args = &self.args;
+            self.user_args.retain(|_, k| args.contains_key(k));
         }
+        clones
     }
 
     /// The live device allocation of context `ctx` that holds `[ptr, ptr + len)`, as
@@ -246,7 +348,10 @@ impl Tables {
             .map(|(k, _)| *k)
             .collect();
         for k in streams {
-            owned.streams.push(self.streams[&k].stream);
+            // A default stream's handle goes; the stream is its context's.
+            if !self.streams[&k].default {
+                owned.streams.push(self.streams[&k].stream);
+            }
             self.remove_stream(k);
         }
         let events: Vec<u64> = self
@@ -271,6 +376,20 @@ impl Tables {
             self.remove_binary(k);
         }
         self.pools.retain(|_, p| p.ctx != ctx);
+        self.args.retain(|_, a| a.ctx != ctx);
+        let args = &self.args;
+        self.user_args.retain(|_, k| args.contains_key(k));
+        let notifies: Vec<u64> = self
+            .notifies
+            .iter()
+            .filter(|(_, n)| n.ctx == ctx)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in notifies {
+            if let Some(n) = self.notifies.remove(&k) {
+                owned.events.push(n.event);
+            }
+        }
         let allocs: Vec<(u64, u64)> = self
             .allocs
             .range((ctx, 0)..=(ctx, u64::MAX))
@@ -283,6 +402,8 @@ impl Tables {
         if let Some(c) = self.contexts.get_mut(&ctx) {
             owned.copy_stream = c.copy_stream.take();
             owned.events.append(&mut c.retired_events);
+            owned.streams.append(&mut c.retired_streams);
+            owned.binaries.append(&mut c.retired_binaries);
         }
         if remove_context && let Some(c) = self.contexts.remove(&ctx) {
             self.context_keys.remove(&c.ctx);

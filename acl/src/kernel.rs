@@ -18,10 +18,10 @@
 use std::ffi::{CStr, c_char, c_void};
 
 use npusim_engine::components::{ContextState, DeviceState};
-use npusim_engine::{Arg, Context};
+use npusim_engine::{Arg, Context, Kernel};
 
 use crate::error::{AclError, AclResult, call, non_null};
-use crate::handles::{BinEntry, FuncEntry, Kind, lookup, new_key, to_ptr};
+use crate::handles::{BinEntry, BinSource, FuncEntry, Kind, lookup, new_key, to_ptr};
 use crate::session::{Session, session};
 use crate::types::*;
 
@@ -31,6 +31,7 @@ const MAX_SLOTS: usize = npusim_engine::components::task::MAX_ARGS;
 fn register_binary(
     s: &Session,
     binary: npusim_engine::Binary,
+    source: BinSource,
     out: *mut aclrtBinHandle,
 ) -> AclResult<()> {
     let (ctx, _) = s.current_ctx()?;
@@ -41,6 +42,7 @@ fn register_binary(
             binary,
             ctx,
             functions: Default::default(),
+            source,
         },
     );
     // SAFETY: the caller checked `out` is non-NULL; C passes a writable aclrtBinHandle.
@@ -71,7 +73,7 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromFile(
             .into_owned();
         let s = session()?;
         let binary = s.rt.load_binary_file(&path)?;
-        register_binary(&s, binary, binHandle)
+        register_binary(&s, binary, BinSource::File(path), binHandle)
     })
 }
 
@@ -100,7 +102,7 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) };
         let s = session()?;
         let binary = s.rt.load_binary(bytes)?;
-        register_binary(&s, binary, binHandle)
+        register_binary(&s, binary, BinSource::Data(bytes.into()), binHandle)
     })
 }
 
@@ -142,8 +144,16 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
                         "the binary was unloaded during the lookup",
                     ));
                 };
-                b.functions.insert(name, key);
-                t.functions.insert(key, FuncEntry { kernel });
+                b.functions.insert(name.clone(), key);
+                t.functions.insert(
+                    key,
+                    FuncEntry {
+                        kernel,
+                        name,
+                        bin: bin_key,
+                        elsewhere: Default::default(),
+                    },
+                );
                 key
             }
         };
@@ -153,8 +163,23 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
     })
 }
 
+/// Unloads the copies of a binary loaded into other contexts (best effort: a context that
+/// faulted or went has released them already).
+pub(crate) fn unload_clones(s: &Session, clones: Vec<(u64, npusim_engine::Binary)>) {
+    for (ctx, binary) in clones {
+        let Some(c) = s.tables().contexts.get(&ctx).map(|c| c.ctx) else {
+            continue;
+        };
+        if s.rt.push_context(c).is_ok() {
+            let _ = s.rt.unload_binary(binary);
+            s.rt.pop_context();
+        }
+    }
+}
+
 /// `aclError aclrtBinaryUnLoad(aclrtBinHandle binHandle)`: waits for the device's queued work,
-/// then unloads the binary; its function handles become invalid.
+/// then unloads the binary (and its copies in other contexts); its function handles become
+/// invalid.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
     call("aclrtBinaryUnLoad", || {
@@ -164,8 +189,20 @@ pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
             let (k, b) = lookup(&t.binaries, Kind::Binary, binHandle, "binHandle")?;
             (k, b.binary)
         };
-        s.rt.unload_binary(binary)?;
-        s.tables().remove_binary(key);
+        if let Err(e) = s.rt.unload_binary(binary) {
+            // After a fault under ACL_STOP_ON_FAILURE unloading is cleanup, and succeeds; the
+            // runtime binary goes with the context (or the reset that clears its fault).
+            if !matches!(s.rt.context_error(), Ok(Some(_))) {
+                return Err(e.into());
+            }
+            let mut t = s.tables();
+            let ctx = t.binaries.get(&key).map(|b| b.ctx);
+            if let Some(c) = ctx.and_then(|c| t.contexts.get_mut(&c)) {
+                c.retired_binaries.push(binary);
+            }
+        }
+        let clones = s.tables().remove_binary(key);
+        unload_clones(&s, clones);
         Ok(())
     })
 }
@@ -241,6 +278,93 @@ unsafe fn decode_args(
         .collect())
 }
 
+/// The kernel `func` names, for a launch in the current context. A function loaded in another
+/// context of the same device is launched as ACL does: its binary is loaded into the current
+/// context on first use there (and unloaded with it); a function of another device's context
+/// is refused by the runtime (ACL_ERROR_RT_STREAM_CONTEXT).
+pub(crate) fn resolve(s: &Session, func: aclrtFuncHandle) -> AclResult<(u64, Kernel)> {
+    let (fkey, kernel, name, bin) = {
+        let t = s.tables();
+        let (k, f) = lookup(&t.functions, Kind::Function, func, "funcHandle")?;
+        (k, f.kernel, f.name.clone(), f.bin)
+    };
+    let (ctx_key, ctx) = s.current_ctx()?;
+    let (home_key, source) = {
+        let t = s.tables();
+        let b = t.binaries.get(&bin).ok_or_else(|| {
+            AclError::new(
+                ACL_ERROR_RT_PARAM_INVALID,
+                "the function's binary was unloaded",
+            )
+        })?;
+        if b.ctx == ctx_key {
+            return Ok((fkey, kernel));
+        }
+        if let Some((_, k)) = t
+            .functions
+            .get(&fkey)
+            .and_then(|f| f.elsewhere.get(&ctx_key))
+        {
+            return Ok((fkey, *k));
+        }
+        (b.ctx, b.source.clone())
+    };
+    let home = s.tables().contexts.get(&home_key).map(|c| c.ctx);
+    let same_device = home.is_some_and(|h| device_of(s, h) == device_of(s, ctx));
+    if !same_device {
+        // The runtime names the mismatch.
+        return Ok((fkey, kernel));
+    }
+    let binary = match &source {
+        BinSource::File(path) => s.rt.load_binary_file(path)?,
+        BinSource::Data(bytes) => s.rt.load_binary(bytes)?,
+    };
+    let here = s.rt.get_function(binary, &name)?;
+    let clone_key = new_key(Kind::Binary);
+    let mut t = s.tables();
+    t.binaries.insert(
+        clone_key,
+        BinEntry {
+            binary,
+            ctx: ctx_key,
+            functions: Default::default(),
+            source,
+        },
+    );
+    if let Some(f) = t.functions.get_mut(&fkey) {
+        f.elsewhere.insert(ctx_key, (clone_key, here));
+    }
+    Ok((fkey, here))
+}
+
+/// The device entity (as bits) of context `ctx`.
+pub(crate) fn device_of(s: &Session, ctx: Context) -> Option<u64> {
+    let g = s.rt.lock_world();
+    g.world()
+        .get::<ContextState>(ctx.entity())
+        .map(|c| c.device.to_bits())
+}
+
+/// Enqueues `kernel` (function handle `func`) on `st` and remembers the launch for the
+/// exception info and `aclrtGetThreadLastTaskId`.
+pub(crate) fn submit(
+    s: &Session,
+    func: u64,
+    kernel: Kernel,
+    block_dim: u32,
+    args: &[Arg],
+    st: npusim_engine::Stream,
+) -> AclResult<()> {
+    s.rt.launch(kernel, block_dim, args, st)?;
+    let seq = s.note_task(st);
+    let bytes: Vec<u8> = args.iter().flat_map(|a| a.word().to_le_bytes()).collect();
+    s.launches
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(st, seq, func, bytes.into());
+    Ok(())
+}
+
 /// # Safety
 /// As [`decode_args`].
 unsafe fn launch(
@@ -252,17 +376,11 @@ unsafe fn launch(
     stream: aclrtStream,
 ) -> AclResult<()> {
     let s = session()?;
-    let kernel = {
-        let t = s.tables();
-        lookup(&t.functions, Kind::Function, func, "funcHandle")?
-            .1
-            .kernel
-    };
     let st = s.stream_or_default(stream)?;
+    let (fkey, kernel) = resolve(&s, func)?;
     // SAFETY: the caller's contract.
     let args = unsafe { decode_args(&s, data, size, float_mask) }?;
-    s.rt.launch(kernel, block_dim, &args, st)?;
-    Ok(())
+    submit(&s, fkey, kernel, block_dim, &args, st)
 }
 
 /// `aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const void

@@ -80,9 +80,17 @@ pub unsafe extern "C" fn aclrtMalloc(
 /// Frees a device allocation of the current context and forgets it.
 pub(crate) fn free(s: &Session, ptr: DevicePtr, stream: Option<Stream>) -> AclResult<()> {
     let (ctx, _) = s.current_ctx()?;
-    match stream {
-        Some(st) => s.rt.free_async(ptr, st)?,
-        None => s.rt.free(ptr)?,
+    let freed = match stream {
+        Some(st) => s.rt.free_async(ptr, st),
+        None => s.rt.free(ptr),
+    };
+    if let Err(e) = freed {
+        // A fault under ACL_STOP_ON_FAILURE released the context's memory already: freeing
+        // what the program allocated is cleanup, and succeeds, as in ACL.
+        let faulted = matches!(s.rt.context_error(), Ok(Some(_)));
+        if !(faulted && s.tables().allocs.contains_key(&(ctx, ptr.0))) {
+            return Err(e.into());
+        }
     }
     let mut t = s.tables();
     if let Some(a) = t.allocs.remove(&(ctx, ptr.0))

@@ -10,11 +10,16 @@
 //! - `NPUSIM_DEVICES`: number of simulated devices (default 1);
 //! - `NPUSIM_PRESET`: `910b` (the default, an Ascend 910B-like device) or `small`;
 //! - `NPUSIM_TRACE`: a path; the simulated timeline is recorded and written there as Chrome
-//!   trace JSON (open in Perfetto) at `aclFinalize`.
+//!   trace JSON (open in Perfetto) at `aclFinalize`;
+//! - `NPUSIM_KERNEL_WALL_LIMIT`: seconds of wall-clock time the simulator may spend executing
+//!   one binary kernel launch before it stops it as a runaway (default 120; 0 turns it off).
+//!   Kernel timeouts proper are simulated time (`aclrtSetOpExecuteTimeOut`).
 
+use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::time::Duration;
 
 use npusim_engine::{
     Context, DeviceConfig, FailureMode, Runtime, RuntimeConfig, Stream, StreamConfig, StreamKind,
@@ -35,9 +40,57 @@ pub(crate) struct Session {
     /// Per device: `aclrtSetDevice` calls not yet matched by `aclrtResetDevice`.
     pub device_refs: Mutex<Vec<u32>>,
     trace: Option<PathBuf>,
+    /// The host-function hub (`aclrtSubscribeHostFunc`), run as the callback-report hub is.
+    pub host_funcs: Arc<Reports>,
+    /// The C exception callback (`aclrtSetExceptionInfoCallback`).
+    pub user_exception: Mutex<aclrtExceptionInfoCallback>,
+    /// Per device: the error code of its latest task failure (`aclrtGetErrorVerbose`).
+    pub last_fault: Mutex<Vec<Option<i32>>>,
+    /// Recent kernel launches made through C, for the exception info's function and arguments.
+    pub launches: Mutex<LaunchLog>,
+    /// `aclrtSetOpWaitTimeout`, seconds (kept, not applied).
+    pub op_wait_timeout: std::sync::atomic::AtomicU32,
+    /// The runtime's host-function thread, once started (see `callback::host_func_worker`).
+    pub host_worker: Mutex<Option<std::sync::mpsc::Sender<Arc<crate::callback::Report>>>>,
+}
+
+/// A launch through C: its function handle and its argument slots.
+pub(crate) type Launch = (u64, Arc<[u8]>);
+
+/// What a kernel launch through C was: its function handle and argument slots, by (stream,
+/// task sequence), for the most recent [`LaunchLog::CAPACITY`] launches.
+#[derive(Default)]
+pub(crate) struct LaunchLog {
+    map: BTreeMap<(Stream, u64), Launch>,
+    order: VecDeque<(Stream, u64)>,
+}
+
+impl LaunchLog {
+    const CAPACITY: usize = 4096;
+
+    /// Remembers a launch.
+    pub fn insert(&mut self, stream: Stream, seq: u64, func: u64, args: Arc<[u8]>) {
+        if self.order.len() == Self::CAPACITY
+            && let Some(old) = self.order.pop_front()
+        {
+            self.map.remove(&old);
+        }
+        self.order.push_back((stream, seq));
+        self.map.insert((stream, seq), (func, args));
+    }
+
+    /// The launch that was task `seq` of `stream`, if remembered.
+    pub fn get(&self, stream: Stream, seq: u64) -> Option<Launch> {
+        self.map.get(&(stream, seq)).cloned()
+    }
 }
 
 static SESSION: RwLock<Option<Arc<Session>>> = RwLock::new(None);
+
+thread_local! {
+    /// The sequence number of the calling thread's latest task (`aclrtGetThreadLastTaskId`).
+    pub(crate) static LAST_TASK: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
 
 /// The live session, or ACL_ERROR_UNINITIALIZE.
 pub(crate) fn session() -> AclResult<Arc<Session>> {
@@ -52,6 +105,7 @@ pub(crate) fn session() -> AclResult<Arc<Session>> {
 pub(crate) struct InitConfig {
     pub runtime: RuntimeConfig,
     pub trace: Option<PathBuf>,
+    pub wall_limit: Duration,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -79,7 +133,20 @@ pub(crate) fn config_from_env() -> AclResult<InitConfig> {
         }
     };
     let trace = env("NPUSIM_TRACE").map(PathBuf::from);
+    let wall_limit = match env("NPUSIM_KERNEL_WALL_LIMIT") {
+        None => npusim_engine::components::limits::DeviceLimits::DEFAULT_WALL_LIMIT,
+        Some(v) => v
+            .trim()
+            .parse::<u64>()
+            .map(Duration::from_secs)
+            .map_err(|_| {
+                AclError::param(format!(
+                    "NPUSIM_KERNEL_WALL_LIMIT={v:?}: expected whole seconds (0: no limit)"
+                ))
+            })?,
+    };
     Ok(InitConfig {
+        wall_limit,
         runtime: RuntimeConfig {
             devices,
             device,
@@ -93,6 +160,7 @@ pub(crate) fn config_from_env() -> AclResult<InitConfig> {
 impl Session {
     fn new(config: InitConfig) -> AclResult<Self> {
         let rt = Runtime::new(config.runtime)?;
+        rt.set_kernel_wall_limit(config.wall_limit);
         let mut tables = Tables::default();
         let mut primaries = Vec::new();
         let count = rt.device_count();
@@ -112,6 +180,12 @@ impl Session {
             primaries,
             device_refs: Mutex::new(vec![0; count as usize]),
             trace: config.trace,
+            host_funcs: Arc::new(Reports::default()),
+            user_exception: Mutex::new(None),
+            last_fault: Mutex::new(vec![None; count as usize]),
+            launches: Mutex::new(LaunchLog::default()),
+            op_wait_timeout: Default::default(),
+            host_worker: Mutex::new(None),
         })
     }
 
@@ -166,6 +240,32 @@ impl Session {
         Ok(chosen)
     }
 
+    /// The sequence number of the task last submitted to `stream` (by any thread: call it
+    /// right after submitting); remembered as this thread's last task.
+    pub fn note_task(&self, stream: Stream) -> u64 {
+        let g = self.rt.lock_world();
+        let seq = g
+            .world()
+            .get::<npusim_engine::components::StreamState>(stream.entity())
+            .map_or(0, |s| s.submitted);
+        drop(g);
+        LAST_TASK.set(seq);
+        seq
+    }
+
+    /// Writes what kernels printed since the last call to C's stdout, as a device's printf
+    /// reaches the host at a synchronize.
+    pub fn flush_prints(&self) {
+        let lines = self.rt.take_kernel_log();
+        for line in lines {
+            if let Ok(c) = std::ffi::CString::new(line.replace('\0', " ")) {
+                // SAFETY: a NUL-terminated string; puts writes it and a newline to C's stdout,
+                // in order with the program's own printf output.
+                unsafe { libc::puts(c.as_ptr()) };
+            }
+        }
+    }
+
     /// Whether `[ptr, ptr + len)` is device memory allocated through C in the current context.
     pub fn is_device(&self, ctx: u64, ptr: u64, len: u64) -> bool {
         self.tables().device_alloc(ctx, ptr, len.max(1)).is_some()
@@ -201,7 +301,9 @@ pub unsafe extern "C" fn aclInit(configPath: *const c_char) -> aclError {
                 "aclInit was already called (the session goes on)",
             ));
         }
-        *g = Some(Arc::new(Session::new(config_from_env()?)?));
+        let s = Arc::new(Session::new(config_from_env()?)?);
+        crate::exception::install(&s);
+        *g = Some(s);
         Ok(())
     })
 }
@@ -221,6 +323,13 @@ pub extern "C" fn aclFinalize() -> aclError {
             })?;
         s.rt.set_exception_callback(None);
         s.reports.close();
+        s.host_funcs.close();
+        // Ends the host-function thread, and writes the prints not yet written.
+        s.host_worker
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        s.flush_prints();
         let written = match &s.trace {
             Some(path) => {
                 s.rt.export_timeline(path)
@@ -238,4 +347,24 @@ pub(crate) fn context_key(s: &Session, p: aclrtContext, what: &str) -> AclResult
     let t = s.tables();
     let (key, c) = lookup(&t.contexts, Kind::Context, p, what)?;
     Ok((key, c.ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_launch_log_keeps_the_most_recent_launches() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let st = rt.create_stream().unwrap();
+        let mut log = LaunchLog::default();
+        for seq in 1..=(LaunchLog::CAPACITY as u64 + 10) {
+            log.insert(st, seq, seq * 10, Arc::from(&[1u8][..]));
+        }
+        assert!(log.get(st, 1).is_none(), "the oldest went");
+        assert!(log.get(st, 10).is_none());
+        assert_eq!(log.get(st, 11).map(|l| l.0), Some(110));
+        let last = LaunchLog::CAPACITY as u64 + 10;
+        assert_eq!(log.get(st, last).map(|l| l.0), Some(last * 10));
+    }
 }

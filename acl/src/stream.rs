@@ -62,25 +62,74 @@ unsafe fn create(out: *mut aclrtStream, config: StreamConfig) -> crate::error::A
     Ok(())
 }
 
+/// Writes the kernel prints when dropped (the synchronizes' every way out).
+pub(crate) struct FlushOnDrop<'a>(pub &'a crate::session::Session);
+
+impl Drop for FlushOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.flush_prints();
+    }
+}
+
+/// Destroys the stream `stream` names; with `force`, whatever its work's outcome.
+fn destroy(stream: aclrtStream, force: bool) -> crate::error::AclResult<()> {
+    let s = session()?;
+    let (key, st, default, ctx) = {
+        let t = s.tables();
+        let (key, e) = lookup(&t.streams, Kind::Stream, stream, "stream")?;
+        (key, e.stream, e.default, e.ctx)
+    };
+    if default {
+        return Err(AclError::param(
+            "the default stream (aclrtCtxGetCurrentDefaultStream) cannot be destroyed",
+        ));
+    }
+    let result = s.rt.destroy_stream(st);
+    s.flush_prints();
+    // After a fault under ACL_STOP_ON_FAILURE the runtime refuses the context's streams, but
+    // destroying one is cleanup and succeeds, as in ACL: the runtime stream goes with the
+    // context (or the reset that clears its fault).
+    let faulted = result.is_err() && matches!(s.rt.context_error(), Ok(Some(_)));
+    // A wait that can never finish still destroys the stream; so does anything, forced.
+    let gone = match &result {
+        Ok(()) | Err(NpuError::NeverCompletes(_)) => true,
+        Err(NpuError::Destroyed(_)) | Err(NpuError::ForeignHandle(_)) => false,
+        Err(_) => force || faulted,
+    };
+    if gone {
+        let mut t = s.tables();
+        if result.is_err()
+            && !matches!(result, Err(NpuError::NeverCompletes(_)))
+            && let Some(c) = t.contexts.get_mut(&ctx)
+        {
+            c.retired_streams.push(st);
+        }
+        t.remove_stream(key);
+        drop(t);
+        s.reports.forget(st);
+        s.host_funcs.forget(st);
+    }
+    match result {
+        Err(NpuError::NeverCompletes(_)) if !force => Ok(result?),
+        Err(_) if gone => Ok(()),
+        r => Ok(r?),
+    }
+}
+
 /// `aclError aclrtDestroyStream(aclrtStream stream)`: waits for the stream's work, then
 /// destroys it. The default stream (NULL) cannot be destroyed.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
-    call("aclrtDestroyStream", || {
-        let s = session()?;
-        let (key, st) = {
-            let t = s.tables();
-            let (key, e) = lookup(&t.streams, Kind::Stream, stream, "stream")?;
-            (key, e.stream)
-        };
-        let result = s.rt.destroy_stream(st);
-        // A wait that can never finish still destroys the stream.
-        if matches!(result, Ok(()) | Err(NpuError::NeverCompletes(_))) {
-            s.tables().remove_stream(key);
-            s.reports.forget(st);
-        }
-        Ok(result?)
-    })
+    call("aclrtDestroyStream", || destroy(stream, false))
+}
+
+/// `aclError aclrtDestroyStreamForce(aclrtStream stream)`: destroys a stream made by
+/// `aclrtCreateStream*` whatever became of its work: the stream goes even when a task on it
+/// failed, its context faulted or a wait on it can never finish. npusim lets queued work that
+/// can still run finish first (real hardware may drop it); nothing else observable differs.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
+    call("aclrtDestroyStreamForce", || destroy(stream, true))
 }
 
 /// `aclError aclrtSynchronizeStream(aclrtStream stream)`: waits until the stream's work is
@@ -89,8 +138,9 @@ pub extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
 pub extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
     call("aclrtSynchronizeStream", || {
         let s = session()?;
-        s.rt.synchronize_stream(s.stream_or_default(stream)?)?;
-        Ok(())
+        let result = s.rt.synchronize_stream(s.stream_or_default(stream)?);
+        s.flush_prints();
+        Ok(result?)
     })
 }
 
@@ -102,6 +152,7 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout
     call("aclrtSynchronizeStreamWithTimeout", || {
         let s = session()?;
         let st = s.stream_or_default(stream)?;
+        let _flush = FlushOnDrop(&s);
         match timeout {
             -1 => s.rt.synchronize_stream(st)?,
             t if t > 0 => match s

@@ -21,6 +21,14 @@ pub type aclrtBinHandle = *mut c_void;
 pub type aclrtFuncHandle = *mut c_void;
 /// `aclrtMemPool`: an opaque memory-pool handle.
 pub type aclrtMemPool = *mut c_void;
+/// `aclrtArgsHandle`: an opaque handle of a kernel's arguments under construction.
+pub type aclrtArgsHandle = *mut c_void;
+/// `aclrtParamHandle`: an opaque handle of one argument of an args handle.
+pub type aclrtParamHandle = *mut c_void;
+/// `aclrtNotify`: an opaque notify handle.
+pub type aclrtNotify = *mut c_void;
+/// `aclrtHostFunc`: a host function of `aclrtLaunchHostFunc`.
+pub type aclrtHostFunc = Option<unsafe extern "C" fn(args: *mut c_void)>;
 
 /// `aclrtCallback`: a host callback of `aclrtLaunchCallback`.
 pub type aclrtCallback = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
@@ -68,6 +76,16 @@ pub const ACL_ERROR_RT_MEMORY_ALLOCATION: aclError = 207_001;
 pub const ACL_ERROR_RT_INTERNAL_ERROR: aclError = 507_000;
 /// ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: `aclrtSynchronizeStreamWithTimeout` ran out of time.
 pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: aclError = 507_046;
+/// ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: `aclrtSynchronizeEventWithTimeout` ran out of time.
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507_047;
+/// ACL_ERROR_RT_FEATURE_NOT_SUPPORT: a call or a case npusim does not model.
+pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207_000;
+/// ACL_ERROR_RT_AICORE_TIMEOUT: a kernel ran past its simulated timeout.
+pub const ACL_ERROR_RT_AICORE_TIMEOUT: aclError = 507_014;
+/// ACL_ERROR_RT_AICORE_EXCEPTION: a kernel faulted.
+pub const ACL_ERROR_RT_AICORE_EXCEPTION: aclError = 507_015;
+/// ACL_ERROR_RT_AICORE_TRAP_EXCEPTION: a kernel trapped.
+pub const ACL_ERROR_RT_AICORE_TRAP_EXCEPTION: aclError = 507_016;
 
 // ---- enums and flags ----
 
@@ -107,7 +125,84 @@ pub const ACL_MEMCPY_INNER_DEVICE_TO_DEVICE: u32 = 6;
 /// `aclrtMemcpyKind`: ACL_MEMCPY_INTER_DEVICE_TO_DEVICE.
 pub const ACL_MEMCPY_INTER_DEVICE_TO_DEVICE: u32 = 7;
 
+/// `aclrtRunMode`: ACL_DEVICE.
+pub const ACL_DEVICE: u32 = 0;
+/// `aclrtRunMode`: ACL_HOST.
+pub const ACL_HOST: u32 = 1;
+/// `aclrtLastErrLevel`: ACL_RT_THREAD_LEVEL.
+pub const ACL_RT_THREAD_LEVEL: u32 = 0;
+/// `aclrtDevResLimitType`: ACL_RT_DEV_RES_CUBE_CORE.
+pub const ACL_RT_DEV_RES_CUBE_CORE: u32 = 0;
+/// `aclrtDevResLimitType`: ACL_RT_DEV_RES_VECTOR_CORE.
+pub const ACL_RT_DEV_RES_VECTOR_CORE: u32 = 1;
+/// `aclrtDeviceStatus`: ACL_RT_DEVICE_STATUS_NORMAL.
+pub const ACL_RT_DEVICE_STATUS_NORMAL: u32 = 0;
+/// `aclrtErrorType`: ACL_RT_NO_ERROR.
+pub const ACL_RT_NO_ERROR: u32 = 0;
+/// `aclrtErrorType`: ACL_RT_ERROR_AICORE.
+pub const ACL_RT_ERROR_AICORE: u32 = 3;
+/// `aclrtErrorType`: ACL_RT_ERROR_OTHERS.
+pub const ACL_RT_ERROR_OTHERS: u32 = 0xFFFF;
+/// `aclrtAicoreErrorType`: ACL_RT_AICORE_ERROR_SW.
+pub const ACL_RT_AICORE_ERROR_SW: u32 = 1;
+/// `aclrtLaunchKernelAttrId`: ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT (seconds).
+pub const ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT: u32 = 7;
+/// `aclrtLaunchKernelAttrId`: ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US.
+pub const ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US: u32 = 8;
+
 // ---- structs ----
+
+/// `aclrtUtilizationInfo`: percentages of `aclrtGetDeviceUtilizationRate`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct aclrtUtilizationInfo {
+    /// Cube (AI-core) utilization, percent.
+    pub cubeUtilization: i32,
+    /// Vector utilization, percent.
+    pub vectorUtilization: i32,
+    /// AI CPU utilization (0: none in the model).
+    pub aicpuUtilization: i32,
+    /// Memory utilization, percent.
+    pub memoryUtilization: i32,
+    /// Reserved: NULL.
+    pub utilizationExtend: *mut c_void,
+}
+
+/// `aclrtErrorInfo` of `aclrtGetErrorVerbose` (the detail union is 8 + 20 * 128 bytes).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct aclrtErrorInfo {
+    /// Whether a repair may be tried (0 here).
+    pub tryRepair: u8,
+    /// Whether `detail` is filled in.
+    pub hasDetail: u8,
+    /// Reserved.
+    pub reserved: [u8; 2],
+    /// `aclrtErrorType`.
+    pub errorType: u32,
+    /// The detail union; its first word is `aclrtAicoreErrorType` for AI-core errors.
+    pub detail: [u64; 1 + 20 * 16],
+}
+
+/// `aclrtLaunchKernelAttr`: an id and a 16-byte value union.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct aclrtLaunchKernelAttr {
+    /// `aclrtLaunchKernelAttrId`.
+    pub id: u32,
+    /// The value union (`rsv[4]` is its largest member).
+    pub value: [u32; 4],
+}
+
+/// `aclrtLaunchKernelCfg`: launch attributes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct aclrtLaunchKernelCfg {
+    /// The attributes.
+    pub attrs: *mut aclrtLaunchKernelAttr,
+    /// How many.
+    pub numAttrs: usize,
+}
 
 /// `aclrtMemLocation`: where a memory pool lives.
 #[repr(C)]
@@ -147,12 +242,15 @@ pub struct aclrtBinaryLoadOptions {
 
 /// `aclrtExceptionInfo`: opaque to C; read it with the `aclrtGet*FromExceptionInfo` functions,
 /// only inside the exception callback it was given to.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct aclrtExceptionInfo {
     pub(crate) task_id: u32,
     pub(crate) stream_id: u32,
     pub(crate) thread_id: u32,
     pub(crate) device_id: u32,
     pub(crate) error_code: u32,
+    /// The failing kernel's function handle (0 when not a kernel launched through C).
+    pub(crate) func: u64,
+    /// The failing kernel's argument slots.
+    pub(crate) args: Option<std::sync::Arc<[u8]>>,
 }

@@ -114,6 +114,9 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         .env_remove("NPUSIM_DEVICES")
         .env_remove("NPUSIM_TRACE")
         .env("NPUSIM_PRESET", "small")
+        // cargo's LD_LIBRARY_PATH may name an older copy of the library (`cargo build` puts
+        // one in target/<profile>/): the one this test built comes first.
+        .env("LD_LIBRARY_PATH", lib_dir())
         .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -140,15 +143,22 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     stdout
 }
 
-/// Compiles and runs `tests/c/<name>.c` with the kernels directory as its argument.
-fn program(name: &str) {
+/// Compiles and runs `tests/c/<name>.c` with the kernels directory as its argument; returns
+/// its standard output.
+fn program(name: &str) -> String {
+    program_with(name, &[])
+}
+
+/// As [`program`], with environment variables.
+fn program_with(name: &str, env: &[(&str, &str)]) -> String {
     let exe = compile(&format!("tests/c/{name}.c"), name, Link::Shared);
     let kernels = workspace().join("examples/kernels");
-    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], &[]);
+    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], env);
     assert!(
         stdout.contains(&format!("{name}: ok")),
         "{name} did not report ok:\n{stdout}"
     );
+    stdout
 }
 
 #[test]
@@ -187,6 +197,128 @@ fn misuse_returns_error_codes_and_never_crashes() {
 }
 
 #[test]
+fn device_queries_answer_for_the_simulated_device() {
+    program("device_queries");
+}
+
+#[test]
+fn a_core_limit_slows_a_kernel_down_in_proportion() {
+    program("res_limits");
+}
+
+#[test]
+fn events_report_status_and_timestamps_and_notifies_join_streams() {
+    program("events_notifies");
+}
+
+#[test]
+fn host_functions_run_in_stream_order_on_their_thread() {
+    program("host_funcs");
+}
+
+#[test]
+fn kernel_arguments_built_one_by_one_launch_with_config() {
+    program_with("kernel_args", &[("NPUSIM_DEVICES", "2")]);
+}
+
+#[test]
+fn cleanup_after_a_kernel_fault_succeeds_as_in_the_vendor_sample() {
+    let out = program("fault_cleanup");
+    assert!(
+        out.contains("Run the callback_exception sample successfully"),
+        "{out}"
+    );
+}
+
+#[test]
+fn kernel_timeouts_are_simulated_time_and_kernel_prints_reach_stdout() {
+    let out = program("timeouts_prints");
+    let before = out.find("before the synchronize").expect("first line");
+    let print = out
+        .find("[div_zero block 0] 100\n")
+        .expect("the kernel's print");
+    let after = out.find("after the synchronize").expect("last line");
+    assert!(before < print && print < after, "out of order:\n{out}");
+}
+
+/// The public headers, relative to `acl/include`.
+const HEADERS: [&str; 5] = [
+    "acl/acl.h",
+    "acl/acl_rt.h",
+    "acl/acl_base.h",
+    "acl/acl_rt_allocator.h",
+    "acl/error_codes/rt_error_codes.h",
+];
+
+#[test]
+fn each_public_header_compiles_alone_in_c_and_cpp() {
+    let root = workspace();
+    let dir = out_dir();
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let have_cxx = Command::new(&cxx).arg("--version").output().is_ok();
+    for header in HEADERS {
+        for (compiler, lang, std) in [(cc(), "c", "-std=c99"), (cxx.clone(), "c++", "-std=c++11")] {
+            if lang == "c++" && !have_cxx {
+                continue;
+            }
+            let src = dir.join(format!(
+                "header_{}.{}",
+                header.replace(['/', '.'], "_"),
+                if lang == "c" { "c" } else { "cpp" }
+            ));
+            std::fs::write(
+                &src,
+                format!("#include \"{header}\"\nint main(void) {{ return 0; }}\n"),
+            )
+            .expect("write the probe");
+            let out = Command::new(&compiler)
+                .arg(std)
+                .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only"])
+                .arg(format!("-I{}", root.join("acl/include").display()))
+                .arg(&src)
+                .output()
+                .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+            assert!(
+                out.status.success(),
+                "{header} alone does not compile as {lang}:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn every_function_the_headers_declare_is_in_the_library() {
+    let root = workspace();
+    let header = std::fs::read_to_string(root.join("acl/include/acl/acl_rt.h")).expect("header");
+    let base = std::fs::read_to_string(root.join("acl/include/acl/acl_base.h")).expect("header");
+    let names: Vec<String> = header
+        .lines()
+        .chain(base.lines())
+        .filter_map(|l| l.strip_prefix("ACL_FUNC_VISIBILITY "))
+        .filter_map(|l| {
+            let open = l.find('(')?;
+            let name = l[..open].rsplit([' ', '*']).next()?;
+            Some(name.to_string())
+        })
+        .collect();
+    assert!(names.len() > 90, "found only {} declarations", names.len());
+    let mut src = String::from("#include \"acl/acl.h\"\n#include <stdio.h>\nint main(void) {\n");
+    for n in &names {
+        src.push_str(&format!("    printf(\"%p\\n\", (void *)(size_t){n});\n"));
+    }
+    src.push_str("    return 0;\n}\n");
+    let path = out_dir().join("every_function.c");
+    std::fs::write(&path, src).expect("write the probe");
+    let exe = compile(
+        path.to_str().expect("utf-8 path"),
+        "every_function",
+        Link::Shared,
+    );
+    run(&exe, &[], &[]);
+}
+
+#[test]
 fn quickstart_example_links_statically_and_writes_a_trace() {
     if !cfg!(target_os = "linux") {
         return;
@@ -205,4 +337,84 @@ fn quickstart_example_links_statically_and_writes_a_trace() {
         json.contains("vadd_f32") && json.contains("memcpy"),
         "{json}"
     );
+}
+
+/// `npusim-acl-config`, as cargo built it for this test.
+fn config_tool() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_npusim-acl-config"))
+}
+
+#[test]
+fn the_config_tool_prints_flags_that_build_a_program_wherever_the_target_directory_is() {
+    if !cfg!(target_os = "linux") {
+        return;
+    }
+    // Another target directory: the tool and the library this test built, side by side.
+    let target = out_dir().join("other-target").join("release");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    let tool = target.join("npusim-acl-config");
+    let _ = std::fs::remove_file(&tool);
+    std::fs::copy(config_tool(), &tool).expect("copy the tool");
+    let so = target.join(shared_lib_name());
+    let _ = std::fs::remove_file(&so);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(lib_dir().join(shared_lib_name()), &so).expect("link the library");
+    let out = Command::new(&tool)
+        .args(["--cflags", "--libs"])
+        .output()
+        .expect("run the tool");
+    assert!(out.status.success(), "{out:?}");
+    let flags = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dir = target.canonicalize().expect("canonical directory");
+    assert!(
+        flags.contains(&format!("-L{} ", dir.display()))
+            && flags.contains(&format!("-I{}", workspace().join("acl/include").display())),
+        "{flags}"
+    );
+    let exe = out_dir().join("quickstart-config");
+    let built = Command::new(cc())
+        .arg(workspace().join("examples/c/quickstart.c"))
+        .args(flags.split_whitespace())
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run the compiler");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let mut cmd = Command::new(&exe);
+    // The rpath the tool gave must find the library by itself.
+    cmd.current_dir(workspace())
+        .env_remove("LD_LIBRARY_PATH")
+        .env("NPUSIM_PRESET", "small");
+    let ran = cmd.output().expect("run the program");
+    assert!(ran.status.success(), "{ran:?}");
+    assert!(String::from_utf8_lossy(&ran.stdout).contains("all correct"));
+    let pc = Command::new(&tool)
+        .arg("--pc")
+        .output()
+        .expect("run the tool");
+    assert!(String::from_utf8_lossy(&pc.stdout).contains("Libs: -L${libdir} -lnpusim_acl"));
+}
+
+#[test]
+fn the_config_tool_says_so_when_the_library_is_not_beside_it() {
+    // A copy elsewhere stands for a tool in a target directory where the library was not built.
+    let copy = out_dir().join("lonely").join("npusim-acl-config");
+    std::fs::create_dir_all(copy.parent().expect("dir")).expect("mkdir");
+    std::fs::copy(config_tool(), &copy).expect("copy the tool");
+    let out = Command::new(&copy)
+        .arg("--libs")
+        .output()
+        .expect("run the copy");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cargo build --release -p npusim-acl"), "{err}");
+    let bad = Command::new(config_tool())
+        .arg("--frobnicate")
+        .output()
+        .expect("run the tool");
+    assert!(!bad.status.success());
 }

@@ -32,4 +32,6 @@ pub struct DeviceState {
     pub memory: DeviceMemory,
     /// The context `set_device` makes current (the primary context).
     pub default_context: Entity,
+    /// The limits set through the runtime (core cap, kernel timeout).
+    pub limits: crate::limits::DeviceLimits,
 }

@@ -13,6 +13,7 @@ pub mod event;
 pub mod handle;
 pub mod host;
 pub mod kernel;
+pub mod limits;
 pub mod memory;
 pub mod pool;
 pub mod resources;

@@ -28,11 +28,14 @@ pub mod context;
 pub mod event;
 pub mod kernels;
 pub mod launch;
+pub mod limits;
 pub mod loader;
 pub mod memory;
+pub mod notify;
 pub mod ops;
 pub mod runtime;
 pub mod stream;
+pub mod timed;
 pub mod timeline;
 
 pub use collective::{CommBuffer, Communicator, LinkStats};

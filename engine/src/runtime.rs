@@ -393,6 +393,7 @@ impl Runtime {
                     },
                     memory: DeviceMemory::new(config.device.hbm_bytes)?,
                     default_context: Entity::PLACEHOLDER,
+                    limits: Default::default(),
                 })
                 .id();
             let ctx = spawn_context(&mut inner, device, index, true);

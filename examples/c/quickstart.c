@@ -10,9 +10,12 @@
  *
  * Build and run, from the repository root:
  *     cargo build --release -p npusim-acl
- *     cc examples/c/quickstart.c -Iacl/include -Ltarget/release -lnpusim_acl \
- *        -Wl,-rpath,$PWD/target/release -o quickstart
+ *     cc examples/c/quickstart.c \
+ *        $(cargo run -q --release -p npusim-acl --bin npusim-acl-config -- --cflags --libs) \
+ *        -o quickstart
  *     ./quickstart
+ * (npusim-acl-config knows the target directory, CARGO_TARGET_DIR included; --static links
+ * libnpusim_acl.a instead.)
  */
 #include <stdint.h>
 #include <stdio.h>

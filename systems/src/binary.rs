@@ -18,9 +18,6 @@ use npusim_device::core::{
     Bus, Core, CoreConfig, Footprint, KernelArg, MemFault, NpuCsrs, RunStats, Trap,
 };
 
-/// Instructions one block may execute before the watchdog stops it.
-pub const WATCHDOG_INSTRUCTIONS: u64 = 200_000_000;
-
 /// The core's view of one context's memory: page-level protection through its TLB, and a
 /// record of what was touched.
 struct ContextBus<'a> {
@@ -132,6 +129,7 @@ pub fn run_binary(
         0
     };
     task.access.clear();
+    let (limits, started) = (device.limits.clone(), std::time::Instant::now());
     let mut per_block: Vec<(RunStats, Footprint)> = Vec::with_capacity(block_dim as usize);
     let core = cache.get(&config);
     let mut bus = ContextBus {
@@ -152,13 +150,16 @@ pub fn run_binary(
             core_id: (block % cores) as u64,
             tiling,
         };
-        let result = core.run(
+        let result = crate::watchdog::run_block(
+            core,
             &code.program,
             code.entry,
             &args,
             csrs,
             &mut bus,
-            WATCHDOG_INSTRUCTIONS,
+            &limits,
+            config.core_clock_hz,
+            started,
         );
         for line in core.take_output() {
             log.lines.push(format!("[{name} block {block}] {line}"));
@@ -194,5 +195,23 @@ pub fn run_binary(
     log.launches.push_back(launch);
     let ns =
         (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
+    // The timeout is the launch's, not one block's: blocks sharing a core add up. A kernel
+    // stopped by it ends at the timeout, as the hardware stops it then.
+    let ns = match &mut outcome {
+        Err(NpuError::AicoreTimeout { detail, .. }) => {
+            *detail = crate::watchdog::describe(&limits, started, detail);
+            ns.min(limits.kernel_timeout.as_ns())
+        }
+        _ => ns,
+    };
+    if outcome.is_ok() && ns > limits.kernel_timeout.as_ns() {
+        outcome = Err(NpuError::AicoreTimeout {
+            kernel: name.to_string(),
+            detail: format!(
+                "ran {ns} ns, past the {} ns kernel timeout",
+                limits.kernel_timeout.as_ns()
+            ),
+        });
+    }
     (config.kernel_launch_ns + ns.max(1), outcome)
 }

@@ -41,6 +41,7 @@ pub mod shapes;
 pub(crate) mod test_support;
 pub mod tick;
 pub mod tiling;
+pub mod watchdog;
 
 /// Opens a Tracy zone for the rest of the scope when the `tracy` feature is on (and a client
 /// runs); nothing at all otherwise.

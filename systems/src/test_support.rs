@@ -36,6 +36,7 @@ pub(crate) fn spawn_device(world: &mut World) -> Entity {
             memory: DeviceMemory::new(config.hbm_bytes).expect("small preset memory"),
             config,
             default_context: Entity::PLACEHOLDER,
+            limits: Default::default(),
         })
         .id();
     world.resource_mut::<Devices>().entities.push(device);

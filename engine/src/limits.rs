@@ -1,0 +1,129 @@
+//! Device limits set by the host (ACL's `aclrtSetDeviceResLimit` and `aclrtSetOpExecuteTimeOut`):
+//! the most AI cores one kernel may occupy on a device, the simulated time a kernel may run
+//! before it fails with an AI-core timeout, and the wall-clock guard against runaway binary
+//! kernels. The rule lives in `npusim_components::limits`; dispatch and the binary-kernel
+//! runner apply it each frame. Also here: kernel prints, written where a program wants them.
+
+use std::time::Duration;
+
+use npusim_components::limits::DeviceLimits;
+use npusim_components::{DeviceState, NpuError, NpuResult, SimTime};
+
+use crate::runtime::{Inner, Runtime};
+
+impl Runtime {
+    fn device_limits_mut<'a>(
+        &self,
+        inner: &'a mut Inner,
+        device: u32,
+    ) -> NpuResult<bevy_ecs::world::Mut<'a, DeviceState>> {
+        let invalid = NpuError::InvalidDevice {
+            index: device,
+            count: inner.devices.len() as u32,
+        };
+        let e = *inner.devices.get(device as usize).ok_or(invalid.clone())?;
+        inner.world.get_mut::<DeviceState>(e).ok_or(invalid)
+    }
+
+    /// The limits of device `device`.
+    pub fn device_limits(&self, device: u32) -> NpuResult<DeviceLimits> {
+        let mut g = self.lock();
+        Ok(self.device_limits_mut(&mut g, device)?.limits.clone())
+    }
+
+    /// Caps the AI cores one kernel may occupy on `device`: at most `cube` cube cores (npusim's
+    /// AI cores) and `vector` vector cores (two per AI core); `None` lifts a cap. A cap applies
+    /// to kernels dispatched from now on. A cap of 0 or above the device's cores is refused.
+    pub fn set_core_limits(
+        &self,
+        device: u32,
+        cube: Option<u32>,
+        vector: Option<u32>,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let mut d = self.device_limits_mut(&mut g, device)?;
+        let cores = d.config.ai_cores;
+        let vectors = cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE;
+        for (what, v, max) in [("cube", cube, cores), ("vector", vector, vectors)] {
+            if let Some(v) = v
+                && !(1..=max).contains(&v)
+            {
+                return Err(NpuError::InvalidParam(format!(
+                    "a {what} core limit of {v} on device {device}: expected 1..={max}"
+                )));
+            }
+        }
+        d.limits.cube_cores = cube;
+        d.limits.vector_cores = vector;
+        Ok(())
+    }
+
+    /// Sets how long one kernel may run, in simulated time, on every device; past it the kernel
+    /// fails with an AI-core timeout (ACL_ERROR_RT_AICORE_TIMEOUT). Zero is refused.
+    pub fn set_kernel_timeout(&self, timeout: SimTime) -> NpuResult<()> {
+        if timeout == SimTime::ZERO {
+            return Err(NpuError::InvalidParam("a kernel timeout of 0".into()));
+        }
+        let mut g = self.lock();
+        for d in 0..g.devices.len() as u32 {
+            self.device_limits_mut(&mut g, d)?.limits.kernel_timeout = timeout;
+        }
+        Ok(())
+    }
+
+    /// Sets the wall-clock guard of every device: a binary kernel launch the simulator has
+    /// executed for this long fails with an AI-core timeout, whatever its simulated time.
+    /// `Duration::ZERO` turns the guard off. Results never depend on it unless it fires.
+    pub fn set_kernel_wall_limit(&self, limit: Duration) {
+        let mut g = self.lock();
+        for d in 0..g.devices.len() as u32 {
+            if let Ok(mut s) = self.device_limits_mut(&mut g, d) {
+                s.limits.kernel_wall_limit = limit;
+            }
+        }
+    }
+
+    /// Writes the lines kernels printed since the last call (see [`Runtime::take_kernel_log`])
+    /// to `out`, one per line, as a device's printf reaches the host at a synchronize; returns
+    /// how many.
+    pub fn write_kernel_log(&self, out: &mut dyn std::io::Write) -> std::io::Result<usize> {
+        let lines = self.take_kernel_log();
+        for l in &lines {
+            writeln!(out, "{l}")?;
+        }
+        out.flush()?;
+        Ok(lines.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RuntimeConfig;
+
+    #[test]
+    fn core_limits_are_checked_and_kept_per_device() {
+        let rt = Runtime::new(RuntimeConfig {
+            devices: 2,
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        rt.set_core_limits(1, Some(4), None).unwrap();
+        assert_eq!(rt.device_limits(1).unwrap().cube_cores, Some(4));
+        assert_eq!(rt.device_limits(0).unwrap().cube_cores, None);
+        assert!(rt.set_core_limits(0, Some(0), None).is_err());
+        assert!(rt.set_core_limits(0, Some(1000), None).is_err());
+        assert!(rt.set_core_limits(5, Some(1), None).is_err());
+    }
+
+    #[test]
+    fn a_kernel_timeout_of_zero_is_refused() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        assert!(rt.set_kernel_timeout(SimTime::ZERO).is_err());
+        rt.set_kernel_timeout(SimTime::from_ms(5)).unwrap();
+        assert_eq!(
+            rt.device_limits(0).unwrap().kernel_timeout,
+            SimTime::from_ms(5)
+        );
+    }
+}

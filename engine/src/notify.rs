@@ -1,0 +1,71 @@
+//! Notifies (ACL's `aclrtNotify`) on the runtime's events: the k-th record of a notify's event is
+//! the k-th `aclrtRecordNotify`, and the k-th `aclrtWaitAndResetNotify` waits for exactly that
+//! record, whether or not it has been enqueued yet. The one thing events alone cannot say is a
+//! wait for a record still to come; this file adds it. The wait is resolved by the dependency
+//! stage like any event wait (a record not yet enqueued is simply not done).
+
+use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
+use npusim_components::{Event, EventState, NpuError, NpuResult, Stream};
+
+use crate::runtime::Runtime;
+
+impl Runtime {
+    /// Makes `stream`'s later work wait until record number `record` (1-based, in enqueue
+    /// order) of `event` fires, even if that record is enqueued only later. A wait for a record
+    /// that is never enqueued is reported by the next synchronize as never able to finish.
+    pub fn stream_wait_event_record(
+        &self,
+        stream: Stream,
+        event: Event,
+        record: u64,
+    ) -> NpuResult<()> {
+        if record == 0 {
+            return Err(NpuError::InvalidParam(
+                "record numbers start at 1 (0 is \"never recorded\")".into(),
+            ));
+        }
+        let mut g = self.lock();
+        let (e, _) = self.check_event(&g, event)?;
+        let (s, _) = self.check_stream(&g, stream)?;
+        debug_assert!(g.world.get::<EventState>(e).is_some());
+        let desc = TaskDescriptor::event(EventView { event: e, record }, true);
+        let cost = g.costs.call_ns;
+        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        Ok(())
+    }
+
+    /// How many times `event` has been recorded (its latest record's number; 0 if never).
+    pub fn event_records(&self, event: Event) -> NpuResult<u64> {
+        let g = self.lock();
+        let (e, _) = self.check_event(&g, event)?;
+        Ok(g.world.get::<EventState>(e).map_or(0, |ev| ev.recorded))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Runtime, RuntimeConfig};
+
+    #[test]
+    fn a_wait_enqueued_before_its_record_holds_the_stream_until_the_record_fires() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+        let ev = rt.create_event().unwrap();
+        let p = rt.malloc(4096).unwrap();
+        // b waits for the first record, which a enqueues only after a long memset.
+        rt.stream_wait_event_record(b, ev, 1).unwrap();
+        let after = rt.create_event().unwrap();
+        rt.record_event(after, b).unwrap();
+        rt.memset_async(p, 1, 4096, a).unwrap();
+        rt.record_event(ev, a).unwrap();
+        rt.synchronize_stream(b).unwrap();
+        assert_eq!(rt.event_records(ev).unwrap(), 1);
+        let t_ev = rt.event_timestamp(ev).unwrap();
+        let t_after = rt.event_timestamp(after).unwrap();
+        assert!(
+            t_after >= t_ev,
+            "b went on at {t_after:?}, before the record at {t_ev:?}"
+        );
+        assert!(rt.stream_wait_event_record(b, ev, 0).is_err());
+    }
+}

@@ -1,0 +1,78 @@
+//! Timed waits on events and devices (ACL's `aclrtSynchronizeEventWithTimeout` and
+//! `aclrtSynchronizeDeviceWithTimeout`), beside the stream's: the wait drives frames with the
+//! device clock held at the deadline (simulated time), and fails with
+//! [`NpuError::WaitTimeout`] if what it waits for is not done by then; the work stays queued.
+//! Once done in time, the plain synchronize finishes the job (host clock, errors).
+
+use npusim_components::{ContextState, EventState, NpuError, NpuResult, SimTime};
+
+use crate::runtime::{Inner, Runtime};
+use npusim_components::Event;
+
+impl Runtime {
+    /// As [`Runtime::synchronize_event`], giving up after `timeout` of simulated time.
+    pub fn synchronize_event_timeout(&self, event: Event, timeout: SimTime) -> NpuResult<()> {
+        let g = self.lock();
+        let (e, _) = self.check_event(&g, event)?;
+        let record = g.world.get::<EventState>(e).map_or(0, |ev| ev.recorded);
+        let what = || event.to_string();
+        let done = |i: &Inner| {
+            i.world
+                .get::<EventState>(e)
+                .is_none_or(|ev| ev.record_done(record))
+        };
+        let (g, result) = self.drive(g, &what, &done, Some(timeout));
+        drop(g);
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
+            // Done, or a record that can never fire: the plain wait reports it.
+            _ => self.synchronize_event(event),
+        }
+    }
+
+    /// As [`Runtime::synchronize_device`], giving up after `timeout` of simulated time.
+    pub fn synchronize_device_timeout(&self, timeout: SimTime) -> NpuResult<()> {
+        let g = self.lock();
+        let ctx = self.current_ctx_entity(&g)?;
+        let index = g
+            .world
+            .get::<ContextState>(ctx)
+            .ok_or_else(|| NpuError::Destroyed(format!("context {ctx}")))?
+            .device_index;
+        let what = || format!("device {index}");
+        let done = |i: &Inner| i.device_idle(index);
+        let (g, result) = self.drive(g, &what, &done, Some(timeout));
+        drop(g);
+        match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
+            _ => self.synchronize_device(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Runtime, RuntimeConfig, SimTime};
+
+    #[test]
+    fn a_timed_event_wait_gives_up_at_its_deadline_and_succeeds_later() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let s = rt.create_stream().unwrap();
+        let ev = rt.create_event().unwrap();
+        let p = rt.malloc(256 << 20).unwrap();
+        rt.memset_async(p, 1, 256 << 20, s).unwrap();
+        rt.record_event(ev, s).unwrap();
+        let err = rt
+            .synchronize_event_timeout(ev, SimTime::from_us(1))
+            .unwrap_err();
+        assert_eq!(err.code(), 107019, "{err}");
+        assert!(!rt.query_event(ev).unwrap(), "the record stays queued");
+        rt.synchronize_event_timeout(ev, SimTime::from_ms(1000))
+            .unwrap();
+        assert!(rt.query_event(ev).unwrap());
+        rt.memset_async(p, 2, 256 << 20, s).unwrap();
+        assert!(rt.synchronize_device_timeout(SimTime::from_us(1)).is_err());
+        rt.synchronize_device_timeout(SimTime::from_ms(1000))
+            .unwrap();
+    }
+}
