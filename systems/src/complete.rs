@@ -55,9 +55,7 @@ impl<'w, 's> Completion<'w, 's> {
         now: SimTime,
     ) {
         let ran = task.status == TaskStatus::Running;
-        if let Ok(mut device) = self.devices.get_mut(task.device)
-            && ran
-        {
+        if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
             let busy = (task.end - task.start).as_ns();
             let units = &mut device.units;
             units.free_cores += task.cores;
