@@ -26,6 +26,7 @@ sdk="$root/device/sdk"
 srcdir="$(cd "$(dirname "$src")" && pwd)"
 rel="$(realpath --relative-to="$srcdir" "$sdk" 2>/dev/null || echo "$sdk")"
 
+out="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 cd "$srcdir"
 "$clangxx" --target=riscv64-unknown-elf -march=rv64imf -mabi=lp64f -O2 -std=c++17 \
     -ffreestanding -fno-builtin -nostdlib -fno-exceptions -fno-rtti -fno-threadsafe-statics \
