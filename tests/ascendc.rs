@@ -133,3 +133,210 @@ fn a_tiling_that_does_not_divide_the_work_fails_the_launch_with_the_assert() {
     let err = rt.synchronize_stream(s).unwrap_err();
     assert!(err.to_string().contains("134"), "{err}");
 }
+
+#[test]
+fn forgetting_enque_and_deque_of_the_inputs_adds_stale_bytes() {
+    let rt = rt();
+    let bin = load(&rt, "add_custom.o");
+    let s = rt.create_stream().unwrap();
+    let x = halves(&vec![1.5; N]);
+    let y = halves(&vec![2.0; N]);
+    let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
+    let dz = rt.malloc(2 * N as u64).unwrap();
+    let k = rt.get_function(bin, "add_custom_unsynced").unwrap();
+    run(&rt, k, 8, &[dx.into(), dy.into(), dz.into()], s);
+    let z: Vec<u16> = download(&rt, dz, N);
+    // The first tile of every block is added before its copies land: UB still holds zeros.
+    assert_eq!(f16_to_f32(z[0]), 0.0);
+    assert!(z.iter().any(|&v| f16_to_f32(v) != 3.5));
+}
+
+#[test]
+fn sub_in_the_repeat_form_matches_the_cpu() {
+    let rt = rt();
+    let bin = load(&rt, "sub_custom.o");
+    let s = rt.create_stream().unwrap();
+    let n = 4 * 2 * 2 * 1024;
+    let x: Vec<f32> = (0..n).map(|i| (i % 101) as f32 * 0.11).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 3.3).collect();
+    let (hx, hy) = (halves(&x), halves(&y));
+    let (dx, dy) = (upload(&rt, &hx), upload(&rt, &hy));
+    let dz = rt.malloc(2 * n as u64).unwrap();
+    let tiling = upload(&rt, &[n as u32, 2]);
+    let k = rt.get_function(bin, "sub_custom").unwrap();
+    run(
+        &rt,
+        k,
+        4,
+        &[dx.into(), dy.into(), dz.into(), tiling.into()],
+        s,
+    );
+    let z: Vec<u16> = download(&rt, dz, n);
+    for i in 0..n {
+        let want = f32_to_f16(f16_to_f32(hx[i]) - f16_to_f32(hy[i]));
+        assert_eq!(z[i], want, "[{i}]");
+    }
+}
+
+#[test]
+fn leaky_relu_with_a_float_argument_matches_the_cpu_on_a_ragged_length() {
+    let rt = rt();
+    let bin = load(&rt, "leaky_relu_custom.o");
+    let s = rt.create_stream().unwrap();
+    let n = 10_007usize;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 - 5000.0) * 0.013).collect();
+    let hx = halves(&x);
+    let dx = upload(&rt, &hx);
+    let dy = rt.malloc(2 * n as u64 + 64).unwrap();
+    let slope = 0.1f32;
+    let k = rt.get_function(bin, "leaky_relu_custom").unwrap();
+    run(
+        &rt,
+        k,
+        5,
+        &[dx.into(), dy.into(), (n as u64).into(), Arg::F32(slope)],
+        s,
+    );
+    let y: Vec<u16> = download(&rt, dy, n);
+    let hs = f16_to_f32(f32_to_f16(slope));
+    for i in 0..n {
+        let v = f16_to_f32(hx[i]);
+        let want = if v > 0.0 { hx[i] } else { f32_to_f16(v * hs) };
+        assert_eq!(y[i], want, "[{i}] x = {v}");
+    }
+}
+
+#[test]
+fn addcdiv_through_float_casts_matches_the_cpu() {
+    let rt = rt();
+    let bin = load(&rt, "addcdiv_custom.o");
+    let s = rt.create_stream().unwrap();
+    let (n, tile, value) = (6 * 2048usize, 512u32, 0.75f32);
+    let inp = halves(
+        &(0..n)
+            .map(|i| (i % 31) as f32 * 0.2 - 3.0)
+            .collect::<Vec<_>>(),
+    );
+    let a = halves(
+        &(0..n)
+            .map(|i| (i % 17) as f32 * 0.9 - 7.0)
+            .collect::<Vec<_>>(),
+    );
+    let b = halves(&(0..n).map(|i| (i % 5) as f32 + 0.5).collect::<Vec<_>>());
+    let (di, da, db) = (upload(&rt, &inp), upload(&rt, &a), upload(&rt, &b));
+    let dy = rt.malloc(2 * n as u64).unwrap();
+    let mut t = [0u32; 3];
+    t[0] = n as u32;
+    t[1] = tile;
+    t[2] = value.to_bits();
+    let tiling = upload(&rt, &t);
+    let k = rt.get_function(bin, "addcdiv_custom").unwrap();
+    run(
+        &rt,
+        k,
+        6,
+        &[di.into(), da.into(), db.into(), dy.into(), tiling.into()],
+        s,
+    );
+    let y: Vec<u16> = download(&rt, dy, n);
+    for i in 0..n {
+        let q = f16_to_f32(a[i]) / f16_to_f32(b[i]);
+        let want = f32_to_f16(f16_to_f32(inp[i]) + q * value);
+        assert_eq!(y[i], want, "[{i}]");
+    }
+}
+
+fn rows_input(rows: usize, cols: usize) -> Vec<f32> {
+    (0..rows * cols)
+        .map(|i| ((i * 37) % 101) as f32 * 0.05 - 2.0)
+        .collect()
+}
+
+#[test]
+fn row_softmax_matches_an_f64_reference() {
+    let rt = rt();
+    let bin = load(&rt, "softmax_custom.o");
+    let s = rt.create_stream().unwrap();
+    let (rows, cols) = (37usize, 200usize);
+    let x = rows_input(rows, cols);
+    let dx = upload(&rt, &x);
+    let dy = rt.malloc(4 * (rows * cols) as u64).unwrap();
+    let tiling = upload(&rt, &[rows as u32, cols as u32]);
+    let k = rt.get_function(bin, "softmax_custom").unwrap();
+    run(&rt, k, 8, &[dx.into(), dy.into(), tiling.into()], s);
+    let y: Vec<f32> = download(&rt, dy, rows * cols);
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let m = row.iter().fold(f64::MIN, |m, &v| m.max(v as f64));
+        let sum: f64 = row.iter().map(|&v| (v as f64 - m).exp()).sum();
+        for c in 0..cols {
+            let want = (row[c] as f64 - m).exp() / sum;
+            let got = y[r * cols + c] as f64;
+            assert!(
+                (got - want).abs() <= 1e-6 + 2e-5 * want,
+                "[{r}, {c}] {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn layer_norm_matches_an_f64_reference() {
+    let rt = rt();
+    let bin = load(&rt, "layer_norm_custom.o");
+    let s = rt.create_stream().unwrap();
+    let (rows, cols, eps) = (29usize, 768usize, 1e-5f32);
+    let x = rows_input(rows, cols);
+    let gamma: Vec<f32> = (0..cols).map(|i| 1.0 + (i % 9) as f32 * 0.1).collect();
+    let beta: Vec<f32> = (0..cols).map(|i| (i % 4) as f32 * 0.25 - 0.5).collect();
+    let (dx, dg, db) = (upload(&rt, &x), upload(&rt, &gamma), upload(&rt, &beta));
+    let dy = rt.malloc(4 * (rows * cols) as u64).unwrap();
+    let tiling = upload(&rt, &[rows as u32, cols as u32, eps.to_bits()]);
+    let k = rt.get_function(bin, "layer_norm_custom").unwrap();
+    run(
+        &rt,
+        k,
+        6,
+        &[dx.into(), dg.into(), db.into(), dy.into(), tiling.into()],
+        s,
+    );
+    let y: Vec<f32> = download(&rt, dy, rows * cols);
+    for r in 0..rows {
+        let row = &x[r * cols..(r + 1) * cols];
+        let mean = row.iter().map(|&v| v as f64).sum::<f64>() / cols as f64;
+        let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / cols as f64;
+        let rstd = 1.0 / (var + eps as f64).sqrt();
+        for c in 0..cols {
+            let want = (row[c] as f64 - mean) * rstd * gamma[c] as f64 + beta[c] as f64;
+            let got = y[r * cols + c] as f64;
+            assert!(
+                (got - want).abs() <= 2e-5 * (1.0 + want.abs()),
+                "[{r}, {c}] {got} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn row_sums_match_the_cpu_in_the_kernels_order() {
+    let rt = rt();
+    let bin = load(&rt, "reduce_sum_custom.o");
+    let s = rt.create_stream().unwrap();
+    let (rows, cols) = (21usize, 20_000usize);
+    let x = rows_input(rows, cols);
+    let dx = upload(&rt, &x);
+    let dy = rt.malloc(4 * rows as u64 + 64).unwrap();
+    let tiling = upload(&rt, &[rows as u32, cols as u32]);
+    let k = rt.get_function(bin, "reduce_sum_custom").unwrap();
+    run(&rt, k, 4, &[dx.into(), dy.into(), tiling.into()], s);
+    let y: Vec<f32> = download(&rt, dy, rows);
+    for r in 0..rows {
+        // Each tile of 8192 summed exactly and rounded once; the tile sums added in f32.
+        let row = &x[r * cols..(r + 1) * cols];
+        let want = row
+            .chunks(8192)
+            .map(|t| t.iter().map(|&v| v as f64).sum::<f64>() as f32)
+            .fold(0.0f32, |a, t| a + t);
+        assert_eq!(y[r], want, "row {r}");
+    }
+}

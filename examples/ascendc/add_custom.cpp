@@ -10,6 +10,8 @@
  *   add_custom_tiling      half,  double buffered, AddTiling read with GET_TILING_DATA from
  *                          the `tiling` argument (a device pointer)
  *   add_custom_tiling_f32  float, double buffered, AddTiling passed by value
+ *   add_custom_unsynced    add_custom without EnQue / DeQue of the inputs (a deliberate bug:
+ *                          the sum of stale UB bytes, as on hardware)
  * With tiling, totalLength must split into blockDim * tileNum * BUFFER_NUM tiles of whole
  * 32-byte blocks (ASSERT otherwise).
  */
@@ -27,7 +29,9 @@ constexpr uint32_t TOTAL_LENGTH = 8 * 2048;
 // Launched on 8 blocks (USE_CORE_NUM in the sample); any block count that divides the work works.
 constexpr uint32_t TILE_NUM = 8;
 
-template <typename T, int32_t BUFFER_NUM> class KernelAdd {
+// SYNC_INPUTS = false is a deliberate bug (add_custom_unsynced): the inputs are never enqueued
+// and dequeued, so the vector unit does not wait for their copies and adds stale UB bytes.
+template <typename T, int32_t BUFFER_NUM, bool SYNC_INPUTS = true> class KernelAdd {
 public:
     __aicore__ inline KernelAdd() {}
     __aicore__ inline void Init(GM_ADDR x, GM_ADDR y, GM_ADDR z, uint32_t totalLength,
@@ -60,12 +64,16 @@ private:
         LocalTensor<T> yLocal = inQueueY.template AllocTensor<T>();
         DataCopy(xLocal, xGm[progress * tileLength], tileLength);
         DataCopy(yLocal, yGm[progress * tileLength], tileLength);
-        inQueueX.EnQue(xLocal);
-        inQueueY.EnQue(yLocal);
+        if (SYNC_INPUTS) {
+            inQueueX.EnQue(xLocal);
+            inQueueY.EnQue(yLocal);
+        }
+        xStale = xLocal;
+        yStale = yLocal;
     }
     __aicore__ inline void Compute(int32_t) {
-        LocalTensor<T> xLocal = inQueueX.template DeQue<T>();
-        LocalTensor<T> yLocal = inQueueY.template DeQue<T>();
+        LocalTensor<T> xLocal = SYNC_INPUTS ? inQueueX.template DeQue<T>() : xStale;
+        LocalTensor<T> yLocal = SYNC_INPUTS ? inQueueY.template DeQue<T>() : yStale;
         LocalTensor<T> zLocal = outQueueZ.template AllocTensor<T>();
         Add(zLocal, xLocal, yLocal, tileLength);
         outQueueZ.EnQue(zLocal);
@@ -84,6 +92,7 @@ private:
     GlobalTensor<T> xGm;
     GlobalTensor<T> yGm;
     GlobalTensor<T> zGm;
+    LocalTensor<T> xStale, yStale;
     uint32_t blockLength;
     uint32_t tileNum;
     uint32_t tileLength;
@@ -119,6 +128,12 @@ extern "C" __global__ __aicore__ void add_custom_tiling_f32(GM_ADDR x, GM_ADDR y
                                                             AddTiling tiling) {
     KernelAdd<float, 2> op;
     op.Init(x, y, z, tiling.totalLength, tiling.tileNum);
+    op.Process();
+}
+
+extern "C" __global__ __aicore__ void add_custom_unsynced(GM_ADDR x, GM_ADDR y, GM_ADDR z) {
+    KernelAdd<half, 2, false> op;
+    op.Init(x, y, z, TOTAL_LENGTH, TILE_NUM);
     op.Process();
 }
 
