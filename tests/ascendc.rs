@@ -340,3 +340,50 @@ fn row_sums_match_the_cpu_in_the_kernels_order() {
         assert_eq!(y[r], want, "row {r}");
     }
 }
+
+#[test]
+fn on_the_910b_a_vector_only_kernel_spreads_its_blocks_over_two_vector_cores_per_ai_core() {
+    use npusim::device::core::Program;
+    use npusim::device::core::npu::launch::is_vector_only;
+    let image = |name: &str| {
+        let path = format!("{}/examples/kernels/{name}", env!("CARGO_MANIFEST_DIR"));
+        Program::decode(0x4000_0000, &std::fs::read(path).unwrap())
+    };
+    assert!(is_vector_only(&image("ext_vadd.bin")));
+    assert!(!is_vector_only(&image("ext_matmul.bin")));
+
+    let rt = rt();
+    let dev = rt.device_config(0).unwrap();
+    assert_eq!((dev.ai_cores, dev.vector_cores_per_ai_core), (24, 2));
+    let bin = load(&rt, "add_custom.o");
+    let s = rt.create_stream().unwrap();
+    let n = 48 * 2 * 1024usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let dx = upload(&rt, &x);
+    let dz = rt.malloc(4 * n as u64).unwrap();
+    let k = rt.get_function(bin, "add_custom_tiling_f32").unwrap();
+    let packed = n as u64 | 1 << 32;
+    rt.launch(k, 48, &[dx.into(), dx.into(), dz.into(), packed.into()], s)
+        .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let l = rt.take_binary_launch_stats().pop().unwrap();
+    let cores: std::collections::BTreeSet<u32> = l.blocks.iter().map(|b| b.core).collect();
+    assert_eq!(cores.len(), 48, "one vector core per block");
+    let slowest = l.blocks.iter().map(|b| b.cycles).max().unwrap();
+    assert_eq!(l.cycles, slowest.max(l.hbm_floor_cycles));
+    let z: Vec<f32> = download(&rt, dz, n);
+    assert!(z.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
+
+    // The small preset keeps one core type: 8 blocks on its 4 cores, two each.
+    let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
+    let bin = load(&rt, "add_custom.o");
+    let s = rt.create_stream().unwrap();
+    let dx = upload(&rt, &x[..8 * 2048]);
+    let dz = rt.malloc(4 * 8 * 2048).unwrap();
+    let k = rt.get_function(bin, "add_custom_f32").unwrap();
+    rt.launch(k, 8, &[dx.into(), dx.into(), dz.into()], s)
+        .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let l = rt.take_binary_launch_stats().pop().unwrap();
+    assert_eq!(l.blocks.iter().map(|b| b.core).max(), Some(3));
+}
