@@ -387,3 +387,21 @@ fn on_the_910b_a_vector_only_kernel_spreads_its_blocks_over_two_vector_cores_per
     let l = rt.take_binary_launch_stats().pop().unwrap();
     assert_eq!(l.blocks.iter().map(|b| b.core).max(), Some(3));
 }
+
+#[test]
+fn the_api_probe_computes_and_prints_what_the_layer_promises() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let s = rt.create_stream().unwrap();
+    let out = rt.malloc(16).unwrap();
+    let k = rt.get_function(bin, "api_probe").unwrap();
+    run(&rt, k, 1, &[out.into()], s);
+    assert_eq!(download::<f32>(&rt, out, 4), [7.0, -1.0, 7.0, -3.0]);
+    assert_eq!(
+        rt.take_kernel_log(),
+        [
+            "[api_probe block 0] probe: block 0 of 1, max 7.00, min -1.000000, picked 7.000000, \
+             floor -3, hex ff, ok"
+        ]
+    );
+}
