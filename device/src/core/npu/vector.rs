@@ -125,8 +125,88 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
     }
 }
 
+/// f16 element-wise instructions and the common casts on slices: the same results as the
+/// general path below (each operation in f32, then `f32_to_f16`, which rounds to nearest
+/// even exactly like `round_float(.., Rint)`), without its per-element dispatch. Returns
+/// false when the instruction is not one of them.
+fn compute_fast(v: &VectorOp, ub: &[u8], out: &mut Staging) -> bool {
+    let n = v.n as usize;
+    let (a, b) = (v.a as usize, v.b as usize);
+    if v.op == VecOp::Cvt {
+        let rne = matches!(
+            RoundMode::ALL[v.mode as usize],
+            RoundMode::None | RoundMode::Rint
+        );
+        match (v.src_dtype, v.dtype) {
+            (DType::F16, DType::F32) => {
+                out.resize(4 * n);
+                for (o, &h) in out.f32s_mut().iter_mut().zip(u16s(ub, a, n)) {
+                    *o = f16_to_f32(h);
+                }
+            }
+            (DType::F32, DType::F16) if rne => {
+                out.resize(2 * n);
+                for (o, &x) in out.u16s_mut().iter_mut().zip(f32s(ub, a, n)) {
+                    *o = f32_to_f16(x);
+                }
+            }
+            _ => return false,
+        }
+        return true;
+    }
+    if v.dtype != DType::F16 {
+        return false;
+    }
+    let s = f16_to_f32(v.scalar_bits as u16);
+    macro_rules! map {
+        ($f:expr) => {{
+            out.resize(2 * n);
+            for (o, &x) in out.u16s_mut().iter_mut().zip(u16s(ub, a, n)) {
+                *o = f32_to_f16($f(f16_to_f32(x)));
+            }
+        }};
+    }
+    macro_rules! zip {
+        ($f:expr) => {{
+            out.resize(2 * n);
+            let (x, y) = (u16s(ub, a, n), u16s(ub, b, n));
+            for ((o, &p), &q) in out.u16s_mut().iter_mut().zip(x).zip(y) {
+                *o = f32_to_f16($f(f16_to_f32(p), f16_to_f32(q)));
+            }
+        }};
+    }
+    match v.op {
+        VecOp::Add => zip!(|p: f32, q: f32| p + q),
+        VecOp::Sub => zip!(|p: f32, q: f32| p - q),
+        VecOp::Mul => zip!(|p: f32, q: f32| p * q),
+        VecOp::Div => zip!(|p: f32, q: f32| p / q),
+        VecOp::Max => zip!(f32::max),
+        VecOp::Min => zip!(f32::min),
+        VecOp::Adds => map!(|x: f32| x + s),
+        VecOp::Muls => map!(|x: f32| x * s),
+        VecOp::Maxs => map!(|x: f32| x.max(s)),
+        VecOp::Mins => map!(|x: f32| x.min(s)),
+        VecOp::LRelu => map!(|x: f32| if x > 0.0 { x } else { x * s }),
+        VecOp::Relu => map!(relu),
+        VecOp::Abs => map!(f32::abs),
+        VecOp::Sqrt => map!(f32::sqrt),
+        VecOp::Rec => map!(|x: f32| 1.0 / x),
+        VecOp::Mov => map!(|x: f32| x),
+        _ => return false,
+    }
+    true
+}
+
 /// The element-wise, reduction, cast, compare and select instructions on any element type.
 fn compute_typed(v: &VectorOp, ub: &[u8], out: &mut Staging) {
+    if !compute_fast(v, ub, out) {
+        compute_general(v, ub, out);
+    }
+}
+
+/// Every typed instruction, element by element through `f64` (the reference the fast path
+/// is checked against).
+fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
     let n = v.n as usize;
     let t = v.dtype;
     let es = t.size() as usize;
@@ -267,6 +347,90 @@ fn compute_typed(v: &VectorOp, ub: &[u8], out: &mut Staging) {
                         _ => p,
                     };
                     t.store(wrap(r), &mut o[i * es..]);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_f16_fast_path_matches_the_general_path_bit_for_bit() {
+        // Every f16 pattern against a fixed partner sequence, with a scalar.
+        let n = 32768usize;
+        let mut ub = vec![0u8; 8 * n];
+        let mut x = 0x2545_f491u32;
+        for i in 0..n {
+            let a = (2 * i) as u16;
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            ub[2 * i..2 * i + 2].copy_from_slice(&a.to_le_bytes());
+            ub[2 * n + 2 * i..2 * n + 2 * i + 2].copy_from_slice(&(x as u16).to_le_bytes());
+        }
+        for i in 0..n / 2 {
+            let f = (i as f32 - 8000.0) * 0.37;
+            ub[4 * n + 4 * i..4 * n + 4 * i + 4].copy_from_slice(&f.to_le_bytes());
+        }
+        let ops = [
+            VecOp::Add,
+            VecOp::Sub,
+            VecOp::Mul,
+            VecOp::Div,
+            VecOp::Max,
+            VecOp::Min,
+            VecOp::Adds,
+            VecOp::Muls,
+            VecOp::Maxs,
+            VecOp::Mins,
+            VecOp::LRelu,
+            VecOp::Relu,
+            VecOp::Abs,
+            VecOp::Sqrt,
+            VecOp::Rec,
+            VecOp::Mov,
+            VecOp::Cvt,
+        ];
+        for op in ops {
+            for (src, dst) in [
+                (DType::F16, DType::F16),
+                (DType::F16, DType::F32),
+                (DType::F32, DType::F16),
+            ] {
+                if (op == VecOp::Cvt) == (src == dst) {
+                    continue;
+                }
+                let v = VectorOp {
+                    op,
+                    dst: 0,
+                    a: if src == DType::F32 { 4 * n as u32 } else { 0 },
+                    b: 2 * n as u32,
+                    scalar: 0.0,
+                    n: (n / 2) as u32,
+                    dtype: dst,
+                    src_dtype: src,
+                    mode: RoundMode::Rint as u8,
+                    mask: 0,
+                    scalar_bits: 0xb555,
+                };
+                let (mut fast, mut general) = (Staging::default(), Staging::default());
+                assert!(compute_fast(&v, &ub, &mut fast), "{}", op.name());
+                compute_general(&v, &ub, &mut general);
+                // Equal values; NaNs only as NaNs (their payloads are not specified).
+                let es = dst.size() as usize;
+                let (f, g) = (fast.bytes(), general.bytes());
+                assert_eq!(f.len(), g.len());
+                for i in 0..f.len() / es {
+                    let (x, y) = (dst.load(&f[i * es..]), dst.load(&g[i * es..]));
+                    let bits = f[i * es..(i + 1) * es] == g[i * es..(i + 1) * es];
+                    assert!(
+                        bits || (x.is_nan() && y.is_nan()),
+                        "{} {src} -> {dst} [{i}]: {x} vs {y}",
+                        op.name()
+                    );
                 }
             }
         }
