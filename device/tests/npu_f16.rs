@@ -45,7 +45,7 @@ fn run_vec(op: VecOp, a: &[u8], b: &[u8], s: u64, rs3: u64, out_bytes: usize) ->
             out_bytes as u32,
         );
     m.run(&asm.words).unwrap();
-    let o = (0x20000) as usize;
+    let o = 0x20000usize;
     m.gm.mem[o..o + out_bytes].to_vec()
 }
 
@@ -114,7 +114,8 @@ fn f16_scalar_unary_and_reduction_instructions_round_once_to_half() {
         .collect();
     let s = f16::from_f32(0.3).to_bits() as u64;
     let count = encode::count(n as u32, DType::F16);
-    let cases: [(VecOp, fn(f64, f64) -> f64); 8] = [
+    type Reference = fn(f64, f64) -> f64;
+    let cases: [(VecOp, Reference); 8] = [
         (VecOp::Adds, |x, s| x + s),
         (VecOp::Muls, |x, s| x * s),
         (VecOp::Maxs, |x, s| x.max(s)),
