@@ -405,3 +405,28 @@ fn the_api_probe_computes_and_prints_what_the_layer_promises() {
         ]
     );
 }
+
+#[test]
+fn get_tiling_data_with_a_null_pointer_reads_the_launchs_tiling_words() {
+    let rt = rt();
+    let bin = load(&rt, "add_custom.o");
+    let s = rt.create_stream().unwrap();
+    let n = 4 * 1024usize;
+    let x = halves(&(0..n).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
+    let dx = upload(&rt, &x);
+    let dz = rt.malloc(2 * n as u64).unwrap();
+    let k = rt.get_function(bin, "add_custom_tiling").unwrap();
+    rt.launch_with_tiling(
+        k,
+        4,
+        &[dx.into(), dx.into(), dz.into(), 0u64.into()],
+        &[n as u32, 1],
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let z: Vec<u16> = download(&rt, dz, n);
+    for i in 0..n {
+        assert_eq!(z[i], f32_to_f16(2.0 * f16_to_f32(x[i])), "[{i}]");
+    }
+}

@@ -685,7 +685,7 @@ __aicore__ constexpr int consumer(TPosition pos) {
 class TPipe {
 public:
     __aicore__ inline TPipe() : used_(0) {
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < 8; i++) {
             events_[i] = 0;
         }
         detail::set_current_pipe(this);
@@ -707,34 +707,35 @@ public:
     }
     /* Reserves the next free event id of flag (src, dst); the layer keeps id 7 for itself. */
     __aicore__ inline int32_t TakeEvent(int src, int dst) {
-        uint8_t &n = events_[src * 8 + dst];
+        uint32_t n = Taken(src, dst);
         if (n >= NPUSIM_SYNC_EVENT) {
             detail::fail("TPipe: more than 7 queues or events on one pair of pipes");
         }
-        return n++;
+        SetTaken(src, dst, n + 1);
+        return (int32_t)n;
     }
     template <HardEvent e> __aicore__ inline TEventID AllocEventID() {
         return (TEventID)TakeEvent((int)e >> 4, (int)e & 0xf);
     }
     template <HardEvent e> __aicore__ inline void ReleaseEventID(TEventID id) {
-        uint8_t &n = events_[((int)e >> 4) * 8 + ((int)e & 0xf)];
-        if (n > 0 && id == n - 1) {
-            n--;
+        uint32_t n = Taken((int)e >> 4, (int)e & 0xf);
+        if (n > 0 && (uint32_t)id == n - 1) {
+            SetTaken((int)e >> 4, (int)e & 0xf, n - 1);
         }
     }
     /* An event id free for a set / wait pair issued back to back. */
     template <HardEvent e> __aicore__ inline TEventID FetchEventID() {
-        return (TEventID)events_[((int)e >> 4) * 8 + ((int)e & 0xf)];
+        return (TEventID)Taken((int)e >> 4, (int)e & 0xf);
     }
     __aicore__ inline TEventID FetchEventID(HardEvent e) {
-        return (TEventID)events_[((int)e >> 4) * 8 + ((int)e & 0xf)];
+        return (TEventID)Taken((int)e >> 4, (int)e & 0xf);
     }
     /* Drains every pipe. */
     __aicore__ inline void Destroy() { npu_pipe_barrier(NPU_PIPE_ALL); }
     __aicore__ inline void Reset() {
         npu_pipe_barrier(NPU_PIPE_ALL);
         used_ = 0;
-        for (int i = 0; i < 64; i++) {
+        for (int i = 0; i < 8; i++) {
             events_[i] = 0;
         }
     }
@@ -761,8 +762,16 @@ private:
         used_ += bytes;
         return p;
     }
+    /* Event ids taken per flag (src, dst): byte dst of word src. */
+    __aicore__ inline uint32_t Taken(int src, int dst) const {
+        return (uint32_t)(events_[src] >> (8 * dst)) & 0xff;
+    }
+    __aicore__ inline void SetTaken(int src, int dst, uint32_t n) {
+        uint64_t shift = 8 * (uint64_t)dst;
+        events_[src] = (events_[src] & ~(0xffULL << shift)) | ((uint64_t)n << shift);
+    }
     uint32_t used_;
-    uint8_t events_[64];
+    uint64_t events_[8];
 };
 
 __aicore__ inline TPipe *GetTPipePtr() { return detail::current_pipe(); }
