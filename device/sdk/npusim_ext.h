@@ -230,7 +230,7 @@ static inline void npu_vlrelu(float *dst, const float *a, float s, npu_u64 n) { 
 /* ---- Typed vector instructions ------------------------------------------------------------ */
 /*
  * Every vector instruction takes an element type in bits 32..36 of its count operand:
- * NPU_F32 (the default, 0), NPU_F16, NPU_I32, NPU_I16. The `_t` forms below take untyped
+ * NPU_F32 (the default, 0), NPU_F16, NPU_I32, NPU_I16, NPU_BF16. The `_t` forms below take untyped
  * pointers, the count and the type; scalars are passed as their bits in that type
  * (npu_f32_bits / npu_f16_bits, or the integer itself). f16 and i16 run at twice the f32
  * element rate. f16 results are exact IEEE half; integer arithmetic wraps. vdiv, vexp, vln,
@@ -240,6 +240,7 @@ static inline void npu_vlrelu(float *dst, const float *a, float s, npu_u64 n) { 
 #define NPU_F16 1
 #define NPU_I32 2
 #define NPU_I16 3
+#define NPU_BF16 4
 /* The count operand: n elements of type t. */
 #define NPU_COUNT(n, t) ((npu_u64)(npu_u32)(n) | ((npu_u64)(t) << 32))
 

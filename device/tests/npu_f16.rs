@@ -10,8 +10,8 @@ use npusim_device::abi;
 use npusim_device::core::Trap;
 use npusim_device::core::npu::isa::{CopyDir, VecOp, encode};
 use npusim_device::core::npu::{
-    CmpMode, DType, NpuFault, Pipe, RoundMode, VECTOR_STARTUP_CYCLES, f16_to_f32,
-    f32_to_f16_rounded,
+    CmpMode, DType, NpuFault, Pipe, RoundMode, VECTOR_STARTUP_CYCLES, bf16_to_f32, f16_to_f32,
+    f32_to_bf16_rounded, f32_to_f16_rounded,
 };
 
 const GM: u64 = abi::HEAP_BASE;
@@ -464,4 +464,73 @@ fn undefined_types_and_float_only_instructions_on_integers_fault_at_issue() {
     ));
     let msg = fault(VecOp::Div, encode::count(8, DType::I16)).to_string();
     assert_eq!(msg, "vdiv is not defined on i16 elements");
+}
+
+#[test]
+fn bf16_arithmetic_and_casts_are_bit_exact_against_the_half_crate() {
+    use half::bf16;
+    let mut rng = Rng(0xbf16);
+    let n = 16384usize;
+    // Finite patterns with exponents near 1 (so products and quotients stay in range) and a
+    // sprinkling of arbitrary ones (subnormals, huge values, infinities, NaNs).
+    let pattern = |r: &mut Rng| -> u16 {
+        let x = r.next();
+        if x % 8 == 0 {
+            x as u16
+        } else {
+            (x as u16 & 0x80ff) | (0x3c00 + ((x >> 20) as u16 % 0x800))
+        }
+    };
+    let a: Vec<u16> = (0..n).map(|_| pattern(&mut rng)).collect();
+    let b: Vec<u16> = (0..n).map(|_| pattern(&mut rng)).collect();
+    for op in [VecOp::Add, VecOp::Sub, VecOp::Mul, VecOp::Div] {
+        let rs3 = encode::count(n as u32, DType::BF16);
+        let out = bytes_u16(&run_vec(op, &u16_bytes(&a), &u16_bytes(&b), 0, rs3, 2 * n));
+        for i in 0..n {
+            let (x, y) = (
+                bf16::from_bits(a[i]).to_f64(),
+                bf16::from_bits(b[i]).to_f64(),
+            );
+            let want = bf16::from_f64(match op {
+                VecOp::Add => x + y,
+                VecOp::Sub => x - y,
+                VecOp::Mul => x * y,
+                _ => x / y,
+            });
+            let ok =
+                out[i] == want.to_bits() || (want.is_nan() && bf16::from_bits(out[i]).is_nan());
+            assert!(
+                ok,
+                "{} {:#06x} {:#06x}: {:#06x} vs {:#06x}",
+                op.name(),
+                a[i],
+                b[i],
+                out[i],
+                want.to_bits()
+            );
+        }
+    }
+    // f32 -> bf16 to nearest even, through the instruction and the function.
+    let xs: Vec<f32> = (0..n)
+        .map(|_| f32::from_bits(rng.next() as u32))
+        .filter(|x| !x.is_nan())
+        .collect();
+    let rs3 = encode::cast(xs.len() as u32, DType::BF16, DType::F32, RoundMode::Rint);
+    let out = bytes_u16(&run_vec(
+        VecOp::Cvt,
+        &f32_bytes(&xs),
+        &[],
+        0,
+        rs3,
+        2 * xs.len(),
+    ));
+    for (i, &x) in xs.iter().enumerate() {
+        assert_eq!(out[i], bf16::from_f32(x).to_bits(), "{x:e}");
+        assert_eq!(f32_to_bf16_rounded(x, RoundMode::Rint), out[i]);
+        let t = bf16_to_f32(f32_to_bf16_rounded(x, RoundMode::Trunc));
+        assert!(
+            t.abs() <= x.abs() && (t == 0.0 || t.signum() == x.signum()),
+            "{x:e}"
+        );
+    }
 }

@@ -27,7 +27,7 @@
  *    So a missing DeQue lets the vector unit read the buffer before the copy landed: stale
  *    data, as on hardware.
  *  - Vector APIs issue one NPU vector instruction per call (tensor-count form) or per repeat
- *    (mask / repeat form); element types float, half, int32_t, int16_t.
+ *    (mask / repeat form); element types float, half, bfloat16_t, int32_t, int16_t.
  */
 #ifndef NPUSIM_ASCENDC_KERNEL_OPERATOR_H
 #define NPUSIM_ASCENDC_KERNEL_OPERATOR_H
@@ -221,6 +221,25 @@ struct half {
         half h;
         h.bits_ = b;
         return h;
+    }
+};
+
+/* bfloat16: the top half of a float (round to nearest even from float). */
+struct bfloat16_t {
+    uint16_t bits_;
+    bfloat16_t() = default;
+    __aicore__ inline bfloat16_t(float f) {
+        uint32_t u = npusim_detail::f32_bits(f);
+        if ((u & 0x7fffffff) > 0x7f800000) {
+            bits_ = (uint16_t)((u >> 16) | 0x40);
+        } else {
+            bits_ = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+        }
+    }
+    __aicore__ inline bfloat16_t(double d) : bfloat16_t((float)d) {}
+    __aicore__ inline bfloat16_t(int i) : bfloat16_t((float)i) {}
+    __aicore__ inline operator float() const {
+        return npusim_detail::bits_f32((uint32_t)bits_ << 16);
     }
 };
 
@@ -546,6 +565,10 @@ template <> struct Type<float> {
 template <> struct Type<half> {
     static constexpr int code = NPU_F16;
     static __aicore__ inline uint64_t bits(half v) { return v.bits_; }
+};
+template <> struct Type<bfloat16_t> {
+    static constexpr int code = NPU_BF16;
+    static __aicore__ inline uint64_t bits(bfloat16_t v) { return v.bits_; }
 };
 template <> struct Type<int32_t> {
     static constexpr int code = NPU_I32;

@@ -26,11 +26,13 @@ pub enum DType {
     I32 = 2,
     /// Two's-complement 16-bit integer (`int16_t`).
     I16 = 3,
+    /// bfloat16: the top half of an IEEE binary32 (`bfloat16_t`).
+    BF16 = 4,
 }
 
 impl DType {
     /// Every type, by code.
-    pub const ALL: [DType; 4] = [DType::F32, DType::F16, DType::I32, DType::I16];
+    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::I32, DType::I16, DType::BF16];
 
     /// The type with code `code`.
     pub fn from_code(code: u64) -> Option<DType> {
@@ -41,13 +43,13 @@ impl DType {
     pub const fn size(self) -> u64 {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::I16 => 2,
+            DType::F16 | DType::I16 | DType::BF16 => 2,
         }
     }
 
     /// A floating-point type.
     pub const fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
     }
 
     /// The name used in docs and messages.
@@ -57,6 +59,7 @@ impl DType {
             DType::F16 => "f16",
             DType::I32 => "i32",
             DType::I16 => "i16",
+            DType::BF16 => "bf16",
         }
     }
 
@@ -68,6 +71,7 @@ impl DType {
             DType::F16 => f16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]])) as f64,
             DType::I32 => i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64,
             DType::I16 => i16::from_le_bytes([bytes[0], bytes[1]]) as f64,
+            DType::BF16 => bf16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]])) as f64,
         }
     }
 
@@ -80,6 +84,9 @@ impl DType {
             DType::F16 => out[..2].copy_from_slice(&f32_to_f16(v as f32).to_le_bytes()),
             DType::I32 => out[..4].copy_from_slice(&(v as i32).to_le_bytes()),
             DType::I16 => out[..2].copy_from_slice(&(v as i16).to_le_bytes()),
+            DType::BF16 => {
+                out[..2].copy_from_slice(&(((v as f32).to_bits() >> 16) as u16).to_le_bytes())
+            }
         }
     }
 
@@ -90,6 +97,7 @@ impl DType {
             DType::F16 => f16_to_f32(reg as u16) as f64,
             DType::I32 => reg as u32 as i32 as f64,
             DType::I16 => reg as u16 as i16 as f64,
+            DType::BF16 => bf16_to_f32(reg as u16) as f64,
         }
     }
 }
@@ -188,6 +196,19 @@ impl CmpMode {
     }
 }
 
+/// The f32 value of the bfloat16 bit pattern `b` (exact).
+pub fn bf16_to_f32(b: u16) -> f32 {
+    f32::from_bits((b as u32) << 16)
+}
+
+/// The bfloat16 bit pattern of `f` rounded with `mode` (NaN stays NaN).
+pub fn f32_to_bf16_rounded(f: f32, mode: RoundMode) -> u16 {
+    if f.is_nan() {
+        return ((f.to_bits() >> 16) as u16) | 0x40;
+    }
+    ((round_float(f as f64, DType::BF16, mode) as f32).to_bits() >> 16) as u16
+}
+
 /// `x` rounded to an integer with `mode` (`None` and `Odd` as documented on [`RoundMode`]:
 /// `None` rounds to nearest even, `Odd` truncates and makes an inexact result odd).
 fn round_integral(x: f64, mode: RoundMode) -> f64 {
@@ -212,11 +233,12 @@ fn round_integral(x: f64, mode: RoundMode) -> f64 {
 const fn format(dtype: DType) -> (i32, i32, i32) {
     match dtype {
         DType::F16 => (11, -14, 15),
+        DType::BF16 => (8, -126, 127),
         _ => (24, -126, 127),
     }
 }
 
-/// `x` rounded once to the floating-point type `dtype` (F32 or F16) with `mode`, as an exact
+/// `x` rounded once to the floating-point type `dtype` (F32, F16 or BF16) with `mode`, as an exact
 /// `f64`. Overflow follows the mode: to nearest (ties either way) gives ±∞; toward zero and odd
 /// give ±max; floor / ceil give ±max or ±∞ depending on the side. NaN stays NaN.
 pub fn round_float(x: f64, dtype: DType, mode: RoundMode) -> f64 {
