@@ -475,7 +475,7 @@ fn bf16_arithmetic_and_casts_are_bit_exact_against_the_half_crate() {
     // sprinkling of arbitrary ones (subnormals, huge values, infinities, NaNs).
     let pattern = |r: &mut Rng| -> u16 {
         let x = r.next();
-        if x % 8 == 0 {
+        if x.is_multiple_of(8) {
             x as u16
         } else {
             (x as u16 & 0x80ff) | (0x3c00 + ((x >> 20) as u16 % 0x800))
