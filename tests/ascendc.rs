@@ -430,3 +430,18 @@ fn get_tiling_data_with_a_null_pointer_reads_the_launchs_tiling_words() {
         assert_eq!(z[i], f32_to_f16(2.0 * f16_to_f32(x[i])), "[{i}]");
     }
 }
+
+#[test]
+fn a_deque_with_nothing_enqueued_fails_the_launch_instead_of_hanging() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let s = rt.create_stream().unwrap();
+    let out = rt.malloc(256).unwrap();
+    let k = rt.get_function(bin, "deque_without_enque").unwrap();
+    rt.launch(k, 1, &[out.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(
+        err.contains("wait_flag(MTE2->V, event 0) has no set_flag"),
+        "{err}"
+    );
+}

@@ -3,7 +3,8 @@
  * Duplicate, SetValue after vector work, Max, ReduceMax / ReduceMin, Compare + Select, a Cast
  * with CAST_FLOOR, GlobalTensor::SetValue, printf.
  *
- *   api_probe(GM_ADDR out)   writes 4 floats: max, min, selected, floored
+ *   api_probe(GM_ADDR out)             writes 4 floats: max, min, selected, floored
+ *   deque_without_enque(GM_ADDR out)   a deliberate mistake (the block faults)
  */
 #include "kernel_operator.h"
 
@@ -45,4 +46,16 @@ extern "C" __global__ __aicore__ void api_probe(GM_ADDR out) {
     o.SetValue(1, mn);
     o.SetValue(2, picked);
     o.SetValue(3, (float)floored);
+}
+
+// A deliberate mistake: DeQue from a queue nothing was enqueued to. On hardware the vector
+// pipe would wait for ever; here the wait has no earlier set and the block faults.
+extern "C" __global__ __aicore__ void deque_without_enque(GM_ADDR out) {
+    TPipe pipe;
+    TQue<QuePosition::VECIN, 1> q;
+    pipe.InitBuffer(q, 1, 256);
+    LocalTensor<float> t = q.DeQue<float>();
+    GlobalTensor<float> o;
+    o.SetGlobalBuffer((__gm__ float *)out, 64);
+    DataCopy(o, t, 64);
 }

@@ -147,15 +147,10 @@ impl Npu {
             mask: 0,
             scalar_bits: b,
         };
-        // Sizes of `n` elements, saturating: an absurd `n` is caught as running past UB.
-        v.n = n.min(u32::MAX as u64) as u32;
-        let elems = |e: u64| n.saturating_mul(e);
-        let dst_len = if n > u32::MAX as u64 {
-            u64::MAX
-        } else {
-            v.dst_bytes()
-        };
-        v.dst = ub(self, "dst", d, dst_len)?;
+        // `n` has 32 bits, so no operand size overflows.
+        v.n = n as u32;
+        let elems = |e: u64| n * e;
+        v.dst = ub(self, "dst", d, v.dst_bytes())?;
         let src = elems(v.src_elem());
         match op.class() {
             VecClass::Binary | VecClass::Compare => {
