@@ -15,8 +15,8 @@
  *         -I device/sdk -I device/sdk/ascendc -c kernel.cpp
  *
  * No exceptions, RTTI, libstdc++ or global constructors: everything is inline and per block.
- * The running TPipe is found through the `tp` register (set by the TPipe constructor), so
- * blocks share no mutable global state.
+ * The TPipe's bookkeeping lives at the bottom of the block's own stack window, so blocks share
+ * no mutable global state.
  *
  * How the model maps:
  *  - UB is the only VECIN / VECOUT / VECCALC storage; TPipe::InitBuffer carves it linearly
@@ -43,12 +43,14 @@
 
 /* ---- Function and address-space qualifiers ---------------------------------------------- */
 
-#define __aicore__
 #define __gm__
 /* A kernel entry point: exported by name so the loader (and aclrtBinaryGetFunction) finds it. */
 #define __global__ __attribute__((used, visibility("default")))
 #define GM_ADDR __gm__ uint8_t *
 
+/* Every layer and kernel function is inlined into its entry point, so a kernel's queues,
+ * tensors and counters stay in registers across the NPU instructions. */
+#define __aicore__ __attribute__((always_inline))
 /* Kernel type hints (one core type runs every block on npusim's small preset; the 910B
  * preset's vector-only mapping is described in docs/ascendc.md). Accepted, no effect. */
 #define KERNEL_TYPE_AIV_ONLY 1
@@ -688,12 +690,16 @@ private:
 class TPipe;
 
 namespace detail {
-__aicore__ inline TPipe *current_pipe() {
-    TPipe *p;
-    __asm__ volatile("mv %0, tp" : "=r"(p));
-    return p;
-}
-__aicore__ inline void set_current_pipe(TPipe *p) { __asm__ volatile("mv tp, %0" : : "r"(p)); }
+/* The pipe's bookkeeping (UB bytes handed out, event ids taken per flag) lives at the bottom of
+ * the block's own 64 KiB stack window (abi::LOCAL_BASE), zeroed at every block start: per
+ * block, and never behind a pointer that escapes, so the compiler keeps the kernel's queues
+ * and tensors in registers. A kernel has one TPipe (as Ascend C requires). */
+struct PipeState {
+    uint32_t used;
+    uint32_t reserved;
+    uint64_t events[8]; /* event ids taken for flag (src, dst): byte dst of word src */
+};
+__aicore__ inline PipeState *pipe_state() { return (PipeState *)0x20000000UL; }
 __aicore__ inline uint32_t align32(uint32_t v) { return (v + 31u) & ~31u; }
 
 /* The producer and consumer pipes of a queue position. */
@@ -707,17 +713,7 @@ __aicore__ constexpr int consumer(TPosition pos) {
 
 class TPipe {
 public:
-    __aicore__ inline TPipe() : used_(0) {
-        for (int i = 0; i < 8; i++) {
-            events_[i] = 0;
-        }
-        detail::set_current_pipe(this);
-    }
-    __aicore__ inline ~TPipe() {
-        if (detail::current_pipe() == this) {
-            detail::set_current_pipe(nullptr);
-        }
-    }
+    __aicore__ inline TPipe() { Clear(); }
     template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
         uint32_t l = detail::align32(len);
         que.Init(Carve((uint32_t)num * l), num, l, *this);
@@ -757,47 +753,51 @@ public:
     __aicore__ inline void Destroy() { npu_pipe_barrier(NPU_PIPE_ALL); }
     __aicore__ inline void Reset() {
         npu_pipe_barrier(NPU_PIPE_ALL);
-        used_ = 0;
-        for (int i = 0; i < 8; i++) {
-            events_[i] = 0;
-        }
+        Clear();
     }
     /* UB bytes handed out so far. */
-    __aicore__ inline uint32_t Used() const { return used_; }
+    __aicore__ inline uint32_t Used() const { return detail::pipe_state()->used; }
 
 private:
+    __aicore__ inline void Clear() {
+        detail::PipeState *st = detail::pipe_state();
+        st->used = 0;
+        for (int i = 0; i < 8; i++) {
+            st->events[i] = 0;
+        }
+    }
     __aicore__ inline uint8_t *Carve(uint32_t bytes) {
+        detail::PipeState *st = detail::pipe_state();
         uint64_t cap = npu_ub_bytes();
-        if ((uint64_t)used_ + bytes > cap) {
+        uint32_t used = st->used;
+        if ((uint64_t)used + bytes > cap) {
             detail::Out o;
             o.n = 0;
             o.str("TPipe::InitBuffer: ");
             o.num(bytes, 10, false, 0, ' ');
             o.str(" bytes do not fit in UB (");
-            o.num(cap - used_, 10, false, 0, ' ');
+            o.num(cap - used, 10, false, 0, ' ');
             o.str(" of ");
             o.num(cap, 10, false, 0, ' ');
             o.str(" left)");
             npu_print_bytes(o.buf, o.n);
             npu_abort(136);
         }
-        uint8_t *p = (uint8_t *)(NPU_UB_BASE + used_);
-        used_ += bytes;
-        return p;
+        st->used = used + bytes;
+        return (uint8_t *)(NPU_UB_BASE + used);
     }
-    /* Event ids taken per flag (src, dst): byte dst of word src. */
     __aicore__ inline uint32_t Taken(int src, int dst) const {
-        return (uint32_t)(events_[src] >> (8 * dst)) & 0xff;
+        return (uint32_t)(detail::pipe_state()->events[src] >> (8 * dst)) & 0xff;
     }
     __aicore__ inline void SetTaken(int src, int dst, uint32_t n) {
+        uint64_t &w = detail::pipe_state()->events[src];
         uint64_t shift = 8 * (uint64_t)dst;
-        events_[src] = (events_[src] & ~(0xffULL << shift)) | ((uint64_t)n << shift);
+        w = (w & ~(0xffULL << shift)) | ((uint64_t)n << shift);
     }
-    uint32_t used_;
-    uint64_t events_[8];
 };
 
-__aicore__ inline TPipe *GetTPipePtr() { return detail::current_pipe(); }
+/* The kernel's pipe (its state is per block; see detail::PipeState). */
+__aicore__ inline TPipe *GetTPipePtr() { return (TPipe *)detail::pipe_state(); }
 
 /* A queue of `depth` slots between two pipes (VECIN: MTE2 -> V, VECOUT: V -> MTE3). */
 template <TPosition pos, int32_t depth = 1> class TQue {
