@@ -48,8 +48,6 @@ pub(crate) struct Session {
     pub last_fault: Mutex<Vec<Option<i32>>>,
     /// Recent kernel launches made through C, for the exception info's function and arguments.
     pub launches: Mutex<LaunchLog>,
-    /// `aclrtSetOpWaitTimeout`, seconds (kept, not applied).
-    pub op_wait_timeout: std::sync::atomic::AtomicU32,
     /// The runtime's host-function thread, once started (see `callback::host_func_worker`).
     pub host_worker: Mutex<Option<std::sync::mpsc::Sender<Arc<crate::callback::Report>>>>,
 }
@@ -184,7 +182,6 @@ impl Session {
             user_exception: Mutex::new(None),
             last_fault: Mutex::new(vec![None; count as usize]),
             launches: Mutex::new(LaunchLog::default()),
-            op_wait_timeout: Default::default(),
             host_worker: Mutex::new(None),
         })
     }

@@ -129,6 +129,13 @@ impl<'w, 's> Completion<'w, 's> {
         self.stats.last_frame_progressed = true;
     }
 
+    /// When an event wait on `device` blocked since `since` times out, if its device has an
+    /// event-wait timeout.
+    pub fn wait_deadline(&self, device: Entity, since: SimTime) -> Option<SimTime> {
+        let d = self.devices.get(device).ok()?;
+        d.limits.event_wait_timeout.map(|t| since + t)
+    }
+
     /// Whether the latest record `record` of `event` has fired (a destroyed event never fires
     /// again, so its waiters do not block).
     pub fn record_done(&self, event: Entity, record: u64) -> bool {

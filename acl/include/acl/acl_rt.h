@@ -489,8 +489,9 @@ ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout);        
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutWithMs(uint32_t timeout);    /* milliseconds */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t *actualTimeout); /* microseconds */
 ACL_FUNC_VISIBILITY aclError aclrtGetOpExecuteTimeout(uint32_t *const timeoutMs);
-/* How long a stream waits on an event or notify (seconds; 0: for ever). Kept and not applied:
- * in npusim a wait either ends or is reported as never able to end at the next synchronize. */
+/* How long a stream waits on an event or notify (seconds of simulated time; 0: for ever), on
+ * every device. A wait blocked longer fails with ACL_ERROR_RT_WAIT_TIMEOUT, reported at the
+ * stream's next synchronize; the stream then goes on. */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
 
 /* ---- kernel prints ---------------------------------------------------------------------- */
