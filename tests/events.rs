@@ -311,3 +311,19 @@ fn without_a_wait_timeout_a_long_wait_just_waits() {
     rt.stream_wait_event(b, e).unwrap();
     rt.synchronize_stream(b).unwrap();
 }
+
+#[test]
+fn a_wait_with_its_own_timeout_for_a_record_that_never_comes_fails_and_its_stream_goes_on() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let s = rt.create_stream().unwrap();
+    let e = rt.create_event().unwrap();
+    // Record 1 of `e` is never enqueued.
+    rt.stream_wait_event_record(s, e, 1, Some(SimTime::from_ms(3)))
+        .unwrap();
+    let buf = rt.malloc(64).unwrap();
+    rt.memset_async(buf, 9, 64, s).unwrap();
+    assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 107019);
+    let mut out = [0u8; 64];
+    rt.memcpy_dtoh(&mut out, buf).unwrap();
+    assert_eq!(out, [9u8; 64], "the work after the wait ran");
+}

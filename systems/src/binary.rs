@@ -133,7 +133,11 @@ pub fn run_binary(
         0
     };
     task.access.clear();
-    let (limits, started) = (device.limits.clone(), std::time::Instant::now());
+    let (mut limits, started) = (device.limits.clone(), std::time::Instant::now());
+    // A launch's own timeout (`ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`) replaces the device's.
+    if let Some(t) = desc.timeout() {
+        limits.kernel_timeout = t;
+    }
     let mut per_block: Vec<(RunStats, Footprint)> = Vec::with_capacity(block_dim as usize);
     let core = cache.get(&config);
     let mut bus = ContextBus {

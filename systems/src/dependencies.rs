@@ -2,8 +2,9 @@
 //! is done, the host has actually submitted it (its submit time has come), and — for an event
 //! wait — the record it captured has fired. Cross-stream order comes only from events.
 //!
-//! An event wait blocked longer than its device's event-wait timeout (`aclrtSetOpWaitTimeout`,
-//! simulated time, off by default) fails with `ACL_ERROR_RT_WAIT_TIMEOUT`.
+//! An event wait blocked longer than its own timeout, or else its device's event-wait timeout
+//! (`aclrtSetOpWaitTimeout`; simulated time, off by default), fails with
+//! `ACL_ERROR_RT_WAIT_TIMEOUT`.
 //!
 //! Tasks that need no unit and no time complete here, through [`Completion`], at the moment
 //! they become ready: event records (other streams see them within this same pass or the next
@@ -62,7 +63,11 @@ pub fn resolve_dependencies(
                             // Blocked since it became the head (its predecessor's end or its
                             // submission, whichever came later), for how long it may be.
                             let since = task.submit.max(stream.last_end);
-                            match completion.wait_deadline(task.device, since) {
+                            let deadline = match task.desc.timeout() {
+                                Some(t) => Some(since + t),
+                                None => completion.wait_deadline(task.device, since),
+                            };
+                            match deadline {
                                 Some(deadline) if deadline <= now => {
                                     let err = NpuError::WaitTimeout {
                                         what: format!("an event wait on stream {}", task.stream),
