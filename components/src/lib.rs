@@ -41,6 +41,7 @@ pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
+    ReleasedCallback,
     ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use shape::{
