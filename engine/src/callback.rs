@@ -264,6 +264,16 @@ impl Callbacks {
             .min()
     }
 
+    /// How long until the grace of a callback of another context than `scope` runs out (the
+    /// hold of [`Callbacks::hold`] then moves), if one is still in its grace.
+    pub(crate) fn next_grace_end(&self, scope: Option<Entity>, me: Option<Entity>) -> Option<Duration> {
+        self.in_flight
+            .values()
+            .filter(|f| Some(f.context) != me && Some(f.context) != scope)
+            .filter_map(|f| OTHER_CONTEXT_GRACE.checked_sub(f.started.elapsed()))
+            .min()
+    }
+
     /// Whether a callback is out on a thread other than this one's (`me`: the context of the
     /// callback this thread runs).
     pub(crate) fn others_out(&self, me: Option<Entity>) -> bool {

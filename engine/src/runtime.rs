@@ -681,7 +681,12 @@ impl Runtime {
                 let since = *stuck_since.get_or_insert_with(std::time::Instant::now);
                 let left = limit.saturating_sub(since.elapsed());
                 if !left.is_zero() {
-                    let (g2, _) = self.await_return(g, Some(left));
+                    // Until a callback returns, or another context's callback leaves its grace.
+                    let wake = g
+                        .callbacks
+                        .next_grace_end(scope, me)
+                        .map_or(left, |d| d.max(CALLBACK_POLL).min(left));
+                    let (g2, _) = self.await_return(g, Some(wake));
                     g = g2;
                     continue;
                 }
