@@ -669,9 +669,13 @@ impl Runtime {
             }
             // Nothing more happens until a callback out on another thread returns.
             let held_before_deadline = hold.is_some_and(|h| deadline.is_none_or(|d| h <= d));
-            let wait_for_callbacks = match deadline {
-                Some(_) => held_before_deadline,
-                None => g.callbacks.others_out(me),
+            // A callback's own wait waits only while the clock is held for another callback
+            // (the rest of its context's callbacks are queued behind it; another context's
+            // cannot finish its wait, and two callbacks waiting for each other would hang).
+            let wait_for_callbacks = match (deadline, me) {
+                (Some(_), _) => held_before_deadline,
+                (None, Some(_)) => hold.is_some(),
+                (None, None) => g.callbacks.others_out(me),
             };
             if wait_for_callbacks {
                 let limit = g.callbacks.timeout.min(timeout.map_or(
