@@ -339,3 +339,61 @@ pub(crate) fn panicked(stream: Entity, message: String) -> NpuError {
         message,
     }
 }
+
+/// The host callback the calling thread runs, as a scope another thread can act in: a thread
+/// that runs part of the callback on its behalf (as a C program's report thread runs a
+/// callback's function while the callback waits for it) enters the scope, so its calls charge
+/// the callback's clock, its context is current, and its waits know they are inside the
+/// callback (a wait for the callback itself fails at once instead of hanging).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallbackScope {
+    runtime: u32,
+    context: Entity,
+    clock: SimTime,
+}
+
+impl CallbackScope {
+    /// The callback this thread runs (of any runtime), if any.
+    pub fn current() -> Option<Self> {
+        RUNNING
+            .try_with(|r| r.get())
+            .ok()
+            .flatten()
+            .map(|(runtime, context, clock)| Self {
+                runtime,
+                context,
+                clock,
+            })
+    }
+
+    /// Runs `f` on this thread inside the scope; the scope's clock moves with what `f` did.
+    pub fn run<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        struct Restore(Option<(u32, Entity, SimTime)>);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                let _ = RUNNING.try_with(|r| r.replace(self.0));
+            }
+        }
+        let previous = RUNNING.with(|r| r.replace(Some((self.runtime, self.context, self.clock))));
+        let restore = Restore(previous);
+        let out = f();
+        if let Some((_, _, t)) = RUNNING.with(|r| r.get()) {
+            self.clock = t;
+        }
+        drop(restore);
+        out
+    }
+
+    /// On the callback's own thread, after another thread ran part of it in this scope: the
+    /// callback's clock moves on to where that part left it.
+    pub fn resume(&self) {
+        let _ = RUNNING.try_with(|r| {
+            if let Some((rt, ctx, t)) = r.get()
+                && rt == self.runtime
+                && ctx == self.context
+            {
+                r.set(Some((rt, ctx, t.max(self.clock))));
+            }
+        });
+    }
+}
