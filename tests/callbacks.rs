@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use npusim::{TaskRecord, codes};
 use npusim::prelude::*;
+use npusim::{TaskRecord, codes};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).expect("runtime")
@@ -125,7 +125,9 @@ fn a_callback_synchronizing_its_own_stream_gets_an_error_and_the_next_callback_w
         let other = rt2.create_stream().unwrap();
         busy_work(&rt2, other);
         let r = rt2.synchronize_stream(other).map_err(|e| e.code());
-        log1.lock().unwrap().push(format!("1 synchronized another stream: {r:?}"));
+        log1.lock()
+            .unwrap()
+            .push(format!("1 synchronized another stream: {r:?}"));
     })
     .unwrap();
     let log2 = log.clone();
@@ -218,7 +220,10 @@ fn a_callback_that_never_returns_makes_synchronize_time_out_instead_of_hanging()
     let err = rt.synchronize_stream(s).unwrap_err();
     assert_eq!(err.code(), codes::RT_REPORT_TIMEOUT, "{err}");
     assert!(t0.elapsed() >= Duration::from_millis(200));
-    assert!(!rt.query_stream(s).unwrap(), "the callback's task is pending");
+    assert!(
+        !rt.query_stream(s).unwrap(),
+        "the callback's task is pending"
+    );
     // A timed wait gives up with its own timeout code.
     let err = rt
         .synchronize_stream_timeout(s, SimTime::from_ms(50))

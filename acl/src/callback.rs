@@ -80,12 +80,14 @@ impl Report {
     /// On the callback task's thread: runs the report (here or on its thread), waiting for it
     /// if `block`, inside the task's scope.
     fn deliver_from_task(self: Arc<Self>, reports: &Reports, block: bool) {
-        let scope = if block { CallbackScope::current() } else { None };
+        let scope = if block {
+            CallbackScope::current()
+        } else {
+            None
+        };
         *self.scope.lock().unwrap_or_else(|p| p.into_inner()) = scope;
         reports.deliver(self.clone(), block);
-        if block
-            && let Some(scope) = *self.scope.lock().unwrap_or_else(|p| p.into_inner())
-        {
+        if block && let Some(scope) = *self.scope.lock().unwrap_or_else(|p| p.into_inner()) {
             scope.resume();
         }
     }

@@ -266,7 +266,11 @@ impl Callbacks {
 
     /// How long until the grace of a callback of another context than `scope` runs out (the
     /// hold of [`Callbacks::hold`] then moves), if one is still in its grace.
-    pub(crate) fn next_grace_end(&self, scope: Option<Entity>, me: Option<Entity>) -> Option<Duration> {
+    pub(crate) fn next_grace_end(
+        &self,
+        scope: Option<Entity>,
+        me: Option<Entity>,
+    ) -> Option<Duration> {
         self.in_flight
             .values()
             .filter(|f| Some(f.context) != me && Some(f.context) != scope)

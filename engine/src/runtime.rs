@@ -678,10 +678,12 @@ impl Runtime {
                 (None, None) => g.callbacks.others_out(me),
             };
             if wait_for_callbacks {
-                let limit = g.callbacks.timeout.min(timeout.map_or(
-                    std::time::Duration::MAX,
-                    |t| std::time::Duration::from_nanos(t.as_ns()),
-                ));
+                let limit =
+                    g.callbacks
+                        .timeout
+                        .min(timeout.map_or(std::time::Duration::MAX, |t| {
+                            std::time::Duration::from_nanos(t.as_ns())
+                        }));
                 let since = *stuck_since.get_or_insert_with(std::time::Instant::now);
                 let left = limit.saturating_sub(since.elapsed());
                 if !left.is_zero() {
