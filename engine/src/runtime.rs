@@ -501,20 +501,35 @@ impl Runtime {
     }
 
     /// Runs one frame; returns whether anything changed.
-    /// When nothing changes but host callbacks are still out on other threads, waits (at most
-    /// the callback timeout) for one to return and runs the frame that takes it in.
+    /// When nothing changes but host callbacks are still out on other threads, waits briefly
+    /// (at most [`STEP_CALLBACK_WAIT`] of wall time) for one to return and runs the frame that
+    /// takes it in; a callback that takes longer leaves this `false` (polling queries stay
+    /// quick). [`Runtime::run_until_idle`] and the synchronizes wait for callbacks in full.
     pub fn step(&self) -> bool {
         let g = self.lock();
-        let (g, progressed) = self.frame(g);
+        let (g, progressed) = self.held_frame(g);
         if progressed {
             return true;
         }
-        let (g, returned) = self.await_return(g, None);
+        let wait = g.callbacks.timeout.min(STEP_CALLBACK_WAIT);
+        let (g, returned) = self.await_return(g, Some(wait));
         if !returned {
             return false;
         }
-        let (_g, progressed) = self.frame(g);
+        let (_g, progressed) = self.held_frame(g);
         progressed
+    }
+
+    /// One frame whose clock does not pass a host callback out on the host that a wait of the
+    /// calling thread would hold for (see [`crate::callback`]).
+    fn held_frame<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> (MutexGuard<'a, Inner>, bool) {
+        let me = crate::callback::context_of(self.id());
+        let scope = self.current_ctx_entity(&g).ok();
+        let hold = g.callbacks.hold(scope, me);
+        g.world.resource_mut::<SimClock>().horizon = hold;
+        let (mut g, progressed) = self.frame(g);
+        g.world.resource_mut::<SimClock>().horizon = None;
+        (g, progressed)
     }
 
     /// Runs frames until nothing is left to do (host callbacks out on other threads included);
@@ -524,7 +539,7 @@ impl Runtime {
         let mut g = self.lock();
         let me = crate::callback::context_of(self.id());
         loop {
-            let (g2, progressed) = self.frame(g);
+            let (g2, progressed) = self.held_frame(g);
             g = g2;
             if progressed {
                 continue;
@@ -834,6 +849,9 @@ impl Runtime {
                 .is_empty()
     }
 }
+
+/// The longest [`Runtime::step`] waits for a host callback to return when nothing else changes.
+pub const STEP_CALLBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// How often a wait for a host callback looks for work submitted meanwhile.
 const CALLBACK_POLL: std::time::Duration = std::time::Duration::from_millis(2);
