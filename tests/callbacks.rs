@@ -287,3 +287,26 @@ fn a_callback_may_destroy_its_own_context() {
     assert_eq!(rt.stats().streams, 1);
     assert!(rt.is_idle());
 }
+
+#[test]
+fn a_callback_unloading_a_binary_of_its_device_gets_an_error_not_a_panic() {
+    let rt = runtime();
+    let object = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kernels/vector_add.o"),
+    )
+    .unwrap();
+    let b = rt.load_binary(&object).unwrap();
+    let s = rt.create_stream().unwrap();
+    let result = Arc::new(Mutex::new(None));
+    let (rt2, r2) = (rt.clone(), result.clone());
+    rt.launch_host_func(s, move || {
+        // Unloading waits for the device's work, this callback included.
+        *r2.lock().unwrap() = Some(rt2.unload_binary(b).map_err(|e| e.code()));
+    })
+    .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    assert_eq!(*result.lock().unwrap(), Some(Err(codes::RT_WAIT_TIMEOUT)));
+    // Still loaded; the program unloads it.
+    rt.get_function(b, "vadd_f32").unwrap();
+    rt.unload_binary(b).unwrap();
+}
