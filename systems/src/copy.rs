@@ -54,6 +54,11 @@ pub fn execute_copy(
         Some(start..start.checked_add(len)?)
     };
     let past = || NpuError::InvalidParam("host range past the buffer".into());
+    // An empty copy touches nothing (its access set is empty, so a free may already have
+    // released the block it names).
+    if len == 0 {
+        return Ok(());
+    }
     match (copy.dir, extra) {
         (CopyDir::HostToDevice, TaskExtra::Host { buffer, offset }) => {
             let data = buffer.bytes()?;
@@ -116,6 +121,10 @@ pub fn execute_memset(
     memory: &mut DeviceMemory,
     context: Entity,
 ) -> Result<(), NpuError> {
+    // An empty memset touches nothing (as an empty copy).
+    if memset.bytes == 0 {
+        return Ok(());
+    }
     memory
         .fill(memset.dst, memset.bytes, memset.value, context)
         .map_err(fault("memset"))
