@@ -9,7 +9,7 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 use npusim::prelude::*;
-use npusim::{TaskRecord, codes};
+use npusim::{ExceptionInfo, TaskRecord, codes};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).expect("runtime")
@@ -309,4 +309,18 @@ fn a_callback_unloading_a_binary_of_its_device_gets_an_error_not_a_panic() {
     // Still loaded; the program unloads it.
     rt.get_function(b, "vadd_f32").unwrap();
     rt.unload_binary(b).unwrap();
+}
+
+#[test]
+fn a_panicking_exception_callback_does_not_panic_the_call_that_drove_the_fault() {
+    let rt = runtime();
+    rt.set_exception_callback(Some(Arc::new(|_: &ExceptionInfo| {
+        panic!("the exception callback fails")
+    })));
+    let s = rt.create_stream().unwrap();
+    let bad = rt.kernel("fault_bad_address").unwrap();
+    rt.launch(bad, 1, &[Arg::Ptr(DevicePtr(0xdead_0000))], s)
+        .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err();
+    assert_eq!(err.code(), codes::RT_AICORE_EXCEPTION, "{err}");
 }

@@ -227,7 +227,8 @@ impl Runtime {
 
     /// Registers the callback that is told about every faulting task (device, context, stream,
     /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that
-    /// drove the frame, outside the runtime's lock. `None` removes it.
+    /// drove the frame, outside the runtime's lock; a panic in it is caught there (it never
+    /// reaches that thread's caller). `None` removes it.
     pub fn set_exception_callback(&self, callback: Option<ExceptionCallback>) {
         self.lock().exception_callback = callback;
     }

@@ -619,8 +619,10 @@ impl Runtime {
             return (g, progressed || released_any);
         }
         drop(g);
+        // The exception callback runs on this thread; a panic in it stays there (the fault is
+        // reported by the failed task's synchronize all the same).
         for (callback, info) in faults {
-            callback(&info);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| callback(&info)));
         }
         (self.lock_quiet(), true)
     }
