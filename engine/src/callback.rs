@@ -80,6 +80,23 @@ pub(crate) fn set_clock_of(runtime: u32, t: SimTime) -> bool {
         .unwrap_or(false)
 }
 
+/// Moves the clock of the callback this thread runs for `runtime` on by `d` and returns it;
+/// `None` (and nothing changed) if the thread runs none.
+#[inline]
+pub(crate) fn advance_clock_of(runtime: u32, d: SimTime) -> Option<SimTime> {
+    RUNNING
+        .try_with(|r| match r.get() {
+            Some((rt, ctx, t)) if rt == runtime => {
+                let t = t + d;
+                r.set(Some((rt, ctx, t)));
+                Some(t)
+            }
+            _ => None,
+        })
+        .ok()
+        .flatten()
+}
+
 /// The context of the callback this thread runs for `runtime`, if it runs one.
 pub(crate) fn context_of(runtime: u32) -> Option<Entity> {
     RUNNING
@@ -280,6 +297,13 @@ impl Callbacks {
 
     /// Whether a callback is out on a thread other than this one's (`me`: the context of the
     /// callback this thread runs).
+    /// Whether any callback is out (the fast path of every frame: usually none).
+    #[inline]
+    pub(crate) fn any_out(&self) -> bool {
+        !self.in_flight.is_empty()
+    }
+
+    /// Whether a callback of another context than `me` is out.
     pub(crate) fn others_out(&self, me: Option<Entity>) -> bool {
         self.in_flight.values().any(|f| Some(f.context) != me)
     }
@@ -292,6 +316,10 @@ impl Callbacks {
     /// Takes the returns the callback threads reported, each as (task, stream, seq, end,
     /// outcome).
     pub(crate) fn take_returns(&mut self) -> Vec<(Entity, Entity, u64, SimTime, Option<String>)> {
+        // A return is reported only for a callback in flight.
+        if self.in_flight.is_empty() {
+            return Vec::new();
+        }
         let returns =
             std::mem::take(&mut *self.hub.returns.lock().unwrap_or_else(|p| p.into_inner()));
         returns

@@ -185,16 +185,18 @@ impl Inner {
     /// Moves the host's clock on by `d`.
     #[inline]
     pub fn advance_host(&mut self, d: SimTime) {
-        let t = self.host_now() + d;
-        self.set_host_now(t);
+        if crate::callback::advance_clock_of(self.runtime_id, d).is_none() {
+            self.host_now += d;
+        }
     }
 
     /// Charges `ns` of host time for an API call; returns the new host time.
     #[inline]
     pub fn charge(&mut self, ns: u64) -> SimTime {
-        let t = self.host_now() + SimTime(ns);
-        self.set_host_now(t);
-        t
+        crate::callback::advance_clock_of(self.runtime_id, SimTime(ns)).unwrap_or_else(|| {
+            self.host_now += SimTime(ns);
+            self.host_now
+        })
     }
 
     /// Charges the host for the driver calls (kernel-mode crossings) device `device`'s memory
@@ -508,8 +510,8 @@ impl Runtime {
     pub fn step(&self) -> bool {
         let g = self.lock();
         let (g, progressed) = self.held_frame(g);
-        if progressed {
-            return true;
+        if progressed || !g.callbacks.any_out() {
+            return progressed;
         }
         let wait = g.callbacks.timeout.min(STEP_CALLBACK_WAIT);
         let (g, returned) = self.await_return(g, Some(wait));
@@ -523,6 +525,9 @@ impl Runtime {
     /// One frame whose clock does not pass a host callback out on the host that a wait of the
     /// calling thread would hold for (see [`crate::callback`]).
     fn held_frame<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> (MutexGuard<'a, Inner>, bool) {
+        if !g.callbacks.any_out() {
+            return self.frame(g);
+        }
         let me = crate::callback::context_of(self.id());
         let scope = self.current_ctx_entity(&g).ok();
         let hold = g.callbacks.hold(scope, me);
