@@ -150,6 +150,9 @@ struct Space {
     pool: Pool,
     tlb: Tlb,
     blocks: std::collections::HashMap<u64, Block, FxBuildHasher>,
+    /// How many times every block was released at once (`free_all_of`, after a fault): an
+    /// owner that remembers the value at allocation knows whether its block is still its own.
+    epoch: u64,
 }
 
 /// A free waiting for stream positions.
@@ -273,6 +276,7 @@ impl DeviceMemory {
                 pool: Pool::with_config(asid, config),
                 tlb: Tlb::new(),
                 blocks: Default::default(),
+                epoch: 0,
             },
         );
         Ok(())
@@ -789,9 +793,17 @@ impl DeviceMemory {
         };
         let n = space.blocks.len();
         space.blocks.clear();
+        space.epoch += 1;
         space.pool.release_all(&mut self.driver);
         space.tlb.flush();
         n
+    }
+
+    /// How many times `context`'s blocks were all released at once (by a fault under
+    /// stop-on-failure); `None` when the context has no address space. An allocation made
+    /// at one value is gone once the value moves on, even if its address is live again.
+    pub fn epoch(&self, context: Entity) -> Option<u64> {
+        self.spaces.get(&context).map(|s| s.epoch)
     }
 
     /// Releases memory cached by `context`'s pool back to the driver; returns bytes released.

@@ -541,3 +541,61 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
     }
     inner.world.despawn(ctx);
 }
+
+/// The context of a safe-API object made current on this thread while one raw call runs
+/// (`crate::safe`): those objects know their context, the raw calls read the thread's. Pushed
+/// only when it is not current already, and removed on drop (the entry it pushed, even if the
+/// call pushed others on top).
+pub(crate) struct ContextScope<'a> {
+    rt: &'a Runtime,
+    pushed: Option<Entity>,
+}
+
+impl Runtime {
+    /// Makes `ctx` current on this thread until the returned scope is dropped.
+    pub(crate) fn enter_context(&self, ctx: Entity) -> ContextScope<'_> {
+        let id = self.id();
+        if top_for(id) == Some(ctx) {
+            return ContextScope {
+                rt: self,
+                pushed: None,
+            };
+        }
+        let mut g = self.lock();
+        let shared = self.weak();
+        STACK.with(|s| {
+            s.borrow_mut().0.push(Entry {
+                runtime: id,
+                ctx,
+                shared,
+            })
+        });
+        g.add_user(ctx);
+        ContextScope {
+            rt: self,
+            pushed: Some(ctx),
+        }
+    }
+}
+
+impl Drop for ContextScope<'_> {
+    fn drop(&mut self) {
+        let Some(ctx) = self.pushed else {
+            return;
+        };
+        let id = self.rt.id();
+        // `try_`: a scope may end while the thread's locals are torn down.
+        let removed = STACK
+            .try_with(|s| {
+                let mut s = s.try_borrow_mut().ok()?;
+                let i = s.0.iter().rposition(|e| e.runtime == id && e.ctx == ctx)?;
+                s.0.remove(i);
+                Some(())
+            })
+            .ok()
+            .flatten();
+        if removed.is_some() {
+            self.rt.lock().release_user(ctx);
+        }
+    }
+}

@@ -34,6 +34,7 @@ pub mod memory;
 pub mod notify;
 pub mod ops;
 pub mod runtime;
+pub mod safe;
 pub mod stream;
 pub mod timed;
 pub mod timeline;
@@ -50,7 +51,7 @@ pub use npusim_components::shape::{
 pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::{
     Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault,
-    NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
+    NativeKernel, NpuError, NpuResult, Param, SimTime, Stream, StreamKind, TaskRecord,
 };
 pub use npusim_device as device;
 pub use npusim_device::config::DeviceConfig;
@@ -62,6 +63,10 @@ pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
+pub use safe::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg, LaunchBuilder,
+    NpuContext, NpuEvent, NpuStream, PinnedBuffer,
+};
 pub use stream::StreamConfig;
 pub use timeline::HostSpan;
 
@@ -72,5 +77,9 @@ pub mod prelude {
         KernelCost, KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder,
         Runtime, RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg,
         Tiling,
+    };
+    pub use crate::{
+        DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, LaunchBuilder,
+        NpuContext, NpuEvent, NpuStream, Param, PinnedBuffer,
     };
 }
