@@ -741,6 +741,26 @@ impl DeviceMemory {
         }
     }
 
+    /// As [`DeviceMemory::note_use`] for every block that `bytes` bytes at `addr` overlap: an
+    /// access range may run across adjacent blocks (an access set joins a range that continues
+    /// the previous one, whichever block it is in), and each of them must wait for `pos`.
+    pub fn note_use_range(&mut self, context: Entity, addr: u64, bytes: u64, pos: StreamPosition) {
+        let end = addr.saturating_add(bytes);
+        let mut at = addr;
+        loop {
+            let next = self
+                .spaces
+                .get(&context)
+                .and_then(|s| s.pool.block_containing(at))
+                .map(|(base, size)| base.saturating_add(size));
+            self.note_use(context, at, pos);
+            match next {
+                Some(n) if n > at && n < end => at = n,
+                _ => break,
+            }
+        }
+    }
+
     /// The positions the pending free of `base` waits for (empty if none is pending).
     pub fn pending_positions(&self, base: u64, context: Entity) -> SmallVec<[StreamPosition; 4]> {
         self.pending
