@@ -240,8 +240,10 @@ fn freeing_adjacent_blocks_behind_a_kernel_keeps_both_until_it_has_run() {
         rt.malloc(bytes).unwrap(),
     );
     assert_eq!(b.addr(), a.addr() + bytes, "the blocks are adjacent");
-    rt.memcpy_htod_async_pageable(a, &vec![1.0f32; n], s).unwrap();
-    rt.memcpy_htod_async_pageable(b, &vec![2.0f32; n], s).unwrap();
+    rt.memcpy_htod_async_pageable(a, &vec![1.0f32; n], s)
+        .unwrap();
+    rt.memcpy_htod_async_pageable(b, &vec![2.0f32; n], s)
+        .unwrap();
     let add = rt.kernel("vector_add_f32").unwrap();
     rt.launch(add, 1, &[a.into(), b.into(), c.into(), n.into()], s)
         .unwrap();

@@ -22,7 +22,13 @@ impl Drop for StreamInner {
         if !self.owned || self.ctx.epoch().is_none() {
             return; // a default stream, or the context (and its streams) is gone
         }
-        if let Err(e) = self.ctx.with(|rt| rt.destroy_stream(self.raw)) {
+        // Synchronize first: destroying returns only whether the wait ended, and the error of
+        // a task of the stream would go with it.
+        let result = self.ctx.with(|rt| {
+            let synced = rt.synchronize_stream(self.raw);
+            rt.destroy_stream(self.raw).and(synced)
+        });
+        if let Err(e) = result {
             self.ctx.runtime().keep_drop_error(e);
         }
     }
