@@ -273,10 +273,12 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
         }
         if let Err(e) = self.ctx.with(|rt| rt.free(self.ptr)) {
             // A faulted context (its memory already released) is nothing to report.
-            if !matches!(
-                self.ctx.runtime().context_error_of(self.ctx.entity()),
-                Some(_)
-            ) {
+            if self
+                .ctx
+                .runtime()
+                .context_error_of(self.ctx.entity())
+                .is_none()
+            {
                 self.ctx.runtime().keep_drop_error(e);
             }
         }

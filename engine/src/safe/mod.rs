@@ -6,15 +6,16 @@
 //!
 //! A tour, in the order a program meets the types:
 //!
-//! 1. [`NpuContext`]: a device's context (`rt.device_context(0)`). Cheap to clone; every object
+//! 1. [`NpuContext`] — a device's context (`rt.device_context(0)`). Cheap to clone; every object
 //!    made from it works in it, whatever context the calling thread has current.
-//! 2. [`DeviceBuffer<T>`]: `ctx.alloc::<T>(n)`. Knows its length and element type; slices
+//! 2. [`DeviceBuffer<T>`] — `ctx.alloc::<T>(n)`. Knows its length and element type; slices
 //!    ([`DeviceView`], [`DeviceViewMut`]) are bounds-checked; dropping it frees it in stream
 //!    order. [`PinnedBuffer<T>`] is the same for pinned host memory.
-//! 3. [`NpuStream`]: `ctx.stream()`. Copies (`memcpy_htod`, `memcpy_dtoh`), launches
+//! 3. [`NpuStream`] — `ctx.stream()`. Copies (`memcpy_htod`, `memcpy_dtoh`), launches
 //!    (`launch_builder`), event records and waits, `synchronize`.
-//! 4. [`LaunchBuilder`]: `stream.launch_builder(&kernel).arg(&a).arg(n).grid(8).launch()`.
-//! 5. [`NpuEvent`]: `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
+//! 4. [`LaunchBuilder`] — `stream.launch_builder(&kernel)`, then `.arg(&a).arg(n).grid(8)` and
+//!    `.launch()`.
+//! 5. [`NpuEvent`] — `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
 //!
 //! ```
 //! use npusim_engine::prelude::*;
