@@ -3,6 +3,26 @@
 //! events, host callbacks and synchronization. Submission never blocks; the device advances one
 //! frame at a time when the host synchronizes (or calls [`Runtime::step`]).
 //!
+//! Two ways to drive it. The Rust idiom, in [`safe`]: contexts, streams and events as values,
+//! typed device buffers freed in stream order, a launch builder:
+//!
+//! ```
+//! use npusim_engine::prelude::*;
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let ctx = rt.device_context(0)?;
+//! let stream = ctx.stream()?;
+//! let n = 1024;
+//! let (a, b) = (stream.clone_htod(&vec![1.0f32; n])?, stream.clone_htod(&vec![2.0f32; n])?);
+//! let mut c = ctx.alloc::<f32>(n)?;
+//! let add = rt.kernel("vector_add_f32")?;
+//! stream.launch_builder(&add).arg(&a).arg(&b).arg(&mut c).arg(n).grid(8).launch()?;
+//! assert!(stream.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+//! # Ok::<(), NpuError>(())
+//! ```
+//!
+//! And the ACL-style methods of [`Runtime`], one per ACL call (the C API sits on them):
+//!
 //! ```
 //! use npusim_engine::prelude::*;
 //!
