@@ -596,3 +596,32 @@ proptest! {
         run(&ops).unwrap();
     }
 }
+
+#[test]
+fn a_new_context_goes_with_the_last_object_made_from_it_even_with_work_queued() -> NpuResult<()> {
+    let rt = runtime();
+    let before = rt.stats().contexts;
+    let current = rt.current_context()?;
+    let ctx = rt.new_context(0)?;
+    assert_eq!(
+        rt.current_context()?,
+        current,
+        "no thread's context changed"
+    );
+    let s = ctx.stream()?;
+    let mut x = ctx.alloc::<f32>(1 << 16)?;
+    let fill = rt.kernel("fill_f32")?;
+    for _ in 0..4 {
+        s.launch_builder(&fill)
+            .arg(&mut x)
+            .arg(1usize << 16)
+            .arg(1.0f32)
+            .launch()?;
+    }
+    drop(ctx);
+    assert_eq!(rt.stats().contexts, before + 1);
+    drop((s, x));
+    assert_eq!(rt.stats().contexts, before, "the context is gone");
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}

@@ -599,3 +599,15 @@ impl Drop for ContextScope<'_> {
         }
     }
 }
+
+impl Runtime {
+    /// Creates a context on device `index` without making it current anywhere (the safe API's
+    /// contexts are values, not thread state).
+    pub(crate) fn create_context_detached(&self, index: u32) -> NpuResult<Entity> {
+        let mut g = self.lock();
+        let device = device_entity(&g.world, index)?;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        Ok(spawn_context(&mut g, device, index, false))
+    }
+}

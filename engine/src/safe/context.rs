@@ -2,6 +2,8 @@
 //! (streams, events, buffers) work in it from any thread, whatever context the thread has
 //! current: each call makes it current for its duration.
 
+use std::sync::Arc;
+
 use bevy_ecs::entity::Entity;
 use npusim_components::{
     Context, ContextState, DevicePtr, DeviceState, HostBuffer, Kernel, NpuError, NpuResult,
@@ -29,6 +31,24 @@ pub struct NpuContext {
     rt: Runtime,
     ctx: Entity,
     device: u32,
+    /// For a context made by [`Runtime::new_context`]: destroys it with the last clone.
+    _owner: Option<Arc<Owner>>,
+}
+
+/// Destroys a context made by [`Runtime::new_context`] when the last object made from it
+/// (clones, streams, events, buffers) is gone.
+struct Owner {
+    rt: Runtime,
+    ctx: Entity,
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        let raw = Context::new(self.rt.id(), self.ctx);
+        if let Err(e) = self.rt.destroy_context(raw) {
+            self.rt.keep_drop_error(e);
+        }
+    }
 }
 
 impl std::fmt::Debug for NpuContext {
@@ -53,6 +73,38 @@ impl Runtime {
             rt: self.clone(),
             ctx,
             device: index,
+            _owner: None,
+        })
+    }
+
+    /// A new context on device `index` (`aclrtCreateContext`), as a value: no thread's current
+    /// context changes. It is destroyed when the last object made from it is dropped — its
+    /// clones, streams, events and buffers (each holds it) — after its queued work has been
+    /// aborted or has finished, as [`Runtime::destroy_context`] does.
+    ///
+    /// ```
+    /// use npusim_engine::prelude::*;
+    ///
+    /// let rt = Runtime::new(RuntimeConfig::default())?;
+    /// let before = rt.stats().contexts;
+    /// let ctx = rt.new_context(0)?;
+    /// let buf = ctx.default_stream()?.clone_htod(&[1u8, 2, 3])?;
+    /// drop(ctx);
+    /// assert_eq!(rt.stats().contexts, before + 1, "the buffer keeps it");
+    /// drop(buf);
+    /// assert_eq!(rt.stats().contexts, before);
+    /// # Ok::<(), NpuError>(())
+    /// ```
+    pub fn new_context(&self, index: u32) -> NpuResult<NpuContext> {
+        let ctx = self.create_context_detached(index)?;
+        Ok(NpuContext {
+            rt: self.clone(),
+            ctx,
+            device: index,
+            _owner: Some(Arc::new(Owner {
+                rt: self.clone(),
+                ctx,
+            })),
         })
     }
 
@@ -73,6 +125,7 @@ impl Runtime {
             rt: self.clone(),
             ctx: ctx.entity(),
             device,
+            _owner: None,
         })
     }
 }
