@@ -552,10 +552,13 @@ pub(crate) struct ContextScope<'a> {
 }
 
 impl Runtime {
-    /// Makes `ctx` current on this thread until the returned scope is dropped.
-    pub(crate) fn enter_context(&self, ctx: Entity) -> ContextScope<'_> {
+    /// Makes `ctx` current on this thread until the returned scope is dropped. `fallback` says
+    /// that `ctx` is what a thread with no context of this runtime uses (device 0's primary
+    /// context): such a thread needs nothing pushed.
+    pub(crate) fn enter_context(&self, ctx: Entity, fallback: bool) -> ContextScope<'_> {
         let id = self.id();
-        if top_for(id) == Some(ctx) {
+        let top = top_for(id);
+        if top == Some(ctx) || (top.is_none() && fallback) {
             return ContextScope {
                 rt: self,
                 pushed: None,

@@ -31,6 +31,9 @@ pub struct NpuContext {
     rt: Runtime,
     ctx: Entity,
     device: u32,
+    /// Whether this is device 0's primary context, which a thread that never chose a context
+    /// uses: calls from such a thread need not make it current.
+    fallback: bool,
     /// For a context made by [`Runtime::new_context`]: destroys it with the last clone.
     _owner: Option<Arc<Owner>>,
 }
@@ -73,6 +76,7 @@ impl Runtime {
             rt: self.clone(),
             ctx,
             device: index,
+            fallback: index == 0,
             _owner: None,
         })
     }
@@ -101,6 +105,7 @@ impl Runtime {
             rt: self.clone(),
             ctx,
             device: index,
+            fallback: false,
             _owner: Some(Arc::new(Owner {
                 rt: self.clone(),
                 ctx,
@@ -120,11 +125,13 @@ impl Runtime {
             .get::<ContextState>(ctx.entity())
             .ok_or_else(|| NpuError::Destroyed(ctx.to_string()))?
             .device_index;
+        let fallback = g.default_contexts.first() == Some(&ctx.entity());
         drop(g);
         Ok(NpuContext {
             rt: self.clone(),
             ctx: ctx.entity(),
             device,
+            fallback,
             _owner: None,
         })
     }
@@ -152,7 +159,7 @@ impl NpuContext {
 
     /// Runs `f` with this context current on the calling thread.
     pub(crate) fn with<R>(&self, f: impl FnOnce(&Runtime) -> R) -> R {
-        let _scope = self.rt.enter_context(self.ctx);
+        let _scope = self.rt.enter_context(self.ctx, self.fallback);
         f(&self.rt)
     }
 
