@@ -368,6 +368,15 @@ fn a_buffer_whose_memory_a_fault_released_is_dead_and_its_drop_frees_nothing() -
     rt.reset_context()?;
     let new = s.clone_htod(&[2u32; 256])?;
     assert_code(s.clone_dtoh(&old), codes::RT_INVALID_HANDLE);
+    let fill = rt.kernel("fill_f32")?;
+    let mut old = old;
+    let launch = s
+        .launch_builder(&fill)
+        .arg(&mut old)
+        .arg(256usize)
+        .arg(0.0f32)
+        .launch();
+    assert_code(launch, codes::RT_INVALID_HANDLE);
     let live = rt.stats().live_blocks[0];
     drop(old);
     assert_eq!(rt.stats().live_blocks[0], live, "the drop freed nothing");

@@ -71,6 +71,10 @@ pub trait DeviceSlice<T: Pod>: sealed::Sealed {
     /// Checks that the memory is still the buffer's own (see the module docs).
     #[doc(hidden)]
     fn check_live(&self) -> NpuResult<()>;
+
+    /// The context's memory epoch when the buffer was allocated.
+    #[doc(hidden)]
+    fn epoch(&self) -> u64;
 }
 
 /// Device memory of `T` that a copy or launch may write: a [`DeviceBuffer`] borrowed mutably, or
@@ -300,6 +304,9 @@ impl<T: Pod> DeviceSlice<T> for DeviceBuffer<T> {
     fn check_live(&self) -> NpuResult<()> {
         self.check()
     }
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
 }
 
 impl<T: Pod> DeviceSliceMut<T> for DeviceBuffer<T> {}
@@ -352,6 +359,9 @@ impl<T: Pod> DeviceSlice<T> for DeviceView<'_, T> {
     fn check_live(&self) -> NpuResult<()> {
         self.buf.check()
     }
+    fn epoch(&self) -> u64 {
+        self.buf.epoch
+    }
 }
 
 /// A writable view of elements of a [`DeviceBuffer`] (from [`DeviceBuffer::slice_mut`]). It
@@ -400,6 +410,9 @@ impl<T: Pod> DeviceSlice<T> for DeviceViewMut<'_, T> {
     }
     fn check_live(&self) -> NpuResult<()> {
         self.buf.check()
+    }
+    fn epoch(&self) -> u64 {
+        self.buf.epoch
     }
 }
 

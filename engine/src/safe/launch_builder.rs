@@ -7,21 +7,27 @@
 
 use std::marker::PhantomData;
 
+use bevy_ecs::entity::Entity;
 use bytemuck::Pod;
 use npusim_components::task::MAX_ARGS;
-use npusim_components::{Arg, Kernel, KernelRegistry, NpuError, NpuResult};
+use npusim_components::{
+    Arg, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
+};
 use smallvec::SmallVec;
 
 use super::{DeviceBuffer, DeviceSlice, DeviceView, DeviceViewMut, NpuStream};
 
-/// One argument of a [`LaunchBuilder`]: its word and, for a buffer, whether the buffer is
-/// usable in the launch's context (checked when the argument is made, reported at launch).
+/// One argument of a [`LaunchBuilder`]: its word and, for a buffer, the buffer's owner (its
+/// context and the memory epoch it was allocated at), checked at launch.
 #[derive(Debug)]
 pub struct KernelArg<'a> {
     arg: Arg,
-    buffer: Option<NpuResult<u64>>,
+    buffer: Option<Owner>,
     _borrow: PhantomData<&'a ()>,
 }
+
+/// Whose memory a buffer argument is: (runtime id, context, epoch).
+type Owner = (u32, Entity, u64);
 
 impl KernelArg<'_> {
     fn scalar(arg: Arg) -> Self {
@@ -36,10 +42,7 @@ impl KernelArg<'_> {
         let ctx = s.context();
         Self {
             arg: Arg::Ptr(s.device_ptr()),
-            buffer: Some(
-                s.check_live()
-                    .map(|()| ((ctx.runtime().id() as u64) << 32) ^ ctx.entity().to_bits()),
-            ),
+            buffer: Some((ctx.runtime().id(), ctx.entity(), s.epoch())),
             _borrow: PhantomData,
         }
     }
@@ -115,6 +118,8 @@ pub struct LaunchBuilder<'a> {
     stream: &'a NpuStream,
     kernel: Kernel,
     args: SmallVec<[Arg; 8]>,
+    /// The epochs the buffer arguments were allocated at (all of the stream's context).
+    epochs: SmallVec<[u64; 8]>,
     /// The first argument error, reported at launch.
     error: Option<NpuError>,
     grid: u32,
@@ -137,6 +142,7 @@ impl<'a> LaunchBuilder<'a> {
             stream,
             kernel,
             args: SmallVec::new(),
+            epochs: SmallVec::new(),
             error: None,
             grid: 1,
             tiling: SmallVec::new(),
@@ -146,25 +152,20 @@ impl<'a> LaunchBuilder<'a> {
     /// Appends an argument: a buffer or view (`&buf`, `&mut buf`), an integer or an `f32`.
     pub fn arg(mut self, arg: impl Into<KernelArg<'a>>) -> Self {
         let a = arg.into();
-        if let Some(check) = a.buffer {
+        if let Some((runtime, owner, epoch)) = a.buffer {
             let ctx = self.stream.context();
-            let want = ((ctx.runtime().id() as u64) << 32) ^ ctx.entity().to_bits();
-            let problem = match check {
-                Err(e) => Some(e),
-                Ok(owner) if owner != want => Some(NpuError::WrongContext {
+            if runtime != ctx.runtime().id() || owner != ctx.entity() {
+                self.error.get_or_insert(NpuError::WrongContext {
                     handle: format!(
                         "argument {} (a buffer at {})",
                         self.args.len(),
                         a.arg.word()
                     ),
-                    owner: "another context".into(),
+                    owner: format!("context {owner}"),
                     current: format!("{ctx:?}"),
-                }),
-                Ok(_) => None,
-            };
-            if let Some(e) = problem {
-                self.error.get_or_insert(e);
+                });
             }
+            self.epochs.push(epoch);
         }
         self.args.push(a.arg);
         self
@@ -193,25 +194,39 @@ impl<'a> LaunchBuilder<'a> {
                 self.args.len()
             )));
         }
-        let rt = self.stream.context().runtime();
-        let params = {
-            let g = rt.lock();
-            let entry = g.world.resource::<KernelRegistry>().get(self.kernel)?;
-            entry.params().map(|p| (entry.name.clone(), p.to_vec()))
-        };
-        if let Some((name, params)) = params {
-            if params.len() != self.args.len() {
-                return Err(NpuError::InvalidParam(format!(
-                    "kernel {name} takes {} arguments, {} given",
-                    params.len(),
-                    self.args.len()
+        // One look at the world for every check: the buffers' memory is still theirs (their
+        // context's epoch has not moved on), and the arguments fit the declared parameters.
+        let ctx = self.stream.context();
+        {
+            let g = ctx.runtime().lock();
+            let epoch = g
+                .world
+                .get::<ContextState>(ctx.entity())
+                .and_then(|c| g.world.get::<DeviceState>(c.device))
+                .and_then(|d| d.memory.epoch(ctx.entity()));
+            if let Some(i) = self.epochs.iter().position(|&e| Some(e) != epoch) {
+                return Err(NpuError::Destroyed(format!(
+                    "buffer argument {i}: its context's memory was released (by a fault, or \
+                     with the context)"
                 )));
             }
-            for (i, (p, a)) in params.iter().zip(&self.args).enumerate() {
-                if !p.accepts(*a) {
+            let entry = g.world.resource::<KernelRegistry>().get(self.kernel)?;
+            if let Some(params) = entry.params() {
+                if params.len() != self.args.len() {
                     return Err(NpuError::InvalidParam(format!(
-                        "kernel {name}: argument {i} must be {p}, got {a:?}"
+                        "kernel {} takes {} arguments, {} given",
+                        entry.name,
+                        params.len(),
+                        self.args.len()
                     )));
+                }
+                for (i, (p, a)) in params.iter().zip(&self.args).enumerate() {
+                    if !p.accepts(*a) {
+                        return Err(NpuError::InvalidParam(format!(
+                            "kernel {}: argument {i} must be {p}, got {a:?}",
+                            entry.name
+                        )));
+                    }
                 }
             }
         }
