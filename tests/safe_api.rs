@@ -634,3 +634,42 @@ fn a_new_context_goes_with_the_last_object_made_from_it_even_with_work_queued() 
     assert!(rt.take_drop_errors().is_empty());
     Ok(())
 }
+
+#[test]
+fn threads_share_a_runtime_each_with_a_context_of_its_own() -> NpuResult<()> {
+    let rt = runtime();
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let rt = rt.clone();
+            std::thread::spawn(move || -> NpuResult<Vec<f32>> {
+                let ctx = rt.new_context(0)?;
+                let s = ctx.stream()?;
+                let mut acc = s.alloc_zeros::<f32>(4096)?;
+                let one = s.clone_htod(&vec![1.0f32 + t as f32; 4096])?;
+                let add = rt.kernel("vector_add_f32")?;
+                for _ in 0..10 {
+                    // acc += one, through a copy dropped while the add is queued.
+                    let mut prev = ctx.alloc::<f32>(4096)?;
+                    s.memcpy_dtod(&acc, &mut prev)?;
+                    s.launch_builder(&add)
+                        .arg(&one)
+                        .arg(&prev)
+                        .arg(&mut acc)
+                        .arg(4096)
+                        .launch()?;
+                }
+                s.clone_dtoh(&acc.slice(..2)?)
+            })
+        })
+        .collect();
+    for (t, w) in workers.into_iter().enumerate() {
+        assert_eq!(w.join().unwrap()?, [10.0 * (1.0 + t as f32); 2]);
+    }
+    assert_eq!(
+        rt.stats().contexts,
+        1,
+        "each thread's context went with its objects"
+    );
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}

@@ -11,7 +11,7 @@ use npusim_components::{
 
 use super::{DeviceBuffer, NpuEvent, NpuStream, PinnedBuffer};
 use crate::runtime::device_entity;
-use crate::{Runtime, StreamConfig};
+use crate::{DeviceConfig, MemoryStats, Runtime, StreamConfig};
 
 /// A context of a device: the root of the safe API. Cheap to clone, `Send + Sync`; dropping it
 /// destroys nothing (the primary context lives as long as its runtime).
@@ -233,6 +233,16 @@ impl NpuContext {
             .ok_or_else(|| NpuError::InvalidParam(format!("{n} elements overflow")))?;
         let raw: HostBuffer = self.rt.malloc_host(bytes)?;
         Ok(PinnedBuffer::wrap(raw, n))
+    }
+
+    /// The device's datasheet.
+    pub fn device_config(&self) -> NpuResult<DeviceConfig> {
+        self.rt.device_config(self.device)
+    }
+
+    /// Memory counters of the device (pool, TLB, driver calls, deferred frees).
+    pub fn memory_stats(&self) -> NpuResult<MemoryStats> {
+        self.with(|rt| rt.memory_stats())
     }
 
     /// Waits for every stream of the device to finish its queued work
