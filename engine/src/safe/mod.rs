@@ -48,6 +48,13 @@
 //!   destroyed.
 //! - the last clone of an [`NpuEvent`]: waits for its latest record (so waits enqueued on it
 //!   keep their meaning), then destroys it.
+//! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
+//!   events and buffers each hold it): destroys the context, as [`Runtime::destroy_context`]
+//!   does. A device's primary context is never destroyed by a drop.
+//! - in a context that faulted (stop-on-failure): buffers find their memory already released
+//!   and do nothing; a stream or event reports the context's error (kept, see below) and is
+//!   not destroyed: it stays until its context is (for a primary context, as long as the
+//!   runtime).
 //! - the last handle of the runtime (whatever holds it last): the world goes, with any work
 //!   still queued, which never runs.
 //!
