@@ -213,6 +213,7 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
         topology: TopologyConfig::ring(LinkConfig::hccs()),
         threads: cfg.threads,
         timeline: cfg.timeline,
+        ..RuntimeConfig::default()
     })?;
     register_kernels(&rt);
     let k = |name: &str| rt.kernel(name);

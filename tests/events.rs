@@ -259,3 +259,71 @@ fn synchronizing_an_event_moves_the_host_clock_to_its_timestamp() {
     );
     assert!(rt.host_now() >= stamp);
 }
+
+#[test]
+fn an_event_wait_past_the_wait_timeout_fails_its_stream_and_releases_it() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    rt.set_event_wait_timeout(Some(SimTime::from_ms(5)));
+    let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let e = rt.create_event().unwrap();
+    let spin = rt.kernel("fault_spin").unwrap();
+    // The record comes after a kernel that runs far longer than the wait may wait.
+    rt.launch(spin, 1, &[], a).unwrap();
+    rt.record_event(e, a).unwrap();
+    rt.stream_wait_event(b, e).unwrap();
+    let err = rt.synchronize_stream(b).unwrap_err();
+    assert_eq!(err.code(), 107019, "{err}");
+    let waited = rt
+        .timeline()
+        .into_iter()
+        .find(|r| r.name == "event_wait")
+        .expect("the wait is on the timeline");
+    assert!(!waited.ok);
+    assert_eq!(waited.end, waited.submit + SimTime::from_ms(5));
+}
+
+#[test]
+fn without_a_wait_timeout_a_long_wait_just_waits() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let e = rt.create_event().unwrap();
+    let gemm = rt.kernel("gemm_f32").unwrap();
+    let (x, y, z) = (
+        rt.malloc(1 << 22).unwrap(),
+        rt.malloc(1 << 22).unwrap(),
+        rt.malloc(1 << 22).unwrap(),
+    );
+    rt.launch(
+        gemm,
+        1,
+        &[
+            x.into(),
+            y.into(),
+            z.into(),
+            128u64.into(),
+            128u64.into(),
+            128u64.into(),
+        ],
+        a,
+    )
+    .unwrap();
+    rt.record_event(e, a).unwrap();
+    rt.stream_wait_event(b, e).unwrap();
+    rt.synchronize_stream(b).unwrap();
+}
+
+#[test]
+fn a_wait_with_its_own_timeout_for_a_record_that_never_comes_fails_and_its_stream_goes_on() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let s = rt.create_stream().unwrap();
+    let e = rt.create_event().unwrap();
+    // Record 1 of `e` is never enqueued.
+    rt.stream_wait_event_record(s, e, 1, Some(SimTime::from_ms(3)))
+        .unwrap();
+    let buf = rt.malloc(64).unwrap();
+    rt.memset_async(buf, 9, 64, s).unwrap();
+    assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 107019);
+    let mut out = [0u8; 64];
+    rt.memcpy_dtoh(&mut out, buf).unwrap();
+    assert_eq!(out, [9u8; 64], "the work after the wait ran");
+}

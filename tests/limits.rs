@@ -73,6 +73,30 @@ fn a_runaway_kernel_stops_at_its_simulated_timeout() {
 }
 
 #[test]
+fn a_launch_with_its_own_timeout_stops_there_whatever_the_devices_timeout() {
+    let rt = rt();
+    rt.set_failure_mode(npusim::FailureMode::Continue).unwrap();
+    rt.set_kernel_timeout(SimTime::from_ms(50)).unwrap();
+    let bin = rt.load_binary(&kernel_object("faults.o")).unwrap();
+    let spin = rt.get_function(bin, "spin_forever").unwrap();
+    let s = rt.create_stream().unwrap();
+    let (a, b) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    rt.record_event(a, s).unwrap();
+    rt.launch_with_timeout(spin, 1, &[], &[], s, Some(SimTime::from_ms(2)))
+        .unwrap();
+    rt.record_event(b, s).unwrap();
+    assert_eq!(rt.synchronize_stream(s).unwrap_err().code(), 507014);
+    let ms = rt.event_elapsed_ms(a, b).unwrap();
+    assert!((2.0..2.1).contains(&ms), "stopped after {ms} simulated ms");
+    assert_eq!(
+        rt.launch_with_timeout(spin, 1, &[], &[], s, Some(SimTime::ZERO))
+            .unwrap_err()
+            .code(),
+        107000
+    );
+}
+
+#[test]
 fn an_honest_kernel_longer_than_the_watchdog_interval_finishes_correctly() {
     let rt = rt();
     let bin = rt.load_binary(&kernel_object("vector_add.o")).unwrap();

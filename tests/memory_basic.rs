@@ -278,3 +278,15 @@ fn free_host_waits_for_queued_copies_of_the_buffer() {
     assert_code(keep.read::<f32>(), codes::RT_INVALID_MEMORY_TYPE);
     rt.malloc(64).unwrap();
 }
+
+#[test]
+fn a_zero_byte_copy_or_memset_of_a_block_freed_behind_it_succeeds() {
+    // Zero bytes touch nothing: the free need not wait for them, and they do not fault.
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let s = rt.create_stream().unwrap();
+    let p = rt.malloc(64).unwrap();
+    rt.memcpy_dtod_async(p, p, 0, s).unwrap();
+    rt.memset_async(p, 7, 0, s).unwrap();
+    rt.free(p).unwrap();
+    rt.synchronize_stream(s).unwrap();
+}

@@ -210,7 +210,7 @@ fn pattern(seed: u8, len: u64) -> Vec<u8> {
 }
 
 /// Runs one thread's program in a context of its own and tears everything down.
-fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
+fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
     let ctx = rt.create_context(0).unwrap();
     // The data stream orders every write, so the shadow is exact; the others carry events,
     // callbacks and random launches.
@@ -443,10 +443,14 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
                 let (ran, order, rt2) = (ran.clone(), order.clone(), rt.clone());
                 let seq = enqueued_callbacks;
                 rt.launch_host_func(s, move || {
-                    // Calls back into the runtime (context-free calls: the callback's thread
-                    // is not this one).
+                    // Calls back into the runtime, on its context's callback thread with its
+                    // context current: its own stream is busy (with this callback), and
+                    // waiting for it can never finish.
                     let _ = rt2.host_now();
                     assert!(rt2.device_count() == 1);
+                    assert_eq!(rt2.query_stream(s), Ok(false));
+                    let sync = rt2.synchronize_stream(s).map_err(|e| e.code());
+                    assert_eq!(sync, Err(codes::RT_WAIT_TIMEOUT));
                     order.lock().unwrap().push((s, seq));
                     ran.fetch_add(1, Ordering::SeqCst);
                 })
@@ -511,29 +515,16 @@ fn run_thread(rt: Runtime, me: usize, alone: bool, ops: Vec<Op>, live: Live) {
         rt.synchronize_stream(s)
             .unwrap_or_else(|e| panic!("thread {me} teardown: {e}"));
     }
-    // With one thread, the synchronizes above ran every callback. With several, a callback
-    // runs on whichever thread drove the frame that released it, and may still be running
-    // when this thread's synchronize returns (callbacks are moving to threads of their own
-    // context; until then this waits for them, bounded, instead of asserting at once).
-    if !alone {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while ran.load(Ordering::SeqCst) < enqueued_callbacks
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
+    // A synchronize returns only once the stream's callbacks have returned, whichever thread
+    // drove the device.
     assert_eq!(
         ran.load(Ordering::SeqCst),
         enqueued_callbacks,
         "thread {me}: callbacks run"
     );
-    // Callbacks of one stream ran in the order they were enqueued. Checked for one thread:
-    // with several, two threads driving frames may each run a callback of the same stream at
-    // once (the callback rework gives them a thread of their own context; then this holds for
-    // every program).
+    // Callbacks of one stream ran in the order they were enqueued, however many threads.
     let order = order.lock().unwrap();
-    for (i, &(s, seq)) in order.iter().enumerate().filter(|_| alone) {
+    for (i, &(s, seq)) in order.iter().enumerate() {
         if let Some(&(_, later)) = order[i + 1..].iter().find(|(t, _)| *t == s) {
             assert!(
                 seq < later,
@@ -577,7 +568,7 @@ fn run_program(threads: Vec<Vec<Op>>) {
             .name(format!("program-{me}"))
             .spawn(move || {
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run_thread(rt, me, count == 1, ops, live)
+                    run_thread(rt, me, ops, live)
                 }));
                 let _ = done.send(r.err().map(|p| {
                     p.downcast_ref::<String>()

@@ -16,6 +16,8 @@ use std::ffi::c_void;
 
 use npusim_engine::Arg;
 
+use npusim_engine::SimTime;
+
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{ArgsEntry, Kind, Param, key_of, lookup, new_key, to_ptr};
 use crate::session::{Session, session};
@@ -411,19 +413,20 @@ pub extern "C" fn aclrtKernelArgsFinalize(argsHandle: aclrtArgsHandle) -> aclErr
     })
 }
 
-/// Checks a launch configuration: the timeout attributes are checked and not applied per
-/// launch (the device's kernel timeout applies); the others change nothing in the model.
+/// Checks a launch configuration and returns the launch's own timeout, if it sets one
+/// (`ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`, seconds, or `_TIMEOUT_US`; 0: the device's). The
+/// other attributes change nothing in the model.
 ///
 /// # Safety
 /// `cfg` is NULL or valid, its `attrs` readable for `numAttrs` entries.
-unsafe fn check_cfg(cfg: *const aclrtLaunchKernelCfg) -> AclResult<()> {
+unsafe fn check_cfg(cfg: *const aclrtLaunchKernelCfg) -> AclResult<Option<SimTime>> {
     if cfg.is_null() {
-        return Ok(());
+        return Ok(None);
     }
     // SAFETY: the caller's contract.
     let cfg = unsafe { &*cfg };
     if cfg.numAttrs == 0 {
-        return Ok(());
+        return Ok(None);
     }
     non_null(cfg.attrs, "cfg->attrs")?;
     // SAFETY: the caller's contract.
@@ -448,7 +451,14 @@ unsafe fn check_cfg(cfg: *const aclrtLaunchKernelCfg) -> AclResult<()> {
             a.id
         )));
     }
-    Ok(())
+    // The value union is little-endian: `timeout` is the low 16 bits of its first word,
+    // `timeoutUs` its first two words (low, high).
+    let timeout = attrs.iter().find_map(|a| match a.id {
+        ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT => Some((a.value[0] & 0xffff) as u64 * 1_000_000),
+        ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US => Some(a.value[0] as u64 | (a.value[1] as u64) << 32),
+        _ => None,
+    });
+    Ok(timeout.filter(|&us| us > 0).map(SimTime::from_us))
 }
 
 /// `aclError aclrtLaunchKernelWithConfig(aclrtFuncHandle funcHandle, uint32_t numBlocks,
@@ -470,7 +480,7 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
     let _ = reserve;
     call("aclrtLaunchKernelWithConfig", || {
         // SAFETY: the caller's contract.
-        unsafe { check_cfg(cfg) }?;
+        let timeout = unsafe { check_cfg(cfg) }?;
         let s = session()?;
         let st = s.stream_or_default(stream)?;
         let (fkey, kernel) = crate::kernel::resolve(&s, funcHandle)?;
@@ -530,7 +540,7 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
             }
         }
         if result.is_ok() {
-            result = crate::kernel::submit(&s, fkey, kernel, numBlocks, &args, st);
+            result = crate::kernel::submit(&s, fkey, kernel, numBlocks, &args, st, timeout);
         }
         // Freed once the stream has passed the kernel (or at once if it was never enqueued).
         for p in buffers {
@@ -556,6 +566,43 @@ mod tests {
     fn slots_of<T>(v: &T) -> AclResult<Vec<u64>> {
         // SAFETY: `v` is readable for its size.
         unsafe { slots((v as *const T).cast(), std::mem::size_of::<T>()) }
+    }
+
+    #[test]
+    fn a_launch_configuration_gives_its_own_timeout() {
+        let timeout = |id: u32, value: [u32; 4]| {
+            let mut attr = aclrtLaunchKernelAttr { id, value };
+            let cfg = aclrtLaunchKernelCfg {
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: `cfg` and its one attribute are live.
+            unsafe { check_cfg(&cfg) }.map_err(|e| e.code)
+        };
+        // `timeout` (seconds) is the low 16 bits of the union's first word.
+        assert_eq!(
+            timeout(ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT, [0xdead_0003, 0, 0, 0]),
+            Ok(Some(SimTime::from_ms(3000)))
+        );
+        assert_eq!(
+            timeout(ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US, [1500, 0, 0, 0]),
+            Ok(Some(SimTime::from_us(1500)))
+        );
+        assert_eq!(
+            timeout(ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US, [0, 1, 0, 0]),
+            Ok(Some(SimTime::from_us(1 << 32)))
+        );
+        assert_eq!(timeout(ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT, [0; 4]), Ok(None));
+        assert_eq!(
+            timeout(1, [0; 4]),
+            Ok(None),
+            "another attribute: no timeout"
+        );
+        assert!(timeout(99, [0; 4]).is_err());
+        assert_eq!(
+            unsafe { check_cfg(std::ptr::null()) }.map_err(|e| e.code),
+            Ok(None)
+        );
     }
 
     #[test]

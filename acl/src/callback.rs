@@ -3,14 +3,19 @@
 //! (`aclrtSubscribeReport`), which runs it inside its `aclrtProcessReport` loop.
 //!
 //! Under the hood the callback task is an npusim host function (`launch_host_func`): it runs on
-//! whichever host thread drives the device's frames (a synchronize), and its only job is to
-//! queue the callback for the subscribed thread. With `ACL_CALLBACK_BLOCK` it then waits until
-//! that thread has run the callback, so a synchronize that reaches it returns only after the
-//! callback ran, and the stream's later tasks start after it. (If another host thread drives
-//! frames meanwhile, later tasks may start earlier: the device does not wait on a host thread
-//! it does not know about.) A callback whose stream lost its subscriber before it was
-//! delivered runs on the delivering thread instead, so nothing waits forever; so does one
-//! delivered by the subscribed thread itself.
+//! the callback thread of the stream's context (never on the thread that drove the device),
+//! and its job is to queue the callback for the subscribed thread. With `ACL_CALLBACK_BLOCK`
+//! it then waits until that thread has run the callback; the task completes only then, so the
+//! stream's later tasks start after the callback, and a synchronize of the stream, from any
+//! thread, returns after it. The subscribed thread runs a blocking callback inside the
+//! callback's scope (`CallbackScope`): its calls charge the callback's host clock, and a wait
+//! for its own stream fails at once (`ACL_ERROR_RT_WAIT_TIMEOUT`) instead of hanging. A
+//! callback whose stream lost its subscriber before it was delivered runs on the context's
+//! callback thread instead. A subscription nobody serves (a thread that never calls
+//! `aclrtProcessReport`, or has exited) leaves the callback pending: a synchronize gives up
+//! after the runtime's callback timeout (`NPUSIM_CALLBACK_TIMEOUT_MS`, default 60 s) with
+//! `ACL_ERROR_RT_REPORT_TIMEOUT`, `aclrtSynchronizeStreamWithTimeout` after its timeout with
+//! `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`; unsubscribing runs the callback on the calling thread.
 //!
 //! Like every npusim wait, the device advances only while some host thread waits on it:
 //! `aclrtProcessReport` waits for callbacks, not for the device, so a program must still
@@ -22,6 +27,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use npusim_engine::Stream;
+use npusim_engine::callback::CallbackScope;
 
 use crate::error::{AclError, call};
 use crate::session::{Session, session};
@@ -40,14 +46,50 @@ pub(crate) struct Report {
     stream: Stream,
     done: Mutex<bool>,
     cv: Condvar,
+    /// The scope of the callback task waiting for this report (blocking reports only).
+    scope: Mutex<Option<CallbackScope>>,
 }
 
 impl Report {
+    fn new(f: unsafe extern "C" fn(*mut c_void), user_data: usize, stream: Stream) -> Self {
+        Self {
+            f,
+            user_data,
+            stream,
+            done: Mutex::new(false),
+            cv: Condvar::new(),
+            scope: Mutex::new(None),
+        }
+    }
+
     pub(crate) fn run(&self) {
+        let scope = self.scope.lock().unwrap_or_else(|p| p.into_inner()).take();
         // SAFETY: a callback C registered, with the user data C gave for it.
-        unsafe { (self.f)(self.user_data as *mut c_void) };
+        let call = || unsafe { (self.f)(self.user_data as *mut c_void) };
+        match scope {
+            Some(mut scope) => {
+                scope.run(call);
+                *self.scope.lock().unwrap_or_else(|p| p.into_inner()) = Some(scope);
+            }
+            None => call(),
+        }
         *self.done.lock().unwrap_or_else(|p| p.into_inner()) = true;
         self.cv.notify_all();
+    }
+
+    /// On the callback task's thread: runs the report (here or on its thread), waiting for it
+    /// if `block`, inside the task's scope.
+    fn deliver_from_task(self: Arc<Self>, reports: &Reports, block: bool) {
+        let scope = if block {
+            CallbackScope::current()
+        } else {
+            None
+        };
+        *self.scope.lock().unwrap_or_else(|p| p.into_inner()) = scope;
+        reports.deliver(self.clone(), block);
+        if block && let Some(scope) = *self.scope.lock().unwrap_or_else(|p| p.into_inner()) {
+            scope.resume();
+        }
     }
 
     pub(crate) fn wait(&self) {
@@ -327,29 +369,6 @@ pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
     call("aclrtProcessHostFunc", || process(host_func_hub, timeout))
 }
 
-/// The session's host-function thread (made on first use): it runs the host functions of
-/// streams no thread subscribed to, as ACL's runtime creates one for `aclrtLaunchHostFunc`.
-/// It ends when the session does (the sender goes with it).
-fn host_func_worker(s: &Session) -> std::sync::mpsc::Sender<Arc<Report>> {
-    let mut w = s.host_worker.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(tx) = w.as_ref() {
-        return tx.clone();
-    }
-    let (tx, rx) = std::sync::mpsc::channel::<Arc<Report>>();
-    let spawned = std::thread::Builder::new()
-        .name("acl-host-func".into())
-        .spawn(move || {
-            while let Ok(r) = rx.recv() {
-                r.run();
-            }
-        });
-    if spawned.is_ok() {
-        *w = Some(tx.clone());
-    }
-    // If the thread could not start, sends fail and the function runs on the driving thread.
-    tx
-}
-
 /// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: enqueues
 /// `fn(args)` on `stream` (NULL: the default stream); the stream's later work waits for it. On
 /// a stream subscribed with `aclrtSubscribeHostFunc` it runs on that thread; otherwise on a
@@ -364,22 +383,11 @@ pub extern "C" fn aclrtLaunchHostFunc(
         let f = fn_.ok_or_else(|| AclError::null("fn"))?;
         let s = session()?;
         let st = s.stream_or_default(stream)?;
-        let report = Arc::new(Report {
-            f,
-            user_data: args as usize,
-            stream: st,
-            done: Mutex::new(false),
-            cv: Condvar::new(),
-        });
+        let report = Arc::new(Report::new(f, args as usize, st));
         let hub = s.host_funcs.clone();
-        let worker = host_func_worker(&s);
-        s.rt.launch_host_func(st, move || {
-            // Unsubscribed: ACL's own runtime thread runs it; the stream waits meanwhile.
-            hub.deliver_or(report, true, |r| match worker.send(r.clone()) {
-                Ok(()) => r.wait(),
-                Err(_) => r.run(),
-            })
-        })?;
+        // Unsubscribed, it runs on the context's callback thread (the runtime's own thread,
+        // as ACL's); the stream waits meanwhile.
+        s.rt.launch_host_func(st, move || report.deliver_from_task(&hub, true))?;
         s.note_task(st);
         Ok(())
     })
@@ -416,15 +424,9 @@ pub extern "C" fn aclrtLaunchCallback(
                 format!("{st} has no subscribed thread (aclrtSubscribeReport)"),
             ));
         }
-        let report = Arc::new(Report {
-            f,
-            user_data: userData as usize,
-            stream: st,
-            done: Mutex::new(false),
-            cv: Condvar::new(),
-        });
+        let report = Arc::new(Report::new(f, userData as usize, st));
         let reports = s.reports.clone();
-        s.rt.launch_host_func(st, move || reports.deliver(report, block))?;
+        s.rt.launch_host_func(st, move || report.deliver_from_task(&reports, block))?;
         s.note_task(st);
         Ok(())
     })

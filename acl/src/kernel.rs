@@ -354,8 +354,9 @@ pub(crate) fn submit(
     block_dim: u32,
     args: &[Arg],
     st: npusim_engine::Stream,
+    timeout: Option<npusim_engine::SimTime>,
 ) -> AclResult<()> {
-    s.rt.launch(kernel, block_dim, args, st)?;
+    s.rt.launch_with_timeout(kernel, block_dim, args, &[], st, timeout)?;
     let seq = s.note_task(st);
     let bytes: Vec<u8> = args.iter().flat_map(|a| a.word().to_le_bytes()).collect();
     s.launches
@@ -380,7 +381,7 @@ unsafe fn launch(
     let (fkey, kernel) = resolve(&s, func)?;
     // SAFETY: the caller's contract.
     let args = unsafe { decode_args(&s, data, size, float_mask) }?;
-    submit(&s, fkey, kernel, block_dim, &args, st)
+    submit(&s, fkey, kernel, block_dim, &args, st, None)
 }
 
 /// `aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const void

@@ -91,16 +91,16 @@ pub extern "C" fn aclrtRecordNotify(notify: aclrtNotify, stream: aclrtStream) ->
 
 /// `aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t
 /// timeout)`: `stream`'s later work waits until the notify's next unconsumed record fires
-/// (enqueued already or still to come), and consumes it. `timeout` (milliseconds) is accepted
-/// and not applied: a wait whose record never comes is reported at the next synchronize as
-/// never able to finish (ACL_ERROR_RT_WAIT_TIMEOUT).
+/// (enqueued already or still to come), and consumes it. With a `timeout` (milliseconds of
+/// simulated time; 0: the process's wait timeout, `aclrtSetOpWaitTimeout`, or for ever) a wait
+/// blocked longer fails with ACL_ERROR_RT_WAIT_TIMEOUT, reported at the stream's next
+/// synchronize, and the stream goes on.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtWaitAndResetNotify(
     notify: aclrtNotify,
     stream: aclrtStream,
     timeout: u32,
 ) -> aclError {
-    let _ = timeout;
     call("aclrtWaitAndResetNotify", || {
         let s = session()?;
         let (key, ctx, event) = notify_entry(&s, notify)?;
@@ -115,7 +115,8 @@ pub extern "C" fn aclrtWaitAndResetNotify(
                 ));
             }
         };
-        s.rt.stream_wait_event_record(st, event, record)?;
+        let limit = (timeout > 0).then(|| npusim_engine::SimTime::from_ms(timeout as u64));
+        s.rt.stream_wait_event_record(st, event, record, limit)?;
         if let Some(n) = s.tables().notifies.get_mut(&key) {
             n.waits = record;
         }

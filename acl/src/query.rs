@@ -6,7 +6,6 @@
 
 use std::ffi::{CString, c_char};
 use std::sync::Mutex;
-use std::sync::atomic::Ordering;
 
 use npusim_engine::SimTime;
 use npusim_engine::components::limits::DeviceLimits;
@@ -426,13 +425,16 @@ pub unsafe extern "C" fn aclrtGetOpExecuteTimeout(timeoutMs: *mut u32) -> aclErr
     })
 }
 
-/// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: how long (seconds; 0: for ever) a
-/// stream may wait on an event or notify. Kept and not applied: an npusim wait either ends or
-/// is reported at the next synchronize as never able to end (ACL_ERROR_RT_WAIT_TIMEOUT).
+/// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: how long (seconds of simulated time;
+/// 0: for ever) a stream may wait on an event or notify, on every device of the process. A
+/// wait blocked longer fails with ACL_ERROR_RT_WAIT_TIMEOUT, reported at the stream's next
+/// synchronize, and the stream goes on.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
     call("aclrtSetOpWaitTimeout", || {
-        session()?.op_wait_timeout.store(timeout, Ordering::Relaxed);
+        let s = session()?;
+        let limit = (timeout > 0).then(|| SimTime::from_ms(timeout as u64 * 1000));
+        s.rt.set_event_wait_timeout(limit);
         Ok(())
     })
 }

@@ -48,10 +48,6 @@ pub(crate) struct Session {
     pub last_fault: Mutex<Vec<Option<i32>>>,
     /// Recent kernel launches made through C, for the exception info's function and arguments.
     pub launches: Mutex<LaunchLog>,
-    /// `aclrtSetOpWaitTimeout`, seconds (kept, not applied).
-    pub op_wait_timeout: std::sync::atomic::AtomicU32,
-    /// The runtime's host-function thread, once started (see `callback::host_func_worker`).
-    pub host_worker: Mutex<Option<std::sync::mpsc::Sender<Arc<crate::callback::Report>>>>,
 }
 
 /// A launch through C: its function handle and its argument slots.
@@ -184,8 +180,6 @@ impl Session {
             user_exception: Mutex::new(None),
             last_fault: Mutex::new(vec![None; count as usize]),
             launches: Mutex::new(LaunchLog::default()),
-            op_wait_timeout: Default::default(),
-            host_worker: Mutex::new(None),
         })
     }
 
@@ -324,11 +318,7 @@ pub extern "C" fn aclFinalize() -> aclError {
         s.rt.set_exception_callback(None);
         s.reports.close();
         s.host_funcs.close();
-        // Ends the host-function thread, and writes the prints not yet written.
-        s.host_worker
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
+        // Writes the prints not yet written.
         s.flush_prints();
         let written = match &s.trace {
             Some(path) => {

@@ -80,6 +80,9 @@ pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: aclError = 507_046;
 pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507_047;
 /// ACL_ERROR_RT_FEATURE_NOT_SUPPORT: a call or a case npusim does not model.
 pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207_000;
+/// ACL_ERROR_RT_REPORT_TIMEOUT: a host callback had not returned within the wall-time limit a
+/// synchronize gives it (`NPUSIM_CALLBACK_TIMEOUT_MS`, default 60 s).
+pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507_012;
 /// ACL_ERROR_RT_AICORE_TIMEOUT: a kernel ran past its simulated timeout.
 pub const ACL_ERROR_RT_AICORE_TIMEOUT: aclError = 507_014;
 /// ACL_ERROR_RT_AICORE_EXCEPTION: a kernel faulted.

@@ -192,6 +192,14 @@ fn callbacks_run_on_the_subscribed_report_thread() {
 }
 
 #[test]
+fn callbacks_nobody_serves_time_out_and_a_callback_waiting_for_itself_is_told() {
+    program_with(
+        "callback_timeouts",
+        &[("NPUSIM_CALLBACK_TIMEOUT_MS", "300")],
+    );
+}
+
+#[test]
 fn misuse_returns_error_codes_and_never_crashes() {
     program("errors");
 }

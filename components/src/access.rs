@@ -150,6 +150,19 @@ impl AccessSet {
     /// Call [`AccessSet::normalize`] once the run is over.
     #[inline]
     pub fn record(&mut self, access: Access) {
+        // The common case first: a sweep continuing the latest range.
+        if let Some(last) = self.ranges.last_mut()
+            && access.addr == last.addr.wrapping_add(last.bytes)
+            && last.mode == access.mode
+            && last.space == access.space
+        {
+            last.bytes += access.bytes;
+            return;
+        }
+        self.record_near(access);
+    }
+
+    fn record_near(&mut self, access: Access) {
         const WINDOW: usize = 8;
         let n = self.ranges.len();
         for r in self.ranges[n.saturating_sub(WINDOW)..].iter_mut().rev() {

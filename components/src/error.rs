@@ -49,6 +49,9 @@ pub mod codes {
     pub const RT_EVENT_NOT_COMPLETE: i32 = 507006;
     /// ACL_ERROR_RT_CONTEXT_RELEASE_ERROR
     pub const RT_CONTEXT_RELEASE_ERROR: i32 = 507007;
+    /// ACL_ERROR_RT_REPORT_TIMEOUT: a host callback did not return within the wall-time limit
+    /// a wait gives it.
+    pub const RT_REPORT_TIMEOUT: i32 = 507012;
     /// ACL_ERROR_RT_AICORE_TIMEOUT
     pub const RT_AICORE_TIMEOUT: i32 = 507014;
     /// ACL_ERROR_RT_AICORE_EXCEPTION
@@ -237,6 +240,24 @@ pub enum NpuError {
         /// What the system said.
         why: String,
     },
+    /// A host callback panicked: its task fails with this error (`ACL_ERROR_RT_INTERNAL_ERROR`,
+    /// the code ACL gives a task that failed in the runtime); nothing else is affected.
+    #[error("host callback on {stream} panicked: {message}")]
+    CallbackPanicked {
+        /// The callback's stream.
+        stream: String,
+        /// The panic's message.
+        message: String,
+    },
+    /// A wait gave up on a host callback that had not returned after `limit` of wall time
+    /// (`ACL_ERROR_RT_REPORT_TIMEOUT`); the callback's task stays pending.
+    #[error("wait on {what} gave up: a host callback had not returned after {limit:?} (wall time)")]
+    CallbackTimeout {
+        /// What was waited on.
+        what: String,
+        /// The wall-time limit.
+        limit: std::time::Duration,
+    },
     /// A bug in npusim (please report it); nothing the caller did.
     #[error("internal error: {0}")]
     Internal(String),
@@ -273,7 +294,8 @@ impl NpuError {
             NpuError::EventNotRecorded(_) => RT_EVENT_TIMESTAMP_INVALID,
             NpuError::ContextRelease(_) => RT_CONTEXT_RELEASE_ERROR,
             NpuError::NotSupported(_) => RT_FEATURE_NOT_SUPPORT,
-            NpuError::Internal(_) => RT_INTERNAL_ERROR,
+            NpuError::Internal(_) | NpuError::CallbackPanicked { .. } => RT_INTERNAL_ERROR,
+            NpuError::CallbackTimeout { .. } => RT_REPORT_TIMEOUT,
             NpuError::InvalidBinary(_) => PARSE_FILE,
             NpuError::File { .. } => INVALID_FILE,
         }

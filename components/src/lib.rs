@@ -41,7 +41,7 @@ pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
-    ReadyQueue, Running, SimClock, TaskPool, TaskRecord, Timeline,
+    ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,

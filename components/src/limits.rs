@@ -21,6 +21,9 @@ pub struct DeviceLimits {
     /// it fails it with an AI-core timeout: a guard against runaway loops only, far above what
     /// honest kernels need. `Duration::ZERO` turns it off.
     pub kernel_wall_limit: Duration,
+    /// Longest simulated time an event wait may block its stream before it fails with
+    /// `ACL_ERROR_RT_WAIT_TIMEOUT` (`aclrtSetOpWaitTimeout`); `None`: for ever.
+    pub event_wait_timeout: Option<SimTime>,
 }
 
 impl DeviceLimits {
@@ -57,6 +60,7 @@ impl Default for DeviceLimits {
             vector_cores: None,
             kernel_timeout: Self::DEFAULT_KERNEL_TIMEOUT,
             kernel_wall_limit: Self::DEFAULT_WALL_LIMIT,
+            event_wait_timeout: None,
         }
     }
 }

@@ -155,6 +155,29 @@ struct Space {
     epoch: u64,
 }
 
+impl Space {
+    /// Walks `[addr, addr + len)` through this space's TLB one physically contiguous extent at
+    /// a time, calling `f(phys, pa, offset, n)` for each: the one page walk every access by
+    /// virtual address goes through. Stops at the first fault.
+    fn extents(
+        &mut self,
+        driver: &mut Driver,
+        addr: u64,
+        len: u64,
+        mut f: impl FnMut(&mut npusim_device::memory::PhysMem, u64, u64, u64) -> Result<(), MemFault>,
+    ) -> Result<(), MemFault> {
+        let mut done = 0u64;
+        while done < len {
+            let va = addr.wrapping_add(done);
+            let (pa, room) = self.tlb.translate_extent(driver, self.asid, va)?;
+            let n = room.min(len - done);
+            f(driver.phys_mut(), pa, done, n).map_err(|_| MemFault::PageFault { va })?;
+            done += n;
+        }
+        Ok(())
+    }
+}
+
 /// A free waiting for stream positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingFree {
@@ -896,21 +919,16 @@ impl DeviceMemory {
             .spaces
             .get_mut(&context)
             .ok_or(AccessFault::Unmapped { addr })?;
-        let mut done = 0u64;
-        while done < len {
-            let va = addr + done;
-            let (pa, room) = space
-                .tlb
-                .translate_extent(&self.driver, space.asid, va)
-                .map_err(|_| AccessFault::Unmapped { addr: va })?;
-            let n = room.min(len - done);
-            self.driver
-                .phys_mut()
-                .fill(pa, n, value)
-                .map_err(|_| AccessFault::Unmapped { addr: va })?;
-            done += n;
-        }
-        Ok(())
+        space
+            .extents(&mut self.driver, addr, len, |phys, pa, _, n| {
+                phys.fill(pa, n, value)
+            })
+            .map_err(|f| AccessFault::Unmapped {
+                addr: match f {
+                    MemFault::PageFault { va } => va,
+                    _ => addr,
+                },
+            })
     }
 
     /// Reads through `context`'s page table (page-level protection only, as the AI core sees
@@ -924,18 +942,12 @@ impl DeviceMemory {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
-        let mut done = 0usize;
-        while done < buf.len() {
-            let va = addr.wrapping_add(done as u64);
-            let (pa, room) = space.tlb.translate_extent(&self.driver, space.asid, va)?;
-            let n = (room.min((buf.len() - done) as u64)) as usize;
-            self.driver
-                .phys()
-                .read(pa, &mut buf[done..done + n])
-                .map_err(|_| MemFault::PageFault { va })?;
-            done += n;
-        }
-        Ok(())
+        space.extents(
+            &mut self.driver,
+            addr,
+            buf.len() as u64,
+            |phys, pa, at, n| phys.read(pa, &mut buf[at as usize..(at + n) as usize]),
+        )
     }
 
     /// Writes through `context`'s page table; faults (writing nothing more) on an unmapped page.
@@ -943,18 +955,12 @@ impl DeviceMemory {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
-        let mut done = 0usize;
-        while done < data.len() {
-            let va = addr.wrapping_add(done as u64);
-            let (pa, room) = space.tlb.translate_extent(&self.driver, space.asid, va)?;
-            let n = (room.min((data.len() - done) as u64)) as usize;
-            self.driver
-                .phys_mut()
-                .write(pa, &data[done..done + n])
-                .map_err(|_| MemFault::PageFault { va })?;
-            done += n;
-        }
-        Ok(())
+        space.extents(
+            &mut self.driver,
+            addr,
+            data.len() as u64,
+            |phys, pa, at, n| phys.write(pa, &data[at as usize..(at + n) as usize]),
+        )
     }
 }
 

@@ -71,13 +71,31 @@ pub struct Finished {
     pub tasks: Vec<Entity>,
 }
 
-/// Host callbacks whose turn came this frame; the runtime runs them after the frame, outside
-/// the world, so they may call the runtime.
+/// A host callback whose turn came: its task has reached the head of its stream and waits,
+/// running, until the callback has returned on the host.
+pub struct ReleasedCallback {
+    /// The callback's task.
+    pub task: Entity,
+    /// Its stream.
+    pub stream: Entity,
+    /// Its sequence number on the stream (with `stream`, tells a recycled task entity apart).
+    pub seq: u64,
+    /// Its context (whose callback thread runs it).
+    pub context: Entity,
+    /// The simulated instant it was released: the callback's host clock starts there.
+    pub release: SimTime,
+    /// The body.
+    pub body: Callback,
+}
+
+/// Host callbacks whose turn came this frame; the runtime hands them to their context's
+/// callback thread after the frame. Their tasks stay running until the runtime hears they
+/// returned.
 #[derive(Resource, Default)]
 pub struct PendingCallbacks {
-    /// The callbacks, in the order their tasks finished. Behind a mutex only so the resource
-    /// is `Sync`; the frame is single-threaded when it touches it.
-    pub calls: std::sync::Mutex<Vec<Callback>>,
+    /// The callbacks, in the order their tasks were released. Behind a mutex only so the
+    /// resource is `Sync`; the frame is single-threaded when it touches it.
+    pub calls: std::sync::Mutex<Vec<ReleasedCallback>>,
 }
 
 /// Device entities by index.

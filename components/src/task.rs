@@ -123,8 +123,9 @@ pub struct TaskDescriptor {
     pub tiling_len: u32,
     /// Tiling key chosen by the tiling function.
     pub tiling_key: u32,
-    /// Reserved (keeps `pc` aligned).
-    pub reserved: u32,
+    /// The task's own time limit in microseconds of simulated time (0: its device's): a
+    /// kernel's AI-core timeout, an event wait's wait timeout.
+    pub timeout_us: u32,
     /// Entry PC of a binary kernel (0 for native kernels).
     pub pc: u64,
     /// Argument words.
@@ -219,6 +220,18 @@ impl TaskDescriptor {
         let n = tiling.len().min(MAX_TILING);
         self.tiling[..n].copy_from_slice(&tiling[..n]);
         self.tiling_len = n as u32;
+    }
+
+    /// Sets the task's own time limit (see `timeout_us`; `None`: its device's). Limits past
+    /// `u32::MAX` µs (about 71 minutes) are held at that.
+    pub fn set_timeout(&mut self, timeout: Option<SimTime>) {
+        self.timeout_us =
+            timeout.map_or(0, |t| (t.as_ns() / 1_000).clamp(1, u32::MAX as u64) as u32);
+    }
+
+    /// The task's own time limit, if it has one.
+    pub fn timeout(&self) -> Option<SimTime> {
+        (self.timeout_us != 0).then(|| SimTime::from_us(self.timeout_us as u64))
     }
 
     /// Replaces the tiling words (at most [`MAX_TILING`]; longer slices are cut).

@@ -224,6 +224,87 @@ static inline void npu_vrmax(float *dst, const float *a, npu_u64 n) { NPU__VEC(1
 static inline void npu_vcvt_f16_f32(npu_u16 *dst, const float *a, npu_u64 n) { NPU__VEC(2, 3, dst, a, 0, n); }
 static inline void npu_vcvt_f32_f16(float *dst, const npu_u16 *a, npu_u64 n) { NPU__VEC(3, 3, dst, a, 0, n); }
 
+/* dst[i] = a[i] > 0 ? a[i] : a[i] * s (leaky ReLU), f32. */
+static inline void npu_vlrelu(float *dst, const float *a, float s, npu_u64 n) { NPU__VEC(5, 1, dst, a, npu__f32_bits(s), n); }
+
+/* ---- Typed vector instructions ------------------------------------------------------------ */
+/*
+ * Every vector instruction takes an element type in bits 32..36 of its count operand:
+ * NPU_F32 (the default, 0), NPU_F16, NPU_I32, NPU_I16, NPU_BF16. The `_t` forms below take untyped
+ * pointers, the count and the type; scalars are passed as their bits in that type
+ * (npu_f32_bits / npu_f16_bits, or the integer itself). f16 and i16 run at twice the f32
+ * element rate. f16 results are exact IEEE half; integer arithmetic wraps. vdiv, vexp, vln,
+ * vsqrt, vrec and vlrelu are float-only (an integer type faults at issue).
+ */
+#define NPU_F32 0
+#define NPU_F16 1
+#define NPU_I32 2
+#define NPU_I16 3
+#define NPU_BF16 4
+/* The count operand: n elements of type t. */
+#define NPU_COUNT(n, t) ((npu_u64)(npu_u32)(n) | ((npu_u64)(t) << 32))
+
+/* Round modes of npu_vcvt, Ascend C's RoundMode order (docs/isa.md). */
+#define NPU_ROUND_NONE 0
+#define NPU_ROUND_RINT 1
+#define NPU_ROUND_FLOOR 2
+#define NPU_ROUND_CEIL 3
+#define NPU_ROUND_ROUND 4
+#define NPU_ROUND_TRUNC 5
+#define NPU_ROUND_ODD 6
+/* Comparisons of npu_vcmp, Ascend C's CMPMODE order. */
+#define NPU_CMP_LT 0
+#define NPU_CMP_GT 1
+#define NPU_CMP_EQ 2
+#define NPU_CMP_LE 3
+#define NPU_CMP_GE 4
+#define NPU_CMP_NE 5
+
+/* The bits of a value for a scalar operand of type NPU_F32. */
+static inline npu_u64 npu_f32_bits(float f) { return npu__f32_bits(f); }
+
+#define NPU__VT(f3, f2, d, a, b, n, t) NPU__R4(0x0b, f3, f2, d, a, b, NPU_COUNT(n, t))
+static inline void npu_vadd_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(0, 0, d, a, b, n, t); }
+static inline void npu_vsub_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(1, 0, d, a, b, n, t); }
+static inline void npu_vmul_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(2, 0, d, a, b, n, t); }
+static inline void npu_vdiv_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(3, 0, d, a, b, n, t); }
+static inline void npu_vmax_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(4, 0, d, a, b, n, t); }
+static inline void npu_vmin_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(5, 0, d, a, b, n, t); }
+static inline void npu_vadds_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(0, 1, d, a, s, n, t); }
+static inline void npu_vmuls_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(1, 1, d, a, s, n, t); }
+static inline void npu_vmaxs_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(2, 1, d, a, s, n, t); }
+static inline void npu_vmins_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(3, 1, d, a, s, n, t); }
+static inline void npu_vdup_t(void *d, npu_u64 s, npu_u64 n, int t) { NPU__VT(4, 1, d, 0, s, n, t); }
+static inline void npu_vlrelu_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(5, 1, d, a, s, n, t); }
+static inline void npu_vexp_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(0, 2, d, a, 0, n, t); }
+static inline void npu_vln_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(1, 2, d, a, 0, n, t); }
+static inline void npu_vsqrt_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(2, 2, d, a, 0, n, t); }
+static inline void npu_vrelu_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(3, 2, d, a, 0, n, t); }
+static inline void npu_vabs_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(4, 2, d, a, 0, n, t); }
+static inline void npu_vrec_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(5, 2, d, a, 0, n, t); }
+static inline void npu_vmov_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(6, 2, d, a, 0, n, t); }
+/* Reductions: d[0] = sum / max of a[0..n], in type t (f16 sums are exact, rounded once). */
+static inline void npu_vsum_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(0, 3, d, a, 0, n, t); }
+static inline void npu_vrmax_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(1, 3, d, a, 0, n, t); }
+/* Cast: d (type dst_t) = a (type src_t), rounded with `mode` (NPU_ROUND_*); one rounding. */
+static inline void npu_vcvt(void *d, int dst_t, const void *a, int src_t, int mode, npu_u64 n) {
+    NPU__R4(0x0b, 4, 3, d, a, 0,
+            NPU_COUNT(n, dst_t) | ((npu_u64)mode << 36) | ((npu_u64)src_t << 40));
+}
+/* Compare: bit i of the byte mask (ceil(n / 8) bytes) = a[i] cmp b[i] (NPU_CMP_*). */
+static inline void npu_vcmp(void *mask, const void *a, const void *b, npu_u64 n, int t, int cmp) {
+    NPU__R4(0x0b, 5, 3, mask, a, b, NPU_COUNT(n, t) | ((npu_u64)cmp << 36));
+}
+/* Select: d[i] = mask bit i ? a[i] : b[i] (npu_vsel) or : s (npu_vsels). */
+static inline void npu_vsel(void *d, const void *mask, const void *a, const void *b, npu_u64 n, int t) {
+    NPU__R4(0x0b, 6, 3, d, a, b,
+            NPU_COUNT(n, t) | ((((npu_u64)mask - NPU_UB_BASE) / NPU_LOCAL_ALIGN) << 48));
+}
+static inline void npu_vsels(void *d, const void *mask, const void *a, npu_u64 s, npu_u64 n, int t) {
+    NPU__R4(0x0b, 6, 3, d, a, s,
+            NPU_COUNT(n, t) | (1UL << 36) | ((((npu_u64)mask - NPU_UB_BASE) / NPU_LOCAL_ALIGN) << 48));
+}
+
 /* ---- Cube unit (custom-2, 0x5b) ----------------------------------------------------------- */
 /*
  * C (m x n, f32, in L0C) = [C +] A (m x k, in L0A) x B (k x n, in L0B), all row-major with each

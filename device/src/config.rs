@@ -46,6 +46,11 @@ pub struct DeviceConfig {
     pub l0b_bytes: u32,
     /// L0C (cube accumulator) buffer per core, in bytes.
     pub l0c_bytes: u32,
+    /// Vector (AIV) cores per AI (cube, AIC) core. `0`: one core type runs every block (the
+    /// `small` preset). On the 910B, 2: a kernel with no cube-side instructions runs its
+    /// blocks on the AIV cores — `2 × ai_cores` of them, each with its own UB, vector unit and
+    /// data movers (the per-core figures above) — so its `blockDim` counts vector cores.
+    pub vector_cores_per_ai_core: u32,
 }
 
 impl DeviceConfig {
@@ -73,6 +78,7 @@ impl DeviceConfig {
             l0a_bytes: 64 << 10,
             l0b_bytes: 64 << 10,
             l0c_bytes: 128 << 10,
+            vector_cores_per_ai_core: 2,
         }
     }
 
@@ -85,6 +91,7 @@ impl DeviceConfig {
             dma_engines: 2,
             hbm_bytes: 1 << 30,
             hbm_bandwidth: 200.0e9,
+            vector_cores_per_ai_core: 0,
             ..Self::ascend_910b()
         }
     }

@@ -97,14 +97,34 @@ pub fn thread_stack_len() -> usize {
 
 fn top_for(runtime: u32) -> Option<Entity> {
     prune_dead_runtimes();
-    STACK.with(|s| {
-        s.borrow()
-            .0
-            .iter()
-            .rev()
-            .find(|e| e.runtime == runtime)
-            .map(|e| e.ctx)
-    })
+    STACK
+        .with(|s| {
+            s.borrow()
+                .0
+                .iter()
+                .rev()
+                .find(|e| e.runtime == runtime)
+                .map(|e| e.ctx)
+        })
+        // A host callback runs with its context current (without counting as a user of it).
+        .or_else(|| crate::callback::context_of(runtime))
+}
+
+/// Drops this thread's stack entries of `runtime` (a callback thread, after each callback:
+/// the contexts one callback made current do not leak into the next).
+pub(crate) fn clear_thread_entries(runtime: u32) {
+    let removed: Vec<Entry> = STACK.with(|s| {
+        let mut s = s.borrow_mut();
+        let (mine, rest): (Vec<Entry>, Vec<Entry>) =
+            s.0.drain(..).partition(|e| e.runtime == runtime);
+        s.0 = rest;
+        mine
+    });
+    for e in removed {
+        if let Some(shared) = e.shared.upgrade() {
+            Runtime::from_shared(shared).lock().release_user(e.ctx);
+        }
+    }
 }
 
 /// How many of this thread's stack entries name `ctx` of `runtime`.
@@ -207,7 +227,8 @@ impl Runtime {
 
     /// Registers the callback that is told about every faulting task (device, context, stream,
     /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that
-    /// drove the frame, outside the runtime's lock. `None` removes it.
+    /// drove the frame, outside the runtime's lock; a panic in it is caught there (it never
+    /// reaches that thread's caller). `None` removes it.
     pub fn set_exception_callback(&self, callback: Option<ExceptionCallback>) {
         self.lock().exception_callback = callback;
     }
@@ -540,6 +561,8 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
         d.memory.destroy_space(ctx);
     }
     inner.world.despawn(ctx);
+    // Its callback thread ends once the callbacks it has are done.
+    inner.callbacks.forget_context(ctx);
 }
 
 /// The context of a safe-API object made current on this thread while one raw call runs

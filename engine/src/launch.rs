@@ -4,7 +4,7 @@
 
 use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, Stream, TaskKind,
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -105,6 +105,37 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
     ) -> NpuResult<()> {
+        self.launch_configured(kernel, block_dim, args, tiling, stream, None)
+    }
+
+    /// As [`Runtime::launch_with_tiling`], with the launch's own AI-core timeout (simulated;
+    /// `ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`): a binary kernel that runs longer fails with
+    /// `ACL_ERROR_RT_AICORE_TIMEOUT` whatever the device's kernel timeout. `None`: the
+    /// device's.
+    pub fn launch_with_timeout(
+        &self,
+        kernel: Kernel,
+        block_dim: u32,
+        args: &[Arg],
+        tiling: &[u32],
+        stream: Stream,
+        timeout: Option<SimTime>,
+    ) -> NpuResult<()> {
+        if timeout == Some(SimTime::ZERO) {
+            return Err(NpuError::InvalidParam("a launch timeout of 0".into()));
+        }
+        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout)
+    }
+
+    fn launch_configured(
+        &self,
+        kernel: Kernel,
+        block_dim: u32,
+        args: &[Arg],
+        tiling: &[u32],
+        stream: Stream,
+        timeout: Option<SimTime>,
+    ) -> NpuResult<()> {
         if tiling.len() > npusim_components::task::MAX_TILING {
             return Err(NpuError::InvalidParam(format!(
                 "{} tiling words; at most {}",
@@ -154,7 +185,8 @@ impl Runtime {
                 block_dim,
                 args.iter().map(|a| (a.word(), a.is_float())),
                 tiling,
-            )
+            );
+            d.set_timeout(timeout);
         });
         Ok(())
     }

@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod binary;
+pub mod callback;
 pub mod collective;
 pub mod context;
 pub mod event;

@@ -83,6 +83,19 @@ impl Runtime {
         }
     }
 
+    /// Sets how long an event wait may block its stream, in simulated time, on every device
+    /// (`aclrtSetOpWaitTimeout`); past it the wait fails with `ACL_ERROR_RT_WAIT_TIMEOUT` (its
+    /// stream reports it at the next synchronize) and the stream goes on. `None` (the default)
+    /// waits for ever.
+    pub fn set_event_wait_timeout(&self, timeout: Option<SimTime>) {
+        let mut g = self.lock();
+        for d in 0..g.devices.len() as u32 {
+            if let Ok(mut s) = self.device_limits_mut(&mut g, d) {
+                s.limits.event_wait_timeout = timeout;
+            }
+        }
+    }
+
     /// Writes the lines kernels printed since the last call (see [`Runtime::take_kernel_log`])
     /// to `out`, one per line, as a device's printf reaches the host at a synchronize; returns
     /// how many.

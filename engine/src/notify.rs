@@ -5,19 +5,22 @@
 //! stage like any event wait (a record not yet enqueued is simply not done).
 
 use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
-use npusim_components::{Event, EventState, NpuError, NpuResult, Stream};
+use npusim_components::{Event, EventState, NpuError, NpuResult, SimTime, Stream};
 
 use crate::runtime::Runtime;
 
 impl Runtime {
     /// Makes `stream`'s later work wait until record number `record` (1-based, in enqueue
-    /// order) of `event` fires, even if that record is enqueued only later. A wait for a record
+    /// order) of `event` fires, even if that record is enqueued only later. With a `timeout`
+    /// (simulated), a wait blocked longer fails with `ACL_ERROR_RT_WAIT_TIMEOUT` and the stream
+    /// goes on; without one, the device's event-wait timeout applies, and a wait for a record
     /// that is never enqueued is reported by the next synchronize as never able to finish.
     pub fn stream_wait_event_record(
         &self,
         stream: Stream,
         event: Event,
         record: u64,
+        timeout: Option<SimTime>,
     ) -> NpuResult<()> {
         if record == 0 {
             return Err(NpuError::InvalidParam(
@@ -28,7 +31,8 @@ impl Runtime {
         let (e, _) = self.check_event(&g, event)?;
         let (s, _) = self.check_stream(&g, stream)?;
         debug_assert!(g.world.get::<EventState>(e).is_some());
-        let desc = TaskDescriptor::event(EventView { event: e, record }, true);
+        let mut desc = TaskDescriptor::event(EventView { event: e, record }, true);
+        desc.set_timeout(timeout);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
         Ok(())
@@ -53,7 +57,7 @@ mod tests {
         let ev = rt.create_event().unwrap();
         let p = rt.malloc(4096).unwrap();
         // b waits for the first record, which a enqueues only after a long memset.
-        rt.stream_wait_event_record(b, ev, 1).unwrap();
+        rt.stream_wait_event_record(b, ev, 1, None).unwrap();
         let after = rt.create_event().unwrap();
         rt.record_event(after, b).unwrap();
         rt.memset_async(p, 1, 4096, a).unwrap();
@@ -66,6 +70,6 @@ mod tests {
             t_after >= t_ev,
             "b went on at {t_after:?}, before the record at {t_ev:?}"
         );
-        assert!(rt.stream_wait_event_record(b, ev, 0).is_err());
+        assert!(rt.stream_wait_event_record(b, ev, 0, None).is_err());
     }
 }

@@ -77,6 +77,10 @@ pub struct RuntimeConfig {
     /// available core (at most one per device), 1 runs everything on the calling thread.
     /// Results and timelines are the same for every value.
     pub threads: usize,
+    /// How long (wall time) a wait gives a host callback that has not returned before it gives
+    /// up with `ACL_ERROR_RT_REPORT_TIMEOUT` (a timed wait: at most its own timeout). Default
+    /// 60 s, or `NPUSIM_CALLBACK_TIMEOUT_MS` (see [`crate::callback`]).
+    pub callback_timeout: std::time::Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -88,6 +92,7 @@ impl Default for RuntimeConfig {
             timeline: true,
             topology: TopologyConfig::default(),
             threads: 0,
+            callback_timeout: crate::callback::default_callback_timeout(),
         }
     }
 }
@@ -103,6 +108,10 @@ impl RuntimeConfig {
 }
 
 pub(crate) struct Inner {
+    /// The runtime's id (a callback thread's host clock is looked up by it).
+    pub runtime_id: u32,
+    /// Callback threads and the callbacks out on them.
+    pub callbacks: crate::callback::Callbacks,
     pub world: World,
     pub schedule: Schedule,
     pub costs: HostCosts,
@@ -158,29 +167,34 @@ impl Inner {
         self.q_contexts.update_archetypes(&self.world);
     }
 
-    /// The host's simulated clock (only the runtime keeps it: no system reads host time).
+    /// The host's simulated clock (only the runtime keeps it: no system reads host time). On
+    /// a thread running a host callback, the callback's own clock.
     #[inline]
     pub fn host_now(&self) -> SimTime {
-        self.host_now
+        crate::callback::clock_of(self.runtime_id).unwrap_or(self.host_now)
     }
 
-    /// Sets the host's clock.
+    /// Sets the host's clock (a callback's own, on its thread).
     #[inline]
     pub fn set_host_now(&mut self, t: SimTime) {
-        self.host_now = t;
+        if !crate::callback::set_clock_of(self.runtime_id, t) {
+            self.host_now = t;
+        }
     }
 
     /// Moves the host's clock on by `d`.
     #[inline]
     pub fn advance_host(&mut self, d: SimTime) {
-        self.host_now += d;
+        let t = self.host_now() + d;
+        self.set_host_now(t);
     }
 
     /// Charges `ns` of host time for an API call; returns the new host time.
     #[inline]
     pub fn charge(&mut self, ns: u64) -> SimTime {
-        self.host_now += SimTime(ns);
-        self.host_now
+        let t = self.host_now() + SimTime(ns);
+        self.set_host_now(t);
+        t
     }
 
     /// Charges the host for the driver calls (kernel-mode crossings) device `device`'s memory
@@ -348,6 +362,8 @@ impl Runtime {
         let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
 
         let mut inner = Inner {
+            runtime_id: id,
+            callbacks: crate::callback::Callbacks::new(id, config.callback_timeout),
             world,
             schedule,
             costs: config.host.clone(),
@@ -431,7 +447,11 @@ impl Runtime {
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // The world is only mutated by code that does not panic on user input; if a user system
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
-        let mut g = self.shared.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let mut g = self.lock_quiet();
+        // A callback's calls run on its own clock; the program's wait is closed by the program.
+        if crate::callback::context_of(self.id()).is_some() {
+            return g;
+        }
         if let Some((what, start)) = g.open_wait.take() {
             let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
@@ -441,6 +461,22 @@ impl Runtime {
             });
         }
         g
+    }
+
+    /// Locks without closing an open wait (the waiting call itself re-locking).
+    fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
+        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// How long a wait gives a host callback that has not returned (wall time).
+    pub fn callback_timeout(&self) -> std::time::Duration {
+        self.lock().callbacks.timeout
+    }
+
+    /// Sets how long a wait gives a host callback that has not returned (wall time); see
+    /// [`RuntimeConfig::callback_timeout`].
+    pub fn set_callback_timeout(&self, limit: std::time::Duration) {
+        self.lock().callbacks.timeout = limit;
     }
 
     /// Exclusive access to the world and schedule, for embedding.
@@ -465,21 +501,60 @@ impl Runtime {
     }
 
     /// Runs one frame; returns whether anything changed.
+    /// When nothing changes but host callbacks are still out on other threads, waits briefly
+    /// (at most [`STEP_CALLBACK_WAIT`] of wall time) for one to return and runs the frame that
+    /// takes it in; a callback that takes longer leaves this `false` (polling queries stay
+    /// quick). [`Runtime::run_until_idle`] and the synchronizes wait for callbacks in full.
     pub fn step(&self) -> bool {
         let g = self.lock();
-        let (g, progressed) = self.frame(g);
-        drop(g);
+        let (g, progressed) = self.held_frame(g);
+        if progressed {
+            return true;
+        }
+        let wait = g.callbacks.timeout.min(STEP_CALLBACK_WAIT);
+        let (g, returned) = self.await_return(g, Some(wait));
+        if !returned {
+            return false;
+        }
+        let (_g, progressed) = self.held_frame(g);
         progressed
     }
 
-    /// Runs frames until nothing is left to do; the host clock moves to the device's time.
+    /// One frame whose clock does not pass a host callback out on the host that a wait of the
+    /// calling thread would hold for (see [`crate::callback`]).
+    fn held_frame<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> (MutexGuard<'a, Inner>, bool) {
+        let me = crate::callback::context_of(self.id());
+        let scope = self.current_ctx_entity(&g).ok();
+        let hold = g.callbacks.hold(scope, me);
+        g.world.resource_mut::<SimClock>().horizon = hold;
+        let (mut g, progressed) = self.frame(g);
+        g.world.resource_mut::<SimClock>().horizon = None;
+        (g, progressed)
+    }
+
+    /// Runs frames until nothing is left to do (host callbacks out on other threads included);
+    /// the host clock moves to the device's time. A callback that does not return within the
+    /// callback timeout makes it fail with `ACL_ERROR_RT_REPORT_TIMEOUT`.
     pub fn run_until_idle(&self) -> NpuResult<()> {
         let mut g = self.lock();
+        let me = crate::callback::context_of(self.id());
         loop {
-            let (g2, progressed) = self.frame(g);
+            let (g2, progressed) = self.held_frame(g);
             g = g2;
-            if !progressed {
+            if progressed {
+                continue;
+            }
+            if !g.callbacks.others_out(me) {
                 break;
+            }
+            let (g2, returned) = self.await_return(g, None);
+            g = g2;
+            if !returned {
+                let limit = g.callbacks.timeout;
+                return Err(NpuError::CallbackTimeout {
+                    what: "run_until_idle".into(),
+                    limit,
+                });
             }
         }
         let now = g.world.resource::<SimClock>().now;
@@ -488,15 +563,46 @@ impl Runtime {
         Ok(())
     }
 
+    /// With host callbacks out on other threads, sleeps (lock released) until one returns or
+    /// something is submitted, at most `limit` (default: the callback timeout). Returns
+    /// whether there is something for a frame to do.
+    fn await_return<'a>(
+        &'a self,
+        mut g: MutexGuard<'a, Inner>,
+        limit: Option<std::time::Duration>,
+    ) -> (MutexGuard<'a, Inner>, bool) {
+        let me = crate::callback::context_of(self.id());
+        let limit = limit.unwrap_or(g.callbacks.timeout);
+        let start = std::time::Instant::now();
+        let hub = g.callbacks.hub();
+        loop {
+            if hub.has_returns() || g.doorbell_rung() {
+                return (g, true);
+            }
+            if !g.callbacks.others_out(me) {
+                return (g, false);
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= limit {
+                return (g, false);
+            }
+            drop(g);
+            // Woken by a return; a callback may also submit work without returning yet.
+            hub.wait((limit - elapsed).min(CALLBACK_POLL));
+            g = self.lock_quiet();
+        }
+    }
+
     /// Runs a frame, then the host callbacks it released (outside the lock, so they may call
     /// the runtime).
     pub(crate) fn frame<'a>(
         &'a self,
         mut g: MutexGuard<'a, Inner>,
     ) -> (MutexGuard<'a, Inner>, bool) {
-        let progressed = run_schedule(&mut g);
+        let returned = take_callback_returns(&mut g);
+        let progressed = run_schedule(&mut g) || returned;
         let faults = self.take_faults(&mut g);
-        let calls = std::mem::take(
+        let released = std::mem::take(
             &mut *g
                 .world
                 .resource::<PendingCallbacks>()
@@ -504,22 +610,28 @@ impl Runtime {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner()),
         );
-        if calls.is_empty() && faults.is_empty() {
-            return (g, progressed);
+        let released_any = !released.is_empty();
+        // Each callback goes to its context's thread; none runs on this one.
+        for r in released {
+            g.callbacks.dispatch(r);
+        }
+        if faults.is_empty() {
+            return (g, progressed || released_any);
         }
         drop(g);
+        // The exception callback runs on this thread; a panic in it stays there (the fault is
+        // reported by the failed task's synchronize all the same).
         for (callback, info) in faults {
-            callback(&info);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| callback(&info)));
         }
-        for call in calls {
-            call();
-        }
-        (self.lock(), true)
+        (self.lock_quiet(), true)
     }
 
     /// Drives frames until `done` holds. With a `timeout` (simulated), the device clock is not
     /// advanced past the deadline and the wait fails with a timeout; without one, a wait that
-    /// nothing can finish fails instead of hanging.
+    /// nothing can finish fails instead of hanging. Host callbacks out on their threads are
+    /// waited for (lock released), at most the callback timeout of wall time without progress
+    /// (a timed wait: at most its timeout); see [`crate::callback`].
     pub(crate) fn drive<'a>(
         &'a self,
         mut g: MutexGuard<'a, Inner>,
@@ -528,11 +640,15 @@ impl Runtime {
         timeout: Option<SimTime>,
     ) -> (MutexGuard<'a, Inner>, NpuResult<()>) {
         let deadline = timeout.map(|t| g.host_now() + t);
-        g.world.resource_mut::<SimClock>().horizon = deadline;
-        if g.world.resource::<Timeline>().enabled {
+        // The callback this thread runs, if any (its context's callbacks cannot return while
+        // it waits), and the context the wait is for.
+        let me = crate::callback::context_of(self.id());
+        let scope = self.current_ctx_entity(&g).ok();
+        if g.world.resource::<Timeline>().enabled && me.is_none() {
             let start = g.host_now();
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
+        let mut stuck_since: Option<std::time::Instant> = None;
         let mut grace = RENDEZVOUS_GRACE_POLLS;
         loop {
             if done(&g) {
@@ -548,16 +664,74 @@ impl Runtime {
                 grace -= 1;
                 drop(g);
                 std::thread::sleep(std::time::Duration::from_millis(1));
-                g = self.lock();
+                g = self.lock_quiet();
                 continue;
             }
+            // The device clock does not pass a callback out on the host that this wait holds
+            // for: it may still enqueue work, and it ends when it returns.
+            let hold = g.callbacks.hold(scope, me);
+            let horizon = match (deadline, hold) {
+                (Some(d), Some(h)) => Some(d.min(h)),
+                (d, h) => d.or(h),
+            };
+            g.world.resource_mut::<SimClock>().horizon = horizon;
             let (g2, progressed) = self.frame(g);
             g = g2;
             if progressed {
+                stuck_since = None;
                 continue;
             }
             if done(&g) {
                 continue;
+            }
+            // Nothing more happens until a callback out on another thread returns.
+            let held_before_deadline = hold.is_some_and(|h| deadline.is_none_or(|d| h <= d));
+            // A callback's own wait waits only while the clock is held for another callback
+            // (the rest of its context's callbacks are queued behind it; another context's
+            // cannot finish its wait, and two callbacks waiting for each other would hang).
+            let wait_for_callbacks = match (deadline, me) {
+                (Some(_), _) => held_before_deadline,
+                (None, Some(_)) => hold.is_some(),
+                (None, None) => g.callbacks.others_out(me),
+            };
+            if wait_for_callbacks {
+                let limit =
+                    g.callbacks
+                        .timeout
+                        .min(timeout.map_or(std::time::Duration::MAX, |t| {
+                            std::time::Duration::from_nanos(t.as_ns())
+                        }));
+                let since = *stuck_since.get_or_insert_with(std::time::Instant::now);
+                let left = limit.saturating_sub(since.elapsed());
+                if !left.is_zero() {
+                    // Until a callback returns, or another context's callback leaves its grace.
+                    let wake = g
+                        .callbacks
+                        .next_grace_end(scope, me)
+                        .map_or(left, |d| d.max(CALLBACK_POLL).min(left));
+                    let (g2, _) = self.await_return(g, Some(wake));
+                    g = g2;
+                    continue;
+                }
+                g.world.resource_mut::<SimClock>().horizon = None;
+                if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
+                    let t = g.host_now().max(deadline);
+                    g.set_host_now(t);
+                    return (
+                        g,
+                        Err(NpuError::WaitTimeout {
+                            what: what(),
+                            timeout,
+                        }),
+                    );
+                }
+                return (
+                    g,
+                    Err(NpuError::CallbackTimeout {
+                        what: what(),
+                        limit,
+                    }),
+                );
             }
             g.world.resource_mut::<SimClock>().horizon = None;
             let pending = g.world.resource::<Running>().next_event().is_some();
@@ -570,6 +744,16 @@ impl Runtime {
                         what: what(),
                         timeout,
                     }),
+                );
+            }
+            if g.callbacks.mine_out(me) {
+                return (
+                    g,
+                    Err(NpuError::NeverCompletes(format!(
+                        "{} (from a host callback: it waits for itself, or for a callback \
+                         queued behind it on its context's callback thread)",
+                        what()
+                    ))),
                 );
             }
             return (g, Err(NpuError::NeverCompletes(what())));
@@ -658,6 +842,7 @@ impl Runtime {
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
         !g.doorbell_rung()
+            && g.callbacks.in_flight.is_empty()
             && g.world.resource::<ReadyQueue>().tasks.is_empty()
             && g.world.resource::<Running>().heap.is_empty()
             && g.world
@@ -665,6 +850,47 @@ impl Runtime {
                 .ops
                 .is_empty()
     }
+}
+
+/// The longest [`Runtime::step`] waits for a host callback to return when nothing else changes.
+pub const STEP_CALLBACK_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// How often a wait for a host callback looks for work submitted meanwhile.
+const CALLBACK_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Puts the host callbacks that returned back on the device: each task ends at its callback's
+/// clock (never before the device's now), with its outcome, and the hardware tick completes
+/// it in order. Returns whether any came back. A return for a task that is gone (its stream
+/// or context was destroyed meanwhile) is dropped.
+fn take_callback_returns(g: &mut Inner) -> bool {
+    let returns = g.callbacks.take_returns();
+    if returns.is_empty() {
+        return false;
+    }
+    let now = g.world.resource::<SimClock>().now;
+    let mut any = false;
+    for (entity, stream, seq, end, panic) in returns {
+        let Some(mut task) = g.world.get_mut::<npusim_components::Task>(entity) else {
+            continue;
+        };
+        if task.stream != stream
+            || task.seq != seq
+            || task.applied
+            || task.status != npusim_components::TaskStatus::Running
+        {
+            continue;
+        }
+        let end = end.max(now).max(task.start);
+        task.applied = true;
+        task.end = end;
+        task.error = panic.map(|m| Box::new(crate::callback::panicked(stream, m)));
+        let mut running = g.world.resource_mut::<Running>();
+        let order = running.next_order;
+        running.next_order += 1;
+        running.heap.push(std::cmp::Reverse((end, order, entity)));
+        any = true;
+    }
+    any
 }
 
 /// How many 1 ms polls a wait gives other host threads to join a rendezvous before letting

@@ -53,6 +53,13 @@ impl Runtime {
         let what = || stream.to_string();
         let done = |i: &Inner| i.world.get::<StreamState>(s).is_none_or(|st| st.is_idle());
         let (mut g, result) = self.drive(g, &what, &done, None);
+        // From a host callback that the stream's work waits for (its own, or one queued
+        // behind it): the wait can never finish, and the stream stays.
+        let me = crate::callback::context_of(self.id());
+        if result.is_err() && g.callbacks.mine_out(me) {
+            return result;
+        }
+        g.callbacks.forget_stream(s);
         if let Some(mut c) = g.world.get_mut::<ContextState>(ctx) {
             c.streams.retain(|x| *x != s);
         }

@@ -112,7 +112,11 @@ pub fn run_binary(
         })
         .collect();
     let block_dim = desc.block_dim.max(1);
-    let cores = cores.clamp(1, block_dim);
+    // A vector-only kernel runs on the AI cores' vector (AIV) cores where the device has them.
+    let vector_only = config.vector_cores_per_ai_core > 0
+        && npusim_device::core::npu::launch::is_vector_only(&code.program);
+    let cores = npusim_device::core::npu::launch::launch_cores(&config, cores, vector_only)
+        .clamp(1, block_dim);
     // An op launch's tiling words start with the frame's header; the kernel gets its own.
     let skip = if task.extra.op().is_some() {
         npusim_components::shape::tiling_word::OP as u64 * 4
@@ -129,7 +133,11 @@ pub fn run_binary(
         0
     };
     task.access.clear();
-    let (limits, started) = (device.limits.clone(), std::time::Instant::now());
+    let (mut limits, started) = (device.limits.clone(), std::time::Instant::now());
+    // A launch's own timeout (`ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`) replaces the device's.
+    if let Some(t) = desc.timeout() {
+        limits.kernel_timeout = t;
+    }
     let mut per_block: Vec<(RunStats, Footprint)> = Vec::with_capacity(block_dim as usize);
     let core = cache.get(&config);
     let mut bus = ContextBus {

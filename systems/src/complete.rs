@@ -55,9 +55,7 @@ impl<'w, 's> Completion<'w, 's> {
         now: SimTime,
     ) {
         let ran = task.status == TaskStatus::Running;
-        if let Ok(mut device) = self.devices.get_mut(task.device)
-            && ran
-        {
+        if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
             let busy = (task.end - task.start).as_ns();
             let units = &mut device.units;
             units.free_cores += task.cores;
@@ -129,6 +127,13 @@ impl<'w, 's> Completion<'w, 's> {
     /// Notes that the frame changed something without completing a task.
     pub fn progressed(&mut self) {
         self.stats.last_frame_progressed = true;
+    }
+
+    /// When an event wait on `device` blocked since `since` times out, if its device has an
+    /// event-wait timeout.
+    pub fn wait_deadline(&self, device: Entity, since: SimTime) -> Option<SimTime> {
+        let d = self.devices.get(device).ok()?;
+        d.limits.event_wait_timeout.map(|t| since + t)
     }
 
     /// Whether the latest record `record` of `event` has fired (a destroyed event never fires

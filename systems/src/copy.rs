@@ -46,6 +46,11 @@ pub fn execute_copy(
     memory: &mut DeviceMemory,
     context: Entity,
 ) -> Result<(), NpuError> {
+    // Zero bytes touch nothing (and name no block in the access set, so the block may already
+    // be gone): nothing to check, nothing to move.
+    if copy.bytes == 0 {
+        return Ok(());
+    }
     let fault = fault("memcpy");
     let len =
         usize::try_from(copy.bytes).map_err(|_| NpuError::InvalidParam("copy too large".into()))?;
@@ -116,6 +121,9 @@ pub fn execute_memset(
     memory: &mut DeviceMemory,
     context: Entity,
 ) -> Result<(), NpuError> {
+    if memset.bytes == 0 {
+        return Ok(());
+    }
     memory
         .fill(memset.dst, memset.bytes, memset.value, context)
         .map_err(fault("memset"))
@@ -127,6 +135,9 @@ pub fn execute_peer_copy(
     device_entities: &Devices,
     copy: &PeerCopy,
 ) -> Result<(), NpuError> {
+    if copy.bytes == 0 {
+        return Ok(());
+    }
     let fault = fault("memcpy_peer");
     let entity = |index: u32| {
         device_entities

@@ -2,6 +2,10 @@
 //! is done, the host has actually submitted it (its submit time has come), and — for an event
 //! wait — the record it captured has fired. Cross-stream order comes only from events.
 //!
+//! An event wait blocked longer than its own timeout, or else its device's event-wait timeout
+//! (`aclrtSetOpWaitTimeout`; simulated time, off by default), fails with
+//! `ACL_ERROR_RT_WAIT_TIMEOUT`.
+//!
 //! Tasks that need no unit and no time complete here, through [`Completion`], at the moment
 //! they become ready: event records (other streams see them within this same pass or the next
 //! frame), satisfied event waits, and heads aborted by an earlier failure (in stream order, so a
@@ -9,7 +13,7 @@
 
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{ReadyQueue, Running, SimClock};
-use npusim_components::{SimTime, StreamState, Task, TaskKind, TaskStatus};
+use npusim_components::{NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus};
 
 use crate::complete::{Completion, Outcome};
 
@@ -56,6 +60,28 @@ pub fn resolve_dependencies(
                     TaskKind::EventWait => {
                         let ev = task.desc.as_event();
                         if ev.is_some_and(|ev| !completion.record_done(ev.event, ev.record)) {
+                            // Blocked since it became the head (its predecessor's end or its
+                            // submission, whichever came later), for how long it may be.
+                            let since = task.submit.max(stream.last_end);
+                            let deadline = match task.desc.timeout() {
+                                Some(t) => Some(since + t),
+                                None => completion.wait_deadline(task.device, since),
+                            };
+                            match deadline {
+                                Some(deadline) if deadline <= now => {
+                                    let err = NpuError::WaitTimeout {
+                                        what: format!("an event wait on stream {}", task.stream),
+                                        timeout: deadline - since,
+                                    };
+                                    let failed = Outcome::Failed(err);
+                                    completion.complete(head, &mut task, &mut stream, failed, now);
+                                    continue;
+                                }
+                                Some(deadline) => {
+                                    wake = Some(wake.map_or(deadline, |w| w.min(deadline)));
+                                }
+                                None => {}
+                            }
                             break;
                         }
                         completion.complete(head, &mut task, &mut stream, Outcome::Done, now);

@@ -16,7 +16,9 @@ use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{PeerCopy, Rendezvous};
-use npusim_components::resources::{AbortRequests, Devices, PendingCallbacks, Running, SimClock};
+use npusim_components::resources::{
+    AbortRequests, Devices, PendingCallbacks, ReleasedCallback, Running, SimClock,
+};
 use npusim_components::{
     ContextState, ContextStatus, DeviceState, FailureMode, KernelBody, KernelCtx, KernelRegistry,
     NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
@@ -236,6 +238,29 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         .contexts
         .get(task.context)
         .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    // A host callback reaching its end is released to the host: its task stays running until
+    // the runtime hears the callback returned (then it comes back here, applied).
+    if !faulted
+        && !task.applied
+        && task.kind() == TaskKind::HostCallback
+        && let TaskExtra::Callback(slot) = &task.extra
+        && let Some(body) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
+    {
+        w.callbacks
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ReleasedCallback {
+                task: entity,
+                stream: task.stream,
+                seq: task.seq,
+                context: task.context,
+                release: now,
+                body,
+            });
+        w.completion.progressed();
+        return;
+    }
     let result = if faulted {
         let (stream, seq) = (task.stream, task.seq);
         task.error = Some(Box::new(NpuError::StreamAbort {
@@ -263,8 +288,11 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         None => Outcome::Aborted,
         Some(r) => Outcome::from(r),
     };
+    // A failed host callback (it panicked) fails its task only; its context goes on.
     let failure = match &outcome {
-        Outcome::Failed(err) => Some((task.context, err.clone())),
+        Outcome::Failed(err) if task.kind() != TaskKind::HostCallback => {
+            Some((task.context, err.clone()))
+        }
         _ => None,
     };
     w.completion
@@ -358,18 +386,8 @@ fn execute(
             &w.workers,
             task,
         ),
-        TaskKind::HostCallback => {
-            if let TaskExtra::Callback(slot) = &task.extra
-                && let Some(f) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
-            {
-                w.callbacks
-                    .calls
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(f);
-            }
-            Ok(())
-        }
+        // A callback without a body (released already, or none given) has nothing to do.
+        TaskKind::HostCallback => Ok(()),
         // Completed by dependency resolution; never dispatched.
         TaskKind::EventRecord | TaskKind::EventWait => Ok(()),
     }
@@ -607,13 +625,44 @@ mod tests {
         start_running(&mut s.world, t, 0, 0, 0, 10);
         run(&mut s.world, hardware_tick);
 
-        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(
+            status(&s.world, t),
+            TaskStatus::Running,
+            "the task waits for the callback to return"
+        );
+        assert_eq!(stream(&s.world, s.stream).completed, 0);
         assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
         let calls =
             std::mem::take(&mut *s.world.resource::<PendingCallbacks>().calls.lock().unwrap());
         assert_eq!(calls.len(), 1);
-        calls.into_iter().for_each(|f| f());
+        assert_eq!((calls[0].task, calls[0].release), (t, SimTime(10)));
+        calls.into_iter().for_each(|c| (c.body)());
         assert!(ran.load(std::sync::atomic::Ordering::SeqCst));
+
+        // The runtime reports it returned at 25: the task completes then, with its outcome.
+        {
+            let mut task = s.world.get_mut::<Task>(t).unwrap();
+            task.applied = true;
+            task.end = SimTime(25);
+            task.error = Some(Box::new(NpuError::CallbackPanicked {
+                stream: "s".into(),
+                message: "boom".into(),
+            }));
+        }
+        s.world
+            .resource_mut::<Running>()
+            .heap
+            .push(Reverse((SimTime(25), 99, t)));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        assert_eq!(stream(&s.world, s.stream).completed, 1);
+        assert_eq!(stream(&s.world, s.stream).last_end, SimTime(25));
+        let ctx = s.world.get::<ContextState>(s.ctx).unwrap();
+        assert_eq!(
+            ctx.status,
+            ContextStatus::Active,
+            "a panicking callback does not fault its context"
+        );
     }
 
     /// A context with two streams: a faulting kernel running on the first with a task behind

@@ -250,9 +250,10 @@ typedef struct aclrtLaunchKernelAttr {
     aclrtLaunchKernelAttrValue value;
 } aclrtLaunchKernelAttr;
 
-/* Launch attributes: ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT and _TIMEOUT_US are checked and not
- * applied per launch (the device's kernel timeout, aclrtSetOpExecuteTimeOut, applies); the
- * others are accepted and have no effect in the model. */
+/* Launch attributes: ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT (seconds) and _TIMEOUT_US give the
+ * launch its own AI-core timeout in simulated time, in place of the device's
+ * (aclrtSetOpExecuteTimeOut); 0 keeps the device's. The others are accepted and have no effect
+ * in the model. */
 typedef struct aclrtLaunchKernelCfg {
     aclrtLaunchKernelAttr *attrs;
     size_t numAttrs;
@@ -387,8 +388,10 @@ ACL_FUNC_VISIBILITY aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *
  * aclrtWaitAndResetNotify makes another stream's later work wait until the next record not yet
  * consumed is reached (enqueued before the wait or after it), and consumes it. Records and waits
  * pair up in order (a hardware notify is a flag; programs that record once per wait cannot tell).
- * timeout is accepted and not applied: a wait whose record never comes is reported by the next
- * synchronize as ACL_ERROR_RT_WAIT_TIMEOUT. */
+ * timeout (ms of simulated time; 0: aclrtSetOpWaitTimeout's, or for ever): a wait blocked
+ * longer fails with ACL_ERROR_RT_WAIT_TIMEOUT, reported at the stream's next synchronize, and
+ * the stream goes on; a wait with no timeout whose record never comes is reported by the next
+ * synchronize as ACL_ERROR_RT_WAIT_TIMEOUT too. */
 ACL_FUNC_VISIBILITY aclError aclrtCreateNotify(aclrtNotify *notify, uint64_t flag);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyNotify(aclrtNotify notify);
 ACL_FUNC_VISIBILITY aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
@@ -489,8 +492,9 @@ ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout);        
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutWithMs(uint32_t timeout);    /* milliseconds */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t *actualTimeout); /* microseconds */
 ACL_FUNC_VISIBILITY aclError aclrtGetOpExecuteTimeout(uint32_t *const timeoutMs);
-/* How long a stream waits on an event or notify (seconds; 0: for ever). Kept and not applied:
- * in npusim a wait either ends or is reported as never able to end at the next synchronize. */
+/* How long a stream waits on an event or notify (seconds of simulated time; 0: for ever), on
+ * every device. A wait blocked longer fails with ACL_ERROR_RT_WAIT_TIMEOUT, reported at the
+ * stream's next synchronize; the stream then goes on. */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
 
 /* ---- kernel prints ---------------------------------------------------------------------- */

@@ -411,14 +411,9 @@ impl Driver {
     /// Reads `buf.len()` bytes at `va`, translating page by page.
     pub fn read_virt(&self, asid: AsId, va: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         let table = table_of(&self.spaces, asid, va)?;
-        let mut done = 0;
-        while done < buf.len() {
-            let t = walk(&self.counters, table, va.wrapping_add(done as u64))?;
-            let n = (t.page_remaining() as usize).min(buf.len() - done);
-            self.phys.read(t.pa, &mut buf[done..done + n])?;
-            done += n;
-        }
-        Ok(())
+        pages(&self.counters, table, va, buf.len() as u64, |pa, at, n| {
+            self.phys.read(pa, &mut buf[at as usize..(at + n) as usize])
+        })
     }
 
     /// Writes `data` at `va`, translating page by page. The whole range is checked first: a
@@ -432,14 +427,9 @@ impl Driver {
         } = self;
         let table = table_of(spaces, asid, va)?;
         table.check_mapped(va, data.len() as u64)?;
-        let mut done = 0;
-        while done < data.len() {
-            let t = walk(counters, table, va + done as u64)?;
-            let n = (t.page_remaining() as usize).min(data.len() - done);
-            phys.write(t.pa, &data[done..done + n])?;
-            done += n;
-        }
-        Ok(())
+        pages(counters, table, va, data.len() as u64, |pa, at, n| {
+            phys.write(pa, &data[at as usize..(at + n) as usize])
+        })
     }
 
     /// Sets `len` bytes at `va` to `byte` (a memset). Checked first like [`Driver::write_virt`].
@@ -452,14 +442,7 @@ impl Driver {
         } = self;
         let table = table_of(spaces, asid, va)?;
         table.check_mapped(va, len)?;
-        let mut done = 0;
-        while done < len {
-            let t = walk(counters, table, va + done)?;
-            let n = t.page_remaining().min(len - done);
-            phys.fill(t.pa, n, byte)?;
-            done += n;
-        }
-        Ok(())
+        pages(counters, table, va, len, |pa, _, n| phys.fill(pa, n, byte))
     }
 
     /// Copies `len` bytes from `src_va` in `src_as` to `dst_va` in `dst_as`, page by page.
@@ -543,6 +526,25 @@ fn table_of(spaces: &SlotMap<AsId, Space>, asid: AsId, va: u64) -> Result<&Addre
 
 /// One translation of the virtual-access helpers: counted, not charged.
 #[inline]
+/// Walks `[va, va + len)` of `table` one page at a time, calling `f(pa, offset, n)` for each
+/// piece: the one loop behind every access by virtual address.
+fn pages(
+    counters: &Counters,
+    table: &AddressSpace,
+    va: u64,
+    len: u64,
+    mut f: impl FnMut(u64, u64, u64) -> Result<(), MemFault>,
+) -> Result<(), MemFault> {
+    let mut done = 0;
+    while done < len {
+        let t = walk(counters, table, va.wrapping_add(done))?;
+        let n = t.page_remaining().min(len - done);
+        f(t.pa, done, n)?;
+        done += n;
+    }
+    Ok(())
+}
+
 fn walk(counters: &Counters, table: &AddressSpace, va: u64) -> Result<Translation, MemFault> {
     counters.virt_translations.fetch_add(1, Relaxed);
     table.translate(va)

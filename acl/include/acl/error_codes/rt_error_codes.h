@@ -21,9 +21,11 @@
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001       /* host memory or a pool's maxSize exhausted */
 #define ACL_ERROR_RT_MEMORY_FREE 207002             /* a free of a pointer not allocated */
 #define ACL_ERROR_RT_DEVICE_OOM 207018              /* device memory exhausted */
-#define ACL_ERROR_RT_INTERNAL_ERROR 507000          /* a bug in npusim; the process goes on */
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000          /* a bug in npusim, or a host function that
+                                                       panicked (Rust); the process goes on */
 #define ACL_ERROR_RT_EVENT_NOT_COMPLETE 507006      /* time of an event not yet fired */
 #define ACL_ERROR_RT_CONTEXT_RELEASE_ERROR 507007   /* a context that cannot be destroyed now */
+#define ACL_ERROR_RT_REPORT_TIMEOUT 507012          /* a callback not back within the wait limit */
 #define ACL_ERROR_RT_AICORE_TIMEOUT 507014          /* a kernel ran past its (simulated) timeout */
 #define ACL_ERROR_RT_AICORE_EXCEPTION 507015        /* a kernel faulted (e.g. a bad address) */
 #define ACL_ERROR_RT_AICORE_TRAP_EXCEPTION 507016   /* a kernel trapped (e.g. divide by zero) */

@@ -2,6 +2,7 @@
 //! timing, scheduling on a pipe, and the scalar unit's own accesses to UB.
 
 use super::cube::CubeOp;
+use super::dtype::{CmpMode, DType, RoundMode};
 use super::isa::{CopyDir, SyncOp, VecClass, VecOp};
 use super::layout::{Buffer, pitch};
 use super::pipes::{Pipe, Pipes};
@@ -92,34 +93,93 @@ fn pad16(x: u32) -> u64 {
 
 impl Npu {
     fn vector_op(&self, op: VecOp, [d, a, b, c]: [u64; 4]) -> Result<(VectorOp, u64), NpuFault> {
-        let n = c;
-        let elems = |e: u64| n.saturating_mul(e);
-        let dst_len = match op {
-            VecOp::Sum | VecOp::RMax => 4,
-            VecOp::CvtF32ToF16 => elems(2),
-            _ => elems(4),
+        let n = c & 0xffff_ffff;
+        let field = |shift: u32| (c >> shift) & 0xf;
+        let bad = || NpuFault::BadVectorOperand {
+            op: op.name(),
+            value: c,
         };
-        let dst = ub(self, "dst", d, dst_len)?;
-        let (src_a, src_b) = match op.class() {
-            VecClass::Binary => (ub(self, "a", a, elems(4))?, ub(self, "b", b, elems(4))?),
-            VecClass::Scalar if op == VecOp::Dup => (0, 0),
-            _ => (ub(self, "a", a, elems(op.src_elem()))?, 0),
+        let dtype = DType::from_code(field(32)).ok_or_else(bad)?;
+        let (mut src_dtype, mut mode, mut mask_off) = (dtype, 0u8, None);
+        match op {
+            VecOp::Cvt => {
+                src_dtype = DType::from_code(field(40)).ok_or_else(bad)?;
+                mode = RoundMode::from_code(field(36)).ok_or_else(bad)? as u8;
+                if c >> 44 != 0 {
+                    return Err(bad());
+                }
+            }
+            VecOp::Cmp => {
+                mode = CmpMode::from_code(field(36)).ok_or_else(bad)? as u8;
+                if c >> 40 != 0 {
+                    return Err(bad());
+                }
+            }
+            VecOp::Sel => {
+                mode = field(36) as u8;
+                if mode > 1 || field(40) != 0 || (c >> 44) & 0xf != 0 {
+                    return Err(bad());
+                }
+                mask_off = Some((c >> 48) * abi::LOCAL_BUFFER_ALIGN);
+            }
+            _ => {
+                if c >> 36 != 0 {
+                    return Err(bad());
+                }
+            }
+        }
+        if !op.supports(dtype) {
+            return Err(NpuFault::UnsupportedType {
+                op: op.name(),
+                dtype,
+            });
+        }
+        let mut v = VectorOp {
+            op,
+            dst: 0,
+            a: 0,
+            b: 0,
+            scalar: f32::from_bits(b as u32),
+            n: 0,
+            dtype,
+            src_dtype,
+            mode,
+            mask: 0,
+            scalar_bits: b,
         };
-        // Every operand fits in UB, so `n` does too.
-        let n = n as u32;
+        // `n` has 32 bits, so no operand size overflows.
+        v.n = n as u32;
+        let elems = |e: u64| n * e;
+        v.dst = ub(self, "dst", d, v.dst_bytes())?;
+        let src = elems(v.src_elem());
+        match op.class() {
+            VecClass::Binary | VecClass::Compare => {
+                v.a = ub(self, "a", a, src)?;
+                v.b = ub(self, "b", b, src)?;
+            }
+            VecClass::Select => {
+                v.a = ub(self, "a", a, src)?;
+                if mode == 0 {
+                    v.b = ub(self, "b", b, src)?;
+                }
+                let m = mask_off.unwrap_or(0);
+                v.mask = ub(self, "mask", abi::UB_BASE + m, n.div_ceil(8))?;
+            }
+            VecClass::Scalar if op == VecOp::Dup => {}
+            _ => v.a = ub(self, "a", a, src)?,
+        }
+        // Bytes per cycle: `vector_lanes` f32 elements, so f16 / i16 go twice as fast.
         let t = &self.timing;
-        let mut occupancy = t.vector_startup as u64 + (n as u64).div_ceil(t.vector_lanes as u64);
+        let widest = v.src_elem().max(match op {
+            VecOp::CvtF16ToF32 => 4,
+            VecOp::CvtF32ToF16 => 2,
+            _ => dtype.size(),
+        });
+        let mut occupancy =
+            t.vector_startup as u64 + (n * widest).div_ceil(t.vector_lanes as u64 * 4);
         if op.class() == VecClass::Reduce {
             occupancy += log2_ceil(t.vector_lanes);
         }
-        let v = VectorOp {
-            op,
-            dst,
-            a: src_a,
-            b: src_b,
-            scalar: f32::from_bits(b as u32),
-            n,
-        };
         Ok((v, occupancy))
     }
 

@@ -66,6 +66,22 @@ pub enum NpuFault {
         /// The address.
         addr: u64,
     },
+    /// A vector instruction's `rs3` operand with an undefined type, mode or reserved bit.
+    #[error("{op}: undefined type / mode bits in operand {value:#x}")]
+    BadVectorOperand {
+        /// The instruction's mnemonic.
+        op: &'static str,
+        /// The `rs3` operand.
+        value: u64,
+    },
+    /// A vector instruction on an element type it is not defined for (`vexp` on integers).
+    #[error("{op} is not defined on {dtype} elements")]
+    UnsupportedType {
+        /// The instruction's mnemonic.
+        op: &'static str,
+        /// The element type.
+        dtype: super::dtype::DType,
+    },
     /// A pipe number that does not exist (or `PIPE_ALL` where one pipe is required), or a
     /// flag from a pipe to itself.
     #[error("invalid pipe operand {value:#x} for {what}")]

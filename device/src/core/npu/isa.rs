@@ -16,6 +16,7 @@
 //!
 //! `docs/isa.md` has the full table with semantics and costs; [`encode`] builds the words.
 
+use super::dtype::DType;
 use super::layout::Buffer;
 use super::pipes::Pipe;
 
@@ -54,6 +55,8 @@ pub enum VecOp {
     Mins = 0x0b,
     /// `dst[i] = s` (`a` is ignored).
     Dup = 0x0c,
+    /// `dst[i] = a[i] > 0 ? a[i] : a[i] * s` (leaky ReLU, float types).
+    LRelu = 0x0d,
     /// `dst[i] = exp(a[i])`.
     Exp = 0x10,
     /// `dst[i] = ln(a[i])`.
@@ -76,12 +79,23 @@ pub enum VecOp {
     CvtF32ToF16 = 0x1a,
     /// f16 → f32: `a` holds `n` f16 values.
     CvtF16ToF32 = 0x1b,
+    /// `dst[i] = cast(a[i])` from the source type (`rs3` bits 40..44) to the destination type
+    /// (bits 32..36) with a [`RoundMode`](super::RoundMode) (bits 36..40).
+    Cvt = 0x1c,
+    /// Bit `i` of the byte mask `dst` = `a[i] cmp b[i]`, [`CmpMode`](super::CmpMode) in `rs3`
+    /// bits 36..40; the mask has `ceil(n / 8)` bytes.
+    Cmp = 0x1d,
+    /// `dst[i] = mask bit i ? a[i] : b[i]` (or `: s` when `rs3` bit 36 is set); the mask's UB
+    /// offset / 32 is in `rs3` bits 48..64.
+    Sel = 0x1e,
 }
 
 /// The operand shape of a vector instruction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum VecClass {
     Binary,
+    Compare,
+    Select,
     Scalar,
     Unary,
     Reduce,
@@ -90,7 +104,7 @@ pub(crate) enum VecClass {
 
 impl VecOp {
     /// Every vector instruction.
-    pub const ALL: [VecOp; 22] = [
+    pub const ALL: [VecOp; 26] = [
         VecOp::Add,
         VecOp::Sub,
         VecOp::Mul,
@@ -102,6 +116,7 @@ impl VecOp {
         VecOp::Maxs,
         VecOp::Mins,
         VecOp::Dup,
+        VecOp::LRelu,
         VecOp::Exp,
         VecOp::Ln,
         VecOp::Sqrt,
@@ -113,6 +128,9 @@ impl VecOp {
         VecOp::RMax,
         VecOp::CvtF32ToF16,
         VecOp::CvtF16ToF32,
+        VecOp::Cvt,
+        VecOp::Cmp,
+        VecOp::Sel,
     ];
 
     /// The instruction with code `code` (`funct2 << 3 | funct3`).
@@ -139,6 +157,7 @@ impl VecOp {
             VecOp::Maxs => "vmaxs",
             VecOp::Mins => "vmins",
             VecOp::Dup => "vdup",
+            VecOp::LRelu => "vlrelu",
             VecOp::Exp => "vexp",
             VecOp::Ln => "vln",
             VecOp::Sqrt => "vsqrt",
@@ -150,35 +169,35 @@ impl VecOp {
             VecOp::RMax => "vrmax",
             VecOp::CvtF32ToF16 => "vcvt_f16_f32",
             VecOp::CvtF16ToF32 => "vcvt_f32_f16",
+            VecOp::Cvt => "vcvt",
+            VecOp::Cmp => "vcmp",
+            VecOp::Sel => "vsel",
         }
     }
 
     pub(crate) const fn class(self) -> VecClass {
-        match self as u8 >> 3 {
-            0 => VecClass::Binary,
-            1 => VecClass::Scalar,
-            2 => VecClass::Unary,
-            _ => match self {
-                VecOp::Sum | VecOp::RMax => VecClass::Reduce,
-                _ => VecClass::Cast,
+        match self {
+            VecOp::Sum | VecOp::RMax => VecClass::Reduce,
+            VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt => VecClass::Cast,
+            VecOp::Cmp => VecClass::Compare,
+            VecOp::Sel => VecClass::Select,
+            _ => match self as u8 >> 3 {
+                0 => VecClass::Binary,
+                1 => VecClass::Scalar,
+                _ => VecClass::Unary,
             },
         }
     }
 
-    /// Bytes per element of the source operands.
-    pub(crate) const fn src_elem(self) -> u64 {
+    /// Whether the instruction is defined on elements of type `t` (the legacy f16 ↔ f32
+    /// conversions take no type: `t` is F32).
+    pub const fn supports(self, t: DType) -> bool {
         match self {
-            VecOp::CvtF16ToF32 => 2,
-            _ => 4,
-        }
-    }
-
-    /// Bytes the destination receives for `n` elements.
-    pub(crate) const fn dst_bytes(self, n: u64) -> u64 {
-        match self {
-            VecOp::Sum | VecOp::RMax => 4,
-            VecOp::CvtF32ToF16 => 2 * n,
-            _ => 4 * n,
+            VecOp::Div | VecOp::Exp | VecOp::Ln | VecOp::Sqrt | VecOp::Rec | VecOp::LRelu => {
+                t.is_float()
+            }
+            VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 => matches!(t, DType::F32),
+            _ => true,
         }
     }
 }
@@ -352,6 +371,27 @@ pub mod encode {
         (src_stride as u64) << 32 | dst_stride as u64
     }
 
+    /// The `rs3` operand of a vector instruction on `n` elements of type `t`.
+    pub const fn count(n: u32, t: DType) -> u64 {
+        n as u64 | (t as u64) << 32
+    }
+
+    /// The `rs3` operand of `vcvt`: `n` elements from `src` to `dst`, rounded with `mode`.
+    pub const fn cast(n: u32, dst: DType, src: DType, mode: crate::core::npu::RoundMode) -> u64 {
+        count(n, dst) | (mode as u64) << 36 | (src as u64) << 40
+    }
+
+    /// The `rs3` operand of `vcmp`.
+    pub const fn compare(n: u32, t: DType, mode: crate::core::npu::CmpMode) -> u64 {
+        count(n, t) | (mode as u64) << 36
+    }
+
+    /// The `rs3` operand of `vsel`, the mask at UB offset `mask_off` (a multiple of 32);
+    /// `scalar`: `b` is a scalar, not a tensor.
+    pub const fn select(n: u32, t: DType, mask_off: u32, scalar: bool) -> u64 {
+        count(n, t) | (scalar as u64) << 36 | ((mask_off / 32) as u64) << 48
+    }
+
     /// The packed `m, n, k` operand of a cube instruction.
     pub const fn mnk(m: u16, n: u16, k: u16) -> u64 {
         m as u64 | (n as u64) << 16 | (k as u64) << 32
@@ -371,6 +411,7 @@ mod tests {
             assert_eq!(CopyDir::from_code(d as u8), Some(d));
         }
         assert_eq!(VecOp::from_code(0x06), None);
+        assert_eq!(VecOp::from_code(0x1f), None);
         assert_eq!(CopyDir::from_code(6), None);
     }
 

@@ -18,9 +18,45 @@
 
 use super::config::PerCycle;
 use super::footprint::Footprint;
+use super::isa::{CopyDir, OPCODE_CUBE, OPCODE_MOVE};
 use super::pipes::PipeCycles;
 use crate::config::DeviceConfig;
+use crate::core::Program;
 use crate::core::RunStats;
+
+/// Whether `program` has no cube-side instruction (no cube op, no copy into L1 / L0A / L0B,
+/// none out of L0C): a vector-only kernel, which the 910B runs on its AIV cores.
+pub fn is_vector_only(program: &Program) -> bool {
+    let cube_side = [
+        CopyDir::GmToL1,
+        CopyDir::L1ToL0a,
+        CopyDir::L1ToL0b,
+        CopyDir::L0cToGm,
+    ];
+    let mut pc = program.base();
+    while pc < program.end() {
+        let w = program.word_at(pc);
+        let f3 = (w >> 12) & 7;
+        match w & 0x7f {
+            OPCODE_CUBE => return false,
+            OPCODE_MOVE if cube_side.iter().any(|d| *d as u32 == f3) => return false,
+            _ => {}
+        }
+        pc += 4;
+    }
+    true
+}
+
+/// The cores a binary launch's blocks are spread over when the scheduler gave it `ai_cores`
+/// AI cores: a vector-only kernel on a device with AIV cores gets the AIVs of those AI cores
+/// ([`DeviceConfig::vector_cores_per_ai_core`] each); anything else the AI cores themselves.
+pub fn launch_cores(cfg: &DeviceConfig, ai_cores: u32, vector_only: bool) -> u32 {
+    if vector_only && cfg.vector_cores_per_ai_core > 0 {
+        ai_cores.saturating_mul(cfg.vector_cores_per_ai_core)
+    } else {
+        ai_cores
+    }
+}
 
 /// What the launch-level estimate needs of the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,6 +24,7 @@
 mod buffers;
 mod config;
 mod cube;
+pub mod dtype;
 mod exec;
 mod f16;
 mod fault;
@@ -39,6 +40,10 @@ pub use config::{
     BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
     L1_BYTES_PER_CYCLE, MTE_SETUP_CYCLES, MTE1_SETUP_CYCLES, NpuConfig, NpuTiming,
     PIPE_QUEUE_DEPTH, PerCycle, VECTOR_STARTUP_CYCLES, hbm_share_bytes_per_cycle,
+};
+pub use dtype::{
+    CmpMode, DType, RoundMode, bf16_to_f32, f32_to_bf16_rounded, f32_to_f16_rounded,
+    f64_to_f16_rounded,
 };
 pub use f16::{f16_to_f32, f32_to_f16};
 pub use fault::NpuFault;

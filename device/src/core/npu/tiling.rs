@@ -173,6 +173,36 @@ fn rows_per_tile(rows: u64, blocks: u32, max_fit: u64) -> u64 {
         .clamp(1, max_fit.max(1))
 }
 
+/// The row tiling both row-wise kernels share: `(rows, cols, rows per tile, pitch)` for a
+/// `rows × cols` f32 matrix over `blocks` blocks, when each row in flight needs two UB rows
+/// (double-buffered in and out, plus a 32-byte scratch) and the kernel keeps `fixed_rows`
+/// more row-sized f32 buffers for the whole launch.
+fn row_tiling(
+    rows: u64,
+    cols: u64,
+    blocks: u32,
+    fixed_rows: u64,
+    cfg: &NpuConfig,
+) -> Result<(u32, u32, u32, u32), TilingError> {
+    let ub = cfg.buffers.of(Buffer::Ub) as u64;
+    let pitch = round_up(cols.max(1), 8);
+    let fixed = fixed_rows * pitch * 4;
+    let per_row = 2 * pitch * 4 + 32;
+    let max_fit = ub.saturating_sub(fixed) / per_row;
+    if max_fit == 0 {
+        return Err(TilingError::RowTooLong {
+            cols,
+            max: (ub - 32) / (8 + 4 * fixed_rows) / 8 * 8,
+        });
+    }
+    Ok((
+        check_u32("rows", rows)?,
+        check_u32("cols", cols)?,
+        rows_per_tile(rows, blocks, max_fit) as u32,
+        pitch as u32,
+    ))
+}
+
 /// Tiling of the row softmax of a `rows × cols` matrix over `blocks` blocks.
 pub fn softmax(
     rows: u64,
@@ -180,26 +210,18 @@ pub fn softmax(
     blocks: u32,
     cfg: &NpuConfig,
 ) -> Result<SoftmaxTiling, TilingError> {
-    let ub = cfg.buffers.of(Buffer::Ub) as u64;
-    let pitch = round_up(cols.max(1), 8);
-    let per_row = 2 * pitch * 4 + 32;
-    let max_fit = ub / per_row;
-    if max_fit == 0 {
-        return Err(TilingError::RowTooLong {
-            cols,
-            max: (ub - 32) / 8 / 8 * 8,
-        });
-    }
+    let (rows, cols, rows_per_tile, pitch) = row_tiling(rows, cols, blocks, 0, cfg)?;
     Ok(SoftmaxTiling {
-        rows: check_u32("rows", rows)?,
-        cols: check_u32("cols", cols)?,
-        rows_per_tile: rows_per_tile(rows, blocks, max_fit) as u32,
-        pitch: pitch as u32,
+        rows,
+        cols,
+        rows_per_tile,
+        pitch,
         reserved: [0; 2],
     })
 }
 
-/// Tiling of the layer norm of a `rows × cols` matrix over `blocks` blocks.
+/// Tiling of the layer norm of a `rows × cols` matrix over `blocks` blocks (it keeps gamma,
+/// beta and a scratch row for the whole launch).
 pub fn layernorm(
     rows: u64,
     cols: u64,
@@ -207,22 +229,12 @@ pub fn layernorm(
     blocks: u32,
     cfg: &NpuConfig,
 ) -> Result<LayerNormTiling, TilingError> {
-    let ub = cfg.buffers.of(Buffer::Ub) as u64;
-    let pitch = round_up(cols.max(1), 8);
-    let fixed = 3 * pitch * 4;
-    let per_row = 2 * pitch * 4 + 32;
-    let max_fit = ub.saturating_sub(fixed) / per_row;
-    if max_fit == 0 {
-        return Err(TilingError::RowTooLong {
-            cols,
-            max: (ub - 32) / 20 / 8 * 8,
-        });
-    }
+    let (rows, cols, rows_per_tile, pitch) = row_tiling(rows, cols, blocks, 3, cfg)?;
     Ok(LayerNormTiling {
-        rows: check_u32("rows", rows)?,
-        cols: check_u32("cols", cols)?,
-        rows_per_tile: rows_per_tile(rows, blocks, max_fit) as u32,
-        pitch: pitch as u32,
+        rows,
+        cols,
+        rows_per_tile,
+        pitch,
         eps,
         reserved: 0,
     })

@@ -1,0 +1,1276 @@
+/*
+ * kernel_operator.h — Ascend C's kernel programming interface over npusim's NPU extension.
+ *
+ * Kernels written for Ascend C (`#include "kernel_operator.h"`, `using namespace AscendC;`,
+ * TPipe / TQue / TBuf, GlobalTensor / LocalTensor, DataCopy, the vector APIs) compile with
+ * clang for the simulated AI core against this header and run on npusim, functionally and in
+ * simulated time. Names, template parameters, argument orders and semantics follow the
+ * Ascend C API reference; this file is an independent implementation of the subset the
+ * introductory vector samples use (docs/ascendc.md lists it, and what differs).
+ *
+ * Build (scripts/ascendc-build.sh does this):
+ *     clang++-16 --target=riscv64-unknown-elf -march=rv64imf -mabi=lp64f -O2 -std=c++17 \
+ *         -ffreestanding -fno-builtin -nostdlib -fno-exceptions -fno-rtti \
+ *         -fno-threadsafe-statics -mcmodel=medany -mno-relax -fno-pic -D__CCE_KT_TEST__ \
+ *         -I device/sdk -I device/sdk/ascendc -c kernel.cpp
+ *
+ * No exceptions, RTTI, libstdc++ or global constructors: everything is inline and per block.
+ * The TPipe's bookkeeping lives at the bottom of the block's own stack window, so blocks share
+ * no mutable global state.
+ *
+ * How the model maps:
+ *  - UB is the only VECIN / VECOUT / VECCALC storage; TPipe::InitBuffer carves it linearly
+ *    from offset 0 (32-byte aligned); running out aborts the block with a message.
+ *  - A TQue<VECIN> is filled by MTE2 (DataCopy GM -> UB) and read by V: EnQue is
+ *    set_flag(MTE2, V), DeQue is wait_flag(MTE2, V), FreeTensor is set_flag(V, MTE2) and the
+ *    AllocTensor that reuses the slot waits for it. TQue<VECOUT> is the same with V -> MTE3.
+ *    So a missing DeQue lets the vector unit read the buffer before the copy landed: stale
+ *    data, as on hardware.
+ *  - Vector APIs issue one NPU vector instruction per call (tensor-count form) or per repeat
+ *    (mask / repeat form); element types float, half, bfloat16_t, int32_t, int16_t.
+ */
+#ifndef NPUSIM_ASCENDC_KERNEL_OPERATOR_H
+#define NPUSIM_ASCENDC_KERNEL_OPERATOR_H
+
+#ifndef __cplusplus
+#error "kernel_operator.h is C++: compile the kernel with clang++"
+#endif
+
+#include <stdarg.h>
+
+#include "npusim.h"
+#include "npusim_ext.h"
+
+/* ---- Function and address-space qualifiers ---------------------------------------------- */
+
+#define __gm__
+/* A kernel entry point: exported by name so the loader (and aclrtBinaryGetFunction) finds it. */
+#define __global__ __attribute__((used, visibility("default")))
+#define GM_ADDR __gm__ uint8_t *
+
+/* Every layer and kernel function is inlined into its entry point, so a kernel's queues,
+ * tensors and counters stay in registers across the NPU instructions. */
+#define __aicore__ __attribute__((always_inline))
+/* Kernel type hints (one core type runs every block on npusim's small preset; the 910B
+ * preset's vector-only mapping is described in docs/ascendc.md). Accepted, no effect. */
+#define KERNEL_TYPE_AIV_ONLY 1
+#define KERNEL_TYPE_AIC_ONLY 2
+#define KERNEL_TYPE_MIX_AIC_1_2 3
+#define KERNEL_TASK_TYPE_DEFAULT(type)
+#define KERNEL_TASK_TYPE(key, type)
+
+/* Software f32 -> f64 widening: `printf("%f", x)` promotes floats to double, and the core has
+ * no double hardware. Only moves bits. */
+extern "C" __attribute__((used, weak)) inline double __extendsfdf2(float f) {
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    uint64_t sign = (uint64_t)(u >> 31) << 63;
+    uint32_t exp = (u >> 23) & 0xff;
+    uint64_t man = u & 0x7fffff;
+    uint64_t bits;
+    if (exp == 0xff) {
+        bits = sign | 0x7ff0000000000000ULL | (man << 29);
+    } else if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else {
+            int e = -126;
+            while ((man & 0x800000) == 0) {
+                man <<= 1;
+                e--;
+            }
+            bits = sign | ((uint64_t)(e + 1023) << 52) | ((man & 0x7fffff) << 29);
+        }
+    } else {
+        bits = sign | ((uint64_t)(exp - 127 + 1023) << 52) | (man << 29);
+    }
+    double d;
+    __builtin_memcpy(&d, &bits, 8);
+    return d;
+}
+
+/* ---- half --------------------------------------------------------------------------------- */
+
+namespace npusim_detail {
+inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    __builtin_memcpy(&u, &f, 4);
+    return u;
+}
+inline float bits_f32(uint32_t u) {
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    return f;
+}
+/* IEEE binary16 <-> binary32, round to nearest even (as the vector unit's casts). */
+inline uint16_t f32_to_f16(float f) {
+    uint32_t x = f32_bits(f);
+    uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
+    int32_t exp = (int32_t)((x >> 23) & 0xff);
+    uint32_t man = x & 0x7fffff;
+    if (exp == 0xff) {
+        return (uint16_t)(sign | 0x7c00 | (man ? (0x200 | (man >> 13)) : 0));
+    }
+    int32_t e = exp - 112;
+    if (e >= 31) {
+        return (uint16_t)(sign | 0x7c00);
+    }
+    uint32_t kept, rest, half;
+    if (e <= 0) {
+        if (e < -10) {
+            return sign;
+        }
+        uint32_t m = man | 0x800000;
+        uint32_t shift = (uint32_t)(14 - e);
+        kept = m >> shift;
+        rest = m & ((1u << shift) - 1);
+        half = 1u << (shift - 1);
+    } else {
+        kept = ((uint32_t)e << 10) | (man >> 13);
+        rest = man & 0x1fff;
+        half = 0x1000;
+    }
+    uint32_t up = (rest > half || (rest == half && (kept & 1))) ? 1 : 0;
+    return (uint16_t)(sign | (kept + up));
+}
+inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    if (exp == 0) {
+        if (man == 0) {
+            return bits_f32(sign);
+        }
+        float v = (float)man * (1.0f / 16777216.0f);
+        return sign ? -v : v;
+    }
+    if (exp == 31) {
+        return bits_f32(sign | 0x7f800000 | (man << 13));
+    }
+    return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+} // namespace npusim_detail
+
+/* The vector and copy instructions without npusim_ext.h's "memory" clobber, so the
+ * compiler keeps the layer's state (queue counters, addresses) in registers across them.
+ * Their effects are only observable by scalar code after a flag wait, and every flag,
+ * barrier, GetValue and SetValue keeps the clobber: scalar accesses stay ordered where the
+ * synchronisation rules say they must be. */
+namespace npusim_detail {
+template <int F3, int F2>
+inline void vop(const void *d, const void *a, uint64_t b, uint64_t count) {
+    __asm__ volatile(".insn r4 0x0b, %4, %5, %0, %1, %2, %3"
+                     :
+                     : "r"(d), "r"(a), "r"(b), "r"(count), "i"(F3), "i"(F2));
+}
+template <int F3>
+inline void move(const void *d, const void *s, uint32_t rows, uint32_t row_bytes,
+                 uint32_t src_stride, uint32_t dst_stride) {
+    __asm__ volatile(".insn r4 0x2b, %4, 0, %0, %1, %2, %3"
+                     :
+                     : "r"(d), "r"(s), "r"(((uint64_t)rows << 32) | row_bytes),
+                       "r"(((uint64_t)src_stride << 32) | dst_stride), "i"(F3));
+}
+#define NPUSIM_V3(name, f3, f2)                                                                \
+    inline void name(void *d, const void *a, const void *b, uint64_t n, int t) {               \
+        vop<f3, f2>(d, a, (uint64_t)b, NPU_COUNT(n, t));                                       \
+    }
+#define NPUSIM_VS(name, f3, f2)                                                                \
+    inline void name(void *d, const void *a, uint64_t s, uint64_t n, int t) {                  \
+        vop<f3, f2>(d, a, s, NPU_COUNT(n, t));                                                 \
+    }
+#define NPUSIM_V1(name, f3, f2)                                                                \
+    inline void name(void *d, const void *a, uint64_t n, int t) {                              \
+        vop<f3, f2>(d, a, 0, NPU_COUNT(n, t));                                                 \
+    }
+NPUSIM_V3(vadd, 0, 0)
+NPUSIM_V3(vsub, 1, 0)
+NPUSIM_V3(vmul, 2, 0)
+NPUSIM_V3(vdiv, 3, 0)
+NPUSIM_V3(vmax, 4, 0)
+NPUSIM_V3(vmin, 5, 0)
+NPUSIM_VS(vadds, 0, 1)
+NPUSIM_VS(vmuls, 1, 1)
+NPUSIM_VS(vmaxs, 2, 1)
+NPUSIM_VS(vmins, 3, 1)
+NPUSIM_VS(vlrelu, 5, 1)
+NPUSIM_V1(vexp, 0, 2)
+NPUSIM_V1(vln, 1, 2)
+NPUSIM_V1(vsqrt, 2, 2)
+NPUSIM_V1(vrelu, 3, 2)
+NPUSIM_V1(vabs, 4, 2)
+NPUSIM_V1(vrec, 5, 2)
+NPUSIM_V1(vmov, 6, 2)
+NPUSIM_V1(vsum, 0, 3)
+NPUSIM_V1(vrmax, 1, 3)
+#undef NPUSIM_V3
+#undef NPUSIM_VS
+#undef NPUSIM_V1
+inline void vdup(void *d, uint64_t s, uint64_t n, int t) { vop<4, 1>(d, nullptr, s, NPU_COUNT(n, t)); }
+} // namespace npusim_detail
+
+/* IEEE binary16. Arithmetic goes through float (convert, compute, convert back on
+ * assignment); the vector unit computes half natively and exactly. */
+struct half {
+    uint16_t bits_;
+    half() = default;
+    __aicore__ inline half(float f) : bits_(npusim_detail::f32_to_f16(f)) {}
+    __aicore__ inline half(double d) : half((float)d) {}
+    __aicore__ inline half(int i) : half((float)i) {}
+    __aicore__ inline half(unsigned int i) : half((float)i) {}
+    __aicore__ inline operator float() const { return npusim_detail::f16_to_f32(bits_); }
+    __aicore__ static inline half FromBits(uint16_t b) {
+        half h;
+        h.bits_ = b;
+        return h;
+    }
+};
+
+/* bfloat16: the top half of a float (round to nearest even from float). */
+struct bfloat16_t {
+    uint16_t bits_;
+    bfloat16_t() = default;
+    __aicore__ inline bfloat16_t(float f) {
+        uint32_t u = npusim_detail::f32_bits(f);
+        if ((u & 0x7fffffff) > 0x7f800000) {
+            bits_ = (uint16_t)((u >> 16) | 0x40);
+        } else {
+            bits_ = (uint16_t)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+        }
+    }
+    __aicore__ inline bfloat16_t(double d) : bfloat16_t((float)d) {}
+    __aicore__ inline bfloat16_t(int i) : bfloat16_t((float)i) {}
+    __aicore__ inline operator float() const {
+        return npusim_detail::bits_f32((uint32_t)bits_ << 16);
+    }
+};
+
+namespace AscendC {
+
+/* ---- Positions, pipes, events -------------------------------------------------------------- */
+
+enum class TPosition : uint8_t {
+    GM,
+    A1,
+    A2,
+    B1,
+    B2,
+    C1,
+    C2,
+    CO1,
+    CO2,
+    VECIN,
+    VECOUT,
+    VECCALC,
+    LCM = VECCALC,
+    SPM,
+    SHM,
+    TSCM,
+    MAX,
+};
+using QuePosition = TPosition;
+
+enum pipe_t : uint8_t {
+    PIPE_S = NPU_PIPE_S,
+    PIPE_V = NPU_PIPE_V,
+    PIPE_M = NPU_PIPE_M,
+    PIPE_MTE1 = NPU_PIPE_MTE1,
+    PIPE_MTE2 = NPU_PIPE_MTE2,
+    PIPE_MTE3 = NPU_PIPE_MTE3,
+    PIPE_ALL = NPU_PIPE_ALL,
+};
+
+enum event_t : uint8_t {
+    EVENT_ID0,
+    EVENT_ID1,
+    EVENT_ID2,
+    EVENT_ID3,
+    EVENT_ID4,
+    EVENT_ID5,
+    EVENT_ID6,
+    EVENT_ID7,
+};
+using TEventID = int8_t;
+
+/* A flag between two pipes: the value is src << 4 | dst (npusim's pipe numbers). */
+enum class HardEvent : uint8_t {
+    MTE2_MTE1 = NPU_PIPE_MTE2 << 4 | NPU_PIPE_MTE1,
+    MTE1_MTE2 = NPU_PIPE_MTE1 << 4 | NPU_PIPE_MTE2,
+    MTE1_M = NPU_PIPE_MTE1 << 4 | NPU_PIPE_M,
+    M_MTE1 = NPU_PIPE_M << 4 | NPU_PIPE_MTE1,
+    MTE2_V = NPU_PIPE_MTE2 << 4 | NPU_PIPE_V,
+    V_MTE2 = NPU_PIPE_V << 4 | NPU_PIPE_MTE2,
+    MTE3_V = NPU_PIPE_MTE3 << 4 | NPU_PIPE_V,
+    V_MTE3 = NPU_PIPE_V << 4 | NPU_PIPE_MTE3,
+    M_V = NPU_PIPE_M << 4 | NPU_PIPE_V,
+    V_M = NPU_PIPE_V << 4 | NPU_PIPE_M,
+    MTE3_MTE1 = NPU_PIPE_MTE3 << 4 | NPU_PIPE_MTE1,
+    MTE1_MTE3 = NPU_PIPE_MTE1 << 4 | NPU_PIPE_MTE3,
+    MTE1_V = NPU_PIPE_MTE1 << 4 | NPU_PIPE_V,
+    V_MTE1 = NPU_PIPE_V << 4 | NPU_PIPE_MTE1,
+    MTE2_M = NPU_PIPE_MTE2 << 4 | NPU_PIPE_M,
+    M_MTE2 = NPU_PIPE_M << 4 | NPU_PIPE_MTE2,
+    MTE3_MTE2 = NPU_PIPE_MTE3 << 4 | NPU_PIPE_MTE2,
+    MTE2_MTE3 = NPU_PIPE_MTE2 << 4 | NPU_PIPE_MTE3,
+    S_V = NPU_PIPE_S << 4 | NPU_PIPE_V,
+    V_S = NPU_PIPE_V << 4 | NPU_PIPE_S,
+    S_MTE2 = NPU_PIPE_S << 4 | NPU_PIPE_MTE2,
+    MTE2_S = NPU_PIPE_MTE2 << 4 | NPU_PIPE_S,
+    S_MTE3 = NPU_PIPE_S << 4 | NPU_PIPE_MTE3,
+    MTE3_S = NPU_PIPE_MTE3 << 4 | NPU_PIPE_S,
+    M_S = NPU_PIPE_M << 4 | NPU_PIPE_S,
+    S_M = NPU_PIPE_S << 4 | NPU_PIPE_M,
+};
+
+template <HardEvent e> __aicore__ inline void SetFlag(int32_t eventID) {
+    npu_set_flag((int)e >> 4, (int)e & 0xf, eventID);
+}
+template <HardEvent e> __aicore__ inline void WaitFlag(int32_t eventID) {
+    npu_wait_flag((int)e >> 4, (int)e & 0xf, eventID);
+}
+template <pipe_t pipe> __aicore__ inline void PipeBarrier() { npu_pipe_barrier(pipe); }
+/* Ascend C's older spelling. */
+__aicore__ inline void pipe_barrier(pipe_t pipe) { npu_pipe_barrier(pipe); }
+
+/* The event id the layer keeps for its own scalar synchronisation (GetValue / SetValue). */
+constexpr int32_t NPUSIM_SYNC_EVENT = 7;
+
+/* ---- Blocks -------------------------------------------------------------------------------- */
+
+__aicore__ inline int64_t GetBlockIdx() { return (int64_t)npu_block_idx(); }
+__aicore__ inline int64_t GetBlockNum() { return (int64_t)npu_block_dim(); }
+__aicore__ inline int64_t GetSubBlockIdx() { return 0; }
+__aicore__ inline int64_t GetTaskRation() { return 1; }
+__aicore__ inline int64_t GetSystemCycle() { return (int64_t)npu_cycles(); }
+
+/* ---- printf / ASSERT ----------------------------------------------------------------------- */
+
+namespace detail {
+struct Out {
+    char buf[256];
+    uint32_t n;
+    __aicore__ inline void put(char c) {
+        if (n < sizeof(buf)) {
+            buf[n++] = c;
+        }
+    }
+    __aicore__ inline void str(const char *s) {
+        while (*s) {
+            put(*s++);
+        }
+    }
+    __aicore__ inline void num(uint64_t v, uint32_t base, bool upper, int width, char pad) {
+        char tmp[24];
+        int k = 0;
+        do {
+            uint32_t d = (uint32_t)(v % base);
+            tmp[k++] = (char)(d < 10 ? '0' + d : (upper ? 'A' : 'a') + d - 10);
+            v /= base;
+        } while (v);
+        for (int i = k; i < width; i++) {
+            put(pad);
+        }
+        while (k) {
+            put(tmp[--k]);
+        }
+    }
+    __aicore__ inline void flt(uint64_t dbits, int prec) {
+        /* double bits -> float, then fixed-point digits with float arithmetic. */
+        uint32_t sign = (uint32_t)(dbits >> 63);
+        int32_t e = (int32_t)((dbits >> 52) & 0x7ff);
+        uint64_t man = dbits & 0xfffffffffffffULL;
+        if (sign) {
+            put('-');
+        }
+        if (e == 0x7ff) {
+            str(man ? "nan" : "inf");
+            return;
+        }
+        float f;
+        if (e == 0 || e - 1023 < -126) {
+            f = 0.0f;
+        } else if (e - 1023 > 127) {
+            str("inf");
+            return;
+        } else {
+            f = npusim_detail::bits_f32((uint32_t)(e - 1023 + 127) << 23 | (uint32_t)(man >> 29));
+        }
+        if (prec < 0) {
+            prec = 6;
+        }
+        float scale = 1.0f;
+        for (int i = 0; i < prec; i++) {
+            scale *= 10.0f;
+        }
+        if (f >= 1.8e19f) {
+            str("inf");
+            return;
+        }
+        uint64_t ip = (uint64_t)f;
+        float frac = f - (float)ip;
+        uint64_t fp = (uint64_t)(frac * scale + 0.5f);
+        if ((float)fp >= scale) {
+            ip += 1;
+            fp = 0;
+        }
+        num(ip, 10, false, 0, '0');
+        if (prec > 0) {
+            put('.');
+            num(fp, 10, false, prec, '0');
+        }
+    }
+};
+
+__aicore__ inline void vformat(Out &o, const char *fmt, va_list ap) {
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%') {
+            o.put(*p);
+            continue;
+        }
+        p++;
+        char pad = ' ';
+        int width = 0, prec = -1, longs = 0;
+        if (*p == '0') {
+            pad = '0';
+            p++;
+        }
+        while (*p >= '0' && *p <= '9') {
+            width = width * 10 + (*p++ - '0');
+        }
+        if (*p == '.') {
+            p++;
+            prec = 0;
+            while (*p >= '0' && *p <= '9') {
+                prec = prec * 10 + (*p++ - '0');
+            }
+        }
+        while (*p == 'l' || *p == 'h' || *p == 'z') {
+            longs += (*p == 'l' || *p == 'z');
+            p++;
+        }
+        switch (*p) {
+        case 'd':
+        case 'i': {
+            int64_t v = longs ? va_arg(ap, int64_t) : va_arg(ap, int);
+            if (v < 0) {
+                o.put('-');
+                o.num((uint64_t)(-v), 10, false, width ? width - 1 : 0, pad);
+            } else {
+                o.num((uint64_t)v, 10, false, width, pad);
+            }
+            break;
+        }
+        case 'u':
+        case 'x':
+        case 'X': {
+            uint64_t v = longs ? va_arg(ap, uint64_t) : va_arg(ap, unsigned int);
+            o.num(v, *p == 'u' ? 10 : 16, *p == 'X', width, pad);
+            break;
+        }
+        case 'p':
+            o.str("0x");
+            o.num((uint64_t)va_arg(ap, void *), 16, false, 0, '0');
+            break;
+        case 'c':
+            o.put((char)va_arg(ap, int));
+            break;
+        case 's': {
+            const char *s = va_arg(ap, const char *);
+            o.str(s ? s : "(null)");
+            break;
+        }
+        case 'f':
+        case 'F':
+        case 'g':
+        case 'e': {
+            double d = va_arg(ap, double);
+            uint64_t bits;
+            __builtin_memcpy(&bits, &d, 8);
+            o.flt(bits, prec);
+            break;
+        }
+        case '%':
+            o.put('%');
+            break;
+        case '\0':
+            return;
+        default:
+            o.put('%');
+            o.put(*p);
+        }
+    }
+}
+
+[[noreturn]] __aicore__ inline void assert_fail(const char *expr, const char *file, int line) {
+    Out o;
+    o.n = 0;
+    o.str("[ASSERT] ");
+    o.str(file);
+    o.put(':');
+    o.num((uint64_t)line, 10, false, 0, ' ');
+    o.str(": Assertion `");
+    o.str(expr);
+    o.str("' failed.");
+    npu_print_bytes(o.buf, o.n);
+    npu_abort(134);
+}
+
+[[noreturn]] __aicore__ inline void fail(const char *what) {
+    npu_print_str(what);
+    npu_abort(135);
+}
+} // namespace detail
+
+/* Prints to the host log (one line per call; a trailing newline is dropped). */
+__aicore__ inline void printf(const char *fmt, ...) {
+    detail::Out o;
+    o.n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    detail::vformat(o, fmt, ap);
+    va_end(ap);
+    if (o.n && o.buf[o.n - 1] == '\n') {
+        o.n--;
+    }
+    npu_print_bytes(o.buf, o.n);
+}
+__aicore__ inline void PRINTF(const char *fmt, ...) {
+    detail::Out o;
+    o.n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    detail::vformat(o, fmt, ap);
+    va_end(ap);
+    if (o.n && o.buf[o.n - 1] == '\n') {
+        o.n--;
+    }
+    npu_print_bytes(o.buf, o.n);
+}
+
+} // namespace AscendC
+
+/* ASSERT(cond): prints "[ASSERT] file:line: Assertion `cond' failed." and aborts the block
+ * with code 134. */
+#define ASSERT(expr)                                                                           \
+    ((expr) ? (void)0 : ::AscendC::detail::assert_fail(#expr, __FILE__, __LINE__))
+
+namespace AscendC {
+
+/* ---- Element types ------------------------------------------------------------------------- */
+
+namespace detail {
+template <typename T> struct Type;
+template <> struct Type<float> {
+    static constexpr int code = NPU_F32;
+    static __aicore__ inline uint64_t bits(float v) { return npusim_detail::f32_bits(v); }
+};
+template <> struct Type<half> {
+    static constexpr int code = NPU_F16;
+    static __aicore__ inline uint64_t bits(half v) { return v.bits_; }
+};
+template <> struct Type<bfloat16_t> {
+    static constexpr int code = NPU_BF16;
+    static __aicore__ inline uint64_t bits(bfloat16_t v) { return v.bits_; }
+};
+template <> struct Type<int32_t> {
+    static constexpr int code = NPU_I32;
+    static __aicore__ inline uint64_t bits(int32_t v) { return (uint32_t)v; }
+};
+template <> struct Type<uint32_t> {
+    static constexpr int code = NPU_I32;
+    static __aicore__ inline uint64_t bits(uint32_t v) { return v; }
+};
+template <> struct Type<int16_t> {
+    static constexpr int code = NPU_I16;
+    static __aicore__ inline uint64_t bits(int16_t v) { return (uint16_t)v; }
+};
+template <> struct Type<uint16_t> {
+    static constexpr int code = NPU_I16;
+    static __aicore__ inline uint64_t bits(uint16_t v) { return v; }
+};
+template <typename T> struct Identity {
+    using type = T;
+};
+template <typename T> using NoDeduce = typename Identity<T>::type;
+} // namespace detail
+
+/* ---- Tensors ------------------------------------------------------------------------------- */
+
+template <typename T> class LocalTensor {
+public:
+    __aicore__ inline LocalTensor() : ptr_(nullptr), size_(0), pos_(TPosition::VECCALC) {}
+    __aicore__ inline LocalTensor(T *ptr, uint32_t size, TPosition pos)
+        : ptr_(ptr), size_(size), pos_(pos) {}
+
+    /* The tensor from element `offset` on (the address must stay 32-byte aligned for the
+     * vector and copy instructions). */
+    __aicore__ inline LocalTensor operator[](uint32_t offset) const {
+        return LocalTensor(ptr_ + offset, size_ > offset ? size_ - offset : 0, pos_);
+    }
+    /* Element i by reference, with no synchronisation. */
+    __aicore__ inline T &operator()(uint32_t i) const { return ptr_[i]; }
+    /* Element i, after the vector unit and the copies into UB issued so far have finished
+     * (the synchronisation the compiler inserts before a scalar read). */
+    __aicore__ inline T GetValue(uint32_t i) const {
+        npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        return *(volatile T *)(ptr_ + i);
+    }
+    /* Writes element i once every instruction that may still read or write UB is done. */
+    __aicore__ inline void SetValue(uint32_t i, T v) const {
+        npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        *(volatile T *)(ptr_ + i) = v;
+    }
+    __aicore__ inline uint32_t GetSize() const { return size_; }
+    __aicore__ inline void SetSize(uint32_t size) { size_ = size; }
+    __aicore__ inline uint32_t GetLength() const { return size_ * (uint32_t)sizeof(T); }
+    __aicore__ inline uint64_t GetPhyAddr() const { return (uint64_t)ptr_; }
+    __aicore__ inline TPosition GetPosition() const { return pos_; }
+    template <typename U> __aicore__ inline LocalTensor<U> ReinterpretCast() const {
+        return LocalTensor<U>((U *)ptr_, (uint32_t)(size_ * sizeof(T) / sizeof(U)), pos_);
+    }
+    __aicore__ inline T *Ptr() const { return ptr_; }
+
+private:
+    T *ptr_;
+    uint32_t size_;
+    TPosition pos_;
+};
+
+template <typename T> class GlobalTensor {
+public:
+    __aicore__ inline GlobalTensor() : ptr_(nullptr), size_(0) {}
+    __aicore__ inline void SetGlobalBuffer(__gm__ T *buffer, uint64_t size) {
+        ptr_ = buffer;
+        size_ = size;
+    }
+    __aicore__ inline void SetGlobalBuffer(__gm__ T *buffer) {
+        ptr_ = buffer;
+        size_ = 0;
+    }
+    __aicore__ inline GlobalTensor operator[](uint64_t offset) const {
+        GlobalTensor g;
+        g.ptr_ = ptr_ + offset;
+        g.size_ = size_ > offset ? size_ - offset : 0;
+        return g;
+    }
+    /* Element i, once the copies out to GM issued so far have landed. */
+    __aicore__ inline T GetValue(uint64_t i) const {
+        npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        return *(volatile T *)(ptr_ + i);
+    }
+    /* Writes element i once the copies that may still read or write GM are done. */
+    __aicore__ inline void SetValue(uint64_t i, T v) const {
+        npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        *(volatile T *)(ptr_ + i) = v;
+    }
+    __aicore__ inline T &operator()(uint64_t i) const { return ptr_[i]; }
+    __aicore__ inline uint64_t GetSize() const { return size_; }
+    __aicore__ inline __gm__ T *GetPhyAddr() const { return ptr_; }
+    __aicore__ inline __gm__ T *GetPhyAddr(uint64_t offset) const { return ptr_ + offset; }
+
+private:
+    __gm__ T *ptr_;
+    uint64_t size_;
+};
+
+/* ---- TPipe, TQue, TBuf --------------------------------------------------------------------- */
+
+class TPipe;
+
+namespace detail {
+/* The pipe's bookkeeping (UB bytes handed out, event ids taken per flag) lives at the bottom of
+ * the block's own 64 KiB stack window (abi::LOCAL_BASE), zeroed at every block start: per
+ * block, and never behind a pointer that escapes, so the compiler keeps the kernel's queues
+ * and tensors in registers. A kernel has one TPipe (as Ascend C requires). */
+struct PipeState {
+    uint32_t used;
+    uint32_t reserved;
+    uint64_t events[8]; /* event ids taken for flag (src, dst): byte dst of word src */
+};
+__aicore__ inline PipeState *pipe_state() { return (PipeState *)0x20000000UL; }
+__aicore__ inline uint32_t align32(uint32_t v) { return (v + 31u) & ~31u; }
+
+/* The producer and consumer pipes of a queue position. */
+__aicore__ constexpr int producer(TPosition pos) {
+    return pos == TPosition::VECIN ? NPU_PIPE_MTE2 : pos == TPosition::VECOUT ? NPU_PIPE_V : -1;
+}
+__aicore__ constexpr int consumer(TPosition pos) {
+    return pos == TPosition::VECIN ? NPU_PIPE_V : pos == TPosition::VECOUT ? NPU_PIPE_MTE3 : -1;
+}
+} // namespace detail
+
+class TPipe {
+public:
+    __aicore__ inline TPipe() { Clear(); }
+    template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
+        uint32_t l = detail::align32(len);
+        que.Init(Carve((uint32_t)num * l), num, l, *this);
+        return true;
+    }
+    template <class B> __aicore__ inline bool InitBuffer(B &buf, uint32_t len) {
+        uint32_t l = detail::align32(len);
+        buf.Init(Carve(l), l);
+        return true;
+    }
+    /* Reserves the next free event id of flag (src, dst); the layer keeps id 7 for itself. */
+    __aicore__ inline int32_t TakeEvent(int src, int dst) {
+        uint32_t n = Taken(src, dst);
+        if (n >= NPUSIM_SYNC_EVENT) {
+            detail::fail("TPipe: more than 7 queues or events on one pair of pipes");
+        }
+        SetTaken(src, dst, n + 1);
+        return (int32_t)n;
+    }
+    template <HardEvent e> __aicore__ inline TEventID AllocEventID() {
+        return (TEventID)TakeEvent((int)e >> 4, (int)e & 0xf);
+    }
+    template <HardEvent e> __aicore__ inline void ReleaseEventID(TEventID id) {
+        uint32_t n = Taken((int)e >> 4, (int)e & 0xf);
+        if (n > 0 && (uint32_t)id == n - 1) {
+            SetTaken((int)e >> 4, (int)e & 0xf, n - 1);
+        }
+    }
+    /* An event id free for a set / wait pair issued back to back. */
+    template <HardEvent e> __aicore__ inline TEventID FetchEventID() {
+        return (TEventID)Taken((int)e >> 4, (int)e & 0xf);
+    }
+    __aicore__ inline TEventID FetchEventID(HardEvent e) {
+        return (TEventID)Taken((int)e >> 4, (int)e & 0xf);
+    }
+    /* Drains every pipe. */
+    __aicore__ inline void Destroy() { npu_pipe_barrier(NPU_PIPE_ALL); }
+    __aicore__ inline void Reset() {
+        npu_pipe_barrier(NPU_PIPE_ALL);
+        Clear();
+    }
+    /* UB bytes handed out so far. */
+    __aicore__ inline uint32_t Used() const { return detail::pipe_state()->used; }
+
+private:
+    __aicore__ inline void Clear() {
+        detail::PipeState *st = detail::pipe_state();
+        st->used = 0;
+        for (int i = 0; i < 8; i++) {
+            st->events[i] = 0;
+        }
+    }
+    __aicore__ inline uint8_t *Carve(uint32_t bytes) {
+        detail::PipeState *st = detail::pipe_state();
+        uint64_t cap = npu_ub_bytes();
+        uint32_t used = st->used;
+        if ((uint64_t)used + bytes > cap) {
+            detail::Out o;
+            o.n = 0;
+            o.str("TPipe::InitBuffer: ");
+            o.num(bytes, 10, false, 0, ' ');
+            o.str(" bytes do not fit in UB (");
+            o.num(cap - used, 10, false, 0, ' ');
+            o.str(" of ");
+            o.num(cap, 10, false, 0, ' ');
+            o.str(" left)");
+            npu_print_bytes(o.buf, o.n);
+            npu_abort(136);
+        }
+        st->used = used + bytes;
+        return (uint8_t *)(NPU_UB_BASE + used);
+    }
+    __aicore__ inline uint32_t Taken(int src, int dst) const {
+        return (uint32_t)(detail::pipe_state()->events[src] >> (8 * dst)) & 0xff;
+    }
+    __aicore__ inline void SetTaken(int src, int dst, uint32_t n) {
+        uint64_t &w = detail::pipe_state()->events[src];
+        uint64_t shift = 8 * (uint64_t)dst;
+        w = (w & ~(0xffULL << shift)) | ((uint64_t)n << shift);
+    }
+};
+
+/* The kernel's pipe (its state is per block; see detail::PipeState). */
+__aicore__ inline TPipe *GetTPipePtr() { return (TPipe *)detail::pipe_state(); }
+
+/* A queue of `depth` slots between two pipes (VECIN: MTE2 -> V, VECOUT: V -> MTE3). */
+template <TPosition pos, int32_t depth = 1> class TQue {
+public:
+    __aicore__ inline TQue()
+        : base_(nullptr), num_(0), len_(0), alloc_(0), deq_(0), alloc_slot_(0), deq_slot_(0) {}
+    __aicore__ inline void Init(uint8_t *base, uint8_t num, uint32_t len, TPipe &pipe) {
+        base_ = base;
+        num_ = num ? num : 1;
+        len_ = len;
+        alloc_ = 0;
+        deq_ = 0;
+        alloc_slot_ = 0;
+        deq_slot_ = 0;
+        if (kSrc >= 0) {
+            enq_event_ = pipe.TakeEvent(kSrc, kDst);
+            free_event_ = pipe.TakeEvent(kDst, kSrc);
+        }
+    }
+    /* The next slot; once every slot has been used, waits until the consumer freed it. */
+    template <typename T> __aicore__ inline LocalTensor<T> AllocTensor() {
+        if (base_ == nullptr) {
+            detail::fail("TQue::AllocTensor before TPipe::InitBuffer");
+        }
+        uint32_t slot = alloc_slot_;
+        alloc_slot_ = slot + 1 == num_ ? 0 : slot + 1;
+        if (kSrc >= 0 && alloc_ >= num_) {
+            npu_wait_flag(kDst, kSrc, free_event_);
+        }
+        alloc_++;
+        return LocalTensor<T>((T *)(base_ + slot * len_), len_ / (uint32_t)sizeof(T), pos);
+    }
+    /* Hands a filled tensor to the consumer pipe. */
+    template <typename T> __aicore__ inline bool EnQue(const LocalTensor<T> &) {
+        if (kSrc >= 0) {
+            npu_set_flag(kSrc, kDst, enq_event_);
+        }
+        return true;
+    }
+    /* The oldest enqueued tensor; the consumer pipe waits until its producer is done. */
+    template <typename T> __aicore__ inline LocalTensor<T> DeQue() {
+        uint32_t slot = deq_slot_;
+        deq_slot_ = slot + 1 == num_ ? 0 : slot + 1;
+        if (kSrc >= 0) {
+            npu_wait_flag(kSrc, kDst, enq_event_);
+        }
+        deq_++;
+        return LocalTensor<T>((T *)(base_ + slot * len_), len_ / (uint32_t)sizeof(T), pos);
+    }
+    /* Returns the slot: the producer may refill it once the consumer is done with it. */
+    template <typename T> __aicore__ inline void FreeTensor(const LocalTensor<T> &) {
+        if (kSrc >= 0) {
+            npu_set_flag(kDst, kSrc, free_event_);
+        }
+    }
+    __aicore__ inline bool VacantInQue() const { return alloc_ - deq_ < (uint32_t)num_; }
+    __aicore__ inline bool HasTensorInQue() const { return alloc_ > deq_; }
+
+private:
+    static constexpr int kSrc = detail::producer(pos);
+    static constexpr int kDst = detail::consumer(pos);
+    uint8_t *base_;
+    uint32_t num_;
+    uint32_t len_;
+    uint32_t alloc_;
+    uint32_t deq_;
+    uint32_t alloc_slot_;
+    uint32_t deq_slot_;
+    int32_t enq_event_;
+    int32_t free_event_;
+};
+
+/* A plain UB buffer (no queue, no synchronisation). */
+template <TPosition pos = TPosition::VECCALC> class TBuf {
+public:
+    __aicore__ inline TBuf() : base_(nullptr), len_(0) {}
+    __aicore__ inline void Init(uint8_t *base, uint32_t len) {
+        base_ = base;
+        len_ = len;
+    }
+    template <typename T> __aicore__ inline LocalTensor<T> Get() const {
+        return LocalTensor<T>((T *)base_, len_ / (uint32_t)sizeof(T), pos);
+    }
+    template <typename T> __aicore__ inline LocalTensor<T> Get(uint32_t count) const {
+        return LocalTensor<T>((T *)base_, count, pos);
+    }
+
+private:
+    uint8_t *base_;
+    uint32_t len_;
+};
+
+/* ---- Data movement ------------------------------------------------------------------------- */
+
+/* blockCount blocks of blockLen 32-byte units; the strides are the gaps between blocks, in
+ * 32-byte units, on each side. */
+struct DataCopyParams {
+    uint16_t blockCount = 1;
+    uint16_t blockLen = 0;
+    uint16_t srcStride = 0;
+    uint16_t dstStride = 0;
+    __aicore__ inline DataCopyParams() {}
+    __aicore__ inline DataCopyParams(uint16_t count, uint16_t len, uint16_t src, uint16_t dst)
+        : blockCount(count), blockLen(len), srcStride(src), dstStride(dst) {}
+};
+
+/* DataCopyPad: blockLen in bytes; the GM-side gap in bytes, the UB-side gap in 32-byte units
+ * (each UB block starts on a 32-byte boundary). */
+struct DataCopyExtParams {
+    uint16_t blockCount = 1;
+    uint32_t blockLen = 0;
+    uint32_t srcStride = 0;
+    uint32_t dstStride = 0;
+    uint32_t rsv = 0;
+    __aicore__ inline DataCopyExtParams() {}
+    __aicore__ inline DataCopyExtParams(uint16_t count, uint32_t len, uint32_t src, uint32_t dst,
+                                        uint32_t r)
+        : blockCount(count), blockLen(len), srcStride(src), dstStride(dst), rsv(r) {}
+};
+template <typename T> struct DataCopyPadExtParams {
+    bool isPad = false;
+    uint8_t leftPadding = 0;
+    uint8_t rightPadding = 0;
+    T paddingValue = T(0);
+    __aicore__ inline DataCopyPadExtParams() {}
+    __aicore__ inline DataCopyPadExtParams(bool pad, uint8_t l, uint8_t r, T v)
+        : isPad(pad), leftPadding(l), rightPadding(r), paddingValue(v) {}
+};
+
+/* GM -> UB, `count` contiguous elements (MTE2). */
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
+                                uint32_t count) {
+    uint32_t bytes = count * (uint32_t)sizeof(T);
+    npusim_detail::move<0>(dst.Ptr(), src.GetPhyAddr(), 1, bytes, bytes, bytes);
+}
+/* UB -> GM (MTE3). */
+template <typename T>
+__aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
+                                uint32_t count) {
+    uint32_t bytes = count * (uint32_t)sizeof(T);
+    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), 1, bytes, bytes, bytes);
+}
+/* UB -> UB (on the vector pipe). */
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                uint32_t count) {
+    uint32_t bytes = count * (uint32_t)sizeof(T);
+    if (bytes % 4 == 0) {
+        npusim_detail::vmov(dst.Ptr(), src.Ptr(), bytes / 4, NPU_F32);
+    } else {
+        npusim_detail::vmov(dst.Ptr(), src.Ptr(), bytes / 2, NPU_I16);
+    }
+}
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
+                                const DataCopyParams &p) {
+    uint32_t row = (uint32_t)p.blockLen * 32;
+    npusim_detail::move<0>(dst.Ptr(), src.GetPhyAddr(), p.blockCount, row, row + p.srcStride * 32u,
+                      row + p.dstStride * 32u);
+}
+template <typename T>
+__aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
+                                const DataCopyParams &p) {
+    uint32_t row = (uint32_t)p.blockLen * 32;
+    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), p.blockCount, row, row + p.srcStride * 32u,
+                      row + p.dstStride * 32u);
+}
+/* GM -> UB with byte-granular blocks; padding values are not written (the UB tail of each
+ * block keeps what it held). */
+template <typename T>
+__aicore__ inline void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
+                                   const DataCopyExtParams &p, const DataCopyPadExtParams<T> &) {
+    npusim_detail::move<0>(dst.Ptr(), src.GetPhyAddr(), p.blockCount, p.blockLen,
+                      p.blockLen + p.srcStride, detail::align32(p.blockLen) + p.dstStride * 32u);
+}
+template <typename T>
+__aicore__ inline void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
+                                   const DataCopyExtParams &p) {
+    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), p.blockCount, p.blockLen,
+                      detail::align32(p.blockLen) + p.srcStride * 32u, p.blockLen + p.dstStride);
+}
+
+/* ---- Vector: tensor-count form ------------------------------------------------------------- */
+
+#define NPUSIM_BINARY(Name, fn)                                                                \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src0,         \
+                                const LocalTensor<T> &src1, const int32_t &count) {            \
+        fn(dst.Ptr(), src0.Ptr(), src1.Ptr(), (uint64_t)count, detail::Type<T>::code);         \
+    }
+NPUSIM_BINARY(Add, npusim_detail::vadd)
+NPUSIM_BINARY(Sub, npusim_detail::vsub)
+NPUSIM_BINARY(Mul, npusim_detail::vmul)
+NPUSIM_BINARY(Div, npusim_detail::vdiv)
+NPUSIM_BINARY(Max, npusim_detail::vmax)
+NPUSIM_BINARY(Min, npusim_detail::vmin)
+
+#define NPUSIM_SCALAR(Name, fn)                                                                \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const detail::NoDeduce<T> &scalar, const int32_t &count) {     \
+        fn(dst.Ptr(), src.Ptr(), detail::Type<T>::bits(scalar), (uint64_t)count,               \
+           detail::Type<T>::code);                                                             \
+    }
+NPUSIM_SCALAR(Adds, npusim_detail::vadds)
+NPUSIM_SCALAR(Muls, npusim_detail::vmuls)
+NPUSIM_SCALAR(Maxs, npusim_detail::vmaxs)
+NPUSIM_SCALAR(Mins, npusim_detail::vmins)
+NPUSIM_SCALAR(LeakyRelu, npusim_detail::vlrelu)
+
+#define NPUSIM_UNARY(Name, fn)                                                                 \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const int32_t &count) {                                        \
+        fn(dst.Ptr(), src.Ptr(), (uint64_t)count, detail::Type<T>::code);                      \
+    }
+NPUSIM_UNARY(Exp, npusim_detail::vexp)
+NPUSIM_UNARY(Ln, npusim_detail::vln)
+NPUSIM_UNARY(Sqrt, npusim_detail::vsqrt)
+NPUSIM_UNARY(Relu, npusim_detail::vrelu)
+NPUSIM_UNARY(Abs, npusim_detail::vabs)
+NPUSIM_UNARY(Reciprocal, npusim_detail::vrec)
+
+template <typename T, bool isSetMask = true>
+__aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDeduce<T> &scalar,
+                                 const int32_t &count) {
+    npusim_detail::vdup(dst.Ptr(), detail::Type<T>::bits(scalar), (uint64_t)count, detail::Type<T>::code);
+}
+
+/* ---- Reductions ---------------------------------------------------------------------------- */
+
+/* dst[0] = sum of src[0..count) (exact, rounded once to T). workLocal is not used. */
+template <typename T, bool isSetMask = true>
+__aicore__ inline void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                 const LocalTensor<T> &, const int32_t count) {
+    npusim_detail::vsum(dst.Ptr(), src.Ptr(), (uint64_t)count, detail::Type<T>::code);
+}
+/* dst[0] = max of src[0..count). calIndex (the position of the maximum) is not supported and
+ * aborts the block. */
+template <typename T, bool isSetMask = true>
+__aicore__ inline void ReduceMax(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                 const LocalTensor<T> &, const int32_t count,
+                                 bool calIndex = false) {
+    if (calIndex) {
+        detail::fail("ReduceMax: calIndex is not supported by npusim's layer");
+    }
+    npusim_detail::vrmax(dst.Ptr(), src.Ptr(), (uint64_t)count, detail::Type<T>::code);
+}
+/* dst[0] = min of src[0..count), through workLocal (count elements): -max(-src). */
+template <typename T, bool isSetMask = true>
+__aicore__ inline void ReduceMin(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                 const LocalTensor<T> &work, const int32_t count,
+                                 bool calIndex = false) {
+    if (calIndex) {
+        detail::fail("ReduceMin: calIndex is not supported by npusim's layer");
+    }
+    const int c = detail::Type<T>::code;
+    npusim_detail::vmuls(work.Ptr(), src.Ptr(), detail::Type<T>::bits(T(-1)), (uint64_t)count, c);
+    npusim_detail::vrmax(dst.Ptr(), work.Ptr(), (uint64_t)count, c);
+    npusim_detail::vmuls(dst.Ptr(), dst.Ptr(), detail::Type<T>::bits(T(-1)), 1, c);
+}
+
+/* ---- Casts, compare, select ---------------------------------------------------------------- */
+
+enum class RoundMode : uint8_t {
+    CAST_NONE = NPU_ROUND_NONE,
+    CAST_RINT = NPU_ROUND_RINT,
+    CAST_FLOOR = NPU_ROUND_FLOOR,
+    CAST_CEIL = NPU_ROUND_CEIL,
+    CAST_ROUND = NPU_ROUND_ROUND,
+    CAST_TRUNC = NPU_ROUND_TRUNC,
+    CAST_ODD = NPU_ROUND_ODD,
+};
+
+template <typename D, typename S, bool isSetMask = true>
+__aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
+                            const RoundMode &mode, const uint32_t count) {
+    npu_vcvt(dst.Ptr(), detail::Type<D>::code, src.Ptr(), detail::Type<S>::code, (int)mode,
+             count);
+}
+
+enum class CMPMODE : uint8_t {
+    LT = NPU_CMP_LT,
+    GT = NPU_CMP_GT,
+    EQ = NPU_CMP_EQ,
+    LE = NPU_CMP_LE,
+    GE = NPU_CMP_GE,
+    NE = NPU_CMP_NE,
+};
+enum class SELMODE : uint8_t {
+    VSEL_CMPMASK_SPR = 0,
+    VSEL_TENSOR_SCALAR_MODE = 1,
+    VSEL_TENSOR_TENSOR_MODE = 2,
+};
+
+/* Bit i of dst (a byte mask, ceil(count / 8) bytes) = src0[i] cmp src1[i]. */
+template <typename T, typename U>
+__aicore__ inline void Compare(const LocalTensor<U> &dst, const LocalTensor<T> &src0,
+                               const LocalTensor<T> &src1, CMPMODE mode, uint32_t count) {
+    npu_vcmp(dst.Ptr(), src0.Ptr(), src1.Ptr(), count, detail::Type<T>::code, (int)mode);
+}
+/* dst[i] = mask bit i ? src0[i] : src1[i]. */
+template <typename T, typename U>
+__aicore__ inline void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask,
+                              const LocalTensor<T> &src0, const LocalTensor<T> &src1, SELMODE,
+                              uint32_t count) {
+    npu_vsel(dst.Ptr(), selMask.Ptr(), src0.Ptr(), src1.Ptr(), count, detail::Type<T>::code);
+}
+/* dst[i] = mask bit i ? src0[i] : scalar. */
+template <typename T, typename U>
+__aicore__ inline void Select(const LocalTensor<T> &dst, const LocalTensor<U> &selMask,
+                              const LocalTensor<T> &src0, detail::NoDeduce<T> scalar, SELMODE,
+                              uint32_t count) {
+    npu_vsels(dst.Ptr(), selMask.Ptr(), src0.Ptr(), detail::Type<T>::bits(scalar), count,
+              detail::Type<T>::code);
+}
+
+/* ---- Vector: mask / repeat form ------------------------------------------------------------ */
+/*
+ * Each repeat processes up to 256 bytes: `mask` consecutive elements (continuous mask mode)
+ * in 32-byte blocks `blkStride` blocks apart; repeats are `repStride` blocks apart. npusim
+ * issues one instruction per repeat when the blocks are contiguous, one per block otherwise.
+ */
+struct BinaryRepeatParams {
+    uint8_t dstBlkStride = 1, src0BlkStride = 1, src1BlkStride = 1;
+    uint8_t dstRepStride = 8, src0RepStride = 8, src1RepStride = 8;
+    __aicore__ inline BinaryRepeatParams() {}
+    __aicore__ inline BinaryRepeatParams(uint8_t db, uint8_t s0b, uint8_t s1b, uint8_t dr,
+                                         uint8_t s0r, uint8_t s1r)
+        : dstBlkStride(db), src0BlkStride(s0b), src1BlkStride(s1b), dstRepStride(dr),
+          src0RepStride(s0r), src1RepStride(s1r) {}
+};
+struct UnaryRepeatParams {
+    uint8_t dstBlkStride = 1, srcBlkStride = 1;
+    uint8_t dstRepStride = 8, srcRepStride = 8;
+    __aicore__ inline UnaryRepeatParams() {}
+    __aicore__ inline UnaryRepeatParams(uint16_t db, uint16_t sb, uint8_t dr, uint8_t sr)
+        : dstBlkStride((uint8_t)db), srcBlkStride((uint8_t)sb), dstRepStride(dr),
+          srcRepStride(sr) {}
+};
+
+constexpr int32_t ONE_BLK_SIZE = 32;
+constexpr int32_t ONE_REPEAT_BYTE_SIZE = 256;
+constexpr int32_t DEFAULT_BLK_NUM = 8;
+constexpr int32_t DEFAULT_REPEAT_STRIDE = 8;
+constexpr int32_t MAX_REPEAT_TIMES = 255;
+
+namespace detail {
+/* Calls f(dst_off, a_off, b_off, n) (byte offsets, n elements) for every run of elements the
+ * repeat form touches. */
+template <typename T, typename F>
+__aicore__ inline void repeats(uint64_t mask, uint8_t repeat, uint8_t db, uint8_t ab, uint8_t bb,
+                               uint8_t dr, uint8_t ar, uint8_t br, F f) {
+    const uint32_t per_block = 32 / sizeof(T);
+    for (uint32_t r = 0; r < repeat; r++) {
+        uint32_t d = r * dr * 32u, a = r * ar * 32u, b = r * br * 32u;
+        if (db == 1 && ab == 1 && bb == 1) {
+            f(d, a, b, (uint32_t)mask);
+            continue;
+        }
+        for (uint32_t k = 0; k * per_block < mask; k++) {
+            uint32_t n = (uint32_t)mask - k * per_block;
+            f(d + k * db * 32u, a + k * ab * 32u, b + k * bb * 32u, n < per_block ? n : per_block);
+        }
+    }
+}
+} // namespace detail
+
+#define NPUSIM_BINARY_REPEAT(Name, fn)                                                         \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src0,         \
+                                const LocalTensor<T> &src1, uint64_t mask, const uint8_t repeat,\
+                                const BinaryRepeatParams &p) {                                 \
+        uint8_t *d0 = (uint8_t *)dst.Ptr();                                                    \
+        uint8_t *a0 = (uint8_t *)src0.Ptr();                                                   \
+        uint8_t *b0 = (uint8_t *)src1.Ptr();                                                   \
+        detail::repeats<T>(mask, repeat, p.dstBlkStride, p.src0BlkStride, p.src1BlkStride,    \
+                           p.dstRepStride, p.src0RepStride, p.src1RepStride,                   \
+                           [&](uint32_t d, uint32_t a, uint32_t b, uint32_t n) {               \
+                               fn(d0 + d, a0 + a, b0 + b, n, detail::Type<T>::code);           \
+                           });                                                                 \
+    }
+NPUSIM_BINARY_REPEAT(Add, npusim_detail::vadd)
+NPUSIM_BINARY_REPEAT(Sub, npusim_detail::vsub)
+NPUSIM_BINARY_REPEAT(Mul, npusim_detail::vmul)
+NPUSIM_BINARY_REPEAT(Div, npusim_detail::vdiv)
+NPUSIM_BINARY_REPEAT(Max, npusim_detail::vmax)
+NPUSIM_BINARY_REPEAT(Min, npusim_detail::vmin)
+
+#define NPUSIM_SCALAR_REPEAT(Name, fn)                                                         \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const detail::NoDeduce<T> &scalar, uint64_t mask,              \
+                                const uint8_t repeat, const UnaryRepeatParams &p) {            \
+        uint8_t *d0 = (uint8_t *)dst.Ptr();                                                    \
+        uint8_t *a0 = (uint8_t *)src.Ptr();                                                    \
+        uint64_t s = detail::Type<T>::bits(scalar);                                            \
+        detail::repeats<T>(mask, repeat, p.dstBlkStride, p.srcBlkStride, 1, p.dstRepStride,    \
+                           p.srcRepStride, 0, [&](uint32_t d, uint32_t a, uint32_t, uint32_t n) { \
+                               fn(d0 + d, a0 + a, s, n, detail::Type<T>::code);                \
+                           });                                                                 \
+    }
+NPUSIM_SCALAR_REPEAT(Adds, npusim_detail::vadds)
+NPUSIM_SCALAR_REPEAT(Muls, npusim_detail::vmuls)
+NPUSIM_SCALAR_REPEAT(Maxs, npusim_detail::vmaxs)
+NPUSIM_SCALAR_REPEAT(Mins, npusim_detail::vmins)
+NPUSIM_SCALAR_REPEAT(LeakyRelu, npusim_detail::vlrelu)
+
+#define NPUSIM_UNARY_REPEAT(Name, fn)                                                          \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                uint64_t mask, const uint8_t repeat,                           \
+                                const UnaryRepeatParams &p) {                                  \
+        uint8_t *d0 = (uint8_t *)dst.Ptr();                                                    \
+        uint8_t *a0 = (uint8_t *)src.Ptr();                                                    \
+        detail::repeats<T>(mask, repeat, p.dstBlkStride, p.srcBlkStride, 1, p.dstRepStride,    \
+                           p.srcRepStride, 0, [&](uint32_t d, uint32_t a, uint32_t, uint32_t n) { \
+                               fn(d0 + d, a0 + a, n, detail::Type<T>::code);                   \
+                           });                                                                 \
+    }
+NPUSIM_UNARY_REPEAT(Exp, npusim_detail::vexp)
+NPUSIM_UNARY_REPEAT(Ln, npusim_detail::vln)
+NPUSIM_UNARY_REPEAT(Sqrt, npusim_detail::vsqrt)
+NPUSIM_UNARY_REPEAT(Relu, npusim_detail::vrelu)
+NPUSIM_UNARY_REPEAT(Abs, npusim_detail::vabs)
+NPUSIM_UNARY_REPEAT(Reciprocal, npusim_detail::vrec)
+
+template <typename T, bool isSetMask = true>
+__aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDeduce<T> &scalar,
+                                 uint64_t mask, const uint8_t repeat, const uint16_t dstBlkStride,
+                                 const uint8_t dstRepStride) {
+    uint8_t *d0 = (uint8_t *)dst.Ptr();
+    uint64_t s = detail::Type<T>::bits(scalar);
+    detail::repeats<T>(mask, repeat, (uint8_t)dstBlkStride, 1, 1, dstRepStride, 0, 0,
+                       [&](uint32_t d, uint32_t, uint32_t, uint32_t n) {
+                           npusim_detail::vdup(d0 + d, s, n, detail::Type<T>::code);
+                       });
+}
+
+/* ---- Tiling -------------------------------------------------------------------------------- */
+
+namespace detail {
+/* Copies a tiling struct from `gm` (a GM_ADDR kernel argument), or from the launch's tiling
+ * words (CSR) when `gm` is null. Aborts when neither exists. */
+template <typename T> __aicore__ inline void read_tiling(T *out, const void *gm) {
+    const void *src = gm ? gm : npu_tiling();
+    if (src == nullptr) {
+        fail("GET_TILING_DATA: no tiling pointer and the launch carries no tiling words");
+    }
+    const volatile uint8_t *s = (const volatile uint8_t *)src;
+    uint8_t *d = (uint8_t *)out;
+    for (uint32_t i = 0; i < sizeof(T); i++) {
+        d[i] = s[i];
+    }
+}
+} // namespace detail
+
+} // namespace AscendC
+
+/* REGISTER_TILING_DEFAULT(Type) names the struct GET_TILING_DATA fills; declare it at namespace
+ * scope before the kernel. GET_TILING_DATA_WITH_STRUCT names it explicitly. */
+#define REGISTER_TILING_DEFAULT(Type)                                                          \
+    namespace AscendC {                                                                        \
+    namespace detail {                                                                         \
+    using TilingDefault = Type;                                                                \
+    }                                                                                          \
+    }
+#define GET_TILING_DATA(var, tiling)                                                           \
+    ::AscendC::detail::TilingDefault var;                                                      \
+    ::AscendC::detail::read_tiling(&var, (const void *)(tiling))
+#define GET_TILING_DATA_WITH_STRUCT(Type, var, tiling)                                         \
+    Type var;                                                                                  \
+    ::AscendC::detail::read_tiling(&var, (const void *)(tiling))
+
+#endif /* NPUSIM_ASCENDC_KERNEL_OPERATOR_H */

@@ -1,0 +1,61 @@
+/*
+ * api_probe.cpp — exercises the parts of the layer the samples above do not: TBuf slices,
+ * Duplicate, SetValue after vector work, Max, ReduceMax / ReduceMin, Compare + Select, a Cast
+ * with CAST_FLOOR, GlobalTensor::SetValue, printf.
+ *
+ *   api_probe(GM_ADDR out)             writes 4 floats: max, min, selected, floored
+ *   deque_without_enque(GM_ADDR out)   a deliberate mistake (the block faults)
+ */
+#include "kernel_operator.h"
+
+using namespace AscendC;
+
+extern "C" __global__ __aicore__ void api_probe(GM_ADDR out) {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 2048);
+    LocalTensor<float> all = buf.Get<float>();
+    LocalTensor<float> a = all, b = all[64], c = all[128], work = all[192], red = all[256];
+    Duplicate(a, 2.5f, 64);
+    Duplicate(b, -1.0f, 64);
+    b.SetValue(3, 7.0f);
+    Max(c, a, b, 64);
+    ReduceMax(red, c, work, 64);
+    float mx = red.GetValue(0);
+    ReduceMin(red, b, work, 64);
+    float mn = red.GetValue(0);
+
+    // mask = a < b (only element 3), then pick b there and 0 elsewhere.
+    LocalTensor<uint8_t> mask = all[264].ReinterpretCast<uint8_t>();
+    Compare(mask, a, b, CMPMODE::LT, 64);
+    LocalTensor<float> sel = all[272];
+    Select(sel, mask, b, 0.0f, SELMODE::VSEL_TENSOR_SCALAR_MODE, 64);
+    ReduceSum(red, sel, work, 64);
+    float picked = red.GetValue(0);
+
+    LocalTensor<int32_t> ints = all[336].ReinterpretCast<int32_t>();
+    Muls(work, a, -1.0f, 8);
+    Cast(ints, work, RoundMode::CAST_FLOOR, 8);
+    int32_t floored = ints.GetValue(0);
+
+    printf("probe: block %ld of %ld, max %.2f, min %f, picked %f, floor %d, hex %x, %s\n",
+           GetBlockIdx(), GetBlockNum(), mx, mn, picked, floored, 255u, "ok");
+    GlobalTensor<float> o;
+    o.SetGlobalBuffer((__gm__ float *)out, 4);
+    o.SetValue(0, mx);
+    o.SetValue(1, mn);
+    o.SetValue(2, picked);
+    o.SetValue(3, (float)floored);
+}
+
+// A deliberate mistake: DeQue from a queue nothing was enqueued to. On hardware the vector
+// pipe would wait for ever; here the wait has no earlier set and the block faults.
+extern "C" __global__ __aicore__ void deque_without_enque(GM_ADDR out) {
+    TPipe pipe;
+    TQue<QuePosition::VECIN, 1> q;
+    pipe.InitBuffer(q, 1, 256);
+    LocalTensor<float> t = q.DeQue<float>();
+    GlobalTensor<float> o;
+    o.SetGlobalBuffer((__gm__ float *)out, 64);
+    DataCopy(o, t, 64);
+}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Counts the instructions of the runtime-core workloads with callgrind (exact and repeatable,
+# unlike wall time on a shared machine): per pipeline task against the hand-written loop, per
+# idle frame, per kernel enqueue. Needs valgrind (`apt-get install -y valgrind`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo bench --bench probe --no-run >/dev/null 2>&1
+probe=$(ls -t target/release/deps/probe-* | grep -v '\.d$' | head -n 1)
+count() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$probe" "$@" 2>&1 | awk '/Collected/ {print $4}'; }
+pipe=$(count pipeline); plain=$(count plain)
+echo "pipeline, 100,000 kernels (125,000 tasks): $pipe instructions; hand-written loop: $plain ($(python3 -c "print(round($pipe/$plain,1))")x)"
+i1=$(count idle 10000); i2=$(count idle 20000)
+echo "idle frame: $(( (i2 - i1) / 10000 )) instructions"
+l1=$(count launch 10000); l2=$(count launch 20000)
+echo "kernel enqueue: $(( (l2 - l1) / 10000 )) instructions"
