@@ -65,6 +65,90 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+    safe_launch(c, &rt);
+}
+
+/// Times `BATCH`-sized runs of `launch`, draining the queue with `drain` between them.
+fn timed(iters: u64, mut launch: impl FnMut(u64), drain: impl Fn()) -> Duration {
+    let mut total = Duration::ZERO;
+    let mut left = iters;
+    while left > 0 {
+        let n = left.min(BATCH);
+        let start = Instant::now();
+        for i in 0..n {
+            launch(i);
+        }
+        total += start.elapsed();
+        drain();
+        left -= n;
+    }
+    total
+}
+
+/// The safe API's launch builder against the raw `Runtime::launch` of the same launch: what the
+/// builder's checks (live buffers of the stream's context, the kernel's declared parameters)
+/// cost per launch.
+fn safe_launch(c: &mut Criterion, rt: &Runtime) {
+    let mut group = c.benchmark_group("launch_builder");
+    let ctx = rt.device_context(0).unwrap();
+    let stream = ctx.stream().unwrap();
+    let raw = stream.raw();
+    let (noop, add) = (
+        rt.kernel("noop").unwrap(),
+        rt.kernel("vector_add_f32").unwrap(),
+    );
+    let (a, b) = (ctx.alloc::<f32>(16).unwrap(), ctx.alloc::<f32>(16).unwrap());
+    let mut out = ctx.alloc::<f32>(16).unwrap();
+    let drain = || stream.synchronize().unwrap();
+    group.bench_function("raw_noop", |bch| {
+        bch.iter_custom(|iters| timed(iters, |_| rt.launch(noop, 1, &[], raw).unwrap(), drain))
+    });
+    group.bench_function("builder_noop", |bch| {
+        bch.iter_custom(|iters| {
+            timed(
+                iters,
+                |_| stream.launch_builder(&noop).launch().unwrap(),
+                drain,
+            )
+        })
+    });
+    let ptrs = [a.device_ptr(), b.device_ptr(), out.device_ptr()];
+    group.bench_function("raw_vector_add", |bch| {
+        bch.iter_custom(|iters| {
+            timed(
+                iters,
+                |i| {
+                    let args = [
+                        ptrs[0].into(),
+                        ptrs[1].into(),
+                        ptrs[2].into(),
+                        Arg::U64(black_box(i) % 16),
+                    ];
+                    rt.launch(add, 1, &args, raw).unwrap()
+                },
+                drain,
+            )
+        })
+    });
+    group.bench_function("builder_vector_add", |bch| {
+        bch.iter_custom(|iters| {
+            timed(
+                iters,
+                |i| {
+                    stream
+                        .launch_builder(&add)
+                        .arg(&a)
+                        .arg(&b)
+                        .arg(&mut out)
+                        .arg(black_box(i) % 16)
+                        .launch()
+                        .unwrap()
+                },
+                drain,
+            )
+        })
+    });
+    group.finish();
 }
 
 /// The fixed cost of a frame with nothing to do (`Runtime::step` on an idle runtime), against

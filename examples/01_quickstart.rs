@@ -1,8 +1,8 @@
 //! 01 — quickstart: vector add on a simulated NPU.
 //!
-//! What happens: the host allocates three device buffers, copies two input vectors in, launches
-//! the built-in `vector_add_f32` kernel on a stream (the call returns at once: the task only
-//! sits on the doorbell), synchronizes (frames run: ingest → dependencies → dispatch → tick →
+//! What happens: the host takes device 0's context, allocates three typed device buffers, copies
+//! two input vectors in, launches the built-in `vector_add_f32` kernel on a stream with the launch
+//! builder (the call returns at once: the task only sits on the doorbell), synchronizes (frames run: ingest → dependencies → dispatch → tick →
 //! retire), copies the result back and checks it against a CPU reference. Then it prints the
 //! simulated timeline: each task's start and end on the device clock.
 //!
@@ -21,42 +21,46 @@ fn main() -> Result<(), NpuError> {
     );
 
     let n: usize = 1 << 20;
-    let bytes = 4 * n as u64;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| (n - i) as f32 * 0.5).collect();
 
-    // 1. Device memory and a stream.
-    let stream = rt.create_stream()?;
-    let (da, db, dc) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    // 1. The device's context, a stream, and typed device buffers (each knows its length).
+    let ctx = rt.device_context(0)?;
+    let stream = ctx.stream()?;
+    let (mut da, mut db, mut dc) = (
+        ctx.alloc::<f32>(n)?,
+        ctx.alloc::<f32>(n)?,
+        ctx.alloc::<f32>(n)?,
+    );
 
     // 2. Inputs in: pinned host buffers and asynchronous copies on the stream.
     let (ha, hb, hc) = (
-        rt.malloc_host(bytes)?,
-        rt.malloc_host(bytes)?,
-        rt.malloc_host(bytes)?,
+        ctx.alloc_host::<f32>(n)?,
+        ctx.alloc_host::<f32>(n)?,
+        ctx.alloc_host::<f32>(n)?,
     );
     ha.write(&a)?;
     hb.write(&b)?;
-    rt.memcpy_htod_async(da, &ha, bytes, stream)?;
-    rt.memcpy_htod_async(db, &hb, bytes, stream)?;
+    stream.memcpy_htod_pinned(&ha, &mut da)?;
+    stream.memcpy_htod_pinned(&hb, &mut db)?;
 
-    // 3. The launch returns before anything runs.
+    // 3. The launch returns before anything runs. The kernel declares its parameters
+    //    (buffer, buffer, buffer, count): a wrong argument is an error here, not a fault later.
     let add = rt.kernel("vector_add_f32")?;
-    rt.launch(
-        add,
-        cfg.ai_cores,
-        &[da.into(), db.into(), dc.into(), n.into()],
-        stream,
-    )?;
-    rt.memcpy_dtoh_async(&hc, dc, bytes, stream)?;
-    println!("queued 4 tasks; stream idle? {}", rt.query_stream(stream)?);
+    stream
+        .launch_builder(&add)
+        .arg(&da)
+        .arg(&db)
+        .arg(&mut dc)
+        .arg(n)
+        .grid(cfg.ai_cores)
+        .launch()?;
+    stream.memcpy_dtoh_pinned(&dc, &hc)?;
+    println!("queued 4 tasks; stream idle? {}", stream.query()?);
 
     // 4. Synchronize: the device runs, the host clock moves to the stream's end.
-    rt.synchronize_stream(stream)?;
-    println!(
-        "after synchronize: stream idle? {}",
-        rt.query_stream(stream)?
-    );
+    stream.synchronize()?;
+    println!("after synchronize: stream idle? {}", stream.query()?);
 
     // 5. Verify against the CPU.
     let c: Vec<f32> = hc.read()?;
@@ -94,12 +98,7 @@ fn main() -> Result<(), NpuError> {
         rt.host_now(),
         rt.device_now()
     );
-    for p in [da, db, dc] {
-        rt.free(p)?;
-    }
-    for h in [&ha, &hb, &hc] {
-        rt.free_host(h)?;
-    }
+    // 6. Nothing to free by hand: buffers free themselves (in stream order) when dropped.
     if wrong != 0 {
         std::process::exit(1);
     }

@@ -29,20 +29,20 @@ const BATCHES: usize = 4;
 
 fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::default())?;
-    let load = rt.create_stream()?;
-    let compute = rt.create_stream()?;
+    let ctx = rt.device_context(0)?;
+    let load = ctx.stream()?;
+    let compute = ctx.stream()?;
     let (relu, gemm) = (rt.kernel("relu_f32")?, rt.kernel("gemm_f32")?);
 
-    // Weights, uploaded once (synchronously: these tasks run on the default stream, now).
+    // Weights, uploaded once (then waited for, so the printed timeline is the pipeline alone).
     let w: Vec<f32> = (0..K * N)
         .map(|i| ((i * 7) % 13) as f32 * 0.01 - 0.06)
         .collect();
-    let dw = rt.malloc(4 * (K * N) as u64)?;
-    rt.memcpy_htod(dw, &w)?;
-    rt.take_timeline(); // keep the printed timeline to the pipeline itself
+    let dw = compute.clone_htod(&w)?;
+    compute.synchronize()?;
+    rt.take_timeline();
 
-    let (x_bytes, y_bytes) = (4 * (M * K) as u64, 4 * (M * N) as u64);
-    let loaded = rt.create_event()?;
+    let loaded = ctx.event()?;
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     let mut timers = Vec::new();
@@ -56,37 +56,41 @@ fn main() -> Result<(), NpuError> {
         let x: Vec<f32> = (0..M * K)
             .map(|i| ((i + batch * 31) % 17) as f32 - 8.0)
             .collect();
-        let hx = rt.malloc_host(x_bytes)?;
+        let hx = ctx.alloc_host::<f32>(M * K)?;
         hx.write(&x)?;
         host_spans.push((prep_start, rt.host_now()));
 
         // 2. Producer, on `load`: copy in, relu in place, record `loaded`.
-        let dx = rt.malloc(x_bytes)?;
-        let dy = rt.malloc(y_bytes)?;
-        rt.memcpy_htod_async(dx, &hx, x_bytes, load)?;
-        rt.launch(relu, 8, &[dx.into(), dx.into(), (M * K).into()], load)?;
-        rt.record_event(loaded, load)?;
+        let mut dx = ctx.alloc::<f32>(M * K)?;
+        let mut dy = ctx.alloc::<f32>(M * N)?;
+        load.memcpy_htod_pinned(&hx, &mut dx)?;
+        load.launch_builder(&relu)
+            .arg(&dx)
+            .arg(&dx)
+            .arg(M * K)
+            .grid(8)
+            .launch()?;
+        load.record(&loaded)?;
 
         // 3. Consumer, on `compute`: wait for this batch's record, time the gemm, copy out.
-        let (t0, t1) = (rt.create_event()?, rt.create_event()?);
-        rt.stream_wait_event(compute, loaded)?;
-        rt.record_event(t0, compute)?;
-        rt.launch(
-            gemm,
-            2,
-            &[
-                dx.into(),
-                dw.into(),
-                dy.into(),
-                M.into(),
-                N.into(),
-                K.into(),
-            ],
-            compute,
-        )?;
-        rt.record_event(t1, compute)?;
-        let hy = rt.malloc_host(y_bytes)?;
-        rt.memcpy_dtoh_async(&hy, dy, y_bytes, compute)?;
+        let (t0, t1) = (ctx.event()?, ctx.event()?);
+        compute.wait(&loaded)?;
+        compute.record(&t0)?;
+        compute
+            .launch_builder(&gemm)
+            .arg(&dx)
+            .arg(&dw)
+            .arg(&mut dy)
+            .arg(M)
+            .arg(N)
+            .arg(K)
+            .grid(2)
+            .launch()?;
+        compute.record(&t1)?;
+        let hy = ctx.alloc_host::<f32>(M * N)?;
+        compute.memcpy_dtoh_pinned(&dy, &hy)?;
+        // `dx` and `dy` are dropped here, with their work still queued: their memory is
+        // released only once that work has run.
 
         inputs.push(x);
         outputs.push(hy);
@@ -101,7 +105,7 @@ fn main() -> Result<(), NpuError> {
     );
 
     // 4. One synchronize runs the frames; the host clock moves to the end of the work.
-    rt.synchronize_stream(compute)?;
+    compute.synchronize()?;
     println!(
         "after synchronize: host clock {}, device clock {}\n",
         rt.host_now(),
@@ -124,7 +128,7 @@ fn main() -> Result<(), NpuError> {
     // 6. The timeline, the event join and the overlap.
     let timeline = rt.timeline();
     let label = |r: &TaskRecord| {
-        if r.stream == load.entity() {
+        if r.stream == load.raw().entity() {
             "load"
         } else {
             "compute"
@@ -151,7 +155,7 @@ fn main() -> Result<(), NpuError> {
     let relus: Vec<&TaskRecord> = timeline.iter().filter(|r| r.name == "relu_f32").collect();
     let gemms: Vec<&TaskRecord> = timeline.iter().filter(|r| r.name == "gemm_f32").collect();
     for (batch, ((p, c), (t0, t1))) in relus.iter().zip(&gemms).zip(&timers).enumerate() {
-        let ms = rt.event_elapsed_ms(*t0, *t1)?;
+        let ms = t1.elapsed_since(t0)?;
         println!(
             "  batch {batch}: relu ends {:>11}, gemm starts {:>11} ({}), \
              gemm timed by events {ms:.6} ms = timeline {:.6} ms",
@@ -167,21 +171,21 @@ fn main() -> Result<(), NpuError> {
         "\nhost work vs device work, from {t_begin} to {end} ('#' = busy, one column = {}):",
         SimTime((end - t_begin).as_ns().div_ceil(COLUMNS as u64))
     );
-    let device_busy = |stream: Stream| -> Vec<(SimTime, SimTime)> {
+    let device_busy = |stream: &NpuStream| -> Vec<(SimTime, SimTime)> {
         timeline
             .iter()
-            .filter(|r| r.stream == stream.entity() && r.start != r.end)
+            .filter(|r| r.stream == stream.raw().entity() && r.start != r.end)
             .map(|r| (r.start, r.end))
             .collect()
     };
     println!("  host    |{}|", bar(&host_spans, t_begin, end));
-    println!("  load    |{}|", bar(&device_busy(load), t_begin, end));
-    println!("  compute |{}|", bar(&device_busy(compute), t_begin, end));
+    println!("  load    |{}|", bar(&device_busy(&load), t_begin, end));
+    println!("  compute |{}|", bar(&device_busy(&compute), t_begin, end));
     let overlap: u64 = host_spans
         .iter()
         .map(|&(h0, h1)| {
-            let mut busy: Vec<(SimTime, SimTime)> = device_busy(load);
-            busy.extend(device_busy(compute));
+            let mut busy: Vec<(SimTime, SimTime)> = device_busy(&load);
+            busy.extend(device_busy(&compute));
             covered(h0, h1, &busy)
         })
         .sum();
@@ -192,9 +196,6 @@ fn main() -> Result<(), NpuError> {
         SimTime(host_total)
     );
 
-    for h in &outputs {
-        rt.free_host(h)?;
-    }
     if worst > 1e-3 || gemms.iter().zip(&relus).any(|(c, p)| c.start < p.end) {
         std::process::exit(1);
     }

@@ -91,23 +91,24 @@ fn sample_occupancy(
 /// Three streams, each a chain of kernels wanting 3 of the 4 cores: they queue for cores.
 fn workload(rt: &Runtime) -> Result<(), NpuError> {
     let n = 1 << 18;
+    let ctx = rt.device_context(0)?;
     let fill = rt.kernel("fill_f32")?;
     let add = rt.kernel("vector_add_f32")?;
     let mut streams = Vec::new();
     for s in 0..3 {
-        let stream = rt.create_stream()?;
-        let (x, y) = (rt.malloc(4 * n as u64)?, rt.malloc(4 * n as u64)?);
-        rt.launch(fill, 3, &[x.into(), n.into(), (s as f32).into()], stream)?;
+        let stream = ctx.stream()?;
+        let (mut x, mut y) = (ctx.alloc::<f32>(n)?, ctx.alloc::<f32>(n)?);
+        let launch = |k| stream.launch_builder(k).grid(3);
+        launch(&fill).arg(&mut x).arg(n).arg(s as f32).launch()?;
         for _ in 0..4 {
-            rt.launch(add, 3, &[x.into(), x.into(), y.into(), n.into()], stream)?;
-            rt.launch(add, 3, &[y.into(), y.into(), x.into(), n.into()], stream)?;
+            launch(&add).arg(&x).arg(&x).arg(&mut y).arg(n).launch()?;
+            launch(&add).arg(&y).arg(&y).arg(&mut x).arg(n).launch()?;
         }
         streams.push((stream, x));
     }
-    rt.synchronize_device()?;
-    for (s, (_, x)) in streams.iter().enumerate() {
-        let mut back = vec![0.0f32; 4];
-        rt.memcpy_dtoh(&mut back, *x)?;
+    ctx.synchronize()?;
+    for (s, (stream, x)) in streams.iter().enumerate() {
+        let back = stream.clone_dtoh(&x.slice(..4)?)?;
         // Eight doublings of s.
         assert_eq!(back[0], s as f32 * 256.0);
     }

@@ -1,7 +1,7 @@
 //! 04 — the memory pool: free behind running kernels, reallocate, and watch the pool.
 //!
-//! Each batch allocates its buffers, queues kernels on a stream, and frees the buffers right
-//! away — while the kernels are still queued. `free` returns at once: the block is only marked
+//! Each batch allocates its buffers, queues kernels on a stream, and drops the buffers right
+//! away — while the kernels are still queued. A drop frees in stream order and returns at once: the block is only marked
 //! pending behind the stream positions whose tasks name it. In every frame, after the hardware
 //! tick, the deferred-free stage hands back to the pool the blocks whose positions have
 //! completed; the next batch's allocations are then served from the pool's cache, without a
@@ -13,7 +13,8 @@ use npusim::prelude::*;
 
 fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small()))?;
-    let s = rt.create_stream()?;
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
     let gemm = rt.kernel("gemm_f32")?;
     let softmax = rt.kernel("softmax_rows_f32")?;
     let mut previous: Vec<DevicePtr> = Vec::new();
@@ -25,33 +26,46 @@ fn main() -> Result<(), NpuError> {
         // Sequence lengths vary per batch, so buffer sizes do too.
         let seq = 128 + 96 * (batch % 4);
         let (d, h) = (256usize, 512usize);
-        let x = rt.malloc((4 * seq * d) as u64)?;
-        let w = rt.malloc((4 * d * h) as u64)?;
-        let y = rt.malloc((4 * seq * h) as u64)?;
-        let p = rt.malloc((4 * seq * h) as u64)?;
-        for q in [x, w, y, p] {
+        let mut x = ctx.alloc::<f32>(seq * d)?;
+        let mut w = ctx.alloc::<f32>(d * h)?;
+        let mut y = ctx.alloc::<f32>(seq * h)?;
+        let mut p = ctx.alloc::<f32>(seq * h)?;
+        let addrs = [
+            x.device_ptr(),
+            w.device_ptr(),
+            y.device_ptr(),
+            p.device_ptr(),
+        ];
+        for q in addrs {
             assert!(
-                !previous.contains(&q) || rt.query_stream(s)?,
+                !previous.contains(&q) || s.query()?,
                 "no aliasing of queued memory"
             );
         }
-        rt.memset_async(x, 0x3c, (4 * seq * d) as u64, s)?;
-        rt.memset_async(w, 0x3b, (4 * d * h) as u64, s)?;
-        rt.launch(
-            gemm,
-            4,
-            &[x.into(), w.into(), y.into(), seq.into(), h.into(), d.into()],
-            s,
-        )?;
-        rt.launch(softmax, 4, &[y.into(), p.into(), seq.into(), h.into()], s)?;
-        // Free behind the queued kernels: returns at once.
-        for q in [x, w, y, p] {
-            rt.free(q)?;
-        }
-        previous = vec![x, w, y, p];
+        s.memset_zeros(&mut x)?;
+        s.memset_zeros(&mut w)?;
+        s.launch_builder(&gemm)
+            .arg(&x)
+            .arg(&w)
+            .arg(&mut y)
+            .arg(seq)
+            .arg(h)
+            .arg(d)
+            .grid(4)
+            .launch()?;
+        s.launch_builder(&softmax)
+            .arg(&y)
+            .arg(&mut p)
+            .arg(seq)
+            .arg(h)
+            .grid(4)
+            .launch()?;
+        // Free behind the queued kernels: dropping a buffer returns at once.
+        drop((x, w, y, p));
+        previous = addrs.to_vec();
         rt.host_work(SimTime::from_us(20));
         if batch % 2 == 1 {
-            rt.synchronize_stream(s)?;
+            s.synchronize()?;
         }
         let m = rt.memory_stats()?;
         println!(
@@ -69,7 +83,7 @@ fn main() -> Result<(), NpuError> {
                 + m.driver.calls.unmap,
         );
     }
-    rt.synchronize_stream(s)?;
+    s.synchronize()?;
     let m = rt.memory_stats()?;
     let translations = m.tlb.hits + m.tlb.misses;
     println!(

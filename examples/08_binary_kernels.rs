@@ -30,9 +30,11 @@ fn report(rt: &Runtime) {
 
 fn main() -> Result<(), NpuError> {
     let rt = &Runtime::new(RuntimeConfig::with_device(DeviceConfig::small()))?;
-    let s = rt.create_stream()?;
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
 
-    // Vector add over 4 blocks.
+    // Vector add over 4 blocks. (A binary loads into the thread's current context: here the
+    // primary context of device 0, which `ctx` is.)
     let vadd_bin = object(rt, "vector_add.o")?;
     println!(
         "vector_add.o exports {:?}",
@@ -45,17 +47,18 @@ fn main() -> Result<(), NpuError> {
     let n = 4096usize;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 0.25 * i as f32).collect();
-    let (da, db, dc) = (
-        rt.malloc(4 * n as u64)?,
-        rt.malloc(4 * n as u64)?,
-        rt.malloc(4 * n as u64)?,
-    );
-    rt.memcpy_htod(da, &a)?;
-    rt.memcpy_htod(db, &b)?;
-    rt.launch(vadd, 4, &[da.into(), db.into(), dc.into(), n.into()], s)?;
-    rt.synchronize_stream(s)?;
-    let mut c = vec![0f32; n];
-    rt.memcpy_dtoh(&mut c, dc)?;
+    let (da, db) = (s.clone_htod(&a)?, s.clone_htod(&b)?);
+    let mut dc = ctx.alloc::<f32>(n)?;
+    // A binary kernel declares no parameter list: the builder passes what it is given, each
+    // argument in the register its kind calls for (buffers and integers in a0.., floats in fa0..).
+    s.launch_builder(&vadd)
+        .arg(&da)
+        .arg(&db)
+        .arg(&mut dc)
+        .arg(n)
+        .grid(4)
+        .launch()?;
+    let mut c = s.clone_dtoh(&dc)?;
     let ok = c.iter().enumerate().all(|(i, &v)| v == a[i] + b[i]);
     println!(
         "vadd_f32 on {n} elements: {}",
@@ -66,14 +69,14 @@ fn main() -> Result<(), NpuError> {
     // saxpy: a float argument travels in fa0.
     let saxpy_bin = object(rt, "saxpy.o")?;
     let saxpy = rt.get_function(saxpy_bin, "saxpy")?;
-    rt.launch(
-        saxpy,
-        2,
-        &[n.into(), 3.0f32.into(), da.into(), dc.into()],
-        s,
-    )?;
-    rt.synchronize_stream(s)?;
-    rt.memcpy_dtoh(&mut c, dc)?;
+    s.launch_builder(&saxpy)
+        .arg(n)
+        .arg(3.0f32)
+        .arg(&da)
+        .arg(&mut dc)
+        .grid(2)
+        .launch()?;
+    s.memcpy_dtoh(&dc, &mut c)?;
     let ok2 = c
         .iter()
         .enumerate()
@@ -90,12 +93,19 @@ fn main() -> Result<(), NpuError> {
         rt.get_function(red, "reduce_sum_f32")?,
         rt.get_function(red, "reduce_final_f32")?,
     );
-    let (partial, out) = (rt.malloc(4 * 8)?, rt.malloc(4)?);
-    rt.launch(partial_k, 8, &[da.into(), partial.into(), n.into()], s)?;
-    rt.launch(final_k, 1, &[partial.into(), out.into(), 8u64.into()], s)?;
-    rt.synchronize_stream(s)?;
-    let mut sum = [0f32];
-    rt.memcpy_dtoh(&mut sum, out)?;
+    let (mut partial, mut out) = (ctx.alloc::<f32>(8)?, ctx.alloc::<f32>(1)?);
+    s.launch_builder(&partial_k)
+        .arg(&da)
+        .arg(&mut partial)
+        .arg(n)
+        .grid(8)
+        .launch()?;
+    s.launch_builder(&final_k)
+        .arg(&partial)
+        .arg(&mut out)
+        .arg(8u64)
+        .launch()?;
+    let sum = s.clone_dtoh(&out)?;
     println!(
         "reduce_sum_f32: {} (CPU: {})",
         sum[0],
@@ -107,12 +117,9 @@ fn main() -> Result<(), NpuError> {
     let sort_bin = object(rt, "sort.o")?;
     let sort = rt.get_function(sort_bin, "sort_i32")?;
     let mut v: Vec<i32> = (0..512).map(|i| (i * 7919 % 1009) - 500).collect();
-    let dv = rt.malloc(4 * v.len() as u64)?;
-    rt.memcpy_htod(dv, &v)?;
-    rt.launch(sort, 1, &[dv.into(), v.len().into()], s)?;
-    rt.synchronize_stream(s)?;
-    let mut sorted = vec![0i32; v.len()];
-    rt.memcpy_dtoh(&mut sorted, dv)?;
+    let mut dv = s.clone_htod(&v)?;
+    s.launch_builder(&sort).arg(&mut dv).arg(v.len()).launch()?;
+    let sorted = s.clone_dtoh(&dv)?;
     v.sort();
     println!(
         "sort_i32 on {} integers: {}",
@@ -122,13 +129,14 @@ fn main() -> Result<(), NpuError> {
     report(rt);
 
     // A kernel that prints and then aborts: its message reaches the host log, the task fails.
-    // In a context of its own, so the fault leaves the first context alone.
-    rt.create_context(0)?;
+    // In a context of its own (made current by `create_context`, so the binary loads there),
+    // so the fault leaves the first context alone.
+    let ctx2 = rt.context_of(rt.create_context(0)?)?;
     let faults = object(rt, "faults.o")?;
     let abort = rt.get_function(faults, "call_abort")?;
-    let s2 = rt.create_stream()?;
-    rt.launch(abort, 1, &[Arg::I64(42)], s2)?;
-    let err = rt.synchronize_stream(s2).unwrap_err();
+    let s2 = ctx2.stream()?;
+    s2.launch_builder(&abort).arg(42i64).launch()?;
+    let err = s2.synchronize().unwrap_err();
     println!(
         "call_abort(42) in a second context -> code {}: {err}",
         err.code()
@@ -136,6 +144,11 @@ fn main() -> Result<(), NpuError> {
     for line in rt.take_kernel_log() {
         println!("  kernel log: {line}");
     }
+    println!(
+        "the first context is untouched: sort's buffer still reads {} .. {}",
+        s.clone_dtoh(&dv)?[0],
+        s.clone_dtoh(&dv)?[v.len() - 1]
+    );
     let m = rt.memory_stats()?;
     let translations = m.tlb.hits + m.tlb.misses;
     println!(

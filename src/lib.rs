@@ -6,7 +6,7 @@
 //! task gets a simulated start and end from a cost model, so timelines and overlap can be
 //! studied. Inside, it is a `bevy_ecs` world advanced by ordered systems ([`NpuSet`]).
 //!
-//! Start with [`prelude`] and [`Runtime`]; the examples (`cargo run --release --example
+//! Start with [`prelude`], [`Runtime`] and the Rust idiom in [`safe`]; the examples (`cargo run --release --example
 //! 01_quickstart`) are a numbered tour.
 #![warn(missing_docs)]
 

@@ -224,3 +224,33 @@ fn record_stream_makes_a_free_wait_for_another_stream() {
     rt.run_until_idle().unwrap();
     assert_eq!(rt.memory_stats().unwrap().pending_frees, 0);
 }
+
+/// A kernel reading two adjacent blocks gets one access range spanning both (the access set
+/// joins a range that continues the previous one): freeing both behind the kernel must keep
+/// both reserved until it has run, not only the first.
+#[test]
+fn freeing_adjacent_blocks_behind_a_kernel_keeps_both_until_it_has_run() {
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let s = rt.create_stream().unwrap();
+    let n = 1usize << 16;
+    let bytes = 4 * n as u64;
+    let (a, b, c) = (
+        rt.malloc(bytes).unwrap(),
+        rt.malloc(bytes).unwrap(),
+        rt.malloc(bytes).unwrap(),
+    );
+    assert_eq!(b.addr(), a.addr() + bytes, "the blocks are adjacent");
+    rt.memcpy_htod_async_pageable(a, &vec![1.0f32; n], s)
+        .unwrap();
+    rt.memcpy_htod_async_pageable(b, &vec![2.0f32; n], s)
+        .unwrap();
+    let add = rt.kernel("vector_add_f32").unwrap();
+    rt.launch(add, 1, &[a.into(), b.into(), c.into(), n.into()], s)
+        .unwrap();
+    rt.free(a).unwrap();
+    rt.free(b).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let mut out = vec![0.0f32; n];
+    rt.memcpy_dtoh(&mut out, c).unwrap();
+    assert!(out.iter().all(|&x| x == 3.0));
+}

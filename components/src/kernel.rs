@@ -255,6 +255,49 @@ pub struct NativeKernel {
     /// What it reads and writes (`None`: not declared; the blocks behind its non-float
     /// argument words are taken as read and written).
     pub access: Option<Arc<AccessFn>>,
+    /// Its parameter list, when declared ([`NativeKernel::with_params`]): a launch builder
+    /// refuses a launch whose arguments do not match it before anything is queued.
+    pub params: Option<Arc<[Param]>>,
+}
+
+/// The kind of one kernel parameter, as a native kernel declares it
+/// ([`NativeKernel::with_params`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Param {
+    /// A device buffer (a pointer into the launch's context).
+    Buffer,
+    /// An unsigned integer (a count, a size, an index).
+    U64,
+    /// A signed integer.
+    I64,
+    /// A single-precision float (a float register for binary kernels).
+    F32,
+}
+
+impl Param {
+    /// Whether argument `arg` may be passed for this parameter: buffers for buffers, floats for
+    /// floats, and an integer for an integer parameter when its value fits the parameter's
+    /// signedness (a literal `3` is an `i32`, and should launch a kernel that takes a `u64`).
+    pub fn accepts(self, arg: Arg) -> bool {
+        match (self, arg) {
+            (Param::Buffer, Arg::Ptr(_)) | (Param::F32, Arg::F32(_)) => true,
+            (Param::U64, Arg::U64(_)) | (Param::I64, Arg::I64(_)) => true,
+            (Param::U64, Arg::I64(v)) => v >= 0,
+            (Param::I64, Arg::U64(v)) => v <= i64::MAX as u64,
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Param {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Param::Buffer => "a buffer",
+            Param::U64 => "an unsigned integer",
+            Param::I64 => "a signed integer",
+            Param::F32 => "an f32",
+        })
+    }
 }
 
 impl NativeKernel {
@@ -269,7 +312,17 @@ impl NativeKernel {
             run: Arc::new(run),
             cost: Arc::new(cost),
             access: None,
+            params: None,
         }
+    }
+
+    /// Declares the kernel's parameter list, in launch order. A launch builder
+    /// (`stream.launch_builder(&kernel)`) checks its arguments' count and kinds against it and
+    /// returns an error before anything is queued; the raw `Runtime::launch` does not (it
+    /// mirrors `aclrtLaunchKernel`, which takes untyped argument slots).
+    pub fn with_params(mut self, params: &[Param]) -> Self {
+        self.params = Some(params.into());
+        self
     }
 
     /// Declares what the kernel reads and writes: `access` gets the launch's argument words
@@ -334,6 +387,14 @@ pub struct KernelEntry {
 }
 
 impl KernelEntry {
+    /// The declared parameter list (native kernels that declared one).
+    pub fn params(&self) -> Option<&[Param]> {
+        match &self.body {
+            KernelBody::Native(k) => k.params.as_deref(),
+            KernelBody::Binary(_) => None,
+        }
+    }
+
     /// The binary code, for a binary kernel.
     pub fn code(&self) -> Option<&Arc<crate::binary::BinaryCode>> {
         match &self.body {

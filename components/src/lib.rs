@@ -35,7 +35,7 @@ pub use event::EventState;
 pub use handle::{Binary, Context, DevicePtr, Event, Kernel, Stream};
 pub use host::HostBuffer;
 pub use kernel::{
-    Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel,
+    Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel, Param,
 };
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use pool::AllocPolicy;

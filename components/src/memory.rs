@@ -150,6 +150,9 @@ struct Space {
     pool: Pool,
     tlb: Tlb,
     blocks: std::collections::HashMap<u64, Block, FxBuildHasher>,
+    /// How many times every block was released at once (`free_all_of`, after a fault): an
+    /// owner that remembers the value at allocation knows whether its block is still its own.
+    epoch: u64,
 }
 
 impl Space {
@@ -296,6 +299,7 @@ impl DeviceMemory {
                 pool: Pool::with_config(asid, config),
                 tlb: Tlb::new(),
                 blocks: Default::default(),
+                epoch: 0,
             },
         );
         Ok(())
@@ -760,6 +764,26 @@ impl DeviceMemory {
         }
     }
 
+    /// As [`DeviceMemory::note_use`] for every block that `bytes` bytes at `addr` overlap: an
+    /// access range may run across adjacent blocks (an access set joins a range that continues
+    /// the previous one, whichever block it is in), and each of them must wait for `pos`.
+    pub fn note_use_range(&mut self, context: Entity, addr: u64, bytes: u64, pos: StreamPosition) {
+        let end = addr.saturating_add(bytes);
+        let mut at = addr;
+        loop {
+            let next = self
+                .spaces
+                .get(&context)
+                .and_then(|s| s.pool.block_containing(at))
+                .map(|(base, size)| base.saturating_add(size));
+            self.note_use(context, at, pos);
+            match next {
+                Some(n) if n > at && n < end => at = n,
+                _ => break,
+            }
+        }
+    }
+
     /// The positions the pending free of `base` waits for (empty if none is pending).
     pub fn pending_positions(&self, base: u64, context: Entity) -> SmallVec<[StreamPosition; 4]> {
         self.pending
@@ -812,9 +836,17 @@ impl DeviceMemory {
         };
         let n = space.blocks.len();
         space.blocks.clear();
+        space.epoch += 1;
         space.pool.release_all(&mut self.driver);
         space.tlb.flush();
         n
+    }
+
+    /// How many times `context`'s blocks were all released at once (by a fault under
+    /// stop-on-failure); `None` when the context has no address space. An allocation made
+    /// at one value is gone once the value moves on, even if its address is live again.
+    pub fn epoch(&self, context: Entity) -> Option<u64> {
+        self.spaces.get(&context).map(|s| s.epoch)
     }
 
     /// Releases memory cached by `context`'s pool back to the driver; returns bytes released.

@@ -564,3 +564,76 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
     // Its callback thread ends once the callbacks it has are done.
     inner.callbacks.forget_context(ctx);
 }
+
+/// The context of a safe-API object made current on this thread while one raw call runs
+/// (`crate::safe`): those objects know their context, the raw calls read the thread's. Pushed
+/// only when it is not current already, and removed on drop (the entry it pushed, even if the
+/// call pushed others on top).
+pub(crate) struct ContextScope<'a> {
+    rt: &'a Runtime,
+    pushed: Option<Entity>,
+}
+
+impl Runtime {
+    /// Makes `ctx` current on this thread until the returned scope is dropped. `fallback` says
+    /// that `ctx` is what a thread with no context of this runtime uses (device 0's primary
+    /// context): such a thread needs nothing pushed.
+    pub(crate) fn enter_context(&self, ctx: Entity, fallback: bool) -> ContextScope<'_> {
+        let id = self.id();
+        let top = top_for(id);
+        if top == Some(ctx) || (top.is_none() && fallback) {
+            return ContextScope {
+                rt: self,
+                pushed: None,
+            };
+        }
+        let mut g = self.lock();
+        let shared = self.weak();
+        STACK.with(|s| {
+            s.borrow_mut().0.push(Entry {
+                runtime: id,
+                ctx,
+                shared,
+            })
+        });
+        g.add_user(ctx);
+        ContextScope {
+            rt: self,
+            pushed: Some(ctx),
+        }
+    }
+}
+
+impl Drop for ContextScope<'_> {
+    fn drop(&mut self) {
+        let Some(ctx) = self.pushed else {
+            return;
+        };
+        let id = self.rt.id();
+        // `try_`: a scope may end while the thread's locals are torn down.
+        let removed = STACK
+            .try_with(|s| {
+                let mut s = s.try_borrow_mut().ok()?;
+                let i = s.0.iter().rposition(|e| e.runtime == id && e.ctx == ctx)?;
+                s.0.remove(i);
+                Some(())
+            })
+            .ok()
+            .flatten();
+        if removed.is_some() {
+            self.rt.lock().release_user(ctx);
+        }
+    }
+}
+
+impl Runtime {
+    /// Creates a context on device `index` without making it current anywhere (the safe API's
+    /// contexts are values, not thread state).
+    pub(crate) fn create_context_detached(&self, index: u32) -> NpuResult<Entity> {
+        let mut g = self.lock();
+        let device = device_entity(&g.world, index)?;
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        Ok(spawn_context(&mut g, device, index, false))
+    }
+}

@@ -3,6 +3,26 @@
 //! events, host callbacks and synchronization. Submission never blocks; the device advances one
 //! frame at a time when the host synchronizes (or calls [`Runtime::step`]).
 //!
+//! Two ways to drive it. The Rust idiom, in [`safe`]: contexts, streams and events as values,
+//! typed device buffers freed in stream order, a launch builder:
+//!
+//! ```
+//! use npusim_engine::prelude::*;
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let ctx = rt.device_context(0)?;
+//! let stream = ctx.stream()?;
+//! let n = 1024;
+//! let (a, b) = (stream.clone_htod(&vec![1.0f32; n])?, stream.clone_htod(&vec![2.0f32; n])?);
+//! let mut c = ctx.alloc::<f32>(n)?;
+//! let add = rt.kernel("vector_add_f32")?;
+//! stream.launch_builder(&add).arg(&a).arg(&b).arg(&mut c).arg(n).grid(8).launch()?;
+//! assert!(stream.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+//! # Ok::<(), NpuError>(())
+//! ```
+//!
+//! And the ACL-style methods of [`Runtime`], one per ACL call (the C API sits on them):
+//!
 //! ```
 //! use npusim_engine::prelude::*;
 //!
@@ -35,6 +55,7 @@ pub mod memory;
 pub mod notify;
 pub mod ops;
 pub mod runtime;
+pub mod safe;
 pub mod stream;
 pub mod timed;
 pub mod timeline;
@@ -51,7 +72,7 @@ pub use npusim_components::shape::{
 pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::{
     Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault,
-    NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamKind, TaskRecord,
+    NativeKernel, NpuError, NpuResult, Param, SimTime, Stream, StreamKind, TaskRecord,
 };
 pub use npusim_device as device;
 pub use npusim_device::config::DeviceConfig;
@@ -63,6 +84,10 @@ pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
+pub use safe::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg, LaunchBuilder,
+    NpuContext, NpuEvent, NpuStream, PinnedBuffer,
+};
 pub use stream::StreamConfig;
 pub use timeline::HostSpan;
 
@@ -73,5 +98,9 @@ pub mod prelude {
         KernelCost, KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder,
         Runtime, RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg,
         Tiling,
+    };
+    pub use crate::{
+        DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, LaunchBuilder,
+        NpuContext, NpuEvent, NpuStream, Param, PinnedBuffer,
     };
 }

@@ -5,7 +5,7 @@
 //! (their cycle count *is* their duration), so their writes are visible from their start;
 //! work ordered after them by stream order or events cannot tell.
 //!
-//! Every load and store the cores make goes through the context's TLB ([`ContextBus`]), which
+//! Every load and store the cores make goes through the context's TLB (`ContextBus`), which
 //! also records it: the launch's access set becomes exactly the byte ranges its blocks touched.
 
 use bevy_ecs::entity::Entity;

@@ -8,7 +8,7 @@
 //! past its communicator's `exec_timeout` fails with `ACL_ERROR_RT_WAIT_TIMEOUT` instead of
 //! hanging, and the communicator is broken from then on. In the hardware tick, the first rank
 //! task of a running operation to complete moves the data for all ranks
-//! ([`execute_collective`]); reductions are split over the worker threads in fixed chunks, each
+//! (`execute_collective`); reductions are split over the worker threads in fixed chunks, each
 //! element reduced in rank order, so results do not depend on the thread count.
 
 use std::cmp::Reverse;

@@ -15,8 +15,8 @@ use npusim_components::resources::{Devices, FrameStats, TaskPool};
 use npusim_components::task::{CopyDir, NewTask};
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
 
-/// A block use to note: (device entity, context, address, stream position).
-type Use = (Entity, Entity, u64, StreamPosition);
+/// (device, context, address, bytes, position): a range a task's access set names.
+type Use = (Entity, Entity, u64, u64, StreamPosition);
 
 /// One stream's rung doorbell, taken for the frame: (stream, context, device, entries).
 type Rung = (Entity, Entity, Entity, Vec<NewTask>);
@@ -121,9 +121,9 @@ pub fn ingest(
     }
     if !scratch.uses.is_empty() {
         let mut q = devices.query_mut(&mut *world);
-        for &(device, context, addr, pos) in &scratch.uses {
+        for &(device, context, addr, bytes, pos) in &scratch.uses {
             if let Ok(mut d) = q.get_mut(device) {
-                d.memory.note_use(context, addr, pos);
+                d.memory.note_use_range(context, addr, bytes, pos);
             }
         }
     }
@@ -224,7 +224,7 @@ fn note_uses(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
             continue;
         }
         match a.space {
-            Space::Local => out.push((task.device, task.context, a.addr, pos)),
+            Space::Local => out.push((task.device, task.context, a.addr, a.bytes, pos)),
             Space::Peer => {
                 let Some(p) = PeerCopy::decode(&task.desc) else {
                     continue;
@@ -235,7 +235,7 @@ fn note_uses(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
                     (p.src_device, p.src_ctx)
                 };
                 if let Some(&d) = devices.get(index as usize) {
-                    out.push((d, ctx, a.addr, pos));
+                    out.push((d, ctx, a.addr, a.bytes, pos));
                 }
             }
         }

@@ -1,7 +1,7 @@
 //! The built-in native kernels (see the table in the module above).
 
 use npusim_components::{
-    Access, AccessMode, AccessSet, KernelCtx, KernelFault, KernelRegistry, NativeKernel,
+    Access, AccessMode, AccessSet, KernelCtx, KernelFault, KernelRegistry, NativeKernel, Param,
 };
 use npusim_device::cost::KernelCost;
 
@@ -38,6 +38,7 @@ fn buffers(
 }
 
 use AccessMode::{Read as R, ReadWrite as RW, Write as W};
+use Param::{Buffer as B, F32, I64, U64};
 
 type KResult = Result<(), KernelFault>;
 
@@ -171,14 +172,14 @@ fn elementwise(flops_per: f64, words_per: f64, n_arg: usize) -> impl Fn(&[u64], 
 /// Registers every built-in kernel.
 pub fn register_builtins(reg: &mut KernelRegistry) {
     reg.register(
-        NativeKernel::new("noop", noop, |_, _| KernelCost::default()).with_access(buffers(&[])),
+        NativeKernel::new("noop", noop, |_, _| KernelCost::default())
+            .with_access(buffers(&[]))
+            .with_params(&[]),
     );
     reg.register(
-        NativeKernel::new("fill_f32", fill, elementwise(0.0, 1.0, 1)).with_access(buffers(&[(
-            0,
-            Count::Arg(1),
-            W,
-        )])),
+        NativeKernel::new("fill_f32", fill, elementwise(0.0, 1.0, 1))
+            .with_access(buffers(&[(0, Count::Arg(1), W)]))
+            .with_params(&[B, U64, F32]),
     );
     const BINARY: &[(usize, Count, AccessMode)] = &[
         (0, Count::Arg(3), R),
@@ -191,7 +192,8 @@ pub fn register_builtins(reg: &mut KernelRegistry) {
             |k| binary(k, |a, b| a + b),
             elementwise(1.0, 3.0, 3),
         )
-        .with_access(buffers(BINARY)),
+        .with_access(buffers(BINARY))
+        .with_params(&[B, B, B, U64]),
     );
     reg.register(
         NativeKernel::new(
@@ -199,15 +201,18 @@ pub fn register_builtins(reg: &mut KernelRegistry) {
             |k| binary(k, |a, b| a * b),
             elementwise(1.0, 3.0, 3),
         )
-        .with_access(buffers(BINARY)),
+        .with_access(buffers(BINARY))
+        .with_params(&[B, B, B, U64]),
     );
     reg.register(
         NativeKernel::new("axpy_f32", axpy, elementwise(2.0, 3.0, 0))
-            .with_access(buffers(&[(2, Count::Arg(0), R), (3, Count::Arg(0), RW)])),
+            .with_access(buffers(&[(2, Count::Arg(0), R), (3, Count::Arg(0), RW)]))
+            .with_params(&[U64, F32, B, B]),
     );
     reg.register(
         NativeKernel::new("relu_f32", relu, elementwise(1.0, 2.0, 2))
-            .with_access(buffers(&[(0, Count::Arg(2), R), (1, Count::Arg(2), W)])),
+            .with_access(buffers(&[(0, Count::Arg(2), R), (1, Count::Arg(2), W)]))
+            .with_params(&[B, B, U64]),
     );
     reg.register(
         NativeKernel::new("gemm_f32", gemm, |a, _| {
@@ -224,7 +229,8 @@ pub fn register_builtins(reg: &mut KernelRegistry) {
             (0, Count::Product(3, 5), R),
             (1, Count::Product(5, 4), R),
             (2, Count::Product(3, 4), RW),
-        ])),
+        ]))
+        .with_params(&[B, B, B, U64, U64, U64]),
     );
     reg.register(
         NativeKernel::new("softmax_rows_f32", softmax_rows, |a, _| {
@@ -238,25 +244,29 @@ pub fn register_builtins(reg: &mut KernelRegistry) {
         .with_access(buffers(&[
             (0, Count::Product(2, 3), R),
             (1, Count::Product(2, 3), W),
-        ])),
+        ]))
+        .with_params(&[B, B, U64, U64]),
     );
     reg.register(
         NativeKernel::new("fault_bad_address", fault_bad_address, |_, _| {
             KernelCost::default()
         })
-        .with_access(buffers(&[(0, Count::Bytes(4), R)])),
+        .with_access(buffers(&[(0, Count::Bytes(4), R)]))
+        .with_params(&[B]),
     );
     reg.register(
         NativeKernel::new("fault_div_zero", fault_div_zero, |_, _| {
             KernelCost::default()
         })
-        .with_access(buffers(&[])),
+        .with_access(buffers(&[]))
+        .with_params(&[I64]),
     );
     reg.register(
         NativeKernel::new("fault_spin", fault_spin, |_, _| {
             KernelCost::vector(1e12, 0.0)
         })
-        .with_access(buffers(&[])),
+        .with_access(buffers(&[]))
+        .with_params(&[]),
     );
 }
 

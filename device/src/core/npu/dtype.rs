@@ -75,8 +75,8 @@ impl DType {
         }
     }
 
-    /// Writes `v`, which must already be a value of this type (see [`round_to`]), to the start
-    /// of `out`.
+    /// Writes `v`, which must already be a value of this type (see [`round_float`] and
+    /// [`round_int`]), to the start of `out`.
     #[inline]
     pub fn store(self, v: f64, out: &mut [u8]) {
         match self {

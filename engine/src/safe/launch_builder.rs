@@ -1,0 +1,236 @@
+//! [`LaunchBuilder`]: a kernel launch assembled argument by argument. It knows which arguments
+//! are buffers (checked live and of the stream's context), floats and integers, and checks them
+//! against the kernel's declared parameter list ([`NativeKernel::with_params`]) before anything
+//! is queued.
+//!
+//! [`NativeKernel::with_params`]: npusim_components::NativeKernel::with_params
+
+use std::marker::PhantomData;
+
+use bevy_ecs::entity::Entity;
+use bytemuck::Pod;
+use npusim_components::task::MAX_ARGS;
+use npusim_components::{
+    Arg, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
+};
+use smallvec::SmallVec;
+
+use super::{DeviceBuffer, DeviceSlice, DeviceView, DeviceViewMut, NpuStream};
+
+/// One argument of a [`LaunchBuilder`]: its word and, for a buffer, the buffer's owner (its
+/// context and the memory epoch it was allocated at), checked at launch.
+#[derive(Debug)]
+pub struct KernelArg<'a> {
+    arg: Arg,
+    buffer: Option<Owner>,
+    _borrow: PhantomData<&'a ()>,
+}
+
+/// Whose memory a buffer argument is: (runtime id, context, epoch).
+type Owner = (u32, Entity, u64);
+
+impl KernelArg<'_> {
+    fn scalar(arg: Arg) -> Self {
+        Self {
+            arg,
+            buffer: None,
+            _borrow: PhantomData,
+        }
+    }
+
+    fn buffer<T: Pod>(s: &(impl DeviceSlice<T> + ?Sized)) -> Self {
+        let ctx = s.context();
+        Self {
+            arg: Arg::Ptr(s.device_ptr()),
+            buffer: Some((ctx.runtime().id(), ctx.entity(), s.epoch())),
+            _borrow: PhantomData,
+        }
+    }
+}
+
+macro_rules! scalar_args {
+    ($($t:ty),*) => {$(
+        impl From<$t> for KernelArg<'_> {
+            fn from(v: $t) -> Self {
+                KernelArg::scalar(Arg::from(v))
+            }
+        }
+        impl From<&$t> for KernelArg<'_> {
+            fn from(v: &$t) -> Self {
+                KernelArg::scalar(Arg::from(*v))
+            }
+        }
+    )*};
+}
+scalar_args!(u64, usize, u32, i32, i64, f32);
+
+impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for KernelArg<'a> {
+    fn from(b: &'a DeviceBuffer<T>) -> Self {
+        KernelArg::buffer(b)
+    }
+}
+
+impl<'a, T: Pod> From<&'a mut DeviceBuffer<T>> for KernelArg<'a> {
+    fn from(b: &'a mut DeviceBuffer<T>) -> Self {
+        KernelArg::buffer(&*b)
+    }
+}
+
+impl<'a, T: Pod> From<&'a DeviceView<'_, T>> for KernelArg<'a> {
+    fn from(b: &'a DeviceView<'_, T>) -> Self {
+        KernelArg::buffer(b)
+    }
+}
+
+impl<'a, T: Pod> From<&'a mut DeviceViewMut<'_, T>> for KernelArg<'a> {
+    fn from(b: &'a mut DeviceViewMut<'_, T>) -> Self {
+        KernelArg::buffer(&*b)
+    }
+}
+
+/// A kernel launch being assembled on a stream (cudarc's `LaunchArgs`):
+/// `stream.launch_builder(&kernel).arg(&a).arg(n).arg(2.5f32).grid(8).launch()?`.
+///
+/// Buffers are passed by reference (`&buf` for what the kernel reads, `&mut buf` for what it
+/// writes), so none can be dropped or moved while the builder holds it; after
+/// [`LaunchBuilder::launch`] they may be, since a drop frees in stream order. Integers and
+/// `f32`s are passed by value or reference. The grid defaults to one block.
+///
+/// A kernel that declared its parameters is checked: a wrong count or kind is an
+/// `ACL_ERROR_RT_PARAM_INVALID` error and nothing is queued.
+///
+/// ```
+/// use npusim_engine::prelude::*;
+///
+/// let rt = Runtime::new(RuntimeConfig::default())?;
+/// let ctx = rt.device_context(0)?;
+/// let stream = ctx.stream()?;
+/// let mut y = stream.alloc_zeros::<f32>(4)?;
+/// let fill = rt.kernel("fill_f32")?; // (buffer, u64 count, f32 value)
+/// let wrong = stream.launch_builder(&fill).arg(&mut y).arg(2.5f32).arg(4usize).launch();
+/// assert!(wrong.is_err(), "an f32 where the count goes is refused");
+/// stream.launch_builder(&fill).arg(&mut y).arg(4usize).arg(2.5f32).launch()?;
+/// assert_eq!(stream.clone_dtoh(&y)?, [2.5; 4]);
+/// # Ok::<(), NpuError>(())
+/// ```
+#[must_use = "a launch builder does nothing until `.launch()`"]
+pub struct LaunchBuilder<'a> {
+    stream: &'a NpuStream,
+    kernel: Kernel,
+    args: SmallVec<[Arg; 8]>,
+    /// The epochs the buffer arguments were allocated at (all of the stream's context).
+    epochs: SmallVec<[u64; 8]>,
+    /// The first argument error, reported at launch.
+    error: Option<NpuError>,
+    grid: u32,
+    tiling: SmallVec<[u32; 8]>,
+}
+
+impl std::fmt::Debug for LaunchBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LaunchBuilder")
+            .field("kernel", &self.kernel)
+            .field("args", &self.args)
+            .field("grid", &self.grid)
+            .finish()
+    }
+}
+
+impl<'a> LaunchBuilder<'a> {
+    pub(crate) fn new(stream: &'a NpuStream, kernel: Kernel) -> Self {
+        Self {
+            stream,
+            kernel,
+            args: SmallVec::new(),
+            epochs: SmallVec::new(),
+            error: None,
+            grid: 1,
+            tiling: SmallVec::new(),
+        }
+    }
+
+    /// Appends an argument: a buffer or view (`&buf`, `&mut buf`), an integer or an `f32`.
+    pub fn arg(mut self, arg: impl Into<KernelArg<'a>>) -> Self {
+        let a = arg.into();
+        if let Some((runtime, owner, epoch)) = a.buffer {
+            let ctx = self.stream.context();
+            if runtime != ctx.runtime().id() || owner != ctx.entity() {
+                self.error.get_or_insert(NpuError::WrongContext {
+                    handle: format!(
+                        "argument {} (a buffer at {})",
+                        self.args.len(),
+                        a.arg.word()
+                    ),
+                    owner: format!("context {owner}"),
+                    current: format!("{ctx:?}"),
+                });
+            }
+            self.epochs.push(epoch);
+        }
+        self.args.push(a.arg);
+        self
+    }
+
+    /// The number of blocks (`blockDim`); 1 unless set.
+    pub fn grid(mut self, blocks: u32) -> Self {
+        self.grid = blocks;
+        self
+    }
+
+    /// Tiling words the kernel reads ([`Runtime::launch_with_tiling`](crate::Runtime::launch_with_tiling)).
+    pub fn tiling(mut self, words: &[u32]) -> Self {
+        self.tiling = words.into();
+        self
+    }
+
+    /// Checks the arguments and enqueues the launch; returns before anything runs.
+    pub fn launch(self) -> NpuResult<()> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.args.len() > MAX_ARGS {
+            return Err(NpuError::InvalidParam(format!(
+                "{} arguments; at most {MAX_ARGS}",
+                self.args.len()
+            )));
+        }
+        // One look at the world for every check: the buffers' memory is still theirs (their
+        // context's epoch has not moved on), and the arguments fit the declared parameters.
+        let ctx = self.stream.context();
+        {
+            let g = ctx.runtime().lock();
+            let epoch = g
+                .world
+                .get::<ContextState>(ctx.entity())
+                .and_then(|c| g.world.get::<DeviceState>(c.device))
+                .and_then(|d| d.memory.epoch(ctx.entity()));
+            if let Some(i) = self.epochs.iter().position(|&e| Some(e) != epoch) {
+                return Err(NpuError::Destroyed(format!(
+                    "buffer argument {i}: its context's memory was released (by a fault, or \
+                     with the context)"
+                )));
+            }
+            let entry = g.world.resource::<KernelRegistry>().get(self.kernel)?;
+            if let Some(params) = entry.params() {
+                if params.len() != self.args.len() {
+                    return Err(NpuError::InvalidParam(format!(
+                        "kernel {} takes {} arguments, {} given",
+                        entry.name,
+                        params.len(),
+                        self.args.len()
+                    )));
+                }
+                for (i, (p, a)) in params.iter().zip(&self.args).enumerate() {
+                    if !p.accepts(*a) {
+                        return Err(NpuError::InvalidParam(format!(
+                            "kernel {}: argument {i} must be {p}, got {a:?}",
+                            entry.name
+                        )));
+                    }
+                }
+            }
+        }
+        self.stream
+            .launch_raw(self.kernel, self.grid, &self.args, &self.tiling)
+    }
+}

@@ -1,0 +1,106 @@
+//! The Rust idiom over [`Runtime`]: objects that know their context, typed device buffers that
+//! free themselves in stream order, methods on streams and events, and a launch builder that
+//! checks a kernel's arguments before anything is queued. The raw `Runtime` methods (which
+//! mirror ACL one to one, and on which the C API sits) stay as they are; everything here is
+//! built on them, so the two can be mixed (see [`DeviceBuffer::into_raw`]).
+//!
+//! A tour, in the order a program meets the types:
+//!
+//! 1. [`NpuContext`] — a device's context (`rt.device_context(0)`). Cheap to clone; every object
+//!    made from it works in it, whatever context the calling thread has current.
+//! 2. [`DeviceBuffer<T>`] — `ctx.alloc::<T>(n)`. Knows its length and element type; slices
+//!    ([`DeviceView`], [`DeviceViewMut`]) are bounds-checked; dropping it frees it in stream
+//!    order. [`PinnedBuffer<T>`] is the same for pinned host memory.
+//! 3. [`NpuStream`] — `ctx.stream()`. Copies (`memcpy_htod`, `memcpy_dtoh`), launches
+//!    (`launch_builder`), event records and waits, `synchronize`.
+//! 4. [`LaunchBuilder`] — `stream.launch_builder(&kernel)`, then `.arg(&a).arg(n).grid(8)` and
+//!    `.launch()`.
+//! 5. [`NpuEvent`] — `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
+//!
+//! ```
+//! use npusim_engine::prelude::*;
+//!
+//! let rt = Runtime::new(RuntimeConfig::default())?;
+//! let ctx = rt.device_context(0)?;
+//! let stream = ctx.stream()?;
+//! let n = 1024;
+//! let a = stream.clone_htod(&vec![1.0f32; n])?;
+//! let b = stream.clone_htod(&vec![2.0f32; n])?;
+//! let mut c = ctx.alloc::<f32>(n)?;
+//! let add = rt.kernel("vector_add_f32")?;
+//! stream.launch_builder(&add).arg(&a).arg(&b).arg(&mut c).arg(n).grid(8).launch()?;
+//! let out = stream.clone_dtoh(&c)?; // synchronizes the stream
+//! assert!(out.iter().all(|&x| x == 3.0));
+//! # Ok::<(), NpuError>(())
+//! ```
+//!
+//! # Drop order
+//!
+//! Every object holds a [`Runtime`] handle, so the runtime lives as long as anything made from
+//! it; dropping the program's own `Runtime` first changes nothing. What each drop does:
+//!
+//! - a [`DeviceBuffer`]: returns at once; the block is released when every task enqueued
+//!   before the drop that names it has completed ([`Runtime::free`]). A queued kernel that
+//!   reads or writes it never sees it reused.
+//! - the last clone of an [`NpuStream`] made by [`NpuContext::stream`]: runs the stream's queued
+//!   work to completion, then destroys the stream ([`Runtime::destroy_stream`]). A wait that
+//!   can never finish is reported, not waited for. A context's default stream is never
+//!   destroyed.
+//! - the last clone of an [`NpuEvent`]: waits for its latest record (so waits enqueued on it
+//!   keep their meaning), then destroys it.
+//! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
+//!   events and buffers each hold it): destroys the context, as [`Runtime::destroy_context`]
+//!   does. A device's primary context is never destroyed by a drop.
+//! - in a context that faulted (stop-on-failure): buffers find their memory already released
+//!   and do nothing; a stream or event reports the context's error (kept, see below) and is
+//!   not destroyed: it stays until its context is (for a primary context, as long as the
+//!   runtime).
+//! - the last handle of the runtime (whatever holds it last): the world goes, with any work
+//!   still queued, which never runs.
+//!
+//! A drop cannot return an error: what goes wrong in one (a stream whose queued work failed,
+//! say) is kept and read back with [`Runtime::take_drop_errors`]. A drop that finds its memory
+//! already gone (its context destroyed, or its blocks released by a fault) does nothing.
+
+mod buffer;
+mod context;
+mod event;
+mod launch_builder;
+mod stream;
+
+pub use buffer::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, PinnedBuffer,
+};
+pub use context::NpuContext;
+pub use event::NpuEvent;
+pub use launch_builder::{KernelArg, LaunchBuilder};
+pub use stream::NpuStream;
+
+use bevy_ecs::resource::Resource;
+use npusim_components::NpuError;
+
+use crate::Runtime;
+
+/// Errors raised in drops, kept until [`Runtime::take_drop_errors`].
+#[derive(Resource, Default)]
+pub(crate) struct DropErrors(Vec<NpuError>);
+
+impl Runtime {
+    /// Takes the errors that drops of safe-API objects ran into (a stream whose queued work
+    /// failed as the stream was dropped, say), oldest first.
+    pub fn take_drop_errors(&self) -> Vec<NpuError> {
+        let mut g = self.lock();
+        g.world
+            .get_resource_mut::<DropErrors>()
+            .map(|mut e| std::mem::take(&mut e.0))
+            .unwrap_or_default()
+    }
+
+    pub(crate) fn keep_drop_error(&self, e: NpuError) {
+        let mut g = self.lock();
+        g.world
+            .get_resource_or_insert_with(DropErrors::default)
+            .0
+            .push(e);
+    }
+}

@@ -1,0 +1,263 @@
+//! [`NpuStream`]: a stream as a value, with the calls a reader looks for on it — copies,
+//! launches, event records and waits, synchronize.
+
+use std::sync::Arc;
+
+use bytemuck::Pod;
+use npusim_components::{Arg, HostBuffer, Kernel, NpuError, NpuResult, Stream};
+
+use super::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, LaunchBuilder, NpuContext, NpuEvent, PinnedBuffer,
+};
+
+struct StreamInner {
+    ctx: NpuContext,
+    raw: Stream,
+    /// Whether the last drop destroys it (not a context's default stream).
+    owned: bool,
+}
+
+impl Drop for StreamInner {
+    fn drop(&mut self) {
+        if !self.owned || self.ctx.epoch().is_none() {
+            return; // a default stream, or the context (and its streams) is gone
+        }
+        // Synchronize first: destroying returns only whether the wait ended, and the error of
+        // a task of the stream would go with it.
+        let result = self.ctx.with(|rt| {
+            let synced = rt.synchronize_stream(self.raw);
+            rt.destroy_stream(self.raw).and(synced)
+        });
+        if let Err(e) = result {
+            self.ctx.runtime().keep_drop_error(e);
+        }
+    }
+}
+
+/// A stream of a context: tasks run on it one after another, and it runs beside other
+/// streams. Cheap to clone (clones share it), `Send + Sync`. The last clone of a stream from
+/// [`NpuContext::stream`] runs its queued work and destroys it when dropped.
+///
+/// ```
+/// use npusim_engine::prelude::*;
+///
+/// let rt = Runtime::new(RuntimeConfig::default())?;
+/// let ctx = rt.device_context(0)?;
+/// let (s1, s2) = (ctx.stream()?, ctx.stream()?);
+/// let mut x = s1.alloc_zeros::<f32>(256)?;
+/// let fill = rt.kernel("fill_f32")?;
+/// s1.launch_builder(&fill).arg(&mut x).arg(256usize).arg(7.0f32).launch()?;
+/// let done = ctx.event()?;
+/// s1.record(&done)?;
+/// s2.wait(&done)?; // s2's later work starts after the fill
+/// assert_eq!(s2.clone_dtoh(&x)?, vec![7.0f32; 256]);
+/// # Ok::<(), NpuError>(())
+/// ```
+#[derive(Clone)]
+pub struct NpuStream {
+    inner: Arc<StreamInner>,
+}
+
+impl std::fmt::Debug for NpuStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NpuStream({})", self.inner.raw)
+    }
+}
+
+/// Checks that `buf` is live memory of the stream's context.
+fn same_context<T: Pod>(ctx: &NpuContext, buf: &(impl DeviceSlice<T> + ?Sized)) -> NpuResult<()> {
+    buf.check_live()?;
+    if buf.context().entity() != ctx.entity() || buf.context().runtime().id() != ctx.runtime().id()
+    {
+        return Err(NpuError::WrongContext {
+            handle: format!("device buffer at {}", buf.device_ptr()),
+            owner: format!("{:?}", buf.context()),
+            current: format!("{ctx:?}"),
+        });
+    }
+    Ok(())
+}
+
+fn fits(what: &str, src: usize, dst: usize) -> NpuResult<()> {
+    if src > dst {
+        return Err(NpuError::InvalidParam(format!(
+            "{what}: {src} elements do not fit {dst}"
+        )));
+    }
+    Ok(())
+}
+
+impl NpuStream {
+    pub(crate) fn new(ctx: NpuContext, raw: Stream, owned: bool) -> Self {
+        Self {
+            inner: Arc::new(StreamInner { ctx, raw, owned }),
+        }
+    }
+
+    /// The stream's context.
+    pub fn context(&self) -> &NpuContext {
+        &self.inner.ctx
+    }
+
+    /// The raw handle, for the ACL-style methods of [`Runtime`](crate::Runtime) (with the
+    /// stream's context current).
+    pub fn raw(&self) -> Stream {
+        self.inner.raw
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&crate::Runtime, Stream) -> R) -> R {
+        self.inner.ctx.with(|rt| f(rt, self.inner.raw))
+    }
+
+    /// Enqueues a copy of `src` into the start of `dst`. `src` is staged at the call (as an
+    /// asynchronous copy from pageable memory is), so it may be reused at once.
+    pub fn memcpy_htod<T: Pod>(
+        &self,
+        src: &[T],
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, dst)?;
+        fits("memcpy_htod", src.len(), dst.len())?;
+        let ptr = dst.device_ptr();
+        self.with(|rt, s| rt.memcpy_htod_async_pageable(ptr, src, s))
+    }
+
+    /// Copies the start of `src` into `dst` (all of `dst`), waiting for the stream: the copy
+    /// is enqueued behind the stream's work, and the call returns once it has run.
+    pub fn memcpy_dtoh<T: Pod>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut [T],
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, src)?;
+        fits("memcpy_dtoh", dst.len(), src.len())?;
+        let out: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        let staged = HostBuffer::try_new(out.len() as u64, false)?;
+        let ptr = src.device_ptr();
+        let bytes = out.len() as u64;
+        self.with(|rt, s| {
+            rt.memcpy_dtoh_async(&staged, ptr, bytes, s)?;
+            rt.synchronize_stream(s)
+        })?;
+        out.copy_from_slice(&staged.bytes()?);
+        Ok(())
+    }
+
+    /// Enqueues a copy of all of `src` into the start of `dst` (device to device, same
+    /// context).
+    pub fn memcpy_dtod<T: Pod>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, src)?;
+        same_context(&self.inner.ctx, dst)?;
+        fits("memcpy_dtod", src.len(), dst.len())?;
+        let (d, sp, bytes) = (dst.device_ptr(), src.device_ptr(), src.byte_len());
+        self.with(|rt, s| rt.memcpy_dtod_async(d, sp, bytes, s))
+    }
+
+    /// Enqueues a copy of all of pinned `src` into the start of `dst`; the bytes are read when
+    /// the copy runs (as a DMA engine reads pinned memory).
+    pub fn memcpy_htod_pinned<T: Pod>(
+        &self,
+        src: &PinnedBuffer<T>,
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, dst)?;
+        fits("memcpy_htod_pinned", src.len(), dst.len())?;
+        let (ptr, bytes) = (dst.device_ptr(), src.byte_len());
+        self.with(|rt, s| rt.memcpy_htod_async(ptr, src.as_raw(), bytes, s))
+    }
+
+    /// Enqueues a copy of all of `src` into the start of pinned `dst`; read `dst` after the
+    /// stream (or an event recorded after the copy) has been synchronized.
+    pub fn memcpy_dtoh_pinned<T: Pod>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+        dst: &PinnedBuffer<T>,
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, src)?;
+        fits("memcpy_dtoh_pinned", src.len(), dst.len())?;
+        let (ptr, bytes) = (src.device_ptr(), src.byte_len());
+        self.with(|rt, s| rt.memcpy_dtoh_async(dst.as_raw(), ptr, bytes, s))
+    }
+
+    /// Enqueues zeroing all of `dst`.
+    pub fn memset_zeros<T: Pod>(
+        &self,
+        dst: &mut (impl DeviceSliceMut<T> + ?Sized),
+    ) -> NpuResult<()> {
+        same_context(&self.inner.ctx, dst)?;
+        let (ptr, bytes) = (dst.device_ptr(), dst.byte_len());
+        self.with(|rt, s| rt.memset_async(ptr, 0, bytes, s))
+    }
+
+    /// A new buffer holding a copy of `src` (allocated now, filled in stream order).
+    pub fn clone_htod<T: Pod>(&self, src: &[T]) -> NpuResult<DeviceBuffer<T>> {
+        let mut buf = self.inner.ctx.alloc::<T>(src.len())?;
+        self.memcpy_htod(src, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The elements of `src`, copied out once the stream's work before the copy has run.
+    pub fn clone_dtoh<T: Pod>(&self, src: &(impl DeviceSlice<T> + ?Sized)) -> NpuResult<Vec<T>> {
+        let mut out = vec![T::zeroed(); src.len()];
+        self.memcpy_dtoh(src, &mut out)?;
+        Ok(out)
+    }
+
+    /// A new buffer of `n` zeroed elements: allocated now, zeroed in stream order (work
+    /// enqueued later on this stream sees zeros).
+    pub fn alloc_zeros<T: Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
+        let mut buf = self.inner.ctx.alloc::<T>(n)?;
+        self.memset_zeros(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// A launch of `kernel` on this stream, to be given its arguments, grid and tiling.
+    pub fn launch_builder<'a>(&'a self, kernel: &Kernel) -> LaunchBuilder<'a> {
+        LaunchBuilder::new(self, *kernel)
+    }
+
+    /// Enqueues `kernel` with `grid` blocks and untyped `args` (as
+    /// [`Runtime::launch`](crate::Runtime::launch)). Prefer [`NpuStream::launch_builder`],
+    /// which checks buffers and the kernel's declared parameters.
+    pub fn launch(&self, kernel: &Kernel, grid: u32, args: &[Arg]) -> NpuResult<()> {
+        let k = *kernel;
+        self.with(|rt, s| rt.launch(k, grid, args, s))
+    }
+
+    pub(crate) fn launch_raw(
+        &self,
+        kernel: Kernel,
+        grid: u32,
+        args: &[Arg],
+        tiling: &[u32],
+    ) -> NpuResult<()> {
+        self.with(|rt, s| rt.launch_with_tiling(kernel, grid, args, tiling, s))
+    }
+
+    /// Enqueues a record of `event`: it fires when the stream's earlier work is done.
+    pub fn record(&self, event: &NpuEvent) -> NpuResult<()> {
+        let e = event.raw();
+        self.with(|rt, s| rt.record_event(e, s))
+    }
+
+    /// Makes the stream's later work wait for the latest record of `event` (as of now).
+    pub fn wait(&self, event: &NpuEvent) -> NpuResult<()> {
+        let e = event.raw();
+        self.with(|rt, s| rt.stream_wait_event(s, e))
+    }
+
+    /// Waits until everything enqueued so far has run; returns the first error of a task on
+    /// the stream since the last synchronize.
+    pub fn synchronize(&self) -> NpuResult<()> {
+        self.with(|rt, s| rt.synchronize_stream(s))
+    }
+
+    /// Whether everything enqueued has run (does not advance the device).
+    pub fn query(&self) -> NpuResult<bool> {
+        self.with(|rt, s| rt.query_stream(s))
+    }
+}

@@ -1,0 +1,675 @@
+//! The safe API (`npusim::safe`): typed buffers freed in stream order, streams and events that
+//! clean up after themselves, the launch builder's checks, and what each drop does. Random
+//! programs of safe calls never see a use after free or two live buffers sharing memory.
+
+use std::collections::BTreeMap;
+
+use npusim::prelude::*;
+use npusim::{FailureMode, codes};
+use proptest::prelude::*;
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeConfig::default()).expect("runtime")
+}
+
+#[track_caller]
+fn assert_code<T: std::fmt::Debug>(result: NpuResult<T>, code: i32) {
+    match result {
+        Ok(v) => panic!("expected error {code}, got Ok({v:?})"),
+        Err(e) => assert_eq!(e.code(), code, "{e}"),
+    }
+}
+
+/// What the compile-fail doctests of `DeviceBuffer` forbid, written correctly, compiles: they
+/// fail for the reason they name, not for a typo.
+#[test]
+fn the_compile_fail_examples_compile_once_corrected() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let stream = ctx.stream()?;
+    let mut halves = ctx.alloc::<u16>(4)?;
+    let more = ctx.alloc::<u16>(4)?;
+    stream.memcpy_dtod(&more, &mut halves)?;
+    let mut buf = ctx.alloc::<f32>(4)?;
+    stream.memcpy_htod(&[1.0f32; 4], &mut buf)?;
+    drop(buf);
+    stream.synchronize()
+}
+
+#[test]
+fn safe_handles_are_send_sync_and_cheap_to_clone() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<NpuContext>();
+    send_sync::<NpuStream>();
+    send_sync::<NpuEvent>();
+    send_sync::<DeviceBuffer<f32>>();
+    send_sync::<PinnedBuffer<u8>>();
+    fn clone<T: Clone>() {}
+    clone::<NpuContext>();
+    clone::<NpuStream>();
+    clone::<NpuEvent>();
+}
+
+#[test]
+fn a_buffer_knows_its_length_element_type_and_device() -> NpuResult<()> {
+    let rt = Runtime::new(RuntimeConfig {
+        devices: 2,
+        ..RuntimeConfig::default()
+    })?;
+    let ctx = rt.device_context(1)?;
+    let buf = ctx.alloc::<u64>(10)?;
+    assert_eq!((buf.len(), buf.byte_len(), buf.device()), (10, 80, 1));
+    let view = buf.slice(2..5)?;
+    assert_eq!((view.len(), view.byte_len()), (3, 24));
+    assert_eq!(view.device_ptr(), buf.device_ptr().offset(16));
+    assert_eq!(view.slice(1..)?.device_ptr(), buf.device_ptr().offset(24));
+    assert_code(buf.slice(5..11), codes::RT_PARAM_INVALID);
+    assert_code(view.slice(..4), codes::RT_PARAM_INVALID);
+    assert_code(ctx.alloc::<u64>(0), codes::RT_PARAM_INVALID);
+    Ok(())
+}
+
+#[test]
+fn copies_check_lengths_and_land_in_the_view_they_name() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let mut buf = s.alloc_zeros::<i32>(8)?;
+    assert_code(s.memcpy_htod(&[1i32; 9], &mut buf), codes::RT_PARAM_INVALID);
+    s.memcpy_htod(&[7i32; 3], &mut buf.slice_mut(5..)?)?;
+    assert_eq!(s.clone_dtoh(&buf)?, [0, 0, 0, 0, 0, 7, 7, 7]);
+    assert_eq!(s.clone_dtoh(&buf.slice(4..6)?)?, [0, 7]);
+    let mut short = [0i32; 2];
+    assert_code(
+        s.memcpy_dtoh(&buf.slice(..1)?, &mut short),
+        codes::RT_PARAM_INVALID,
+    );
+    let pinned = ctx.alloc_host::<i32>(8)?;
+    s.memcpy_dtoh_pinned(&buf, &pinned)?;
+    s.synchronize()?;
+    assert_eq!(pinned.read()?, [0, 0, 0, 0, 0, 7, 7, 7]);
+    Ok(())
+}
+
+#[test]
+fn objects_work_in_their_own_context_whatever_the_thread_has_current() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let buf = s.clone_htod(&[1.0f32, 2.0, 3.0])?;
+    let other = rt.create_context(0)?; // now current on this thread
+    assert_eq!(s.clone_dtoh(&buf)?, [1.0, 2.0, 3.0]);
+    assert_eq!(
+        rt.current_context()?,
+        other,
+        "the thread's context is left as it was"
+    );
+    // From another thread, which never chose a context.
+    let handle = std::thread::spawn(move || s.clone_dtoh(&buf));
+    assert_eq!(handle.join().unwrap()?, [1.0, 2.0, 3.0]);
+    Ok(())
+}
+
+#[test]
+fn a_buffer_of_another_context_is_refused_before_anything_is_queued() -> NpuResult<()> {
+    let rt = runtime();
+    let a = rt.device_context(0)?;
+    let b = rt.context_of(rt.create_context(0)?)?;
+    let (sa, sb) = (a.stream()?, b.stream()?);
+    let mut x = a.alloc::<f32>(16)?;
+    assert_code(
+        sb.memcpy_htod(&[0.0f32; 16], &mut x),
+        codes::RT_STREAM_CONTEXT,
+    );
+    let fill = rt.kernel("fill_f32")?;
+    let r = sb
+        .launch_builder(&fill)
+        .arg(&mut x)
+        .arg(16usize)
+        .arg(1.0f32)
+        .launch();
+    assert!(r.is_err());
+    assert!(sb.query()? && sa.query()?, "nothing was queued");
+    Ok(())
+}
+
+#[test]
+fn a_launch_with_the_wrong_arguments_is_refused_before_anything_is_queued() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let (a, b) = (s.clone_htod(&[1.0f32; 4])?, s.clone_htod(&[2.0f32; 4])?);
+    let mut c = s.alloc_zeros::<f32>(4)?;
+    s.synchronize()?;
+    let before = rt.timeline().len();
+    let add = rt.kernel("vector_add_f32")?;
+    let too_few = s.launch_builder(&add).arg(&a).arg(&b).arg(&mut c).launch();
+    assert_code(too_few, codes::RT_PARAM_INVALID);
+    let float_count = s
+        .launch_builder(&add)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(4.0f32)
+        .launch();
+    assert_code(float_count, codes::RT_PARAM_INVALID);
+    let count_for_buffer = s
+        .launch_builder(&add)
+        .arg(4usize)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(4usize)
+        .launch();
+    assert_code(count_for_buffer, codes::RT_PARAM_INVALID);
+    let negative = s
+        .launch_builder(&add)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(-1i32)
+        .launch();
+    assert_code(negative, codes::RT_PARAM_INVALID);
+    assert!(s.query()?, "nothing was queued");
+    s.synchronize()?;
+    assert_eq!(rt.timeline().len(), before);
+    // A literal integer is fine where a count goes.
+    s.launch_builder(&add)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(4)
+        .grid(2)
+        .launch()?;
+    assert_eq!(s.clone_dtoh(&c)?, [3.0; 4]);
+    Ok(())
+}
+
+#[test]
+fn a_kernel_without_a_declared_signature_takes_any_arguments() -> NpuResult<()> {
+    let rt = runtime();
+    let k = rt.register_kernel(NativeKernel::new(
+        "store_index",
+        |k| {
+            let (p, v) = (k.ptr(0)?, k.u64(1)?);
+            k.store(p, &[v as u32])
+        },
+        |_, _| KernelCost::default(),
+    ));
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let mut x = s.alloc_zeros::<u32>(1)?;
+    s.launch_builder(&k).arg(&mut x).arg(9u32).launch()?;
+    assert_eq!(s.clone_dtoh(&x)?, [9]);
+    Ok(())
+}
+
+#[test]
+fn a_buffer_dropped_behind_a_queued_kernel_is_not_reused_until_the_kernel_has_run() -> NpuResult<()>
+{
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let (s, t) = (ctx.stream()?, ctx.stream()?);
+    let n = 1 << 16;
+    let a = s.clone_htod(&vec![1.0f32; n])?;
+    let b = s.clone_htod(&vec![2.0f32; n])?;
+    let mut c = ctx.alloc::<f32>(n)?;
+    let add = rt.kernel("vector_add_f32")?;
+    s.launch_builder(&add)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(n)
+        .launch()?;
+    let (a_at, b_at) = (a.device_ptr(), b.device_ptr());
+    drop(a);
+    drop(b);
+    // New buffers filled on another stream at once: they must not be where `a` and `b` are.
+    let fresh: Vec<DeviceBuffer<f32>> = (0..4)
+        .map(|_| t.clone_htod(&vec![-5.0f32; n]))
+        .collect::<NpuResult<_>>()?;
+    for f in &fresh {
+        assert!(f.device_ptr() != a_at && f.device_ptr() != b_at);
+    }
+    assert_eq!(s.clone_dtoh(&c)?, vec![3.0f32; n]);
+    Ok(())
+}
+
+#[test]
+fn dropping_a_stream_with_work_queued_runs_the_work_first() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let mut x = ctx.alloc::<f32>(1024)?;
+    let s = ctx.stream()?;
+    let fill = rt.kernel("fill_f32")?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(1024usize)
+        .arg(4.0f32)
+        .launch()?;
+    let streams = rt.stats().streams;
+    let clone = s.clone();
+    drop(s);
+    assert_eq!(rt.stats().streams, streams, "a clone keeps the stream");
+    drop(clone);
+    assert_eq!(
+        rt.stats().streams,
+        streams - 1,
+        "the last clone destroys it"
+    );
+    let other = ctx.default_stream()?;
+    assert!(other.query()?);
+    assert_eq!(other.clone_dtoh(&x)?, vec![4.0f32; 1024]);
+    assert!(rt.take_drop_errors().is_empty());
+    drop(other);
+    assert_eq!(
+        rt.stats().streams,
+        streams - 1,
+        "a default stream is never destroyed"
+    );
+    Ok(())
+}
+
+#[test]
+fn dropping_a_stream_whose_work_failed_keeps_the_error() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    rt.set_failure_mode(FailureMode::Continue)?;
+    let s = ctx.stream()?;
+    s.launch(&rt.kernel("fault_div_zero")?, 1, &[0u64.into()])?;
+    drop(s);
+    let errors = rt.take_drop_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0].code(), codes::RT_AICORE_TRAP_EXCEPTION);
+    Ok(())
+}
+
+#[test]
+fn dropping_an_event_a_stream_waits_on_keeps_the_wait() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let (s1, s2) = (ctx.stream()?, ctx.stream()?);
+    let n = 1 << 18;
+    let mut x = s1.alloc_zeros::<f32>(n)?;
+    let fill = rt.kernel("fill_f32")?;
+    s1.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(1.5f32)
+        .launch()?;
+    let e = ctx.event()?;
+    s1.record(&e)?;
+    s2.wait(&e)?;
+    let pinned = ctx.alloc_host::<f32>(n)?;
+    s2.memcpy_dtoh_pinned(&x, &pinned)?;
+    drop(e);
+    s2.synchronize()?;
+    assert!(pinned.read()?.iter().all(|&v| v == 1.5));
+    Ok(())
+}
+
+#[test]
+fn dropping_the_runtime_first_leaves_the_objects_working() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let x = s.clone_htod(&[1u8, 2, 3])?;
+    drop(rt);
+    assert_eq!(s.clone_dtoh(&x)?, [1, 2, 3]);
+    Ok(())
+}
+
+#[test]
+fn dropping_everything_with_work_queued_neither_hangs_nor_panics() -> NpuResult<()> {
+    for order in 0..3 {
+        let rt = runtime();
+        let ctx = rt.device_context(0)?;
+        let s = ctx.stream()?;
+        let e = ctx.event()?;
+        let n = 1 << 16;
+        let mut x = ctx.alloc::<f32>(n)?;
+        let fill = rt.kernel("fill_f32")?;
+        for _ in 0..8 {
+            s.launch_builder(&fill)
+                .arg(&mut x)
+                .arg(n)
+                .arg(1.0f32)
+                .launch()?;
+        }
+        s.record(&e)?;
+        let raw = rt.create_stream()?;
+        rt.launch(
+            fill,
+            1,
+            &[x.device_ptr().into(), n.into(), 2.0f32.into()],
+            raw,
+        )?;
+        match order {
+            0 => drop((rt, ctx, s, e, x)),
+            1 => drop((x, e, s, ctx, rt)),
+            _ => drop((s, x, rt, e, ctx)),
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_buffer_whose_memory_a_fault_released_is_dead_and_its_drop_frees_nothing() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let old = s.clone_htod(&[1u32; 256])?;
+    s.launch(
+        &rt.kernel("fault_bad_address")?,
+        1,
+        &[DevicePtr(0xdead_0000).into()],
+    )?;
+    assert!(s.synchronize().is_err());
+    rt.set_current_context(ctx.raw())?;
+    rt.reset_context()?;
+    let new = s.clone_htod(&[2u32; 256])?;
+    assert_code(s.clone_dtoh(&old), codes::RT_INVALID_HANDLE);
+    let fill = rt.kernel("fill_f32")?;
+    let mut old = old;
+    let launch = s
+        .launch_builder(&fill)
+        .arg(&mut old)
+        .arg(256usize)
+        .arg(0.0f32)
+        .launch();
+    assert_code(launch, codes::RT_INVALID_HANDLE);
+    let live = rt.stats().live_blocks[0];
+    drop(old);
+    assert_eq!(rt.stats().live_blocks[0], live, "the drop freed nothing");
+    assert!(rt.take_drop_errors().is_empty());
+    assert_eq!(
+        s.clone_dtoh(&new)?,
+        vec![2u32; 256],
+        "the new buffer is untouched"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_buffer_goes_to_the_raw_api_and_back() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let buf = s.clone_htod(&[1.0f32, 2.0])?;
+    let (ptr, len) = buf.into_raw();
+    let live = rt.stats().live_blocks[0];
+    let mut host = [0.0f32; 2];
+    rt.memcpy_dtoh(&mut host, ptr)?;
+    assert_eq!(host, [1.0, 2.0]);
+    // SAFETY: `ptr` came from `into_raw` and has no other owner.
+    let back = unsafe { DeviceBuffer::<f32>::from_raw(&ctx, ptr, len)? };
+    // SAFETY: refused (too long), so nothing takes ownership.
+    assert!(unsafe { DeviceBuffer::<f32>::from_raw(&ctx, ptr, 3) }.is_err());
+    drop(back);
+    s.synchronize()?;
+    assert_eq!(rt.stats().live_blocks[0], live - 1, "dropping it freed it");
+    Ok(())
+}
+
+#[test]
+fn events_time_the_work_between_them() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let (start, end) = (ctx.event()?, ctx.event()?);
+    let mut x = ctx.alloc::<f32>(1 << 20)?;
+    s.record(&start)?;
+    s.memset_zeros(&mut x)?;
+    s.record(&end)?;
+    assert_code(end.elapsed_since(&start), codes::RT_EVENT_NOT_COMPLETE);
+    end.synchronize()?;
+    assert!(end.query()?);
+    let ms = end.elapsed_since(&start)?;
+    assert!(ms > 0.0);
+    assert_eq!(
+        end.timestamp()? - start.timestamp()?,
+        SimTime((ms as f64 * 1e6).round() as u64)
+    );
+    Ok(())
+}
+
+// Random programs: a shadow of every live buffer's contents; after every step that reads back,
+// the device must agree, and no two live buffers may overlap.
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc(usize),
+    Fill(usize, u8),
+    Add(usize, usize, usize),
+    CopyRange(usize, usize),
+    Drop(usize),
+    Check(usize),
+    DropStream,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        // Whole 64-byte multiples, so blocks lie back to back and one access range can span two.
+        2 => (1usize..128).prop_map(|k| Op::Alloc(16 * k)),
+        // Large ones get chunks of their own, which go back to the driver when freed.
+        1 => (1usize..8).prop_map(|k| Op::Alloc(16384 * k)),
+        3 => (any::<usize>(), any::<u8>()).prop_map(|(i, v)| Op::Fill(i, v)),
+        3 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::Add(a, b, c)),
+        2 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::CopyRange(a, b)),
+        3 => any::<usize>().prop_map(Op::Drop),
+        2 => any::<usize>().prop_map(Op::Check),
+        1 => Just(Op::DropStream),
+    ]
+}
+
+fn run(ops: &[Op]) -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let fill = rt.kernel("fill_f32")?;
+    let add = rt.kernel("vector_add_f32")?;
+    let mut streams = vec![ctx.stream()?, ctx.stream()?];
+    let mut live: Vec<(DeviceBuffer<f32>, Vec<f32>)> = Vec::new();
+    let mut k = 0usize;
+    // Each step runs on the next stream, after the previous step (an event joins them): the
+    // program is ordered, as the shadow is, while its work moves between streams.
+    let join = ctx.event()?;
+    let mut last: Option<NpuStream> = None;
+    // New buffers are filled on a stream of their own that waits for nothing: a new block is
+    // free of queued work, so its fill may run at once, beside the queued steps. Were a block
+    // handed out while queued work still touched it, the two would collide and a shadow differ.
+    let side = ctx.stream()?;
+    let filled = ctx.event()?;
+    for op in ops {
+        k += 1;
+        let s = streams[k % streams.len()].clone();
+        if let Some(prev) = last.replace(s.clone()) {
+            prev.record(&join)?;
+            s.wait(&join)?;
+        }
+        s.wait(&filled)?;
+        let pick = |i: usize, n: usize| i % n.max(1);
+        match *op {
+            Op::Alloc(n) => {
+                let mut b = ctx.alloc::<f32>(n)?;
+                let v = vec![k as f32; n];
+                side.memcpy_htod(&v, &mut b)?;
+                side.record(&filled)?;
+                live.push((b, v));
+            }
+            Op::Fill(i, v) if !live.is_empty() => {
+                let i = pick(i, live.len());
+                let (b, shadow) = &mut live[i];
+                let n = b.len();
+                s.launch_builder(&fill)
+                    .arg(&mut *b)
+                    .arg(n)
+                    .arg(v as f32)
+                    .launch()?;
+                shadow.fill(v as f32);
+            }
+            Op::Add(a, b, c) if live.len() >= 3 => {
+                let (a, b, c) = (
+                    pick(a, live.len()),
+                    pick(b, live.len()),
+                    pick(c, live.len()),
+                );
+                if a == c || b == c {
+                    continue;
+                }
+                let n = live[a].0.len().min(live[b].0.len()).min(live[c].0.len());
+                // Borrow three entries at once through raw indices: split the vector.
+                let sum: Vec<f32> = (0..n).map(|j| live[a].1[j] + live[b].1[j]).collect();
+                let (xa, xb) = (
+                    &live[a].0 as *const DeviceBuffer<f32>,
+                    &live[b].0 as *const DeviceBuffer<f32>,
+                );
+                // SAFETY: `a` and `b` differ from `c`; the shared borrows do not alias the
+                // mutable one, and all end before `live` is touched again.
+                let (xa, xb) = unsafe { (&*xa, &*xb) };
+                let xc = &mut live[c].0;
+                s.launch_builder(&add)
+                    .arg(xa)
+                    .arg(xb)
+                    .arg(&mut *xc)
+                    .arg(n)
+                    .launch()?;
+                live[c].1[..n].copy_from_slice(&sum);
+            }
+            Op::CopyRange(a, b) if live.len() >= 2 => {
+                let (a, b) = (pick(a, live.len()), pick(b, live.len()));
+                if a == b {
+                    continue;
+                }
+                let n = live[a].0.len().min(live[b].0.len()) / 2;
+                if n == 0 {
+                    continue;
+                }
+                let src = &live[a].0 as *const DeviceBuffer<f32>;
+                // SAFETY: `a != b`.
+                let src = unsafe { &*src };
+                let view = src.slice(..n)?;
+                s.memcpy_dtod(&view, &mut live[b].0.slice_mut(n..2 * n)?)?;
+                let part: Vec<f32> = live[a].1[..n].to_vec();
+                live[b].1[n..2 * n].copy_from_slice(&part);
+            }
+            Op::Drop(i) if !live.is_empty() => {
+                let i = pick(i, live.len());
+                live.swap_remove(i);
+            }
+            Op::Check(i) if !live.is_empty() => {
+                let i = pick(i, live.len());
+                let got = s.clone_dtoh(&live[i].0)?;
+                assert!(
+                    got == live[i].1,
+                    "buffer {i} differs from its shadow after {k} steps"
+                );
+            }
+            Op::DropStream => {
+                // Dropped with its work queued (the last step may be on it): the work runs.
+                let gone = streams.remove(0);
+                last = last.filter(|l| l.raw() != gone.raw());
+                drop(gone);
+                streams.push(ctx.stream()?);
+            }
+            _ => {}
+        }
+        // No two live buffers share a byte.
+        let mut ranges: BTreeMap<u64, u64> = BTreeMap::new();
+        for (b, _) in &live {
+            ranges.insert(b.device_ptr().addr(), b.byte_len());
+        }
+        let mut end = 0;
+        for (&start, &len) in &ranges {
+            assert!(start >= end, "live buffers overlap at {start:#x}");
+            end = start + len;
+        }
+    }
+    ctx.synchronize()?;
+    let s = ctx.default_stream()?;
+    for (i, (b, shadow)) in live.iter().enumerate() {
+        assert!(
+            &s.clone_dtoh(b)? == shadow,
+            "buffer {i} differs from its shadow at the end"
+        );
+    }
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("NPUSIM_PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    ))]
+
+    #[test]
+    fn random_safe_programs_never_use_freed_memory_or_share_it(ops in proptest::collection::vec(op(), 1..60)) {
+        run(&ops).unwrap();
+    }
+}
+
+#[test]
+fn a_new_context_goes_with_the_last_object_made_from_it_even_with_work_queued() -> NpuResult<()> {
+    let rt = runtime();
+    let before = rt.stats().contexts;
+    let current = rt.current_context()?;
+    let ctx = rt.new_context(0)?;
+    assert_eq!(
+        rt.current_context()?,
+        current,
+        "no thread's context changed"
+    );
+    let s = ctx.stream()?;
+    let mut x = ctx.alloc::<f32>(1 << 16)?;
+    let fill = rt.kernel("fill_f32")?;
+    for _ in 0..4 {
+        s.launch_builder(&fill)
+            .arg(&mut x)
+            .arg(1usize << 16)
+            .arg(1.0f32)
+            .launch()?;
+    }
+    drop(ctx);
+    assert_eq!(rt.stats().contexts, before + 1);
+    drop((s, x));
+    assert_eq!(rt.stats().contexts, before, "the context is gone");
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn threads_share_a_runtime_each_with_a_context_of_its_own() -> NpuResult<()> {
+    let rt = runtime();
+    let workers: Vec<_> = (0..3)
+        .map(|t| {
+            let rt = rt.clone();
+            std::thread::spawn(move || -> NpuResult<Vec<f32>> {
+                let ctx = rt.new_context(0)?;
+                let s = ctx.stream()?;
+                let mut acc = s.alloc_zeros::<f32>(4096)?;
+                let one = s.clone_htod(&vec![1.0f32 + t as f32; 4096])?;
+                let add = rt.kernel("vector_add_f32")?;
+                for _ in 0..10 {
+                    // acc += one, through a copy dropped while the add is queued.
+                    let mut prev = ctx.alloc::<f32>(4096)?;
+                    s.memcpy_dtod(&acc, &mut prev)?;
+                    s.launch_builder(&add)
+                        .arg(&one)
+                        .arg(&prev)
+                        .arg(&mut acc)
+                        .arg(4096)
+                        .launch()?;
+                }
+                s.clone_dtoh(&acc.slice(..2)?)
+            })
+        })
+        .collect();
+    for (t, w) in workers.into_iter().enumerate() {
+        assert_eq!(w.join().unwrap()?, [10.0 * (1.0 + t as f32); 2]);
+    }
+    assert_eq!(
+        rt.stats().contexts,
+        1,
+        "each thread's context went with its objects"
+    );
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
