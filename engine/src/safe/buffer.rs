@@ -344,25 +344,33 @@ impl<'a, T: Pod> DeviceView<'a, T> {
     }
 }
 
-impl<T: Pod> sealed::Sealed for DeviceView<'_, T> {}
+/// A view's [`DeviceSlice`]: its elements `offset..offset + len` of its buffer (the same for
+/// read-only and writable views).
+macro_rules! view_slice {
+    ($view:ident) => {
+        impl<T: Pod> sealed::Sealed for $view<'_, T> {}
 
-impl<T: Pod> DeviceSlice<T> for DeviceView<'_, T> {
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn device_ptr(&self) -> DevicePtr {
-        self.buf.ptr.offset(bytes_of::<T>(self.offset))
-    }
-    fn context(&self) -> &NpuContext {
-        &self.buf.ctx
-    }
-    fn check_live(&self) -> NpuResult<()> {
-        self.buf.check()
-    }
-    fn epoch(&self) -> u64 {
-        self.buf.epoch
-    }
+        impl<T: Pod> DeviceSlice<T> for $view<'_, T> {
+            fn len(&self) -> usize {
+                self.len
+            }
+            fn device_ptr(&self) -> DevicePtr {
+                self.buf.ptr.offset(bytes_of::<T>(self.offset))
+            }
+            fn context(&self) -> &NpuContext {
+                &self.buf.ctx
+            }
+            fn check_live(&self) -> NpuResult<()> {
+                self.buf.check()
+            }
+            fn epoch(&self) -> u64 {
+                self.buf.epoch
+            }
+        }
+    };
 }
+
+view_slice!(DeviceView);
 
 /// A writable view of elements of a [`DeviceBuffer`] (from [`DeviceBuffer::slice_mut`]). It
 /// borrows the buffer mutably, so nothing else uses the buffer while it lives.
@@ -396,25 +404,7 @@ impl<T: Pod> DeviceViewMut<'_, T> {
     }
 }
 
-impl<T: Pod> sealed::Sealed for DeviceViewMut<'_, T> {}
-
-impl<T: Pod> DeviceSlice<T> for DeviceViewMut<'_, T> {
-    fn len(&self) -> usize {
-        self.len
-    }
-    fn device_ptr(&self) -> DevicePtr {
-        self.buf.ptr.offset(bytes_of::<T>(self.offset))
-    }
-    fn context(&self) -> &NpuContext {
-        &self.buf.ctx
-    }
-    fn check_live(&self) -> NpuResult<()> {
-        self.buf.check()
-    }
-    fn epoch(&self) -> u64 {
-        self.buf.epoch
-    }
-}
+view_slice!(DeviceViewMut);
 
 impl<T: Pod> DeviceSliceMut<T> for DeviceViewMut<'_, T> {}
 
