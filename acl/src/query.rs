@@ -8,7 +8,6 @@ use std::ffi::{CString, c_char};
 use std::sync::Mutex;
 
 use npusim_engine::SimTime;
-use npusim_engine::components::limits::DeviceLimits;
 
 use crate::device::device_index;
 use crate::error::{AclError, AclResult, call, call_value, non_null};
@@ -236,7 +235,7 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(deviceId: u32, attr: u32, value: *mu
         let v: i64 = match attr {
             1 => 0,
             101 | 102 => c.ai_cores as i64,
-            201 => (c.ai_cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE) as i64,
+            201 => c.vector_cores() as i64,
             204 => c.ub_bytes as i64,
             301 => c.hbm_bytes as i64,
             // The L2 the core model assumes: 192 MiB on the 910b preset.
@@ -262,7 +261,7 @@ fn res_limit(s: &Session, d: u32, kind: u32) -> AclResult<u32> {
         ACL_RT_DEV_RES_CUBE_CORE => Ok(limits.cube_cores.unwrap_or(cores)),
         ACL_RT_DEV_RES_VECTOR_CORE => Ok(limits
             .vector_cores
-            .unwrap_or(cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE)),
+            .unwrap_or(s.rt.device_config(d)?.vector_cores())),
         other => Err(AclError::param(format!(
             "aclrtDevResLimitType {other}: expected ACL_RT_DEV_RES_CUBE_CORE or \
              ACL_RT_DEV_RES_VECTOR_CORE"
@@ -296,7 +295,8 @@ pub unsafe extern "C" fn aclrtGetDeviceResLimit(
 /// `aclError aclrtSetDeviceResLimit(int32_t deviceId, aclrtDevResLimitType type, uint32_t
 /// value)`: at most `value` cube (AI) or vector cores for each kernel of this process on the
 /// device, from the next dispatched kernel on: its blocks share that many cores, so it takes
-/// longer. A vector-core limit of v allows v / 2 AI cores. 0 or more than the device has:
+/// longer. A vector-core limit of v allows v / 2 AI cores on the 910B (v on a device whose AI
+/// cores run vector code themselves). 0 or more than the device has:
 /// ACL_ERROR_INVALID_PARAM.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSetDeviceResLimit(deviceId: i32, type_: u32, value: u32) -> aclError {
@@ -306,7 +306,7 @@ pub extern "C" fn aclrtSetDeviceResLimit(deviceId: i32, type_: u32, value: u32) 
         let cores = s.rt.device_config(d)?.ai_cores;
         let max = match type_ {
             ACL_RT_DEV_RES_CUBE_CORE => cores,
-            ACL_RT_DEV_RES_VECTOR_CORE => cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE,
+            ACL_RT_DEV_RES_VECTOR_CORE => s.rt.device_config(d)?.vector_cores(),
             _ => return res_limit(&s, d, type_).map(drop),
         };
         if !(1..=max).contains(&value) {

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use npusim_device::config::DeviceConfig;
+
 use crate::time::SimTime;
 
 /// The limits of one device.
@@ -12,8 +14,9 @@ use crate::time::SimTime;
 pub struct DeviceLimits {
     /// Most cube cores (npusim's AI cores) one kernel gets; `None`: all of them.
     pub cube_cores: Option<u32>,
-    /// Most vector cores one kernel gets; `None`: all of them. An npusim AI core carries
-    /// [`DeviceLimits::VECTOR_CORES_PER_AI_CORE`] vector cores, so this caps the AI cores too.
+    /// Most vector cores one kernel gets; `None`: all of them. Each AI core carries the device's
+    /// vector cores per AI core (one where the AI core runs vector code itself), so this caps
+    /// the AI cores too ([`DeviceLimits::core_cap`]).
     pub vector_cores: Option<u32>,
     /// Longest simulated time one kernel may run before it fails with an AI-core timeout.
     pub kernel_timeout: SimTime,
@@ -31,17 +34,16 @@ impl DeviceLimits {
     pub const DEFAULT_KERNEL_TIMEOUT: SimTime = SimTime::from_ms(1_091_000);
     /// The default wall-clock guard per binary kernel launch.
     pub const DEFAULT_WALL_LIMIT: Duration = Duration::from_secs(120);
-    /// Vector cores per AI core (Ascend A2 pairs two vector cores with each cube core).
-    pub const VECTOR_CORES_PER_AI_CORE: u32 = 2;
-
-    /// The most AI cores one kernel may occupy on a device with `ai_cores` of them (at least 1).
-    pub fn core_cap(&self, ai_cores: u32) -> u32 {
-        let mut cap = ai_cores;
+    /// The most AI cores one kernel may occupy on a device (at least 1): its AI cores, capped
+    /// by the cube limit and by the vector limit over the vector cores each AI core carries
+    /// ([`DeviceConfig::vector_cores`]: two on the 910B, the AI core itself on `small`).
+    pub fn core_cap(&self, config: &DeviceConfig) -> u32 {
+        let mut cap = config.ai_cores;
         if let Some(c) = self.cube_cores {
             cap = cap.min(c);
         }
         if let Some(v) = self.vector_cores {
-            cap = cap.min(v / Self::VECTOR_CORES_PER_AI_CORE);
+            cap = cap.min(v / config.vector_cores_per_ai_core.max(1));
         }
         cap.max(1)
     }
@@ -71,14 +73,27 @@ mod tests {
 
     #[test]
     fn the_core_cap_is_the_tightest_limit_and_never_zero() {
+        let big = DeviceConfig::ascend_910b();
         let mut l = DeviceLimits::default();
-        assert_eq!(l.core_cap(24), 24);
+        assert_eq!(l.core_cap(&big), 24);
         l.cube_cores = Some(4);
-        assert_eq!(l.core_cap(24), 4);
+        assert_eq!(l.core_cap(&big), 4);
         l.vector_cores = Some(4);
-        assert_eq!(l.core_cap(24), 2, "two vector cores per AI core");
+        assert_eq!(l.core_cap(&big), 2, "two vector cores per AI core");
         l.vector_cores = Some(1);
-        assert_eq!(l.core_cap(24), 1);
+        assert_eq!(l.core_cap(&big), 1);
+    }
+
+    #[test]
+    fn where_ai_cores_run_vector_code_themselves_a_vector_limit_counts_ai_cores() {
+        let small = DeviceConfig::small();
+        assert_eq!(small.vector_cores(), small.ai_cores);
+        let l = DeviceLimits {
+            vector_cores: Some(3),
+            ..DeviceLimits::default()
+        };
+        assert_eq!(l.core_cap(&small), 3);
+        assert_eq!(l.core_cap(&DeviceConfig::ascend_910b()), 1);
     }
 
     #[test]

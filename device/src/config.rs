@@ -96,6 +96,14 @@ impl DeviceConfig {
         }
     }
 
+    /// Vector cores on the device: `ai_cores × vector_cores_per_ai_core`, or the AI cores
+    /// themselves where one core type runs every block (`vector_cores_per_ai_core == 0`). What
+    /// ACL reports as the device's vector cores and what a vector-core limit counts.
+    pub fn vector_cores(&self) -> u32 {
+        self.ai_cores
+            .saturating_mul(self.vector_cores_per_ai_core.max(1))
+    }
+
     /// Peak f32 vector throughput of the whole device, in flops per second.
     pub fn peak_vector_flops(&self) -> f64 {
         self.ai_cores as f64 * self.vector_flops_per_cycle as f64 * self.core_clock_hz as f64

@@ -32,7 +32,8 @@ impl Runtime {
     }
 
     /// Caps the AI cores one kernel may occupy on `device`: at most `cube` cube cores (npusim's
-    /// AI cores) and `vector` vector cores (two per AI core); `None` lifts a cap. A cap applies
+    /// AI cores) and `vector` vector cores ([`DeviceConfig::vector_cores`](crate::DeviceConfig::vector_cores): two per AI core on the
+    /// 910B); `None` lifts a cap. A cap applies
     /// to kernels dispatched from now on. A cap of 0 or above the device's cores is refused.
     pub fn set_core_limits(
         &self,
@@ -43,7 +44,7 @@ impl Runtime {
         let mut g = self.lock();
         let mut d = self.device_limits_mut(&mut g, device)?;
         let cores = d.config.ai_cores;
-        let vectors = cores * DeviceLimits::VECTOR_CORES_PER_AI_CORE;
+        let vectors = d.config.vector_cores();
         for (what, v, max) in [("cube", cube, cores), ("vector", vector, vectors)] {
             if let Some(v) = v
                 && !(1..=max).contains(&v)

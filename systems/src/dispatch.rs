@@ -67,7 +67,7 @@ pub fn dispatch(
                     return true;
                 }
                 let block_dim = task.desc.block_dim.max(1);
-                let cap = device.limits.core_cap(device.config.ai_cores);
+                let cap = device.limits.core_cap(&device.config);
                 let cores = block_dim.min(device.units.free_cores).min(cap);
                 let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
                 let duration = match entry.map(|k| (&k.name, &k.body)) {
