@@ -17,6 +17,7 @@ pub mod limits;
 pub mod memory;
 pub mod pool;
 pub mod resources;
+pub mod sanitizer;
 pub mod shape;
 pub mod stream;
 pub mod task;
@@ -46,6 +47,9 @@ pub use resources::{
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,
     TilingLog, TilingRecord,
+};
+pub use sanitizer::{
+    EnqueueSite, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode, SanitizerReport,
 };
 pub use stream::{StreamKind, StreamState};
 pub use task::{

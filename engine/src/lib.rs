@@ -55,6 +55,7 @@ pub mod memory;
 pub mod notify;
 pub mod ops;
 pub mod runtime;
+pub mod sanitizer;
 pub mod safe;
 pub mod stream;
 pub mod timed;
@@ -83,6 +84,10 @@ pub use npusim_device::link::{
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};
+pub use npusim_components::sanitizer::{
+    EnqueueSite, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode, SanitizerReport,
+    ShadowStats,
+};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use safe::{
     DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg, LaunchBuilder,

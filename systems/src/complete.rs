@@ -42,6 +42,8 @@ pub struct Completion<'w, 's> {
     finished: ResMut<'w, Finished>,
     stats: ResMut<'w, FrameStats>,
     faults: ResMut<'w, Faults>,
+    /// Present only when the stream sanitizer is on.
+    sanitizer: Option<ResMut<'w, npusim_components::Sanitizer>>,
 }
 
 impl<'w, 's> Completion<'w, 's> {
@@ -51,9 +53,15 @@ impl<'w, 's> Completion<'w, 's> {
         entity: Entity,
         task: &mut Task,
         stream: &mut StreamState,
-        outcome: Outcome,
+        mut outcome: Outcome,
         now: SimTime,
     ) {
+        if let Some(san) = self.sanitizer.as_deref_mut()
+            && let Some(err) = san.completed(task, outcome == Outcome::Done, now)
+        {
+            // Error mode: the later task of a reported pair fails.
+            outcome = Outcome::Failed(err);
+        }
         let ran = task.status == TaskStatus::Running;
         if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
             let busy = (task.end - task.start).as_ns();

@@ -1,0 +1,317 @@
+//! The stream sanitizer's API and the host's side of it: what the program reads (the reports,
+//! the shadow's size) and the calls that feed the checker from the host — submissions (with
+//! where they were made), synchronizes, allocations and frees. The rules live in
+//! [`npusim_components::sanitizer`]; completion feeds it each finished task.
+//!
+//! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer)): the world
+//! then holds no sanitizer, and each hook is one test of a flag.
+//!
+//! ```
+//! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
+//! let rt = Runtime::new(RuntimeConfig {
+//!     sanitizer: SanitizerConfig::report(),
+//!     ..RuntimeConfig::default()
+//! })
+//! .unwrap();
+//! let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+//! let buf = rt.malloc(4096).unwrap();
+//! rt.memset_async(buf, 1, 4096, a).unwrap(); // writes on a ...
+//! rt.memset_async(buf, 2, 4096, b).unwrap(); // ... and on b, with no event between
+//! rt.synchronize_device().unwrap();
+//! let reports = rt.sanitizer_reports();
+//! assert_eq!(reports.len(), 1);
+//! assert_eq!(reports[0].kind, npusim_engine::ReportKind::Race);
+//! assert_eq!((reports[0].addr, reports[0].bytes), (buf.0, 4096));
+//! ```
+
+use std::cell::Cell;
+use std::panic::Location;
+
+use bevy_ecs::entity::Entity;
+use npusim_components::collective::CollectiveCall;
+use npusim_components::sanitizer::{Actor, ShadowStats};
+use npusim_components::task::CopyDir;
+use npusim_components::{
+    DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport,
+    StreamState, TaskKind,
+};
+
+use crate::runtime::{Inner, Runtime};
+
+thread_local! {
+    /// Where the current API call was made, when the caller knows better than
+    /// `#[track_caller]` (the C API, a synchronous copy that enqueues through a closure).
+    static SITE: Cell<Option<EnqueueSite>> = const { Cell::new(None) };
+    /// The host callback this thread runs: (runtime id, its stream, its position).
+    static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
+}
+
+/// While alive, API calls on this thread are reported as made at `site` (the C API sets the
+/// ACL function and its call number; an outer call keeps its own site for the calls it makes).
+#[must_use = "the site holds only while the guard lives"]
+pub struct SiteGuard(Option<EnqueueSite>);
+
+impl SiteGuard {
+    /// Reports calls on this thread as made at `site` until the guard drops (an enclosing
+    /// guard's site wins).
+    pub fn enter(site: EnqueueSite) -> Self {
+        let previous = SITE.with(|s| s.get());
+        if previous.is_none() {
+            SITE.with(|s| s.set(Some(site)));
+        }
+        SiteGuard(previous)
+    }
+
+    /// As [`SiteGuard::enter`] with the Rust caller's location.
+    #[track_caller]
+    pub fn here() -> Self {
+        let l = Location::caller();
+        Self::enter(EnqueueSite::Rust {
+            file: l.file(),
+            line: l.line(),
+        })
+    }
+}
+
+impl Drop for SiteGuard {
+    fn drop(&mut self) {
+        SITE.with(|s| s.set(self.0));
+    }
+}
+
+/// The site of a call whose `#[track_caller]` location is `caller`.
+fn site(caller: &'static Location<'static>) -> EnqueueSite {
+    SITE.with(|s| s.get()).unwrap_or(EnqueueSite::Rust {
+        file: caller.file(),
+        line: caller.line(),
+    })
+}
+
+/// Marks this thread as running the host callback at `seq` on `stream` of runtime `runtime`
+/// (or none) and returns what it ran before.
+pub(crate) fn enter_callback(task: Option<(u32, Entity, u64)>) -> Option<(u32, Entity, u64)> {
+    CALLBACK.with(|c| c.replace(task))
+}
+
+/// The callback this thread runs, if any.
+pub(crate) fn current_callback() -> Option<(u32, Entity, u64)> {
+    CALLBACK.try_with(|c| c.get()).ok().flatten()
+}
+
+fn actor(inner: &Inner) -> Actor {
+    match current_callback() {
+        Some((rt, stream, seq)) if rt == inner.runtime_id => Actor::Callback { stream, seq },
+        _ => Actor::Host,
+    }
+}
+
+/// The sanitizer, when it is on.
+fn sanitizer(inner: &mut Inner) -> Option<bevy_ecs::world::Mut<'_, Sanitizer>> {
+    if !inner.sanitize {
+        return None;
+    }
+    inner.world.get_resource_mut::<Sanitizer>()
+}
+
+/// Installs the sanitizer in a new runtime's world when `config` turns it on.
+pub(crate) fn install(inner: &mut Inner, config: SanitizerConfig) {
+    if config.on() {
+        let id = inner.runtime_id;
+        inner.world.insert_resource(Sanitizer::new(config, id));
+        inner.sanitize = true;
+    }
+}
+
+/// A task was just pushed at `seq` on `stream`'s doorbell, by a call made at `caller`.
+pub(crate) fn submitted(
+    inner: &mut Inner,
+    stream: Entity,
+    seq: u64,
+    caller: &'static Location<'static>,
+) {
+    let actor = actor(inner);
+    let Some(st) = inner.world.get::<StreamState>(stream) else {
+        return;
+    };
+    let device = st.device_index;
+    let Some(new) = st.doorbell.last() else {
+        return;
+    };
+    let desc = new.desc;
+    let kind = desc.task_kind().unwrap_or(TaskKind::Kernel);
+    let name = match kind {
+        TaskKind::Kernel => inner
+            .world
+            .resource::<KernelRegistry>()
+            .resolve(desc.kernel, desc.kernel_generation)
+            .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
+        TaskKind::Memcpy => match desc.copy_dir() {
+            Some(CopyDir::HostToDevice) => "memcpy host to device".into(),
+            Some(CopyDir::DeviceToHost) => "memcpy device to host".into(),
+            Some(CopyDir::DeviceToDevice) => "memcpy device to device".into(),
+            _ => "memcpy_peer".into(),
+        },
+        TaskKind::Collective => CollectiveCall::decode(&desc)
+            .map_or("collective", |c| c.kind.name())
+            .into(),
+        TaskKind::HostCallback => "host callback".into(),
+        other => other.name().into(),
+    };
+    let wait = (kind == TaskKind::EventWait)
+        .then(|| desc.as_event().map(|e| (e.event, e.record)))
+        .flatten();
+    let collective = CollectiveCall::decode(&desc);
+    let site = site(caller);
+    if let Some(mut san) = sanitizer(inner) {
+        san.submitted(
+            actor,
+            stream,
+            device,
+            seq,
+            kind,
+            wait,
+            collective.as_ref(),
+            name,
+            site,
+        );
+    }
+}
+
+/// The calling thread synchronized with everything `stream` has completed.
+pub(crate) fn synchronized_stream(inner: &mut Inner, stream: Entity) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_stream(actor, stream);
+    }
+}
+
+/// The calling thread synchronized with device `device` (`None`: every device).
+pub(crate) fn synchronized_device(inner: &mut Inner, device: Option<u32>) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_device(actor, device);
+    }
+}
+
+/// The calling thread synchronized with record `record` of `event`.
+pub(crate) fn synchronized_event(inner: &mut Inner, event: Entity, record: u64) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_event(actor, event, record);
+    }
+}
+
+/// A block at `base` was allocated in `ctx` (stream-ordered behind `stream`'s submitted
+/// position when given).
+pub(crate) fn allocated(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let actor = actor(inner);
+    let Some((device, size)) = block_of(inner, ctx, base) else {
+        return;
+    };
+    let at = stream.and_then(|s| inner.world.get::<StreamState>(s).map(|st| (s, st.submitted)));
+    let site = site(caller);
+    if let Some(mut san) = sanitizer(inner) {
+        san.allocated(actor, ctx, device, base, size, at, site);
+    }
+}
+
+/// The block at `base` in `ctx` is being freed (behind `stream`'s submitted position when
+/// given). Called before the free, while the block is still live.
+pub(crate) fn freed(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let actor = actor(inner);
+    let Some((device, _)) = block_of(inner, ctx, base) else {
+        return;
+    };
+    let at = stream.and_then(|s| inner.world.get::<StreamState>(s).map(|st| (s, st.submitted)));
+    let site = site(caller);
+    let now = inner.host_now();
+    if let Some(mut san) = sanitizer(inner) {
+        san.freed(actor, ctx, device, base, at, site, now);
+    }
+    flush(inner);
+}
+
+/// A stream is being destroyed.
+pub(crate) fn stream_destroyed(inner: &mut Inner, stream: Entity) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.stream_destroyed(stream);
+    }
+}
+
+/// Logs (and prints, when asked) the reports found since the last flush.
+pub(crate) fn flush(inner: &mut Inner) {
+    let Some(mut san) = sanitizer(inner) else {
+        return;
+    };
+    let print = san.config().print;
+    for r in san.fresh_reports() {
+        log::warn!("{r}");
+        if print {
+            eprintln!("{r}");
+        }
+    }
+}
+
+/// (device index, block size) of the live block at `base` in `ctx`.
+fn block_of(inner: &Inner, ctx: Entity, base: u64) -> Option<(u32, u64)> {
+    let device = inner
+        .world
+        .get::<npusim_components::ContextState>(ctx)?
+        .device;
+    let d = inner.world.get::<DeviceState>(device)?;
+    let b = d.memory.block_containing(base, ctx)?;
+    Some((d.index, b.size))
+}
+
+impl Runtime {
+    /// Every stream-sanitizer report so far, in the order they were found (empty when the
+    /// sanitizer is off).
+    pub fn sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        self.lock()
+            .world
+            .get_resource::<Sanitizer>()
+            .map_or_else(Vec::new, |s| s.reports().to_vec())
+    }
+
+    /// Takes the stream-sanitizer reports, leaving none.
+    pub fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        self.lock()
+            .world
+            .get_resource_mut::<Sanitizer>()
+            .map_or_else(Vec::new, |mut s| s.take_reports())
+    }
+
+    /// How the stream sanitizer runs (off unless the runtime was built with it).
+    pub fn sanitizer_config(&self) -> SanitizerConfig {
+        self.lock()
+            .world
+            .get_resource::<Sanitizer>()
+            .map_or_else(SanitizerConfig::default, |s| s.config())
+    }
+
+    /// The sanitizer's shadow memory in use (all zero when it is off).
+    pub fn sanitizer_shadow(&self) -> ShadowStats {
+        self.lock()
+            .world
+            .get_resource::<Sanitizer>()
+            .map_or_else(ShadowStats::default, |s| s.shadow_stats())
+    }
+}
