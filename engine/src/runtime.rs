@@ -81,7 +81,8 @@ pub struct RuntimeConfig {
     /// up with `ACL_ERROR_RT_REPORT_TIMEOUT` (a timed wait: at most its own timeout). Default
     /// 60 s, or `NPUSIM_CALLBACK_TIMEOUT_MS` (see [`crate::callback`]).
     pub callback_timeout: std::time::Duration,
-    /// The stream sanitizer ([`crate::sanitizer`]): off by default, and then it costs nothing.
+    /// The stream sanitizer ([`crate::sanitizer`]): off by default (and then it costs
+    /// nothing), or what `NPUSIM_SANITIZE` says.
     pub sanitizer: npusim_components::SanitizerConfig,
 }
 
@@ -95,7 +96,7 @@ impl Default for RuntimeConfig {
             topology: TopologyConfig::default(),
             threads: 0,
             callback_timeout: crate::callback::default_callback_timeout(),
-            sanitizer: Default::default(),
+            sanitizer: crate::sanitizer::default_config(),
         }
     }
 }

@@ -79,6 +79,35 @@ impl Drop for SiteGuard {
     }
 }
 
+/// Reports logged by every runtime of the process so far (a test of whole programs reads it).
+static FOUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many sanitizer reports every runtime of this process has found so far.
+pub fn reports_found() -> u64 {
+    FOUND.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The configuration `NPUSIM_SANITIZE` (`off`, `report` or `error`) and
+/// `NPUSIM_SANITIZE_UNINIT` (`1`: also uninitialised reads) spell, printing each report as it
+/// is found; `None` for a mode it does not know.
+pub fn config_from(mode: &str, uninit: Option<String>) -> Option<SanitizerConfig> {
+    let mode = npusim_components::SanitizerMode::parse(mode)?;
+    Some(SanitizerConfig {
+        mode,
+        uninitialized: uninit.is_some_and(|v| matches!(v.trim(), "1" | "on" | "true")),
+        print: true,
+    })
+}
+
+/// The default of [`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer): off, or what
+/// `NPUSIM_SANITIZE` says (so any program can be run under the sanitizer without a change).
+pub fn default_config() -> SanitizerConfig {
+    std::env::var("NPUSIM_SANITIZE")
+        .ok()
+        .and_then(|m| config_from(&m, std::env::var("NPUSIM_SANITIZE_UNINIT").ok()))
+        .unwrap_or_default()
+}
+
 /// The site of a call whose `#[track_caller]` location is `caller`.
 fn site(caller: &'static Location<'static>) -> EnqueueSite {
     SITE.with(|s| s.get()).unwrap_or(EnqueueSite::Rust {
@@ -263,6 +292,7 @@ pub(crate) fn flush(inner: &mut Inner) {
     };
     let print = san.config().print;
     for r in san.fresh_reports() {
+        FOUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         log::warn!("{r}");
         if print {
             eprintln!("{r}");
