@@ -408,6 +408,8 @@ struct PendingFree {
     base: u64,
     host: Arc<VectorClock>,
     side: Arc<TaskInfo>,
+    /// Further stream positions the free waits for (a free behind every use).
+    rest: Vec<(Entity, u64)>,
 }
 
 /// What a submission left for its completion.
@@ -822,10 +824,64 @@ impl Sanitizer {
             base,
             host,
             side,
+            rest: Vec::new(),
         });
         if let Some(b) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) {
             b.life = BlockLife::Freeing;
         }
+    }
+
+    /// `actor` freed the block at `base` in `context` behind every stream position in
+    /// `positions` (npusim's deferred free): accesses ordered before any of them, or before
+    /// the call, are fine. The block is already pending, so the sanitizer checks it when the
+    /// last position is reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn freed_behind(
+        &mut self,
+        actor: Actor,
+        context: Entity,
+        device: u32,
+        base: u64,
+        positions: &[(Entity, u64)],
+        site: EnqueueSite,
+        now: SimTime,
+    ) {
+        let mut clock = self.actor_clock(actor);
+        let mut waiting = Vec::new();
+        for &(s, p) in positions {
+            match self.streams.get(&s) {
+                Some(st) if st.processed >= p => clock.join(&st.clock),
+                Some(_) => waiting.push((s, p)),
+                None => {}
+            }
+        }
+        let side = Arc::new(TaskInfo {
+            device,
+            stream: None,
+            position: 0,
+            name: "free".into(),
+            site,
+        });
+        if waiting.is_empty() {
+            self.finish_free(context, base, Arc::new(clock), side, now);
+            return;
+        }
+        if let Some(b) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) {
+            b.life = BlockLife::Freeing;
+        }
+        // Chained: each position's completion joins its clock and passes the free on to the
+        // next one; the last finishes it.
+        let host = Arc::new(clock);
+        let (s, p) = waiting[0];
+        let rest: Vec<(Entity, u64)> = waiting[1..].to_vec();
+        self.streams.get_mut(&s).expect("looked up").frees.push(PendingFree {
+            position: p,
+            context,
+            base,
+            host,
+            side,
+            rest,
+        });
     }
 
     fn finish_free(
@@ -967,10 +1023,32 @@ impl Sanitizer {
                 .into_iter()
                 .partition(|f| f.position <= task.seq);
             st.frees = rest;
-            for f in due {
+            for mut f in due {
                 let mut c = (*clock).clone();
                 c.join(&f.host);
-                self.finish_free(f.context, f.base, Arc::new(c), f.side, now);
+                // Pass it on to the next position it waits for, if any is still ahead.
+                let mut next = None;
+                while let Some((s, p)) = f.rest.pop() {
+                    match self.streams.get(&s) {
+                        Some(st) if st.processed < p => {
+                            next = Some((s, p));
+                            break;
+                        }
+                        Some(st) => c.join(&st.clock),
+                        None => {}
+                    }
+                }
+                match next {
+                    Some((s, p)) => {
+                        let st = self.streams.get_mut(&s).expect("looked up");
+                        st.frees.push(PendingFree {
+                            position: p,
+                            host: Arc::new(c),
+                            ..f
+                        });
+                    }
+                    None => self.finish_free(f.context, f.base, Arc::new(c), f.side, now),
+                }
             }
         }
         if !ok || task.access.is_empty() {

@@ -130,18 +130,32 @@ impl Runtime {
     /// returns it to the pool. A queued kernel that reads the block can never see it reused.
     #[track_caller]
     pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
-        self.free_after(ptr, None)
+        self.free_after(ptr, None, false)
+    }
+
+    /// As [`Runtime::free`], meant as a free stream-ordered behind every task that names the
+    /// block (what the safe API's drop does, as cudarc's drop frees on its stream): the stream
+    /// sanitizer then does not report work queued before it. [`Runtime::free`] is ACL's
+    /// `aclrtFree`, which a real runtime does at once: work not ordered before it is reported.
+    #[track_caller]
+    pub fn free_behind_uses(&self, ptr: DevicePtr) -> NpuResult<()> {
+        self.free_after(ptr, None, true)
     }
 
     /// Stream-ordered free (`aclrtMemPoolFreeAsync`, `cudaFreeAsync`): as [`Runtime::free`],
     /// and also not before `stream` reaches the position of this call.
     #[track_caller]
     pub fn free_async(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
-        self.free_after(ptr, Some(stream))
+        self.free_after(ptr, Some(stream), false)
     }
 
     #[track_caller]
-    fn free_after(&self, ptr: DevicePtr, stream: Option<Stream>) -> NpuResult<()> {
+    fn free_after(
+        &self,
+        ptr: DevicePtr,
+        stream: Option<Stream>,
+        behind_uses: bool,
+    ) -> NpuResult<()> {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
         let after: smallvec::SmallVec<[(Entity, u64); 1]> = match stream {
@@ -156,7 +170,10 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         let on = after.first().map(|&(s, _)| s);
-        crate::sanitizer::freed(&mut g, ctx, ptr.0, on, std::panic::Location::caller());
+        let caller = std::panic::Location::caller();
+        if !behind_uses {
+            crate::sanitizer::freed(&mut g, ctx, ptr.0, on, caller);
+        }
         // How far each stream was submitted: only that work keeps the block reserved.
         let enqueued: smallvec::SmallVec<[(Entity, u64); 4]> = g
             .context(ctx)
@@ -172,6 +189,9 @@ impl Runtime {
             .expect("device")
             .memory
             .begin_free_enqueued(ptr.0, ctx, &after, &enqueued)?;
+        if behind_uses {
+            crate::sanitizer::freed_behind_uses(&mut g, ctx, ptr.0, device, &enqueued, caller);
+        }
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
         if !g.doorbell_rung() {

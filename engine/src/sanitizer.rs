@@ -278,6 +278,33 @@ pub(crate) fn freed(
     flush(inner);
 }
 
+/// The block at `base` in `ctx` (on device entity `device`) was just freed behind every
+/// stream position that may name it: `positions`, how far each stream of the context was
+/// submitted.
+pub(crate) fn freed_behind_uses(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    device: Entity,
+    positions: &[(Entity, u64)],
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let actor = actor(inner);
+    let Some(d) = inner.world.get::<DeviceState>(device) else {
+        return;
+    };
+    let index = d.index;
+    let site = site(caller);
+    let now = inner.host_now();
+    if let Some(mut san) = sanitizer(inner) {
+        san.freed_behind(actor, ctx, index, base, positions, site, now);
+    }
+    flush(inner);
+}
+
 /// A stream is being destroyed.
 pub(crate) fn stream_destroyed(inner: &mut Inner, stream: Entity) {
     if let Some(mut san) = sanitizer(inner) {
