@@ -1176,9 +1176,9 @@ impl Sanitizer {
                     let earlier = self.side_of(side, Operand::Block, None);
                     let later = self.side_of(info, operand, Some(access.mode));
                     let fix = format!(
-                        "{} runs after the block was freed in host order and is not ordered \
-                         before the free: move the free after synchronizing {} (or an event \
-                         recorded after position {}), or give the task a live buffer",
+                        "{} is not ordered before the free: synchronize {} (or an event \
+                         recorded after position {}) before freeing, or free with free_async \
+                         on that stream; work enqueued after the free needs a live buffer",
                         later.name,
                         stream_name(&later),
                         later.position
