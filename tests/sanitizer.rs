@@ -693,3 +693,65 @@ proptest! {
         prop_assert!(reports.is_empty(), "{:#?}", reports);
     }
 }
+
+#[test]
+fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
+    // vadd_f32(a, b, c, n) with n twice what c holds: the core writes past c into the block
+    // after it (mapped, so no fault), while another stream writes that block.
+    let rt = runtime(1, SanitizerConfig::report());
+    let path = format!("{}/examples/kernels/vector_add.o", env!("CARGO_MANIFEST_DIR"));
+    let bin = rt.load_binary(&std::fs::read(path).unwrap()).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let (a, b) = streams(&rt);
+    let (x, y) = (rt.malloc(2 * N).unwrap(), rt.malloc(2 * N).unwrap());
+    rt.memset(x, 0, 2 * N).unwrap();
+    rt.memset(y, 0, 2 * N).unwrap();
+    let c = rt.malloc(N).unwrap();
+    let victim = rt.malloc(N).unwrap();
+    assert_eq!(victim.0, c.0 + N, "the pool places the victim right after c");
+    rt.memset_async(victim, 7, N, b).unwrap();
+    let n = 2 * N / 4;
+    rt.launch(
+        vadd,
+        2,
+        &[x.into(), y.into(), c.into(), (n as usize).into()],
+        a,
+    )
+    .unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, victim.0, N);
+    assert_eq!(r.block, Some((victim.0, N)), "the block it hit, not c's");
+    let kernel = if r.later.stream == Some(a) {
+        &r.later
+    } else {
+        &r.earlier
+    };
+    assert_eq!(kernel.name, "vadd_f32");
+    assert_eq!(kernel.mode, Some(npusim::components::AccessMode::Write));
+}
+
+#[test]
+fn the_c_api_names_the_acl_function_and_call_number_as_the_site() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    {
+        let _site = npusim::sanitizer::SiteGuard::enter(npusim::EnqueueSite::Acl {
+            function: "aclrtMemsetAsync",
+            call: 41,
+        });
+        rt.memset_async(buf, 1, N, a).unwrap();
+    }
+    rt.memset_async(buf, 2, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0, N);
+    assert_eq!(
+        r.earlier.site,
+        npusim::EnqueueSite::Acl {
+            function: "aclrtMemsetAsync",
+            call: 41
+        }
+    );
+    assert!(r.to_string().contains("aclrtMemsetAsync (ACL call #41)"));
+    assert!(matches!(r.later.site, npusim::EnqueueSite::Rust { .. }));
+}

@@ -1147,14 +1147,63 @@ impl Sanitizer {
                 None => return,
             },
         };
-        let found = self
-            .block_at(context, access.addr)
-            .map(|(base, b)| (base, b.clone()));
-        let found = found.as_ref().map(|(base, b)| (*base, b));
-        let (start, end) = match (access.bytes, found) {
-            (0, Some((base, b))) => (base, base + b.size),
-            (0, None) => return,
-            (n, _) => (access.addr, access.addr.saturating_add(n)),
+        let (start, end) = match access.bytes {
+            // The whole block behind the address (an inexact set).
+            0 => match self.block_at(context, access.addr) {
+                Some((base, b)) => (base, base + b.size),
+                None => return,
+            },
+            n => (access.addr, access.addr.saturating_add(n)),
+        };
+        // One piece per block the range crosses (a binary kernel writing past its buffer
+        // reaches the next one), and one per gap between blocks.
+        let mut pieces: SmallVec<[(u64, u64, Option<(u64, Block)>); 2]> = SmallVec::new();
+        let mut cursor = start;
+        if let Some(blocks) = self.blocks.get(&context) {
+            let first = blocks
+                .range(..=start)
+                .next_back()
+                .filter(|(b, blk)| **b + blk.size > start)
+                .map(|(b, _)| *b)
+                .unwrap_or(start);
+            for (&base, b) in blocks.range(first..end) {
+                let (a, e) = (base.max(start), (base + b.size).min(end));
+                if a >= e {
+                    continue;
+                }
+                if a > cursor {
+                    pieces.push((cursor, a, None));
+                }
+                pieces.push((a, e, Some((base, b.clone()))));
+                cursor = e;
+            }
+        }
+        if cursor < end {
+            pieces.push((cursor, end, None));
+        }
+        for (a, e, found) in pieces {
+            let found = found.as_ref().map(|(base, b)| (*base, b));
+            self.check_piece(task, context, access, (a, e), found, slot, clock, info, now);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_piece(
+        &mut self,
+        task: &Task,
+        context: Entity,
+        access: Access,
+        (start, end): (u64, u64),
+        found: Option<(u64, &Block)>,
+        slot: u32,
+        clock: &Arc<VectorClock>,
+        info: &Arc<TaskInfo>,
+        now: SimTime,
+    ) {
+        let access = Access {
+            addr: start,
+            bytes: end - start,
+            ..access
         };
         let block = found.map(|(base, b)| (base, b.size));
         let generation = found.map_or(0, |(_, b)| b.generation);
