@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use bevy_ecs::entity::Entity;
+use bevy_ecs::entity::{Entity, EntityHashMap};
 use bevy_ecs::resource::Resource;
 use smallvec::SmallVec;
 
@@ -127,7 +127,7 @@ impl ReportKind {
 
 /// Where a call was made: the Rust caller's file and line, or the ACL function and the
 /// call's sequence number from C.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EnqueueSite {
     /// A Rust API call.
     Rust {
@@ -158,7 +158,7 @@ impl std::fmt::Display for EnqueueSite {
 }
 
 /// Which operand of a task a range is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Operand {
     /// Kernel argument `i` (0-based).
     Arg(u8),
@@ -251,6 +251,9 @@ pub struct SanitizerReport {
     pub fix: String,
     /// Simulated time the later side was checked (for timeline markers).
     pub at: SimTime,
+    /// How many times the same bug was found: the same kind between the same two sites (calls,
+    /// names and operands); this report describes the first.
+    pub count: u64,
 }
 
 impl SanitizerReport {
@@ -281,7 +284,11 @@ impl std::fmt::Display for SanitizerReport {
             f,
             ")\n  first:  {}\n  then:   {}\n  fix:    {}",
             self.earlier, self.later, self.fix
-        )
+        )?;
+        if self.count > 1 {
+            write!(f, "\n  seen:   {} times (the first is shown)", self.count)?;
+        }
+        Ok(())
     }
 }
 
@@ -334,7 +341,7 @@ struct TaskInfo {
     device: u32,
     stream: Option<Entity>,
     position: u64,
-    name: String,
+    name: Arc<str>,
     site: EnqueueSite,
 }
 
@@ -396,8 +403,17 @@ struct Block {
     generation: u64,
     life: BlockLife,
     /// A stream-ordered allocation: accesses must be ordered after this stream position.
-    after: Option<(u32, u64, Entity)>,
+    after: Option<StreamOrder>,
     alloc: Arc<TaskInfo>,
+}
+
+/// Where a stream-ordered allocation was made: its stream's slot, the epoch and position.
+#[derive(Clone, Copy, Debug)]
+struct StreamOrder {
+    slot: u32,
+    epoch: u64,
+    stream: Entity,
+    position: u64,
 }
 
 /// A free waiting for its stream position.
@@ -417,15 +433,21 @@ struct PendingFree {
 struct Submitted {
     seq: u64,
     host: Arc<VectorClock>,
-    info: Arc<TaskInfo>,
+    name: Arc<str>,
+    site: EnqueueSite,
 }
 
 /// A stream as a thread of the clock.
 #[derive(Debug)]
 struct StreamClock {
     slot: u32,
+    /// Epoch of position 0: a slot freed by a destroyed stream goes on counting from where
+    /// that stream ended (everything after its destroy is ordered after all of its work).
+    base: u64,
     device: u32,
     clock: Arc<VectorClock>,
+    /// The host clock last joined in (most tasks carry the same one: joined once).
+    joined_host: Option<Arc<VectorClock>>,
     processed: u64,
     submitted: VecDeque<Submitted>,
     frees: Vec<PendingFree>,
@@ -460,6 +482,15 @@ fn group_key(c: &CollectiveCall) -> GroupKey {
     }
 }
 
+/// What a name in reports is of ([`Sanitizer::name`] keeps one copy of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NameKey {
+    /// A kernel: its registry slot and generation.
+    Kernel(u32, u32),
+    /// A task kind or host call, by its fixed name.
+    Call(&'static str),
+}
+
 /// Who is calling the API: the host program, or the body of a host callback (its task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Actor {
@@ -492,8 +523,13 @@ pub struct ShadowStats {
 pub struct Sanitizer {
     config: SanitizerConfig,
     runtime: u32,
-    streams: HashMap<Entity, StreamClock>,
+    streams: EntityHashMap<StreamClock>,
+    names: HashMap<NameKey, Arc<str>>,
+    /// An empty clock to stand in while a stream's own is updated in place.
+    empty: Arc<VectorClock>,
     next_slot: u32,
+    /// Slots of destroyed streams, with the epoch they ended at.
+    free_slots: Vec<(u32, u64)>,
     host: Arc<VectorClock>,
     callbacks: HashMap<(Entity, u64), VectorClock>,
     events: HashMap<Entity, EventClocks>,
@@ -502,9 +538,26 @@ pub struct Sanitizer {
     blocks: BTreeMap<Entity, BTreeMap<u64, Block>>,
     next_generation: u64,
     reports: Vec<SanitizerReport>,
+    /// Where each distinct bug's report is in `reports`.
+    distinct: HashMap<ReportKey, usize>,
+    /// Findings so far, repeats included.
+    found: u64,
+    /// The report of the latest finding.
+    last: Option<usize>,
     /// Reports not yet printed or logged by the runtime.
     fresh: usize,
 }
+
+/// What makes two findings the same bug.
+type ReportKey = (
+    ReportKind,
+    EnqueueSite,
+    EnqueueSite,
+    Arc<str>,
+    Arc<str>,
+    Operand,
+    Operand,
+);
 
 /// A conflict found while checking one range.
 struct Conflict {
@@ -520,8 +573,11 @@ impl Sanitizer {
         Self {
             config,
             runtime,
-            streams: HashMap::new(),
+            streams: EntityHashMap::default(),
+            names: HashMap::new(),
+            empty: Arc::new(VectorClock::default()),
             next_slot: 0,
+            free_slots: Vec::new(),
             host: Arc::new(VectorClock::default()),
             callbacks: HashMap::new(),
             events: HashMap::new(),
@@ -530,6 +586,9 @@ impl Sanitizer {
             blocks: BTreeMap::new(),
             next_generation: 1,
             reports: Vec::new(),
+            distinct: HashMap::new(),
+            found: 0,
+            last: None,
             fresh: 0,
         }
     }
@@ -547,7 +606,13 @@ impl Sanitizer {
     /// Takes the reports, leaving none.
     pub fn take_reports(&mut self) -> Vec<SanitizerReport> {
         self.fresh = 0;
+        self.distinct.clear();
         std::mem::take(&mut self.reports)
+    }
+
+    /// Findings so far, each repeat of a bug counted (the reports keep one per bug).
+    pub fn findings(&self) -> u64 {
+        self.found
     }
 
     /// The reports found since the last call (for printing them as they happen).
@@ -585,15 +650,33 @@ impl Sanitizer {
         s
     }
 
+    /// The shared name of `key`, if it was made before.
+    pub fn cached_name(&self, key: NameKey) -> Option<Arc<str>> {
+        self.names.get(&key).cloned()
+    }
+
+    /// The shared name of a kernel or call (made once by `make`).
+    pub fn name(&mut self, key: NameKey, make: impl FnOnce() -> String) -> Arc<str> {
+        self.names
+            .entry(key)
+            .or_insert_with(|| Arc::from(make()))
+            .clone()
+    }
+
     fn stream(&mut self, stream: Entity, device: u32) -> &mut StreamClock {
         let next = &mut self.next_slot;
+        let free = &mut self.free_slots;
         self.streams.entry(stream).or_insert_with(|| {
-            let slot = *next;
-            *next += 1;
+            let (slot, base) = free.pop().unwrap_or_else(|| {
+                *next += 1;
+                (*next - 1, 0)
+            });
             StreamClock {
                 slot,
+                base,
                 device,
                 clock: Arc::new(VectorClock::default()),
+                joined_host: None,
                 processed: 0,
                 submitted: VecDeque::new(),
                 frees: Vec::new(),
@@ -616,7 +699,7 @@ impl Sanitizer {
                     if let Some(s) = st.submitted.iter().find(|s| s.seq == seq) {
                         c.join(&s.host);
                     }
-                    c.set(st.slot, seq);
+                    c.set(st.slot, st.base + seq);
                 }
                 self.callbacks.insert((stream, seq), c.clone());
                 c
@@ -644,10 +727,9 @@ impl Sanitizer {
         stream: Entity,
         device: u32,
         seq: u64,
-        kind: TaskKind,
         wait: Option<(Entity, u64)>,
         collective: Option<&CollectiveCall>,
-        name: String,
+        name: Arc<str>,
         site: EnqueueSite,
     ) {
         let host = match actor {
@@ -667,17 +749,12 @@ impl Sanitizer {
                 .members
                 .push((stream, seq));
         }
-        let _ = kind;
-        let info = Arc::new(TaskInfo {
-            device,
-            stream: Some(stream),
-            position: seq,
+        self.stream(stream, device).submitted.push_back(Submitted {
+            seq,
+            host,
             name,
             site,
         });
-        self.stream(stream, device)
-            .submitted
-            .push_back(Submitted { seq, host, info });
     }
 
     /// The host (or a callback) synchronized with everything `stream` completed (a stream
@@ -712,12 +789,21 @@ impl Sanitizer {
         }
     }
 
-    /// Forgets a destroyed stream's pending submissions (its clock stays: later work may be
-    /// ordered after it through the host).
+    /// Forgets a destroyed stream (drained, and synchronized with by the host): its slot
+    /// goes to the next new stream, which counts on from where this one ended.
     pub fn stream_destroyed(&mut self, stream: Entity) {
-        if let Some(st) = self.streams.get_mut(&stream) {
-            st.submitted.clear();
-            st.frees.clear();
+        if let Some(st) = self.streams.remove(&stream) {
+            self.free_slots.push((st.slot, st.base + st.processed));
+        }
+    }
+
+    /// Forgets a destroyed event's records that no queued wait captured.
+    pub fn event_destroyed(&mut self, event: Entity) {
+        if let Some(e) = self.events.get_mut(&event) {
+            e.records.retain(|_, r| r.1 > 0);
+            if e.records.is_empty() {
+                self.events.remove(&event);
+            }
         }
     }
 
@@ -738,15 +824,23 @@ impl Sanitizer {
         let _ = actor;
         let generation = self.next_generation;
         self.next_generation += 1;
-        let after = stream.map(|(s, pos)| (self.stream(s, device).slot, pos, s));
+        let after = stream.map(|(s, position)| {
+            let st = self.stream(s, device);
+            StreamOrder {
+                slot: st.slot,
+                epoch: st.base + position,
+                stream: s,
+                position,
+            }
+        });
         let alloc = Arc::new(TaskInfo {
             device,
             stream: stream.map(|s| s.0),
             position: stream.map_or(0, |s| s.1),
             name: if stream.is_some() {
-                "malloc_async".into()
+                self.name(NameKey::Call("malloc_async"), || "malloc_async".into())
             } else {
-                "malloc".into()
+                self.name(NameKey::Call("malloc"), || "malloc".into())
             },
             site,
         });
@@ -801,9 +895,9 @@ impl Sanitizer {
             stream: stream.map(|s| s.0),
             position: stream.map_or(0, |s| s.1),
             name: if stream.is_some() {
-                "free_async".into()
+                self.name(NameKey::Call("free_async"), || "free_async".into())
             } else {
-                "free".into()
+                self.name(NameKey::Call("free"), || "free".into())
             },
             site,
         });
@@ -859,7 +953,7 @@ impl Sanitizer {
             device,
             stream: None,
             position: 0,
-            name: "free".into(),
+            name: self.name(NameKey::Call("free"), || "free".into()),
             site,
         });
         if waiting.is_empty() {
@@ -935,7 +1029,8 @@ impl Sanitizer {
                 later,
                 fix,
                 at: now,
-            });
+count: 1,
+            }, &c.earlier.task, &side);
         }
     }
 
@@ -952,9 +1047,15 @@ impl Sanitizer {
             None
         };
         let slot = st.slot;
-        let mut clock = (*st.clock).clone();
-        if let Some(s) = &sub {
+        let epoch = st.base + task.seq;
+        // The stream's clock, updated in place unless an event record still shares it.
+        let mut arc = std::mem::replace(&mut st.clock, self.empty.clone());
+        let clock = Arc::make_mut(&mut arc);
+        if let Some(s) = &sub
+            && !st.joined_host.as_ref().is_some_and(|h| Arc::ptr_eq(h, &s.host))
+        {
             clock.join(&s.host);
+            st.joined_host = Some(s.host.clone());
         }
         let kind = task.kind();
         match kind {
@@ -996,10 +1097,10 @@ impl Sanitizer {
             }
             _ => {}
         }
-        clock.set(slot, task.seq);
-        let clock = Arc::new(clock);
+        clock.set(slot, epoch);
         let st = self.streams.get_mut(&task.stream).expect("looked up above");
-        st.clock = clock.clone();
+        st.clock = arc;
+        let clock = st.clock.clone();
         st.processed = task.seq;
         if kind == TaskKind::EventRecord
             && let Some(ev) = task.desc.as_event()
@@ -1054,23 +1155,30 @@ impl Sanitizer {
         if !ok || task.access.is_empty() {
             return None;
         }
-        let info = sub.map(|s| s.info).unwrap_or_else(|| {
-            Arc::new(TaskInfo {
-                device: self.streams.get(&task.stream).map_or(0, |s| s.device),
-                stream: Some(task.stream),
-                position: task.seq,
-                name: kind.name().into(),
-                site: EnqueueSite::Unknown,
-            })
+        let device = self.streams.get(&task.stream).map_or(0, |s| s.device);
+        let (name, site) = match sub {
+            Some(s) => (s.name, s.site),
+            None => (
+                self.name(NameKey::Call(kind.name()), || kind.name().into()),
+                EnqueueSite::Unknown,
+            ),
+        };
+        let info = Arc::new(TaskInfo {
+            device,
+            stream: Some(task.stream),
+            position: task.seq,
+            name,
+            site,
         });
-        let before = self.reports.len();
+        let before = self.found;
         for &access in task.access.ranges() {
-            self.check_access(task, access, slot, &clock, &info, now);
+            self.check_access(task, access, (slot, epoch), &clock, &info, now);
         }
-        if self.config.mode == SanitizerMode::Error && self.reports.len() > before {
-            return Some(NpuError::SanitizerViolation(
-                self.reports[before].to_string(),
-            ));
+        if self.config.mode == SanitizerMode::Error
+            && self.found > before
+            && let Some(r) = self.last.and_then(|i| self.reports.get(i))
+        {
+            return Some(NpuError::SanitizerViolation(r.to_string()));
         }
         None
     }
@@ -1134,7 +1242,7 @@ impl Sanitizer {
         &mut self,
         task: &Task,
         access: Access,
-        slot: u32,
+        slot: (u32, u64),
         clock: &Arc<VectorClock>,
         info: &Arc<TaskInfo>,
         now: SimTime,
@@ -1195,7 +1303,7 @@ impl Sanitizer {
         access: Access,
         (start, end): (u64, u64),
         found: Option<(u64, &Block)>,
-        slot: u32,
+        (slot, epoch): (u32, u64),
         clock: &Arc<VectorClock>,
         info: &Arc<TaskInfo>,
         now: SimTime,
@@ -1210,7 +1318,7 @@ impl Sanitizer {
         let operand = self.operand_of(task, &access, block);
         let rec = Arc::new(AccessRec {
             slot,
-            clock: task.seq,
+            clock: epoch,
             task: info.clone(),
             operand,
             mode: access.mode,
@@ -1221,7 +1329,7 @@ impl Sanitizer {
         // The block's own life: freed, or stream-ordered after a position this is not after.
         if let Some((_, b)) = found {
             match &b.life {
-                BlockLife::Freed { clock: fc, side } if !fc.covers(slot, task.seq) => {
+                BlockLife::Freed { clock: fc, side } if !fc.covers(slot, epoch) => {
                     let earlier = self.side_of(side, Operand::Block, None);
                     let later = self.side_of(info, operand, Some(access.mode));
                     let fix = format!(
@@ -1241,18 +1349,20 @@ impl Sanitizer {
                         later,
                         fix,
                         at: now,
+count: 1,
                     };
-                    self.push_report(report);
+                    let side = side.clone();
+                    self.push_report(report, &side, info);
                 }
                 _ => {}
             }
-            if let Some((aslot, apos, astream)) = b.after
-                && !clock.covers(aslot, apos)
+            if let Some(order) = b.after
+                && !clock.covers(order.slot, order.epoch)
             {
                 let alloc = b.alloc.clone();
                 let earlier = self.side_of(&alloc, Operand::Block, None);
                 let later = self.side_of(info, operand, Some(access.mode));
-                let fix = self.fix_for(astream, apos, &later);
+                let fix = self.fix_for(order.stream, order.position, &later);
                 self.push_report(SanitizerReport {
                     kind: ReportKind::UnorderedReuse,
                     addr: start,
@@ -1262,7 +1372,8 @@ impl Sanitizer {
                     later,
                     fix,
                     at: now,
-                });
+count: 1,
+                }, &alloc, info);
             }
         }
         let check_uninit = self.config.uninitialized && access.mode.reads();
@@ -1332,7 +1443,7 @@ impl Sanitizer {
             let earlier = self.side_of(&c.earlier.task, c.earlier.operand, Some(c.earlier.mode));
             let later = self.side_of(info, operand, Some(access.mode));
             let fix = match c.earlier.task.stream {
-                Some(s) => self.fix_for(s, c.earlier.clock, &later),
+                Some(s) => self.fix_for(s, c.earlier.task.position, &later),
                 None => "synchronize before the later call".into(),
             };
             self.push_report(SanitizerReport {
@@ -1344,7 +1455,8 @@ impl Sanitizer {
                 later,
                 fix,
                 at: now,
-            });
+count: 1,
+            }, &c.earlier.task, info);
         }
         if let Some((base, b)) = found {
             let alloc = b.alloc.clone();
@@ -1366,7 +1478,8 @@ impl Sanitizer {
                     later,
                     fix,
                     at: now,
-                });
+count: 1,
+                }, &alloc, info);
             }
         }
     }
@@ -1405,7 +1518,7 @@ impl Sanitizer {
             device: t.device,
             stream: t.stream.map(|s| Stream::new(self.runtime, s)),
             position: t.position,
-            name: t.name.clone(),
+            name: t.name.to_string(),
             operand,
             mode,
             site: t.site,
@@ -1417,7 +1530,24 @@ impl Sanitizer {
         (addr < base + b.size.max(1)).then_some((base, b))
     }
 
-    fn push_report(&mut self, report: SanitizerReport) {
+    fn push_report(&mut self, report: SanitizerReport, earlier: &TaskInfo, later: &TaskInfo) {
+        self.found += 1;
+        let key = (
+            report.kind,
+            earlier.site,
+            later.site,
+            earlier.name.clone(),
+            later.name.clone(),
+            report.earlier.operand,
+            report.later.operand,
+        );
+        if let Some(&i) = self.distinct.get(&key) {
+            self.reports[i].count += 1;
+            self.last = Some(i);
+            return;
+        }
+        self.distinct.insert(key, self.reports.len());
+        self.last = Some(self.reports.len());
         self.reports.push(report);
         self.fresh += 1;
     }

@@ -35,6 +35,7 @@ impl Runtime {
             .events
             .retain(|x| *x != e);
         g.world.despawn(e);
+        crate::sanitizer::event_destroyed(&mut g, e);
         Ok(())
     }
 

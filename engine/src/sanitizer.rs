@@ -29,7 +29,7 @@ use std::panic::Location;
 
 use bevy_ecs::entity::Entity;
 use npusim_components::collective::CollectiveCall;
-use npusim_components::sanitizer::{Actor, ShadowStats};
+use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
 use npusim_components::task::CopyDir;
 use npusim_components::{
     DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport,
@@ -159,7 +159,7 @@ pub(crate) fn submitted(
     caller: &'static Location<'static>,
 ) {
     let actor = actor(inner);
-    let Some(st) = inner.world.get::<StreamState>(stream) else {
+    let Some(st) = inner.stream(stream) else {
         return;
     };
     let device = st.device_index;
@@ -168,42 +168,52 @@ pub(crate) fn submitted(
     };
     let desc = new.desc;
     let kind = desc.task_kind().unwrap_or(TaskKind::Kernel);
-    let name = match kind {
-        TaskKind::Kernel => inner
-            .world
-            .resource::<KernelRegistry>()
-            .resolve(desc.kernel, desc.kernel_generation)
-            .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
-        TaskKind::Memcpy => match desc.copy_dir() {
-            Some(CopyDir::HostToDevice) => "memcpy host to device".into(),
-            Some(CopyDir::DeviceToHost) => "memcpy device to host".into(),
-            Some(CopyDir::DeviceToDevice) => "memcpy device to device".into(),
-            _ => "memcpy_peer".into(),
-        },
-        TaskKind::Collective => CollectiveCall::decode(&desc)
-            .map_or("collective", |c| c.kind.name())
-            .into(),
-        TaskKind::HostCallback => "host callback".into(),
-        other => other.name().into(),
-    };
     let wait = (kind == TaskKind::EventWait)
         .then(|| desc.as_event().map(|e| (e.event, e.record)))
         .flatten();
     let collective = CollectiveCall::decode(&desc);
     let site = site(caller);
-    if let Some(mut san) = sanitizer(inner) {
-        san.submitted(
-            actor,
-            stream,
-            device,
-            seq,
-            kind,
-            wait,
-            collective.as_ref(),
-            name,
-            site,
-        );
-    }
+    let key = match kind {
+        TaskKind::Kernel => NameKey::Kernel(desc.kernel, desc.kernel_generation),
+        TaskKind::Memcpy => NameKey::Call(match desc.copy_dir() {
+            Some(CopyDir::HostToDevice) => "memcpy host to device",
+            Some(CopyDir::DeviceToHost) => "memcpy device to host",
+            Some(CopyDir::DeviceToDevice) => "memcpy device to device",
+            _ => "memcpy_peer",
+        }),
+        TaskKind::Collective => {
+            NameKey::Call(collective.as_ref().map_or("collective", |c| c.kind.name()))
+        }
+        TaskKind::HostCallback => NameKey::Call("host callback"),
+        other => NameKey::Call(other.name()),
+    };
+    let world = &mut inner.world;
+    let Some(cached) = world.get_resource::<Sanitizer>().map(|s| s.cached_name(key)) else {
+        return;
+    };
+    // A kernel's name is looked up in the registry once per kernel.
+    let made = cached.is_none().then(|| match key {
+        NameKey::Kernel(k, g) => world
+            .resource::<KernelRegistry>()
+            .resolve(k, g)
+            .map_or_else(|| "unknown kernel".to_string(), |e| e.name.clone()),
+        NameKey::Call(n) => n.to_string(),
+    });
+    let mut san = world.resource_mut::<Sanitizer>();
+    let name = match cached {
+        Some(n) => n,
+        None => san.name(key, || made.unwrap_or_default()),
+    };
+    san.submitted(
+        actor,
+        stream,
+        device,
+        seq,
+        wait,
+        collective.as_ref(),
+        name,
+        site,
+    );
 }
 
 /// The calling thread synchronized with everything `stream` has completed.
@@ -309,6 +319,13 @@ pub(crate) fn freed_behind_uses(
 pub(crate) fn stream_destroyed(inner: &mut Inner, stream: Entity) {
     if let Some(mut san) = sanitizer(inner) {
         san.stream_destroyed(stream);
+    }
+}
+
+/// An event is being destroyed.
+pub(crate) fn event_destroyed(inner: &mut Inner, event: Entity) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.event_destroyed(event);
     }
 }
 

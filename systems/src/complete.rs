@@ -250,6 +250,61 @@ mod tests {
     }
 
     #[test]
+    fn with_the_sanitizer_in_error_mode_the_later_of_two_unordered_writes_fails() {
+        use npusim_components::access::Access;
+        use npusim_components::sanitizer::Actor;
+        use npusim_components::task::MemsetView;
+        use npusim_components::{EnqueueSite, Sanitizer, SanitizerConfig};
+        let (mut world, s1) = world_with_stream();
+        let s2 = world
+            .spawn(StreamState::new(
+                Entity::PLACEHOLDER,
+                Entity::PLACEHOLDER,
+                0,
+                0,
+                StreamKind::Compute,
+                1,
+            ))
+            .id();
+        world.insert_resource(Sanitizer::new(SanitizerConfig::error(), 1));
+        let memset = TaskDescriptor::memset(MemsetView {
+            dst: 0x1000,
+            value: 0,
+            bytes: 64,
+        });
+        let mut tasks = Vec::new();
+        for s in [s1, s2] {
+            world.resource_mut::<Sanitizer>().submitted(
+                Actor::Host,
+                s,
+                0,
+                1,
+                None,
+                None,
+                "memset".into(),
+                EnqueueSite::Unknown,
+            );
+            let t = task(&mut world, s, 1, memset);
+            world
+                .get_mut::<Task>(t)
+                .unwrap()
+                .access
+                .push(Access::write(0x1000, 64));
+            tasks.push(t);
+        }
+        complete(&mut world, s1, tasks[0], Outcome::Done, 5);
+        complete(&mut world, s2, tasks[1], Outcome::Done, 6);
+        assert_eq!(
+            world.get::<Task>(tasks[0]).unwrap().status,
+            TaskStatus::Done
+        );
+        let later = world.get::<Task>(tasks[1]).unwrap();
+        assert_eq!(later.status, TaskStatus::Failed);
+        assert_eq!(later.error.as_ref().unwrap().code(), 507053);
+        assert_eq!(world.resource::<Sanitizer>().reports().len(), 1);
+    }
+
+    #[test]
     fn a_record_fires_when_done_and_is_cancelled_when_aborted() {
         let (mut world, stream) = world_with_stream();
         let ev = world.spawn(EventState::new(Entity::PLACEHOLDER)).id();
