@@ -622,6 +622,19 @@ impl Sanitizer {
         &self.reports[from..]
     }
 
+    /// Sizes of the internal tables (streams, events, callbacks, groups, names, reports).
+    pub fn table_sizes(&self) -> [usize; 7] {
+        [
+            self.streams.len(),
+            self.events.len(),
+            self.callbacks.len(),
+            self.groups.len(),
+            self.names.len(),
+            self.reports.len(),
+            self.host.0.len(),
+        ]
+    }
+
     /// Shadow memory in use.
     pub fn shadow_stats(&self) -> ShadowStats {
         let mut s = ShadowStats::default();
@@ -797,6 +810,42 @@ impl Sanitizer {
         }
     }
 
+    /// Forgets the freed blocks of `context` that `released` says went back to the pool
+    /// (no queued task can reach them any more), and their shadow.
+    pub fn forget_released(&mut self, context: Entity, released: impl Fn(u64) -> bool) {
+        let Some(blocks) = self.blocks.get_mut(&context) else {
+            return;
+        };
+        let gone: Vec<(u64, u64)> = blocks
+            .iter()
+            .filter(|(b, blk)| matches!(blk.life, BlockLife::Freed { .. }) && released(**b))
+            .map(|(b, blk)| (*b, blk.size))
+            .collect();
+        for &(b, _) in &gone {
+            blocks.remove(&b);
+        }
+        if let Some(space) = self.shadow.get_mut(&context) {
+            for (b, size) in gone {
+                split(space, b);
+                split(space, b + size);
+                let keys: Vec<u64> = space.range(b..b + size).map(|(k, _)| *k).collect();
+                for k in keys {
+                    space.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Forgets a destroyed context: its blocks, its shadow and its streams (whose slots are
+    /// not reused: their work may have been aborted rather than waited for).
+    pub fn context_destroyed(&mut self, context: Entity, streams: &[Entity]) {
+        self.blocks.remove(&context);
+        self.shadow.remove(&context);
+        for s in streams {
+            self.streams.remove(s);
+        }
+    }
+
     /// Forgets a destroyed event's records that no queued wait captured.
     pub fn event_destroyed(&mut self, event: Entity) {
         if let Some(e) = self.events.get_mut(&event) {
@@ -902,14 +951,14 @@ impl Sanitizer {
             site,
         });
         let Some((s, position)) = stream else {
-            self.finish_free(context, base, host, side, now);
+            self.finish_free(context, base, (host.clone(), host), side, now);
             return;
         };
         let st = self.stream(s, device);
         if st.processed >= position {
             let mut c = (*st.clock).clone();
             c.join(&host);
-            self.finish_free(context, base, Arc::new(c), side, now);
+            self.finish_free(context, base, (Arc::new(c), host), side, now);
             return;
         }
         st.frees.push(PendingFree {
@@ -957,7 +1006,8 @@ impl Sanitizer {
             site,
         });
         if waiting.is_empty() {
-            self.finish_free(context, base, Arc::new(clock), side, now);
+            let c = Arc::new(clock);
+            self.finish_free(context, base, (c.clone(), c), side, now);
             return;
         }
         if let Some(b) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) {
@@ -982,7 +1032,7 @@ impl Sanitizer {
         &mut self,
         context: Entity,
         base: u64,
-        clock: Arc<VectorClock>,
+        (clock, host): (Arc<VectorClock>, Arc<VectorClock>),
         side: Arc<TaskInfo>,
         now: SimTime,
     ) {
@@ -1032,6 +1082,10 @@ impl Sanitizer {
 count: 1,
             }, &c.earlier.task, &side);
         }
+            // Every task the host enqueues from now on is ordered after what its clock covers:
+        // those accesses can never conflict again, so they leave the shadow (what it does not
+        // cover stays, for a reuse that is not ordered after it).
+        prune(self.shadow.get_mut(&context), base, end, &host);
     }
 
     /// Completes `task` (which ended well when `ok`) at `now`: computes its clock and checks
@@ -1148,7 +1202,10 @@ count: 1,
                             ..f
                         });
                     }
-                    None => self.finish_free(f.context, f.base, Arc::new(c), f.side, now),
+                    None => {
+                        let clocks = (Arc::new(c), f.host.clone());
+                        self.finish_free(f.context, f.base, clocks, f.side, now)
+                    }
                 }
             }
         }
@@ -1576,6 +1633,30 @@ fn push_conflict(out: &mut Vec<Conflict>, kind: ReportKind, a: u64, b: u64, rec:
         end: b,
         earlier: rec.clone(),
     });
+}
+
+/// Drops from `[start, end)` of `space` the accesses `host` covers, and the intervals left
+/// empty.
+fn prune(space: Option<&mut BTreeMap<u64, Segment>>, start: u64, end: u64, host: &VectorClock) {
+    let Some(space) = space else {
+        return;
+    };
+    split(space, start);
+    split(space, end);
+    let mut empty = Vec::new();
+    for (&k, seg) in space.range_mut(start..end) {
+        if seg.write.as_ref().is_some_and(|w| host.covers(w.slot, w.clock)) {
+            seg.write = None;
+        }
+        seg.reads.retain(|r| !host.covers(r.slot, r.clock));
+        if seg.write.is_none() && seg.reads.is_empty() {
+            empty.push(k);
+        }
+    }
+    for k in empty {
+        space.remove(&k);
+    }
+    coalesce(space, start, end);
 }
 
 /// Splits the interval that holds `at` so that one starts there.

@@ -263,6 +263,7 @@ impl Runtime {
             .memory
             .trim(ctx);
         g.charge_driver(device);
+        crate::sanitizer::trimmed(&mut g, ctx, device);
         Ok(released)
     }
 

@@ -322,6 +322,31 @@ pub(crate) fn stream_destroyed(inner: &mut Inner, stream: Entity) {
     }
 }
 
+/// Context `ctx` is being destroyed, with its `streams`.
+pub(crate) fn context_destroyed(inner: &mut Inner, ctx: Entity, streams: &[Entity]) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.context_destroyed(ctx, streams);
+    }
+}
+
+/// `ctx`'s memory on device entity `device` was trimmed: freed blocks that went back to the
+/// pool are forgotten (their addresses may come back only through a new allocation).
+pub(crate) fn trimmed(inner: &mut Inner, ctx: Entity, device: Entity) {
+    if !inner.sanitize {
+        return;
+    }
+    let world = &mut inner.world;
+    world.resource_scope(|world, mut san: bevy_ecs::world::Mut<Sanitizer>| {
+        let Some(d) = world.get::<DeviceState>(device) else {
+            return;
+        };
+        let m = &d.memory;
+        san.forget_released(ctx, |base| {
+            m.block_containing(base, ctx).is_none() && m.pending_positions(base, ctx).is_empty()
+        });
+    });
+}
+
 /// An event is being destroyed.
 pub(crate) fn event_destroyed(inner: &mut Inner, event: Entity) {
     if let Some(mut san) = sanitizer(inner) {
