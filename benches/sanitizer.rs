@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 
+#[allow(dead_code)] // the hand-written loop is the pipeline bench's
 mod common;
 
 #[allow(dead_code)]

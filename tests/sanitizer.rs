@@ -183,7 +183,8 @@ fn writes_to_disjoint_halves_of_a_buffer_are_not_reported() {
     let (a, b) = streams(&rt);
     let buf = rt.malloc(N).unwrap();
     rt.memset_async(buf, 1, N / 2, a).unwrap();
-    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b).unwrap();
+    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+        .unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
 }
@@ -194,7 +195,8 @@ fn a_race_on_part_of_a_buffer_is_reported_on_exactly_the_overlap() {
     let (a, b) = streams(&rt);
     let buf = rt.malloc(N).unwrap();
     rt.memset_async(buf, 1, 3 * N / 4, a).unwrap();
-    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b).unwrap();
+    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+        .unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0 + N / 2, N / 4);
     assert_eq!(r.offset(), Some(N / 2));
@@ -369,13 +371,8 @@ fn a_kernel_launched_after_a_free_async_uses_freed_memory() {
     rt.memset_async(other, 0, 64 << 20, a).unwrap();
     rt.free_async(buf, a).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(
-        fill,
-        1,
-        &[Arg::Ptr(buf), Arg::U64(N / 4), Arg::F32(1.0)],
-        b,
-    )
-    .unwrap();
+    rt.launch(fill, 1, &[Arg::Ptr(buf), Arg::U64(N / 4), Arg::F32(1.0)], b)
+        .unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
     // The kernel ran first; the free's position came after it, unordered.
@@ -637,15 +634,21 @@ struct Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    (0..3usize, 0..2usize, any::<bool>(), 0..4u64, 1..4u64, 0..8u8).prop_map(
-        |(stream, buffer, write, start, len, sync)| Step {
+    (
+        0..3usize,
+        0..2usize,
+        any::<bool>(),
+        0..4u64,
+        1..4u64,
+        0..8u8,
+    )
+        .prop_map(|(stream, buffer, write, start, len, sync)| Step {
             stream,
             buffer,
             write,
             part: (start, len.min(4 - start).max(1)),
             host_sync: sync == 0,
-        },
-    )
+        })
 }
 
 proptest! {
@@ -699,7 +702,10 @@ fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
     // vadd_f32(a, b, c, n) with n twice what c holds: the core writes past c into the block
     // after it (mapped, so no fault), while another stream writes that block.
     let rt = runtime(1, SanitizerConfig::report());
-    let path = format!("{}/examples/kernels/vector_add.o", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/examples/kernels/vector_add.o",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let bin = rt.load_binary(&std::fs::read(path).unwrap()).unwrap();
     let vadd = rt.get_function(bin, "vadd_f32").unwrap();
     let (a, b) = streams(&rt);
@@ -708,7 +714,11 @@ fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
     rt.memset(y, 0, 2 * N).unwrap();
     let c = rt.malloc(N).unwrap();
     let victim = rt.malloc(N).unwrap();
-    assert_eq!(victim.0, c.0 + N, "the pool places the victim right after c");
+    assert_eq!(
+        victim.0,
+        c.0 + N,
+        "the pool places the victim right after c"
+    );
     rt.memset_async(victim, 7, N, b).unwrap();
     let n = 2 * N / 4;
     rt.launch(
@@ -772,7 +782,11 @@ fn a_bug_in_a_loop_is_one_report_that_counts_its_repeats() {
     assert!(reports.len() <= 2, "{reports:#?}");
     let total: u64 = reports.iter().map(|r| r.count).sum();
     assert!(total >= 10, "{reports:#?}");
-    assert!(reports[0].to_string().contains("times (the first is shown)"));
+    assert!(
+        reports[0]
+            .to_string()
+            .contains("times (the first is shown)")
+    );
 }
 
 #[test]

@@ -75,7 +75,11 @@ fn every_example_runs_clean_under_the_sanitizer() {
 fn the_sanitizer_example_prints_its_two_reports_and_none_for_the_fixed_program() {
     // It builds its runtimes with the sanitizer in report mode and prints the reports itself.
     let (stdout, _) = finish("11_sanitizer", start("11_sanitizer", &[]));
-    assert_eq!(stdout.matches("npusim sanitizer: race").count(), 1, "{stdout}");
+    assert_eq!(
+        stdout.matches("npusim sanitizer: race").count(),
+        1,
+        "{stdout}"
+    );
     assert_eq!(
         stdout.matches("npusim sanitizer: use after free").count(),
         1,

@@ -174,8 +174,15 @@ fn program_full(name: &str, env: &[(&str, &str)]) -> (String, String) {
 #[test]
 fn npusim_sanitize_report_prints_the_race_of_a_c_program_with_its_acl_calls() {
     let (_, stderr) = program_full("sanitizer", &[("NPUSIM_SANITIZE", "report")]);
-    assert_eq!(stderr.matches("npusim sanitizer: race").count(), 1, "{stderr}");
-    for call in ["aclrtMemcpyAsync (ACL call #", "aclrtLaunchKernel (ACL call #"] {
+    assert_eq!(
+        stderr.matches("npusim sanitizer: race").count(),
+        1,
+        "{stderr}"
+    );
+    for call in [
+        "aclrtMemcpyAsync (ACL call #",
+        "aclrtLaunchKernel (ACL call #",
+    ] {
         assert!(stderr.contains(call), "{call} missing:\n{stderr}");
     }
     assert!(
@@ -198,7 +205,10 @@ fn the_c_test_programs_run_clean_under_npusim_sanitize_report() {
         ("threads", None),
         ("faults", None),
         ("callbacks", None),
-        ("callback_timeouts", Some(("NPUSIM_CALLBACK_TIMEOUT_MS", "300"))),
+        (
+            "callback_timeouts",
+            Some(("NPUSIM_CALLBACK_TIMEOUT_MS", "300")),
+        ),
         ("errors", None),
         ("device_queries", None),
         ("res_limits", None),

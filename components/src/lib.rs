@@ -44,12 +44,12 @@ pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
+pub use sanitizer::{
+    EnqueueSite, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode, SanitizerReport,
+};
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,
     TilingLog, TilingRecord,
-};
-pub use sanitizer::{
-    EnqueueSite, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode, SanitizerReport,
 };
 pub use stream::{StreamKind, StreamState};
 pub use task::{

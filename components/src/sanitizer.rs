@@ -559,6 +559,9 @@ type ReportKey = (
     Operand,
 );
 
+/// Part of a range inside one block (or between blocks): start, end, the block.
+type Piece = (u64, u64, Option<(u64, Block)>);
+
 /// A conflict found while checking one range.
 struct Conflict {
     kind: ReportKind,
@@ -606,6 +609,7 @@ impl Sanitizer {
     /// Takes the reports, leaving none.
     pub fn take_reports(&mut self) -> Vec<SanitizerReport> {
         self.fresh = 0;
+        self.last = None;
         self.distinct.clear();
         std::mem::take(&mut self.reports)
     }
@@ -620,19 +624,6 @@ impl Sanitizer {
         let from = self.reports.len() - self.fresh.min(self.reports.len());
         self.fresh = 0;
         &self.reports[from..]
-    }
-
-    /// Sizes of the internal tables (streams, events, callbacks, groups, names, reports).
-    pub fn table_sizes(&self) -> [usize; 7] {
-        [
-            self.streams.len(),
-            self.events.len(),
-            self.callbacks.len(),
-            self.groups.len(),
-            self.names.len(),
-            self.reports.len(),
-            self.host.0.len(),
-        ]
     }
 
     /// Shadow memory in use.
@@ -1018,14 +1009,18 @@ impl Sanitizer {
         let host = Arc::new(clock);
         let (s, p) = waiting[0];
         let rest: Vec<(Entity, u64)> = waiting[1..].to_vec();
-        self.streams.get_mut(&s).expect("looked up").frees.push(PendingFree {
-            position: p,
-            context,
-            base,
-            host,
-            side,
-            rest,
-        });
+        self.streams
+            .get_mut(&s)
+            .expect("looked up")
+            .frees
+            .push(PendingFree {
+                position: p,
+                context,
+                base,
+                host,
+                side,
+                rest,
+            });
     }
 
     fn finish_free(
@@ -1070,19 +1065,23 @@ impl Sanitizer {
                 stream_name(&earlier),
                 earlier.position
             );
-            self.push_report(SanitizerReport {
-                kind: ReportKind::UseAfterFree,
-                addr: c.start,
-                bytes: c.end - c.start,
-                block: Some((base, size)),
-                earlier,
-                later,
-                fix,
-                at: now,
-count: 1,
-            }, &c.earlier.task, &side);
+            self.push_report(
+                SanitizerReport {
+                    kind: ReportKind::UseAfterFree,
+                    addr: c.start,
+                    bytes: c.end - c.start,
+                    block: Some((base, size)),
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    count: 1,
+                },
+                &c.earlier.task,
+                &side,
+            );
         }
-            // Every task the host enqueues from now on is ordered after what its clock covers:
+        // Every task the host enqueues from now on is ordered after what its clock covers:
         // those accesses can never conflict again, so they leave the shadow (what it does not
         // cover stays, for a reuse that is not ordered after it).
         prune(self.shadow.get_mut(&context), base, end, &host);
@@ -1106,7 +1105,10 @@ count: 1,
         let mut arc = std::mem::replace(&mut st.clock, self.empty.clone());
         let clock = Arc::make_mut(&mut arc);
         if let Some(s) = &sub
-            && !st.joined_host.as_ref().is_some_and(|h| Arc::ptr_eq(h, &s.host))
+            && !st
+                .joined_host
+                .as_ref()
+                .is_some_and(|h| Arc::ptr_eq(h, &s.host))
         {
             clock.join(&s.host);
             st.joined_host = Some(s.host.clone());
@@ -1322,7 +1324,7 @@ count: 1,
         };
         // One piece per block the range crosses (a binary kernel writing past its buffer
         // reaches the next one), and one per gap between blocks.
-        let mut pieces: SmallVec<[(u64, u64, Option<(u64, Block)>); 2]> = SmallVec::new();
+        let mut pieces: SmallVec<[Piece; 2]> = SmallVec::new();
         let mut cursor = start;
         if let Some(blocks) = self.blocks.get(&context) {
             let first = blocks
@@ -1406,7 +1408,7 @@ count: 1,
                         later,
                         fix,
                         at: now,
-count: 1,
+                        count: 1,
                     };
                     let side = side.clone();
                     self.push_report(report, &side, info);
@@ -1420,17 +1422,21 @@ count: 1,
                 let earlier = self.side_of(&alloc, Operand::Block, None);
                 let later = self.side_of(info, operand, Some(access.mode));
                 let fix = self.fix_for(order.stream, order.position, &later);
-                self.push_report(SanitizerReport {
-                    kind: ReportKind::UnorderedReuse,
-                    addr: start,
-                    bytes: end - start,
-                    block,
-                    earlier,
-                    later,
-                    fix,
-                    at: now,
-count: 1,
-                }, &alloc, info);
+                self.push_report(
+                    SanitizerReport {
+                        kind: ReportKind::UnorderedReuse,
+                        addr: start,
+                        bytes: end - start,
+                        block,
+                        earlier,
+                        later,
+                        fix,
+                        at: now,
+                        count: 1,
+                    },
+                    &alloc,
+                    info,
+                );
             }
         }
         let check_uninit = self.config.uninitialized && access.mode.reads();
@@ -1503,17 +1509,21 @@ count: 1,
                 Some(s) => self.fix_for(s, c.earlier.task.position, &later),
                 None => "synchronize before the later call".into(),
             };
-            self.push_report(SanitizerReport {
-                kind: c.kind,
-                addr: c.start,
-                bytes: c.end - c.start,
-                block,
-                earlier,
-                later,
-                fix,
-                at: now,
-count: 1,
-            }, &c.earlier.task, info);
+            self.push_report(
+                SanitizerReport {
+                    kind: c.kind,
+                    addr: c.start,
+                    bytes: c.end - c.start,
+                    block,
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    count: 1,
+                },
+                &c.earlier.task,
+                info,
+            );
         }
         if let Some((base, b)) = found {
             let alloc = b.alloc.clone();
@@ -1526,17 +1536,21 @@ count: 1,
                     later.position,
                     stream_name(&later)
                 );
-                self.push_report(SanitizerReport {
-                    kind: ReportKind::UninitializedRead,
-                    addr: a,
-                    bytes: e - a,
-                    block: Some((base, b.size)),
-                    earlier,
-                    later,
-                    fix,
-                    at: now,
-count: 1,
-                }, &alloc, info);
+                self.push_report(
+                    SanitizerReport {
+                        kind: ReportKind::UninitializedRead,
+                        addr: a,
+                        bytes: e - a,
+                        block: Some((base, b.size)),
+                        earlier,
+                        later,
+                        fix,
+                        at: now,
+                        count: 1,
+                    },
+                    &alloc,
+                    info,
+                );
             }
         }
     }
@@ -1545,12 +1559,8 @@ count: 1,
     fn fix_for(&self, earlier: Entity, pos: u64, later: &ReportSide) -> String {
         let a = Stream::new(self.runtime, earlier);
         let existing = self.streams.get(&earlier).and_then(|st| {
-            st.records
-                .iter()
-                .rev()
-                .filter(|(p, _)| *p >= pos)
-                .last()
-                .copied()
+            // The first record after it (records are kept oldest first).
+            st.records.iter().find(|(p, _)| *p >= pos).copied()
         });
         let Some(b) = later.stream else {
             return format!("synchronize {a} (or an event recorded on it after position {pos})");
@@ -1645,7 +1655,11 @@ fn prune(space: Option<&mut BTreeMap<u64, Segment>>, start: u64, end: u64, host:
     split(space, end);
     let mut empty = Vec::new();
     for (&k, seg) in space.range_mut(start..end) {
-        if seg.write.as_ref().is_some_and(|w| host.covers(w.slot, w.clock)) {
+        if seg
+            .write
+            .as_ref()
+            .is_some_and(|w| host.covers(w.slot, w.clock))
+        {
             seg.write = None;
         }
         seg.reads.retain(|r| !host.covers(r.slot, r.clock));
@@ -1676,10 +1690,7 @@ fn split(space: &mut BTreeMap<u64, Segment>, at: u64) {
 
 /// Merges neighbouring intervals around `[start, end)` that hold the same state.
 fn coalesce(space: &mut BTreeMap<u64, Segment>, start: u64, end: u64) {
-    let from = space
-        .range(..start)
-        .next_back()
-        .map_or(start, |(&s, _)| s);
+    let from = space.range(..start).next_back().map_or(start, |(&s, _)| s);
     let keys: Vec<u64> = space.range(from..=end).map(|(&k, _)| k).collect();
     let mut prev: Option<u64> = None;
     for k in keys {

@@ -55,8 +55,8 @@ pub mod memory;
 pub mod notify;
 pub mod ops;
 pub mod runtime;
-pub mod sanitizer;
 pub mod safe;
+pub mod sanitizer;
 pub mod stream;
 pub mod timed;
 pub mod timeline;
@@ -67,6 +67,10 @@ pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
+pub use npusim_components::sanitizer::{
+    EnqueueSite, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode, SanitizerReport,
+    ShadowStats,
+};
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
 };
@@ -84,10 +88,6 @@ pub use npusim_device::link::{
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};
-pub use npusim_components::sanitizer::{
-    EnqueueSite, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode, SanitizerReport,
-    ShadowStats,
-};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use safe::{
     DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg, LaunchBuilder,

@@ -188,7 +188,10 @@ pub(crate) fn submitted(
         other => NameKey::Call(other.name()),
     };
     let world = &mut inner.world;
-    let Some(cached) = world.get_resource::<Sanitizer>().map(|s| s.cached_name(key)) else {
+    let Some(cached) = world
+        .get_resource::<Sanitizer>()
+        .map(|s| s.cached_name(key))
+    else {
         return;
     };
     // A kernel's name is looked up in the registry once per kernel.
@@ -256,7 +259,12 @@ pub(crate) fn allocated(
     let Some((device, size)) = block_of(inner, ctx, base) else {
         return;
     };
-    let at = stream.and_then(|s| inner.world.get::<StreamState>(s).map(|st| (s, st.submitted)));
+    let at = stream.and_then(|s| {
+        inner
+            .world
+            .get::<StreamState>(s)
+            .map(|st| (s, st.submitted))
+    });
     let site = site(caller);
     if let Some(mut san) = sanitizer(inner) {
         san.allocated(actor, ctx, device, base, size, at, site);
@@ -279,7 +287,12 @@ pub(crate) fn freed(
     let Some((device, _)) = block_of(inner, ctx, base) else {
         return;
     };
-    let at = stream.and_then(|s| inner.world.get::<StreamState>(s).map(|st| (s, st.submitted)));
+    let at = stream.and_then(|s| {
+        inner
+            .world
+            .get::<StreamState>(s)
+            .map(|st| (s, st.submitted))
+    });
     let site = site(caller);
     let now = inner.host_now();
     if let Some(mut san) = sanitizer(inner) {
