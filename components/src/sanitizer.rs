@@ -28,7 +28,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bevy_ecs::entity::{Entity, EntityHashMap};
-use bevy_ecs::resource::Resource;
 use smallvec::SmallVec;
 
 use crate::access::{Access, AccessMode, Space};
@@ -491,6 +490,40 @@ pub enum NameKey {
     Call(&'static str),
 }
 
+/// One copy of each name, found without hashing (a launch looks its kernel's up).
+#[derive(Debug, Default)]
+struct Names {
+    /// By kernel slot: the generation the name is of, and the name.
+    kernels: Vec<Option<(u32, Arc<str>)>>,
+    /// Fixed names (a handful).
+    calls: Vec<(&'static str, Arc<str>)>,
+}
+
+impl Names {
+    fn get(&self, key: NameKey) -> Option<&Arc<str>> {
+        match key {
+            NameKey::Kernel(k, g) => match self.kernels.get(k as usize) {
+                Some(Some((gen_, n))) if *gen_ == g => Some(n),
+                _ => None,
+            },
+            NameKey::Call(c) => self.calls.iter().find(|(k, _)| *k == c).map(|(_, n)| n),
+        }
+    }
+
+    fn insert(&mut self, key: NameKey, name: Arc<str>) {
+        match key {
+            NameKey::Kernel(k, g) => {
+                let i = k as usize;
+                if self.kernels.len() <= i {
+                    self.kernels.resize(i + 1, None);
+                }
+                self.kernels[i] = Some((g, name));
+            }
+            NameKey::Call(c) => self.calls.push((c, name)),
+        }
+    }
+}
+
 /// Who is calling the API: the host program, or the body of a host callback (its task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Actor {
@@ -518,13 +551,14 @@ pub struct ShadowStats {
     pub bytes: usize,
 }
 
-/// The sanitizer: a world resource present only when it is on.
-#[derive(Resource, Debug)]
+/// The sanitizer, held by [`Finished::sanitizer`](crate::resources::Finished) only when it
+/// is on.
+#[derive(Debug)]
 pub struct Sanitizer {
     config: SanitizerConfig,
     runtime: u32,
     streams: EntityHashMap<StreamClock>,
-    names: HashMap<NameKey, Arc<str>>,
+    names: Names,
     /// An empty clock to stand in while a stream's own is updated in place.
     empty: Arc<VectorClock>,
     next_slot: u32,
@@ -532,7 +566,7 @@ pub struct Sanitizer {
     free_slots: Vec<(u32, u64)>,
     host: Arc<VectorClock>,
     callbacks: HashMap<(Entity, u64), VectorClock>,
-    events: HashMap<Entity, EventClocks>,
+    events: EntityHashMap<EventClocks>,
     groups: HashMap<GroupKey, Group>,
     shadow: BTreeMap<Entity, BTreeMap<u64, Segment>>,
     blocks: BTreeMap<Entity, BTreeMap<u64, Block>>,
@@ -577,13 +611,13 @@ impl Sanitizer {
             config,
             runtime,
             streams: EntityHashMap::default(),
-            names: HashMap::new(),
+            names: Names::default(),
             empty: Arc::new(VectorClock::default()),
             next_slot: 0,
             free_slots: Vec::new(),
             host: Arc::new(VectorClock::default()),
             callbacks: HashMap::new(),
-            events: HashMap::new(),
+            events: EntityHashMap::default(),
             groups: HashMap::new(),
             shadow: BTreeMap::new(),
             blocks: BTreeMap::new(),
@@ -656,15 +690,17 @@ impl Sanitizer {
 
     /// The shared name of `key`, if it was made before.
     pub fn cached_name(&self, key: NameKey) -> Option<Arc<str>> {
-        self.names.get(&key).cloned()
+        self.names.get(key).cloned()
     }
 
     /// The shared name of a kernel or call (made once by `make`).
     pub fn name(&mut self, key: NameKey, make: impl FnOnce() -> String) -> Arc<str> {
-        self.names
-            .entry(key)
-            .or_insert_with(|| Arc::from(make()))
-            .clone()
+        if let Some(n) = self.names.get(key) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(make());
+        self.names.insert(key, n.clone());
+        n
     }
 
     fn stream(&mut self, stream: Entity, device: u32) -> &mut StreamClock {

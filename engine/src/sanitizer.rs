@@ -36,6 +36,9 @@ use npusim_components::{
     StreamState, TaskKind,
 };
 
+use bevy_ecs::world::World;
+use npusim_components::resources::Finished;
+
 use crate::runtime::{Inner, Runtime};
 
 thread_local! {
@@ -139,19 +142,35 @@ fn sanitizer(inner: &mut Inner) -> Option<bevy_ecs::world::Mut<'_, Sanitizer>> {
     if !inner.sanitize {
         return None;
     }
-    inner.world.get_resource_mut::<Sanitizer>()
+    sanitizer_of(&mut inner.world)
+}
+
+/// The sanitizer in `world`, if it is on.
+fn sanitizer_of(world: &mut World) -> Option<bevy_ecs::world::Mut<'_, Sanitizer>> {
+    let f = world.get_resource_mut::<Finished>()?;
+    f.sanitizer.as_ref()?;
+    Some(f.map_unchanged(|f| &mut **f.sanitizer.as_mut().expect("checked")))
+}
+
+/// The sanitizer in `world`, read-only, if it is on.
+pub(crate) fn sanitizer_ref(world: &World) -> Option<&Sanitizer> {
+    world.get_resource::<Finished>()?.sanitizer.as_deref()
 }
 
 /// Installs the sanitizer in a new runtime's world when `config` turns it on.
 pub(crate) fn install(inner: &mut Inner, config: SanitizerConfig) {
     if config.on() {
         let id = inner.runtime_id;
-        inner.world.insert_resource(Sanitizer::new(config, id));
+        inner.world.resource_mut::<Finished>().sanitizer =
+            Some(Box::new(Sanitizer::new(config, id)));
         inner.sanitize = true;
     }
 }
 
 /// A task was just pushed at `seq` on `stream`'s doorbell, by a call made at `caller`.
+/// (Kept out of line: the submission path it hangs off stays as small as without it.)
+#[cold]
+#[inline(never)]
 pub(crate) fn submitted(
     inner: &mut Inner,
     stream: Entity,
@@ -188,10 +207,7 @@ pub(crate) fn submitted(
         other => NameKey::Call(other.name()),
     };
     let world = &mut inner.world;
-    let Some(cached) = world
-        .get_resource::<Sanitizer>()
-        .map(|s| s.cached_name(key))
-    else {
+    let Some(cached) = sanitizer_ref(world).map(|s| s.cached_name(key)) else {
         return;
     };
     // A kernel's name is looked up in the registry once per kernel.
@@ -202,7 +218,9 @@ pub(crate) fn submitted(
             .map_or_else(|| "unknown kernel".to_string(), |e| e.name.clone()),
         NameKey::Call(n) => n.to_string(),
     });
-    let mut san = world.resource_mut::<Sanitizer>();
+    let Some(mut san) = sanitizer_of(world) else {
+        return;
+    };
     let name = match cached {
         Some(n) => n,
         None => san.name(key, || made.unwrap_or_default()),
@@ -349,8 +367,11 @@ pub(crate) fn trimmed(inner: &mut Inner, ctx: Entity, device: Entity) {
         return;
     }
     let world = &mut inner.world;
-    world.resource_scope(|world, mut san: bevy_ecs::world::Mut<Sanitizer>| {
-        let Some(d) = world.get::<DeviceState>(device) else {
+    world.resource_scope(|world, mut finished: bevy_ecs::world::Mut<Finished>| {
+        let (Some(san), Some(d)) = (
+            finished.sanitizer.as_deref_mut(),
+            world.get::<DeviceState>(device),
+        ) else {
             return;
         };
         let m = &d.memory;
@@ -397,33 +418,21 @@ impl Runtime {
     /// Every stream-sanitizer report so far, in the order they were found (empty when the
     /// sanitizer is off).
     pub fn sanitizer_reports(&self) -> Vec<SanitizerReport> {
-        self.lock()
-            .world
-            .get_resource::<Sanitizer>()
-            .map_or_else(Vec::new, |s| s.reports().to_vec())
+        sanitizer_ref(&self.lock().world).map_or_else(Vec::new, |s| s.reports().to_vec())
     }
 
     /// Takes the stream-sanitizer reports, leaving none.
     pub fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
-        self.lock()
-            .world
-            .get_resource_mut::<Sanitizer>()
-            .map_or_else(Vec::new, |mut s| s.take_reports())
+        sanitizer_of(&mut self.lock().world).map_or_else(Vec::new, |mut s| s.take_reports())
     }
 
     /// How the stream sanitizer runs (off unless the runtime was built with it).
     pub fn sanitizer_config(&self) -> SanitizerConfig {
-        self.lock()
-            .world
-            .get_resource::<Sanitizer>()
-            .map_or_else(SanitizerConfig::default, |s| s.config())
+        sanitizer_ref(&self.lock().world).map_or_else(SanitizerConfig::default, |s| s.config())
     }
 
     /// The sanitizer's shadow memory in use (all zero when it is off).
     pub fn sanitizer_shadow(&self) -> ShadowStats {
-        self.lock()
-            .world
-            .get_resource::<Sanitizer>()
-            .map_or_else(ShadowStats::default, |s| s.shadow_stats())
+        sanitizer_ref(&self.lock().world).map_or_else(ShadowStats::default, |s| s.shadow_stats())
     }
 }

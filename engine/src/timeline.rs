@@ -317,7 +317,7 @@ impl Runtime {
         }
         // Stream-sanitizer reports: a marker on the later side's stream (the host's API track
         // for a free).
-        if let Some(san) = world.get_resource::<npusim_components::Sanitizer>() {
+        if let Some(san) = crate::sanitizer::sanitizer_ref(world) {
             for r in san.reports() {
                 let (pid, tid) = match r.later.stream {
                     Some(s) => (device_pid(r.later.device), stream_tid(s.entity())),

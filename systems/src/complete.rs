@@ -42,8 +42,6 @@ pub struct Completion<'w, 's> {
     finished: ResMut<'w, Finished>,
     stats: ResMut<'w, FrameStats>,
     faults: ResMut<'w, Faults>,
-    /// Present only when the stream sanitizer is on.
-    sanitizer: Option<ResMut<'w, npusim_components::Sanitizer>>,
 }
 
 impl<'w, 's> Completion<'w, 's> {
@@ -56,11 +54,9 @@ impl<'w, 's> Completion<'w, 's> {
         mut outcome: Outcome,
         now: SimTime,
     ) {
-        if let Some(san) = self.sanitizer.as_deref_mut()
-            && let Some(err) = san.completed(task, outcome == Outcome::Done, now)
-        {
-            // Error mode: the later task of a reported pair fails.
-            outcome = Outcome::Failed(err);
+        // Read through `Deref` first: the test costs one load and branch when it is off.
+        if self.finished.sanitizer.is_some() {
+            self.sanitize(task, &mut outcome, now);
         }
         let ran = task.status == TaskStatus::Running;
         if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
@@ -125,6 +121,17 @@ impl<'w, 's> Completion<'w, 's> {
         }
         self.finished.tasks.push(entity);
         self.stats.last_frame_progressed = true;
+    }
+
+    /// Feeds the stream sanitizer the finishing task; in error mode a task it reports fails.
+    #[cold]
+    #[inline(never)]
+    fn sanitize(&mut self, task: &Task, outcome: &mut Outcome, now: SimTime) {
+        if let Some(san) = self.finished.sanitizer.as_deref_mut()
+            && let Some(err) = san.completed(task, *outcome == Outcome::Done, now)
+        {
+            *outcome = Outcome::Failed(err);
+        }
     }
 
     /// The devices (their units and memory), for the stage that completes tasks.
@@ -266,7 +273,8 @@ mod tests {
                 1,
             ))
             .id();
-        world.insert_resource(Sanitizer::new(SanitizerConfig::error(), 1));
+        world.resource_mut::<Finished>().sanitizer =
+            Some(Box::new(Sanitizer::new(SanitizerConfig::error(), 1)));
         let memset = TaskDescriptor::memset(MemsetView {
             dst: 0x1000,
             value: 0,
@@ -274,7 +282,8 @@ mod tests {
         });
         let mut tasks = Vec::new();
         for s in [s1, s2] {
-            world.resource_mut::<Sanitizer>().submitted(
+            let mut finished = world.resource_mut::<Finished>();
+            finished.sanitizer.as_mut().unwrap().submitted(
                 Actor::Host,
                 s,
                 0,
@@ -301,7 +310,8 @@ mod tests {
         let later = world.get::<Task>(tasks[1]).unwrap();
         assert_eq!(later.status, TaskStatus::Failed);
         assert_eq!(later.error.as_ref().unwrap().code(), 507053);
-        assert_eq!(world.resource::<Sanitizer>().reports().len(), 1);
+        let finished = world.resource::<Finished>();
+        assert_eq!(finished.sanitizer.as_ref().unwrap().reports().len(), 1);
     }
 
     #[test]
