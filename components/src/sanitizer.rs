@@ -703,6 +703,24 @@ impl Sanitizer {
         n
     }
 
+    /// The side of a host call (`name`: an allocation or a free), stream-ordered behind
+    /// `stream`'s position when given.
+    fn host_call(
+        &mut self,
+        device: u32,
+        stream: Option<(Entity, u64)>,
+        name: &'static str,
+        site: EnqueueSite,
+    ) -> Arc<TaskInfo> {
+        Arc::new(TaskInfo {
+            device,
+            stream: stream.map(|s| s.0),
+            position: stream.map_or(0, |s| s.1),
+            name: self.name(NameKey::Call(name), || name.into()),
+            site,
+        })
+    }
+
     fn stream(&mut self, stream: Entity, device: u32) -> &mut StreamClock {
         let next = &mut self.next_slot;
         let free = &mut self.free_slots;
@@ -909,17 +927,12 @@ impl Sanitizer {
                 position,
             }
         });
-        let alloc = Arc::new(TaskInfo {
-            device,
-            stream: stream.map(|s| s.0),
-            position: stream.map_or(0, |s| s.1),
-            name: if stream.is_some() {
-                self.name(NameKey::Call("malloc_async"), || "malloc_async".into())
-            } else {
-                self.name(NameKey::Call("malloc"), || "malloc".into())
-            },
-            site,
-        });
+        let ordered = if stream.is_some() {
+            "malloc_async"
+        } else {
+            "malloc"
+        };
+        let alloc = self.host_call(device, stream, ordered, site);
         let end = base.saturating_add(size);
         let blocks = self.blocks.entry(context).or_default();
         let stale: Vec<u64> = blocks
@@ -966,17 +979,12 @@ impl Sanitizer {
         now: SimTime,
     ) {
         let host = Arc::new(self.actor_clock(actor));
-        let side = Arc::new(TaskInfo {
-            device,
-            stream: stream.map(|s| s.0),
-            position: stream.map_or(0, |s| s.1),
-            name: if stream.is_some() {
-                self.name(NameKey::Call("free_async"), || "free_async".into())
-            } else {
-                self.name(NameKey::Call("free"), || "free".into())
-            },
-            site,
-        });
+        let ordered = if stream.is_some() {
+            "free_async"
+        } else {
+            "free"
+        };
+        let side = self.host_call(device, stream, ordered, site);
         let Some((s, position)) = stream else {
             self.finish_free(context, base, (host.clone(), host), side, now);
             return;

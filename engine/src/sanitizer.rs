@@ -32,8 +32,7 @@ use npusim_components::collective::CollectiveCall;
 use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
 use npusim_components::task::CopyDir;
 use npusim_components::{
-    DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport,
-    StreamState, TaskKind,
+    DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport, TaskKind,
 };
 
 use bevy_ecs::world::World;
@@ -261,6 +260,20 @@ pub(crate) fn synchronized_event(inner: &mut Inner, event: Entity, record: u64) 
     }
 }
 
+/// What a host call on the block at `base` in `ctx` tells the sanitizer: who calls, the
+/// block's device and size, the stream position it is ordered behind, and the call's site.
+fn host_call(
+    inner: &Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) -> Option<(Actor, u32, u64, Option<(Entity, u64)>, EnqueueSite)> {
+    let (device, size) = block_of(inner, ctx, base)?;
+    let at = stream.and_then(|s| inner.stream(s).map(|st| (s, st.submitted)));
+    Some((actor(inner), device, size, at, site(caller)))
+}
+
 /// A block at `base` was allocated in `ctx` (stream-ordered behind `stream`'s submitted
 /// position when given).
 pub(crate) fn allocated(
@@ -273,17 +286,9 @@ pub(crate) fn allocated(
     if !inner.sanitize {
         return;
     }
-    let actor = actor(inner);
-    let Some((device, size)) = block_of(inner, ctx, base) else {
+    let Some((actor, device, size, at, site)) = host_call(inner, ctx, base, stream, caller) else {
         return;
     };
-    let at = stream.and_then(|s| {
-        inner
-            .world
-            .get::<StreamState>(s)
-            .map(|st| (s, st.submitted))
-    });
-    let site = site(caller);
     if let Some(mut san) = sanitizer(inner) {
         san.allocated(actor, ctx, device, base, size, at, site);
     }
@@ -301,17 +306,9 @@ pub(crate) fn freed(
     if !inner.sanitize {
         return;
     }
-    let actor = actor(inner);
-    let Some((device, _)) = block_of(inner, ctx, base) else {
+    let Some((actor, device, _, at, site)) = host_call(inner, ctx, base, stream, caller) else {
         return;
     };
-    let at = stream.and_then(|s| {
-        inner
-            .world
-            .get::<StreamState>(s)
-            .map(|st| (s, st.submitted))
-    });
-    let site = site(caller);
     let now = inner.host_now();
     if let Some(mut san) = sanitizer(inner) {
         san.freed(actor, ctx, device, base, at, site, now);
