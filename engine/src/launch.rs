@@ -105,7 +105,7 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
     ) -> NpuResult<()> {
-        self.launch_configured(kernel, block_dim, args, tiling, stream, None)
+        self.launch_configured(kernel, block_dim, args, tiling, stream, None, TaskExtra::None)
     }
 
     /// As [`Runtime::launch_with_tiling`], with the launch's own AI-core timeout (simulated;
@@ -124,10 +124,13 @@ impl Runtime {
         if timeout == Some(SimTime::ZERO) {
             return Err(NpuError::InvalidParam("a launch timeout of 0".into()));
         }
-        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout)
+        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout, TaskExtra::None)
     }
 
-    fn launch_configured(
+    /// Every kernel launch: `extra` is `TaskExtra::None`, or the typed launch builder's
+    /// declared access set.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_configured(
         &self,
         kernel: Kernel,
         block_dim: u32,
@@ -135,6 +138,7 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
         timeout: Option<SimTime>,
+        extra: TaskExtra,
     ) -> NpuResult<()> {
         if tiling.len() > npusim_components::task::MAX_TILING {
             return Err(NpuError::InvalidParam(format!(
@@ -178,7 +182,7 @@ impl Runtime {
             }
         }
         let cost = g.costs.launch_ns;
-        submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+        submit_with(&mut g, s, extra, cost, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),

@@ -164,7 +164,11 @@ pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
                     out.push(block_of(addr, mode));
                 }
             } else if let Some(k) = registry.resolve(desc.kernel, desc.kernel_generation) {
-                k.accesses(desc.arg_words(), desc.float_mask, desc.block_dim, out);
+                match task.extra.declared_access() {
+                    // The typed launch builder's exact ranges, where the kernel declares none.
+                    Some(declared) if !k.declares_access() => out.clone_from(declared),
+                    _ => k.accesses(desc.arg_words(), desc.float_mask, desc.block_dim, out),
+                }
             }
         }
         TaskKind::Memcpy => {

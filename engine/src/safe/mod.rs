@@ -63,17 +63,23 @@
 //! already gone (its context destroyed, or its blocks released by a fault) does nothing.
 
 mod buffer;
+mod comm;
 mod context;
+mod device;
 mod event;
 mod launch_builder;
+mod module;
 mod stream;
 
 pub use buffer::{
     DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, PinnedBuffer,
 };
+pub use comm::{CommElement, NpuComm};
 pub use context::NpuContext;
+pub use device::{MemoryInfo, NpuDevice, Utilisation};
 pub use event::NpuEvent;
-pub use launch_builder::{KernelArg, LaunchBuilder};
+pub use launch_builder::{KernelArg, LaunchBuilder, Launchable};
+pub use module::{NpuFunction, NpuModule};
 pub use stream::NpuStream;
 
 use bevy_ecs::resource::Resource;
