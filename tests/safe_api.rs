@@ -673,3 +673,437 @@ fn threads_share_a_runtime_each_with_a_context_of_its_own() -> NpuResult<()> {
     assert!(rt.take_drop_errors().is_empty());
     Ok(())
 }
+
+// Devices, modules, communicators and stream callbacks as values.
+
+fn kernel_object(name: &str) -> String {
+    format!("{}/examples/kernels/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn two_devices() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        devices: 2,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+#[test]
+fn new_safe_values_are_send_sync_and_cheap_to_clone() {
+    fn send_sync_clone<T: Send + Sync + Clone>() {}
+    send_sync_clone::<NpuDevice>();
+    send_sync_clone::<NpuModule>();
+    send_sync_clone::<NpuFunction>();
+    send_sync_clone::<NpuComm>();
+}
+
+#[test]
+fn a_device_reports_its_datasheet_memory_utilisation_and_contexts() -> NpuResult<()> {
+    let rt = two_devices();
+    assert_code(rt.device(2), codes::RT_INVALID_DEVICEID);
+    let (d0, d1) = (rt.device(0)?, rt.device(1)?);
+    assert_eq!(rt.devices().len(), 2);
+    assert_eq!(d1.config()?, rt.device_config(1)?);
+    let ctx = d1.context()?;
+    assert_eq!(ctx.device(), 1);
+    let idle = d1.memory_info()?;
+    assert_eq!(idle.total, d1.config()?.hbm_bytes);
+    let n = 1 << 18;
+    let mut x = ctx.alloc::<f32>(n)?;
+    assert!(idle.free - d1.memory_info()?.free >= x.byte_len());
+    assert_eq!(d0.memory_info()?, rt.device(0)?.memory_info()?);
+    let s = ctx.stream()?;
+    let fill = rt.kernel("fill_f32")?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(1.0f32)
+        .grid(4)
+        .launch()?;
+    s.synchronize()?;
+    let busy = d1.utilisation()?;
+    assert!(busy.cores > 0.0 && busy.cores <= 1.0, "{busy:?}");
+    assert!(busy.units.core_busy_ns > 0);
+    assert_eq!(d0.utilisation()?.cores, 0.0, "device 0 ran nothing");
+    // Its contexts: the primary, then any other, which goes with its last object.
+    let other = d1.new_context()?;
+    let listed: Vec<Context> = d1.contexts()?.iter().map(NpuContext::raw).collect();
+    assert_eq!(listed, [ctx.raw(), other.raw()]);
+    drop(other);
+    assert_eq!(d1.contexts()?.len(), 1);
+    assert_eq!(d0.contexts()?[0].raw(), rt.device_context(0)?.raw());
+    Ok(())
+}
+
+#[test]
+fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+    assert!(
+        module
+            .functions()?
+            .iter()
+            .any(|(name, _)| name == "vadd_f32")
+    );
+    assert_code(module.function("no_such_symbol"), codes::RT_PARAM_INVALID);
+    let vadd = module.function("vadd_f32")?;
+    let raw = vadd.raw();
+    let spare = vadd.clone();
+    drop(module);
+    let n = 4096;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    s.launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(n)
+        .grid(4)
+        .launch()?;
+    drop(vadd);
+    // The clone still holds the module: a raw launch of the handle works.
+    rt.set_current_context(ctx.raw())?;
+    rt.launch(
+        raw,
+        2,
+        &[
+            a.device_ptr().into(),
+            b.device_ptr().into(),
+            c.device_ptr().into(),
+            n.into(),
+        ],
+        s.raw(),
+    )?;
+    // The last function goes with the launches queued: they run with the code in place.
+    drop(spare);
+    assert!(s.query()?, "the drop waited for the queued launches");
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    assert!(rt.take_drop_errors().is_empty());
+    // ... and then the binary is gone: its raw handle is stale.
+    let stale = rt.launch(
+        raw,
+        1,
+        &[
+            a.device_ptr().into(),
+            b.device_ptr().into(),
+            c.device_ptr().into(),
+            n.into(),
+        ],
+        s.raw(),
+    );
+    assert_code(stale, codes::RT_INVALID_HANDLE);
+    Ok(())
+}
+
+#[test]
+fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let other = rt.new_context(0)?;
+    let module = other.load_module_file(kernel_object("vector_add.o"))?;
+    let vadd = module.function("vadd_f32")?;
+    let s = ctx.stream()?;
+    let r = s
+        .launch_builder(&vadd)
+        .arg(0u64)
+        .arg(0u64)
+        .arg(0u64)
+        .arg(0u64)
+        .launch();
+    assert_code(r, codes::RT_STREAM_CONTEXT);
+    assert!(s.query()?, "nothing was queued");
+    // The context goes with its last object, the module and its function included.
+    let before = rt.stats().contexts;
+    drop((other, module));
+    assert_eq!(rt.stats().contexts, before, "the function holds it");
+    drop(vadd);
+    assert_eq!(rt.stats().contexts, before - 1);
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    let rt = two_devices();
+    let streams = vec![
+        rt.device_context(0)?.stream()?,
+        rt.device_context(1)?.stream()?,
+    ];
+    let comms = NpuComm::from_streams(&streams)?;
+    assert_eq!(
+        comms
+            .iter()
+            .map(|c| (c.rank(), c.world_size()))
+            .collect::<Vec<_>>(),
+        [(0, 2), (1, 2)]
+    );
+    let n = 8;
+    let mut out = Vec::new();
+    for c in &comms {
+        let s = c.stream();
+        let ctx = s.context();
+        let r = c.rank() as i32;
+        let send = s.clone_htod(&vec![r + 1; n])?;
+        let mut sum = ctx.alloc::<i32>(n)?;
+        c.all_reduce(&send, &mut sum, ReduceOp::Sum)?;
+        let mut gathered = ctx.alloc::<i32>(2 * n)?;
+        c.all_gather(&send, &mut gathered)?;
+        let mut scattered = ctx.alloc::<i32>(n / 2)?;
+        c.reduce_scatter(&send.slice(..)?, &mut scattered, ReduceOp::Max)?;
+        let mut root = s.clone_htod(&vec![10 * (r + 1); 3])?;
+        c.broadcast(&mut root, 1)?;
+        let mut inplace = s.clone_htod(&vec![r + 5; 2])?;
+        c.all_reduce_in_place(&mut inplace, ReduceOp::Prod)?;
+        out.push((sum, gathered, scattered, root, inplace));
+    }
+    for (c, (sum, gathered, scattered, root, inplace)) in comms.iter().zip(&out) {
+        let s = c.stream();
+        assert_eq!(s.clone_dtoh(sum)?, vec![3; n]);
+        assert_eq!(s.clone_dtoh(gathered)?, [vec![1; n], vec![2; n]].concat());
+        assert_eq!(s.clone_dtoh(scattered)?, vec![2; n / 2]);
+        assert_eq!(s.clone_dtoh(root)?, [20; 3]);
+        assert_eq!(s.clone_dtoh(inplace)?, [30; 2]);
+    }
+    // Send and receive pair in order; counts come from the buffers.
+    let (s0, s1) = (comms[0].stream(), comms[1].stream());
+    let msg = s0.clone_htod(&[1.5f32, 2.5, 3.5])?;
+    let mut got = s1.context().alloc::<f32>(3)?;
+    comms[0].send(&msg, 1)?;
+    comms[1].recv(&mut got, 0)?;
+    assert_eq!(s1.clone_dtoh(&got)?, [1.5, 2.5, 3.5]);
+    // What does not fit, or is not the rank's, is refused before anything is queued.
+    let short = s0.context().alloc::<f32>(2)?;
+    let mut short = short;
+    assert_code(
+        comms[0].all_reduce(&msg, &mut short, ReduceOp::Sum),
+        codes::RT_PARAM_INVALID,
+    );
+    let mut small = s0.context().alloc::<f32>(5)?;
+    assert_code(
+        comms[0].all_gather(&msg, &mut small),
+        codes::RT_PARAM_INVALID,
+    );
+    assert_code(
+        comms[0].all_reduce(&msg, &mut got, ReduceOp::Sum),
+        codes::RT_STREAM_CONTEXT,
+    );
+    assert!(s0.query()?, "nothing was queued");
+    assert!(comms[0].error()?.is_none());
+    Ok(())
+}
+
+#[test]
+fn dropping_a_communicator_and_its_buffers_with_collectives_queued_runs_them() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    let rt = two_devices();
+    let streams = vec![
+        rt.device_context(0)?.stream()?,
+        rt.device_context(1)?.stream()?,
+    ];
+    let comms = NpuComm::from_streams(&streams)?;
+    let n = 1 << 16;
+    let mut results = Vec::new();
+    for c in &comms {
+        let s = c.stream();
+        let send = s.clone_htod(&vec![c.rank() as f32 + 1.0; n])?;
+        let mut recv = s.context().alloc::<f32>(n)?;
+        c.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+        drop(send); // freed in stream order: the all-reduce still reads it
+        results.push(recv);
+    }
+    drop(comms);
+    // Buffers allocated now must not land on the dropped send buffers while they are read.
+    let fresh: Vec<DeviceBuffer<f32>> = streams
+        .iter()
+        .map(|s| s.context().default_stream()?.clone_htod(&vec![-7.0f32; n]))
+        .collect::<NpuResult<_>>()?;
+    for (s, r) in streams.iter().zip(&results) {
+        assert_eq!(s.clone_dtoh(r)?, vec![3.0f32; n]);
+    }
+    drop(fresh);
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_stream_host_callback_runs_in_stream_order_in_the_streams_context() -> NpuResult<()> {
+    use std::sync::{Arc, Mutex};
+    let rt = runtime();
+    let ctx = rt.new_context(0)?;
+    let s = ctx.stream()?;
+    let n = 1 << 16;
+    let mut x = ctx.alloc::<f32>(n)?;
+    let fill = rt.kernel("fill_f32")?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(1.0f32)
+        .launch()?;
+    let filled = s.record_event()?;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (log, rt2, e) = (seen.clone(), rt.clone(), filled.clone());
+    s.launch_host_func(move || {
+        // Its context is current, and the fill before it has run (its event has fired).
+        log.lock().unwrap().push((rt2.current_context(), e.query()));
+    })?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(2.0f32)
+        .launch()?;
+    s.synchronize()?;
+    assert_eq!(*seen.lock().unwrap(), [(Ok(ctx.raw()), Ok(true))]);
+    assert_eq!(s.clone_dtoh(&x.slice(..1)?)?, [2.0]);
+    // A panic fails the callback's task; the stream's later work still runs.
+    s.launch_host_func(|| panic!("a callback that panics"))?;
+    s.memset_zeros(&mut x)?;
+    assert_code(s.synchronize(), codes::RT_INTERNAL_ERROR);
+    assert_eq!(s.clone_dtoh(&x.slice(..1)?)?, [0.0]);
+    Ok(())
+}
+
+/// The launch builder's ranges are the access set of a kernel that declares none: exactly the
+/// bytes of each buffer argument, read for `&`, read and written for `&mut`, and nothing for an
+/// integer that happens to hold an address — so a pending free waits for exactly those blocks.
+#[test]
+fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
+    use bevy_ecs::prelude::*;
+    use npusim::components::access::{Access, AccessMode};
+    use npusim::components::{Task, TaskKind, TaskStatus};
+    use std::sync::mpsc;
+    #[derive(Resource, Default)]
+    struct Seen(BTreeMap<(Entity, u64), (Vec<Access>, bool)>);
+    // Before a kernel runs: after ingest, before dispatch.
+    fn record(tasks: Query<&Task>, mut seen: ResMut<Seen>) {
+        for t in &tasks {
+            if t.kind() == TaskKind::Kernel
+                && matches!(t.status, TaskStatus::Queued | TaskStatus::Ready)
+            {
+                seen.0
+                    .entry((t.stream, t.seq))
+                    .or_insert_with(|| (t.access.ranges().to_vec(), t.access.exact()));
+            }
+        }
+    }
+    let rt = runtime();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().init_resource::<Seen>();
+        g.schedule_mut()
+            .add_systems(record.in_set(NpuSet::ShapePropagation));
+    }
+    let touch = rt.register_kernel(NativeKernel::new(
+        "touch_nothing_declared",
+        |_| Ok(()),
+        |_, _| KernelCost::default(),
+    ));
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let a = s.clone_htod(&[1.0f32; 64])?;
+    let mut b = s.alloc_zeros::<u32>(32)?;
+    let c = s.clone_htod(&[0u8; 256])?;
+    s.synchronize()?;
+    // Hold the stream in a callback, so the launch is queued while the buffers are dropped.
+    let (go, wait) = mpsc::channel::<()>();
+    s.launch_host_func(move || {
+        let _ = wait.recv();
+    })?;
+    let window = a.slice(4..12)?;
+    s.launch_builder(&touch)
+        .arg(&window)
+        .arg(&mut b)
+        .arg(c.device_ptr().addr()) // an integer, not a buffer
+        .launch()?;
+    rt.step();
+    let seen = rt.lock_world().world().resource::<Seen>().0.clone();
+    let (ranges, exact) = seen
+        .values()
+        .last()
+        .expect("the launch was ingested")
+        .clone();
+    assert!(exact);
+    assert_eq!(
+        ranges,
+        [
+            Access::read(a.device_ptr().addr() + 16, 32),
+            Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::write(b.device_ptr().addr(), 128)
+            },
+        ]
+    );
+    // The block the integer names is not held by the launch; the buffers it names are.
+    let pending = |rt: &Runtime| rt.memory_stats().map(|m| m.pending_frees);
+    drop(c);
+    assert_eq!(pending(&rt)?, 0, "freed at once");
+    drop((a, b));
+    assert_eq!(pending(&rt)?, 2, "behind the queued launch");
+    go.send(()).unwrap();
+    s.synchronize()?;
+    rt.run_until_idle()?;
+    assert_eq!(pending(&rt)?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_binary_kernel_launched_by_the_builder_declares_its_buffers_before_it_runs() -> NpuResult<()> {
+    use bevy_ecs::prelude::*;
+    use npusim::components::access::{Access, AccessMode};
+    use npusim::components::{Task, TaskKind, TaskStatus};
+    #[derive(Resource, Default)]
+    struct Seen(Vec<(Vec<Access>, bool)>);
+    fn record(tasks: Query<&Task>, mut seen: ResMut<Seen>) {
+        for t in &tasks {
+            if t.kind() == TaskKind::Kernel && t.status == TaskStatus::Ready {
+                seen.0.push((t.access.ranges().to_vec(), t.access.exact()));
+            }
+        }
+    }
+    let rt = runtime();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().init_resource::<Seen>();
+        g.schedule_mut().add_systems(record.in_set(NpuSet::Tiling));
+    }
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let vadd = ctx
+        .load_module_file(kernel_object("vector_add.o"))?
+        .function("vadd_f32")?;
+    let n = 100;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    s.launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(n)
+        .launch()?;
+    s.synchronize()?;
+    let seen = rt.lock_world().world().resource::<Seen>().0.clone();
+    let (ranges, exact) = seen.last().expect("the launch was ready").clone();
+    assert!(exact, "exact ranges, not blocks");
+    let bytes = 4 * n as u64;
+    assert_eq!(
+        ranges,
+        [
+            Access::read(a.device_ptr().addr(), bytes),
+            Access::read(b.device_ptr().addr(), bytes),
+            Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::write(c.device_ptr().addr(), bytes)
+            },
+        ]
+    );
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    Ok(())
+}

@@ -105,7 +105,15 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
     ) -> NpuResult<()> {
-        self.launch_configured(kernel, block_dim, args, tiling, stream, None, TaskExtra::None)
+        self.launch_configured(
+            kernel,
+            block_dim,
+            args,
+            tiling,
+            stream,
+            None,
+            TaskExtra::None,
+        )
     }
 
     /// As [`Runtime::launch_with_tiling`], with the launch's own AI-core timeout (simulated;
@@ -124,7 +132,15 @@ impl Runtime {
         if timeout == Some(SimTime::ZERO) {
             return Err(NpuError::InvalidParam("a launch timeout of 0".into()));
         }
-        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout, TaskExtra::None)
+        self.launch_configured(
+            kernel,
+            block_dim,
+            args,
+            tiling,
+            stream,
+            timeout,
+            TaskExtra::None,
+        )
     }
 
     /// Every kernel launch: `extra` is `TaskExtra::None`, or the typed launch builder's

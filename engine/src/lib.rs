@@ -62,6 +62,8 @@ pub mod timeline;
 
 pub use collective::{CommBuffer, Communicator, LinkStats};
 pub use context::{ExceptionCallback, ExceptionInfo};
+/// IEEE half precision (`half::f16`), the element type of `f16` collectives.
+pub use half;
 pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
@@ -89,8 +91,6 @@ pub use safe::{
     LaunchBuilder, Launchable, MemoryInfo, NpuComm, NpuContext, NpuDevice, NpuEvent, NpuFunction,
     NpuModule, NpuStream, PinnedBuffer, Utilisation,
 };
-/// IEEE half precision (`half::f16`), the element type of `f16` collectives.
-pub use half;
 pub use stream::StreamConfig;
 pub use timeline::HostSpan;
 

@@ -48,18 +48,37 @@ impl Drop for CommInner {
         if self.stream.context().epoch().is_none() {
             return; // the context went; the rank's handle is only a handle
         }
-        // Operations already enqueued still run (`HcclCommDestroy`).
-        if let Err(e) = self.stream.context().runtime().comm_destroy(self.raw) {
-            self.stream.context().runtime().keep_drop_error(e);
+        // In stream order: the rank's handle goes once its stream has run the collectives
+        // enqueued on it, which need the communicator (the last rank's destroy removes it).
+        let (rt, raw) = (self.stream.context().runtime().clone(), self.raw);
+        let destroy = move || {
+            if let Err(e) = rt.comm_destroy(raw) {
+                rt.keep_drop_error(e);
+            }
+        };
+        let rt = self.stream.context().runtime();
+        let s = self.stream.raw();
+        if self
+            .stream
+            .context()
+            .with(|rt| rt.launch_host_func(s, destroy))
+            .is_err()
+        {
+            // A stream that takes no more work (its context faulted): nothing queued on it
+            // will run either, so the handle can go now.
+            if let Err(e) = rt.comm_destroy(raw) {
+                rt.keep_drop_error(e);
+            }
         }
     }
 }
 
 /// One rank of a communicator, with the stream its collectives are enqueued on
 /// ([`NpuComm::from_streams`]). Cheap to clone (clones share the rank), `Send + Sync`. The
-/// last clone's drop destroys the rank's handle (`HcclCommDestroy`): operations already
-/// enqueued still run, and the buffers they use stay allocated until they have (a buffer's
-/// drop frees in stream order). The communicator goes with its last rank.
+/// last clone's drop destroys the rank's handle (`HcclCommDestroy`) in stream order, once the
+/// rank's stream has run what was enqueued on it (a host callback on the stream does it), so
+/// collectives already enqueued still run; the buffers they use stay allocated until they have
+/// (a buffer's drop frees in stream order). The communicator goes with its last rank.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
@@ -181,7 +200,11 @@ impl NpuComm {
 
     /// The error that broke the communicator (a rank that timed out at a rendezvous), if any.
     pub fn error(&self) -> NpuResult<Option<NpuError>> {
-        self.inner.stream.context().runtime().comm_error(&self.inner.raw)
+        self.inner
+            .stream
+            .context()
+            .runtime()
+            .comm_error(&self.inner.raw)
     }
 
     fn enqueue(

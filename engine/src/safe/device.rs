@@ -163,10 +163,7 @@ impl NpuDevice {
                 .map(|e| Context::new(self.rt.id(), e))
                 .collect()
         };
-        handles
-            .into_iter()
-            .map(|c| self.rt.context_of(c))
-            .collect()
+        handles.into_iter().map(|c| self.rt.context_of(c)).collect()
     }
 
     /// Waits for every stream of the device to finish its queued work; returns the first error

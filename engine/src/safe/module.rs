@@ -137,8 +137,8 @@ impl NpuModule {
         self.inner.raw
     }
 
-    /// The function `name` (`aclrtBinaryGetFunction`): `ACL_ERROR_RT_FUNCTION_NOT_FOUND`-style
-    /// [`NpuError::KernelNotFound`] when the binary exports no such symbol.
+    /// The function `name` (`aclrtBinaryGetFunction`); [`NpuError::KernelNotFound`]
+    /// (`ACL_ERROR_RT_PARAM_INVALID`) when the binary exports no such symbol.
     pub fn function(&self, name: &str) -> NpuResult<NpuFunction> {
         let raw = self.inner.raw;
         let kernel = self.inner.ctx.with(|rt| rt.get_function(raw, name))?;

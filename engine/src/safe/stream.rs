@@ -67,7 +67,10 @@ impl std::fmt::Debug for NpuStream {
 }
 
 /// Checks that `buf` is live memory of `ctx`.
-pub(super) fn same_context<T: Pod>(ctx: &NpuContext, buf: &(impl DeviceSlice<T> + ?Sized)) -> NpuResult<()> {
+pub(super) fn same_context<T: Pod>(
+    ctx: &NpuContext,
+    buf: &(impl DeviceSlice<T> + ?Sized),
+) -> NpuResult<()> {
     buf.check_live()?;
     if buf.context().entity() != ctx.entity() || buf.context().runtime().id() != ctx.runtime().id()
     {
