@@ -1,6 +1,8 @@
 //! The safe API (`npusim::safe`): typed buffers freed in stream order, streams and events that
-//! clean up after themselves, the launch builder's checks, and what each drop does. Random
-//! programs of safe calls never see a use after free or two live buffers sharing memory.
+//! clean up after themselves, the launch builder's checks, and what each drop does; devices,
+//! modules and functions, communicators and stream callbacks as values. Random programs of
+//! safe calls (native and binary kernels, module reloads, callbacks) never see a use after free
+//! or two live buffers sharing memory.
 
 use std::collections::BTreeMap;
 
@@ -440,6 +442,12 @@ enum Op {
     Alloc(usize),
     Fill(usize, u8),
     Add(usize, usize, usize),
+    /// As `Add`, through a binary kernel's function (at most its first 2048 elements).
+    AddBinary(usize, usize, usize),
+    /// Drops the function (its module goes with the launches queued) and loads the binary anew.
+    Reload,
+    /// A host callback on the step's stream: it logs the step, in program order.
+    Callback,
     CopyRange(usize, usize),
     Drop(usize),
     Check(usize),
@@ -454,6 +462,9 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1usize..8).prop_map(|k| Op::Alloc(16384 * k)),
         3 => (any::<usize>(), any::<u8>()).prop_map(|(i, v)| Op::Fill(i, v)),
         3 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::Add(a, b, c)),
+        1 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::AddBinary(a, b, c)),
+        1 => Just(Op::Reload),
+        1 => Just(Op::Callback),
         2 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::CopyRange(a, b)),
         3 => any::<usize>().prop_map(Op::Drop),
         2 => any::<usize>().prop_map(Op::Check),
@@ -478,6 +489,12 @@ fn run(ops: &[Op]) -> NpuResult<()> {
     // handed out while queued work still touched it, the two would collide and a shadow differ.
     let side = ctx.stream()?;
     let filled = ctx.event()?;
+    let load = || {
+        ctx.load_module_file(kernel_object("vector_add.o"))?
+            .function("vadd_f32")
+    };
+    let mut vadd = load()?;
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for op in ops {
         k += 1;
         let s = streams[k % streams.len()].clone();
@@ -506,7 +523,8 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                     .launch()?;
                 shadow.fill(v as f32);
             }
-            Op::Add(a, b, c) if live.len() >= 3 => {
+            Op::AddBinary(a, b, c) | Op::Add(a, b, c) if live.len() >= 3 => {
+                let binary = matches!(op, Op::AddBinary(..));
                 let (a, b, c) = (
                     pick(a, live.len()),
                     pick(b, live.len()),
@@ -515,7 +533,10 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                 if a == c || b == c {
                     continue;
                 }
-                let n = live[a].0.len().min(live[b].0.len()).min(live[c].0.len());
+                let mut n = live[a].0.len().min(live[b].0.len()).min(live[c].0.len());
+                if binary {
+                    n = n.min(2048);
+                }
                 // Borrow three entries at once through raw indices: split the vector.
                 let sum: Vec<f32> = (0..n).map(|j| live[a].1[j] + live[b].1[j]).collect();
                 let (xa, xb) = (
@@ -526,12 +547,21 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                 // mutable one, and all end before `live` is touched again.
                 let (xa, xb) = unsafe { (&*xa, &*xb) };
                 let xc = &mut live[c].0;
-                s.launch_builder(&add)
-                    .arg(xa)
-                    .arg(xb)
-                    .arg(&mut *xc)
-                    .arg(n)
-                    .launch()?;
+                if binary {
+                    s.launch_builder(&vadd)
+                        .arg(xa)
+                        .arg(xb)
+                        .arg(&mut *xc)
+                        .arg(n)
+                        .launch()?;
+                } else {
+                    s.launch_builder(&add)
+                        .arg(xa)
+                        .arg(xb)
+                        .arg(&mut *xc)
+                        .arg(n)
+                        .launch()?;
+                }
                 live[c].1[..n].copy_from_slice(&sum);
             }
             Op::CopyRange(a, b) if live.len() >= 2 => {
@@ -563,6 +593,11 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                     "buffer {i} differs from its shadow after {k} steps"
                 );
             }
+            Op::Reload => vadd = load()?,
+            Op::Callback => {
+                let log = log.clone();
+                s.launch_host_func(move || log.lock().unwrap().push(k))?;
+            }
             Op::DropStream => {
                 // Dropped with its work queued (the last step may be on it): the work runs.
                 let gone = streams.remove(0);
@@ -591,6 +626,12 @@ fn run(ops: &[Op]) -> NpuResult<()> {
             "buffer {i} differs from its shadow at the end"
         );
     }
+    let log = log.lock().unwrap();
+    assert!(
+        log.windows(2).all(|w| w[0] < w[1]),
+        "callbacks ran out of order: {log:?}"
+    );
+    drop(vadd);
     assert!(rt.take_drop_errors().is_empty());
     Ok(())
 }
@@ -1105,5 +1146,49 @@ fn a_binary_kernel_launched_by_the_builder_declares_its_buffers_before_it_runs()
         ]
     );
     assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    Ok(())
+}
+
+/// The compile-fail doctests of `NpuComm` and `NpuModule`, written correctly, compile and run.
+#[test]
+fn the_new_compile_fail_examples_compile_and_run_once_corrected() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    use npusim::half::f16;
+    let rt = two_devices();
+    let streams = vec![
+        rt.device_context(0)?.stream()?,
+        rt.device_context(1)?.stream()?,
+    ];
+    let comms = NpuComm::from_streams(&streams)?;
+    let mut outs = Vec::new();
+    for c in &comms {
+        let halves = c.stream().clone_htod(&[f16::from_f32(0.5); 4])?;
+        let mut sum = c.stream().context().alloc::<f16>(4)?;
+        c.all_reduce(&halves, &mut sum, ReduceOp::Sum)?; // f16 with f16
+        let ints = c.stream().clone_htod(&[2i32; 4])?;
+        let mut prod = c.stream().context().alloc::<i32>(4)?;
+        c.all_reduce(&ints, &mut prod, ReduceOp::Prod)?; // i32, a collective's type
+        outs.push((sum, prod));
+    }
+    for (c, (sum, prod)) in comms.iter().zip(&outs) {
+        assert_eq!(c.stream().clone_dtoh(sum)?, [f16::from_f32(1.0); 4]);
+        assert_eq!(c.stream().clone_dtoh(prod)?, [4; 4]);
+    }
+    let ctx = rt.device_context(0)?;
+    let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+    let vadd = module.function("vadd_f32")?; // before the module moves
+    drop(module);
+    let s = ctx.stream()?;
+    let (a, b) = (s.clone_htod(&[1.0f32; 8])?, s.clone_htod(&[2.0f32; 8])?);
+    let mut c = ctx.alloc::<f32>(8)?;
+    let launch = s
+        .launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(8usize);
+    launch.launch()?; // before the function is dropped
+    drop(vadd);
+    assert_eq!(s.clone_dtoh(&c)?, [3.0; 8]);
     Ok(())
 }
