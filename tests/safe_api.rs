@@ -897,9 +897,9 @@ fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResul
         c.all_gather(&send, &mut gathered)?;
         let mut scattered = ctx.alloc::<i32>(n / 2)?;
         c.reduce_scatter(&send.slice(..)?, &mut scattered, ReduceOp::Max)?;
-        let mut root = s.clone_htod(&vec![10 * (r + 1); 3])?;
+        let mut root = s.clone_htod(&[10 * (r + 1); 3])?;
         c.broadcast(&mut root, 1)?;
-        let mut inplace = s.clone_htod(&vec![r + 5; 2])?;
+        let mut inplace = s.clone_htod(&[r + 5; 2])?;
         c.all_reduce_in_place(&mut inplace, ReduceOp::Prod)?;
         out.push((sum, gathered, scattered, root, inplace));
     }
