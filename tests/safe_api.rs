@@ -911,6 +911,10 @@ fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResul
         assert_eq!(s.clone_dtoh(root)?, [20; 3]);
         assert_eq!(s.clone_dtoh(inplace)?, [30; 2]);
     }
+    // A device-to-device clone of a view.
+    let s0 = comms[0].stream();
+    let half = s0.clone_dtod(&out[0].1.slice(n..)?)?;
+    assert_eq!(s0.clone_dtoh(&half)?, vec![2; n]);
     // Send and receive pair in order; counts come from the buffers.
     let (s0, s1) = (comms[0].stream(), comms[1].stream());
     let msg = s0.clone_htod(&[1.5f32, 2.5, 3.5])?;
@@ -1049,6 +1053,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
     let a = s.clone_htod(&[1.0f32; 64])?;
     let mut b = s.alloc_zeros::<u32>(32)?;
     let c = s.clone_htod(&[0u8; 256])?;
+    let mut d = ctx.alloc::<u16>(8)?;
     s.synchronize()?;
     // Hold the stream in a callback, so the launch is queued while the buffers are dropped.
     let (go, wait) = mpsc::channel::<()>();
@@ -1060,6 +1065,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
         .arg(&window)
         .arg(&mut b)
         .arg(c.device_ptr().addr()) // an integer, not a buffer
+        .arg_out(&mut d)
         .launch()?;
     rt.step();
     let seen = rt.lock_world().world().resource::<Seen>().0.clone();
@@ -1077,14 +1083,15 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
                 mode: AccessMode::ReadWrite,
                 ..Access::write(b.device_ptr().addr(), 128)
             },
+            Access::write(d.device_ptr().addr(), 16),
         ]
     );
     // The block the integer names is not held by the launch; the buffers it names are.
     let pending = |rt: &Runtime| rt.memory_stats().map(|m| m.pending_frees);
     drop(c);
     assert_eq!(pending(&rt)?, 0, "freed at once");
-    drop((a, b));
-    assert_eq!(pending(&rt)?, 2, "behind the queued launch");
+    drop((a, b, d));
+    assert_eq!(pending(&rt)?, 3, "behind the queued launch");
     go.send(()).unwrap();
     s.synchronize()?;
     rt.run_until_idle()?;

@@ -16,7 +16,9 @@ use npusim_components::{
 };
 use smallvec::SmallVec;
 
-use super::{DeviceBuffer, DeviceSlice, DeviceView, DeviceViewMut, NpuFunction, NpuStream};
+use super::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, NpuFunction, NpuStream,
+};
 
 /// One argument of a [`LaunchBuilder`]: its word and, for a buffer, the buffer's owner (its
 /// context and the memory epoch it was allocated at, checked at launch) and the bytes it
@@ -153,7 +155,7 @@ impl Launchable for NpuFunction {
 ///
 /// The builder knows the exact bytes of each buffer argument and whether it is written
 /// (`&mut`), so the launch carries them as its access set (`&buf` read, `&mut buf` read and
-/// written, a [`DevicePtr`] the whole block behind it): a kernel that declares no accesses of
+/// written, [`LaunchBuilder::arg_out`] written only, a [`DevicePtr`] the whole block behind it): a kernel that declares no accesses of
 /// its own — a binary kernel before it runs, a native kernel without
 /// [`NativeKernel::with_access`](npusim_components::NativeKernel::with_access) — gets these
 /// ranges, for deferred free and any reader of access sets, instead of the blocks behind every
@@ -238,6 +240,13 @@ impl<'a> LaunchBuilder<'a> {
         }
         self.args.push(a.arg);
         self
+    }
+
+    /// Appends a buffer the kernel only writes (every byte of it, before reading any): as
+    /// `.arg(&mut buf)`, but the launch's access set names it written, not read — so a reader of
+    /// access sets (an uninitialised-read check) does not take the launch for a read of it.
+    pub fn arg_out<T: Pod>(self, buf: &'a mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
+        self.arg(KernelArg::buffer(&*buf, AccessMode::Write))
     }
 
     /// The number of blocks (`blockDim`); 1 unless set.

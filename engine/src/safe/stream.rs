@@ -212,6 +212,16 @@ impl NpuStream {
         Ok(out)
     }
 
+    /// A new buffer holding a copy of all of `src` (allocated now, copied in stream order).
+    pub fn clone_dtod<T: Pod>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+    ) -> NpuResult<DeviceBuffer<T>> {
+        let mut buf = self.inner.ctx.alloc::<T>(src.len())?;
+        self.memcpy_dtod(src, &mut buf)?;
+        Ok(buf)
+    }
+
     /// A new buffer of `n` zeroed elements: allocated now, zeroed in stream order (work
     /// enqueued later on this stream sees zeros).
     pub fn alloc_zeros<T: Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
