@@ -10,7 +10,7 @@ use std::marker::PhantomData;
 use bevy_ecs::entity::Entity;
 use bytemuck::Pod;
 use npusim_components::access::{Access, AccessMode, AccessSet};
-use npusim_components::task::{MAX_ARGS, TaskExtra};
+use npusim_components::task::MAX_ARGS;
 use npusim_components::{
     Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
 };
@@ -308,8 +308,8 @@ impl<'a> LaunchBuilder<'a> {
                 }
             }
         }
-        let extra = TaskExtra::Access(Box::new(self.access));
+        let access = Box::new(self.access);
         self.stream
-            .launch_declared(self.kernel, self.grid, &self.args, &self.tiling, extra)
+            .launch_declared(self.kernel, self.grid, &self.args, &self.tiling, access)
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use bytemuck::Pod;
-use npusim_components::task::TaskExtra;
+use npusim_components::access::AccessSet;
 use npusim_components::{Arg, HostBuffer, Kernel, NpuError, NpuResult, Stream};
 
 use super::{
@@ -251,9 +251,9 @@ impl NpuStream {
         grid: u32,
         args: &[Arg],
         tiling: &[u32],
-        access: TaskExtra,
+        access: Box<AccessSet>,
     ) -> NpuResult<()> {
-        self.with(|rt, s| rt.launch_configured(kernel, grid, args, tiling, s, None, access))
+        self.with(|rt, s| rt.launch_configured(kernel, grid, args, tiling, s, None, Some(access)))
     }
 
     /// Enqueues a record of `event`: it fires when the stream's earlier work is done.
