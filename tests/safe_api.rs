@@ -922,6 +922,14 @@ fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResul
     comms[0].send(&msg, 1)?;
     comms[1].recv(&mut got, 0)?;
     assert_eq!(s1.clone_dtoh(&got)?, [1.5, 2.5, 3.5]);
+    // Pinned host memory on either side (RDMA).
+    let host_out = s0.context().alloc_host::<f32>(3)?;
+    host_out.write(&[7.0, 8.0, 9.0])?;
+    let host_in = s1.context().alloc_host::<f32>(3)?;
+    comms[0].send_pinned(&host_out, 1)?;
+    comms[1].recv_pinned(&host_in, 0)?;
+    s1.synchronize()?;
+    assert_eq!(host_in.read()?, [7.0, 8.0, 9.0]);
     // What does not fit, or is not the rank's, is refused before anything is queued.
     let short = s0.context().alloc::<f32>(2)?;
     let mut short = short;
@@ -1197,5 +1205,44 @@ fn the_new_compile_fail_examples_compile_and_run_once_corrected() -> NpuResult<(
     launch.launch()?; // before the function is dropped
     drop(vadd);
     assert_eq!(s.clone_dtoh(&c)?, [3.0; 8]);
+    Ok(())
+}
+
+#[test]
+fn dropping_everything_with_modules_and_collectives_queued_neither_hangs_nor_panics()
+-> NpuResult<()> {
+    use npusim::ReduceOp;
+    for order in 0..3 {
+        let rt = two_devices();
+        // Default streams: their drops do not synchronize, so the ranks' destroys stay queued.
+        let streams = vec![
+            rt.device_context(0)?.default_stream()?,
+            rt.device_context(1)?.default_stream()?,
+        ];
+        let comms = NpuComm::from_streams(&streams)?;
+        let mut bufs = Vec::new();
+        for c in &comms {
+            let mut b = c.stream().clone_htod(&vec![1.0f32; 1 << 14])?;
+            c.all_reduce_in_place(&mut b, ReduceOp::Sum)?;
+            bufs.push(b);
+        }
+        let ctx = rt.device_context(0)?;
+        let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+        let vadd = module.function("vadd_f32")?;
+        let s = ctx.stream()?;
+        let (a, b) = (s.clone_htod(&[1.0f32; 64])?, s.clone_htod(&[2.0f32; 64])?);
+        let mut c = ctx.alloc::<f32>(64)?;
+        s.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut c)
+            .arg(64usize)
+            .launch()?;
+        match order {
+            0 => drop((rt, comms, module, vadd, streams, s, bufs, a, b, c, ctx)),
+            1 => drop((bufs, a, b, c, vadd, s, ctx, module, comms, streams, rt)),
+            _ => drop((comms, streams, bufs, rt, vadd, module, a, b, c, s, ctx)),
+        }
+    }
     Ok(())
 }

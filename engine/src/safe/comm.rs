@@ -9,7 +9,7 @@ use std::sync::Arc;
 use npusim_components::{NpuError, NpuResult};
 
 use super::stream::same_context;
-use super::{DeviceSlice, DeviceSliceMut, NpuStream};
+use super::{DeviceSlice, DeviceSliceMut, NpuStream, PinnedBuffer};
 use crate::{CommConfig, Communicator, DataType, ReduceOp};
 
 mod sealed {
@@ -50,10 +50,14 @@ impl Drop for CommInner {
         }
         // In stream order: the rank's handle goes once its stream has run the collectives
         // enqueued on it, which need the communicator (the last rank's destroy removes it).
-        let (rt, raw) = (self.stream.context().runtime().clone(), self.raw);
+        // The callback holds the runtime weakly: queued work must not keep its own world alive.
+        let (weak, raw) = (self.stream.context().runtime().weak(), self.raw);
         let destroy = move || {
-            if let Err(e) = rt.comm_destroy(raw) {
-                rt.keep_drop_error(e);
+            if let Some(shared) = weak.upgrade() {
+                let rt = crate::Runtime::from_shared(shared);
+                if let Err(e) = rt.comm_destroy(raw) {
+                    rt.keep_drop_error(e);
+                }
             }
         };
         let rt = self.stream.context().runtime();
@@ -301,6 +305,20 @@ impl NpuComm {
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.send(p, n, T::DTYPE, peer, c, st))
+    }
+
+    /// As [`NpuComm::send`], from pinned host memory: the interconnect reads it directly (as
+    /// RDMA does) when the send runs.
+    pub fn send_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
+        let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
+        self.enqueue(|rt, c, st| rt.send(h, n, T::DTYPE, peer, c, st))
+    }
+
+    /// As [`NpuComm::recv`], into pinned host memory (read it once the stream, or an event
+    /// recorded after the receive, has been synchronized).
+    pub fn recv_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
+        let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
+        self.enqueue(|rt, c, st| rt.recv(h, n, T::DTYPE, peer, c, st))
     }
 
     /// Enqueues receiving `buf.len()` elements from rank `peer` into `buf` (`HcclRecv`).
