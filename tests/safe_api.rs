@@ -729,6 +729,17 @@ fn two_devices() -> Runtime {
     .expect("runtime")
 }
 
+/// A runtime of two devices, a stream on each, and a communicator of one rank per stream.
+fn two_ranks() -> NpuResult<(Runtime, Vec<NpuStream>, Vec<NpuComm>)> {
+    let rt = two_devices();
+    let streams = vec![
+        rt.device_context(0)?.stream()?,
+        rt.device_context(1)?.stream()?,
+    ];
+    let comms = NpuComm::from_streams(&streams)?;
+    Ok((rt, streams, comms))
+}
+
 #[test]
 fn new_safe_values_are_send_sync_and_cheap_to_clone() {
     fn send_sync_clone<T: Send + Sync + Clone>() {}
@@ -871,12 +882,7 @@ fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<
 #[test]
 fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResult<()> {
     use npusim::ReduceOp;
-    let rt = two_devices();
-    let streams = vec![
-        rt.device_context(0)?.stream()?,
-        rt.device_context(1)?.stream()?,
-    ];
-    let comms = NpuComm::from_streams(&streams)?;
+    let (_rt, _streams, comms) = two_ranks()?;
     assert_eq!(
         comms
             .iter()
@@ -954,12 +960,7 @@ fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResul
 #[test]
 fn dropping_a_communicator_and_its_buffers_with_collectives_queued_runs_them() -> NpuResult<()> {
     use npusim::ReduceOp;
-    let rt = two_devices();
-    let streams = vec![
-        rt.device_context(0)?.stream()?,
-        rt.device_context(1)?.stream()?,
-    ];
-    let comms = NpuComm::from_streams(&streams)?;
+    let (rt, streams, comms) = two_ranks()?;
     let n = 1 << 16;
     let mut results = Vec::new();
     for c in &comms {
@@ -1169,12 +1170,7 @@ fn a_binary_kernel_launched_by_the_builder_declares_its_buffers_before_it_runs()
 fn the_new_compile_fail_examples_compile_and_run_once_corrected() -> NpuResult<()> {
     use npusim::ReduceOp;
     use npusim::half::f16;
-    let rt = two_devices();
-    let streams = vec![
-        rt.device_context(0)?.stream()?,
-        rt.device_context(1)?.stream()?,
-    ];
-    let comms = NpuComm::from_streams(&streams)?;
+    let (rt, _streams, comms) = two_ranks()?;
     let mut outs = Vec::new();
     for c in &comms {
         let halves = c.stream().clone_htod(&[f16::from_f32(0.5); 4])?;
