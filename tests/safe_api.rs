@@ -1023,8 +1023,9 @@ fn a_stream_host_callback_runs_in_stream_order_in_the_streams_context() -> NpuRe
 }
 
 /// The launch builder's ranges are the access set of a kernel that declares none: exactly the
-/// bytes of each buffer argument, read for `&`, read and written for `&mut`, and nothing for an
-/// integer that happens to hold an address — so a pending free waits for exactly those blocks.
+/// bytes of each buffer argument, read for `&`, read and written for `&mut`, written for
+/// `arg_out`, and nothing for a small integer — so a pending free waits for exactly those
+/// blocks, and a block no argument names is released at once.
 #[test]
 fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
     use bevy_ecs::prelude::*;
@@ -1061,7 +1062,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
     let s = ctx.stream()?;
     let a = s.clone_htod(&[1.0f32; 64])?;
     let mut b = s.alloc_zeros::<u32>(32)?;
-    let c = s.clone_htod(&[0u8; 256])?;
+    let c = s.clone_htod(&[0u8; 256])?; // named by no argument
     let mut d = ctx.alloc::<u16>(8)?;
     s.synchronize()?;
     // Hold the stream in a callback, so the launch is queued while the buffers are dropped.
@@ -1073,7 +1074,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
     s.launch_builder(&touch)
         .arg(&window)
         .arg(&mut b)
-        .arg(c.device_ptr().addr()) // an integer, not a buffer
+        .arg(256usize) // an integer, not a buffer
         .arg_out(&mut d)
         .launch()?;
     rt.step();
@@ -1095,7 +1096,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
             Access::write(d.device_ptr().addr(), 16),
         ]
     );
-    // The block the integer names is not held by the launch; the buffers it names are.
+    // A block no argument names is not held by the launch; the buffers it names are.
     let pending = |rt: &Runtime| rt.memory_stats().map(|m| m.pending_frees);
     drop(c);
     assert_eq!(pending(&rt)?, 0, "freed at once");
@@ -1240,5 +1241,45 @@ fn dropping_everything_with_modules_and_collectives_queued_neither_hangs_nor_pan
             _ => drop((comms, streams, bufs, rt, vadd, module, a, b, c, s, ctx)),
         }
     }
+    Ok(())
+}
+
+/// An integer argument that holds a heap address (one taken with `device_ptr()`) may be
+/// dereferenced by the kernel: the launch holds the whole block behind it, so the buffer's drop
+/// cannot release it under the queued kernel.
+#[test]
+fn a_builder_launch_holds_the_block_behind_an_address_passed_as_an_integer() -> NpuResult<()> {
+    use std::sync::mpsc;
+    let rt = runtime();
+    let store = rt.register_kernel(NativeKernel::new(
+        "store_through_an_integer",
+        |k| {
+            let p = k.u64(0)?;
+            k.store(p, &[5u32])
+        },
+        |_, _| KernelCost::default(),
+    ));
+    let ctx = rt.device_context(0)?;
+    let (s, t) = (ctx.stream()?, ctx.stream()?);
+    let (go, wait) = mpsc::channel::<()>();
+    s.launch_host_func(move || {
+        let _ = wait.recv();
+    })?;
+    let target = ctx.alloc::<u32>(16)?;
+    let at = target.device_ptr();
+    s.launch_builder(&store).arg(at.addr()).launch()?;
+    rt.step();
+    drop(target);
+    assert_eq!(
+        rt.memory_stats()?.pending_frees,
+        1,
+        "held by the queued launch"
+    );
+    // Memory allocated meanwhile on another stream is not the held block.
+    let other = t.clone_htod(&[0u32; 16])?;
+    assert_ne!(other.device_ptr(), at);
+    go.send(()).unwrap();
+    s.synchronize()?;
+    assert_eq!(t.clone_dtoh(&other)?, [0u32; 16]);
     Ok(())
 }

@@ -5,8 +5,9 @@
 //! - native kernels: what the kernel declares for its arguments at registration
 //!   ([`crate::kernel::NativeKernel::with_access`]); a kernel that declares nothing gets the
 //!   exact ranges of the buffer arguments of a typed launch builder (`&buf` read, `&mut buf`
-//!   read and written; [`crate::TaskExtra::Access`]), or else the whole block behind each
-//!   non-float argument word, marked inexact;
+//!   read and written; [`crate::TaskExtra::Access`]; an untyped address among its arguments
+//!   stands for its block), or else the whole block behind each non-float argument word,
+//!   marked inexact;
 //! - op launches: the blocks behind their tensors at ingest (inexact), then exactly the bytes
 //!   of their resolved shapes once shape propagation has run;
 //! - binary kernels: until they run, the typed launch builder's ranges, or else the blocks

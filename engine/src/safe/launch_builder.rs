@@ -36,10 +36,18 @@ type Owner = (u32, Entity, u64);
 
 impl KernelArg<'_> {
     fn scalar(arg: Arg) -> Self {
+        // An integer in the heap's range may be an address a kernel dereferences (one taken
+        // with `device_ptr()`): the whole block behind it stays the launch's, as for a
+        // kernel launched without the builder, so a free cannot release it under the kernel.
+        let access =
+            (!arg.is_float() && arg.word() >= npusim_device::abi::HEAP_BASE).then(|| Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::read(arg.word(), 0)
+            });
         Self {
             arg,
             buffer: None,
-            access: None,
+            access,
             _borrow: PhantomData,
         }
     }
@@ -60,8 +68,7 @@ impl KernelArg<'_> {
 
 /// A raw device address ([`DeviceBuffer::into_raw`], [`Runtime::malloc`](crate::Runtime::malloc)):
 /// not checked, and its extent unknown, so the launch's access set takes the whole block behind
-/// it as read and written. (An address passed as an integer is an integer: the access set
-/// does not see it.)
+/// it as read and written (as it does for an integer argument in the heap's address range).
 impl From<DevicePtr> for KernelArg<'_> {
     fn from(p: DevicePtr) -> Self {
         Self {
@@ -154,12 +161,13 @@ impl Launchable for NpuFunction {
 /// `ACL_ERROR_RT_PARAM_INVALID` error and nothing is queued.
 ///
 /// The builder knows the exact bytes of each buffer argument and whether it is written
-/// (`&mut`), so the launch carries them as its access set (`&buf` read, `&mut buf` read and
-/// written, [`LaunchBuilder::arg_out`] written only, a [`DevicePtr`] the whole block behind it): a kernel that declares no accesses of
-/// its own — a binary kernel before it runs, a native kernel without
-/// [`NativeKernel::with_access`](npusim_components::NativeKernel::with_access) — gets these
-/// ranges, for deferred free and any reader of access sets, instead of the blocks behind every
-/// argument word.
+/// (`&mut`), so the launch carries them as its access set: `&buf` read, `&mut buf` read and
+/// written, [`LaunchBuilder::arg_out`] written only; a [`DevicePtr`], or an integer in the
+/// heap's address range (perhaps an address from `device_ptr()`), the whole block behind it. A
+/// kernel that declares no accesses of its own — a binary kernel before it runs, a native
+/// kernel without [`NativeKernel::with_access`](npusim_components::NativeKernel::with_access) —
+/// gets these ranges, for deferred free and any reader of access sets, instead of the blocks
+/// behind every argument word.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
