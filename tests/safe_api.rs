@@ -882,7 +882,10 @@ fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<
 #[test]
 fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResult<()> {
     use npusim::ReduceOp;
-    let (_rt, _streams, comms) = two_ranks()?;
+    let (_rt, streams, comms) = two_ranks()?;
+    let twice = NpuComm::from_streams(&[streams[0].clone(), streams[0].clone()]);
+    assert_code(twice, codes::RT_PARAM_INVALID); // one rank per device
+    assert_code(NpuComm::from_streams(&[]), codes::RT_PARAM_INVALID);
     assert_eq!(
         comms
             .iter()
