@@ -882,10 +882,23 @@ fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<
 #[test]
 fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResult<()> {
     use npusim::ReduceOp;
-    let (_rt, streams, comms) = two_ranks()?;
+    let (rt, streams, comms) = two_ranks()?;
     let twice = NpuComm::from_streams(&[streams[0].clone(), streams[0].clone()]);
     assert_code(twice, codes::RT_PARAM_INVALID); // one rank per device
     assert_code(NpuComm::from_streams(&[]), codes::RT_PARAM_INVALID);
+    // From devices: a communication stream of each primary context.
+    let by_device = NpuComm::from_devices(&rt.devices())?;
+    assert_eq!(
+        by_device[1].stream().context().raw(),
+        rt.device_context(1)?.raw()
+    );
+    let mut ones = Vec::new();
+    for c in &by_device {
+        let mut x = c.stream().clone_htod(&[1i32; 4])?;
+        c.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+        ones.push(x);
+    }
+    assert_eq!(by_device[0].stream().clone_dtoh(&ones[0])?, [2; 4]);
     assert_eq!(
         comms
             .iter()

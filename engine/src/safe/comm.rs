@@ -181,6 +181,22 @@ impl NpuComm {
             .collect())
     }
 
+    /// A communicator with one rank per device (rank `r` on `devices[r]`), each on a new
+    /// [`StreamKind::Communication`](crate::StreamKind) stream of the device's primary context
+    /// (so its collectives overlap that context's compute streams when events allow).
+    pub fn from_devices(devices: &[super::NpuDevice]) -> NpuResult<Vec<NpuComm>> {
+        let streams = devices
+            .iter()
+            .map(|d| {
+                d.context()?.stream_with(crate::StreamConfig {
+                    kind: crate::StreamKind::Communication,
+                    ..crate::StreamConfig::default()
+                })
+            })
+            .collect::<NpuResult<Vec<_>>>()?;
+        Self::from_streams(&streams)
+    }
+
     /// This rank.
     pub fn rank(&self) -> u32 {
         self.inner.raw.rank()
