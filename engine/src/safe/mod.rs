@@ -23,9 +23,9 @@
 //!    loaded kernel binary and its functions, launched like any kernel; a function keeps its
 //!    module loaded.
 //! 6. [`NpuEvent`] — `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
-//! 7. [`NpuComm`] — `NpuComm::from_streams(&streams)` (or `from_devices`): one rank per stream, with the
-//!    collectives (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`, `send`, `recv`)
-//!    on typed buffers.
+//! 7. [`NpuComm`] — `NpuComm::from_streams(&streams)` (or `from_devices`): one rank per
+//!    stream, with the collectives (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`,
+//!    `send`, `recv`) on typed buffers.
 //!
 //! ```
 //! use npusim_engine::prelude::*;
