@@ -462,7 +462,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1usize..8).prop_map(|k| Op::Alloc(16384 * k)),
         3 => (any::<usize>(), any::<u8>()).prop_map(|(i, v)| Op::Fill(i, v)),
         3 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::Add(a, b, c)),
-        1 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::AddBinary(a, b, c)),
+        1 => (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(a, b, c)| Op::AddBinary(a, b, c)),
         1 => Just(Op::Reload),
         1 => Just(Op::Callback),
         2 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::CopyRange(a, b)),

@@ -110,8 +110,8 @@ impl Drop for CommInner {
 /// ```compile_fail
 /// use npusim_engine::prelude::*;
 /// use npusim_engine::{ReduceOp, half::f16};
-/// fn f(comm: &NpuComm, floats: &DeviceBuffer<f32>, halves: &mut DeviceBuffer<f16>) -> NpuResult<()> {
-///     comm.all_reduce(floats, halves, ReduceOp::Sum) // f32 where f16 is expected
+/// fn f(c: &NpuComm, xs: &DeviceBuffer<f32>, ys: &mut DeviceBuffer<f16>) -> NpuResult<()> {
+///     c.all_reduce(xs, ys, ReduceOp::Sum) // f32 where f16 is expected
 /// }
 /// ```
 ///

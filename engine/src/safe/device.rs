@@ -144,8 +144,8 @@ impl NpuDevice {
         self.rt.new_context(self.index)
     }
 
-    /// Every live context on it, primary first, then the others in entity order. Dropping these views
-    /// destroys nothing.
+    /// Every live context on it, primary first, then the others in entity order. Dropping
+    /// these views destroys nothing.
     pub fn contexts(&self) -> NpuResult<Vec<NpuContext>> {
         let handles: Vec<Context> = {
             let mut g = self.rt.lock();

@@ -70,8 +70,9 @@
 //!   until it has run, as for a kernel.
 //! - an [`NpuDevice`]: nothing (it is an index).
 //! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
-//!   events, buffers, modules and functions each hold it): destroys the context, as [`Runtime::destroy_context`]
-//!   does. A device's primary context is never destroyed by a drop.
+//!   events, buffers, modules and functions each hold it): destroys the context, as
+//!   [`Runtime::destroy_context`] does. A device's primary context is never destroyed by a
+//!   drop.
 //! - in a context that faulted (stop-on-failure): buffers find their memory already released
 //!   and do nothing; a stream or event reports the context's error (kept, see below) and is
 //!   not destroyed: it stays until its context is (for a primary context, as long as the

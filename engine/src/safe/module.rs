@@ -112,7 +112,8 @@ impl NpuContext {
         Ok(NpuModule::new(self.clone(), raw))
     }
 
-    /// Loads a kernel binary from a file ([`Runtime::load_binary_file`](crate::Runtime::load_binary_file)).
+    /// Loads a kernel binary from a file
+    /// ([`Runtime::load_binary_file`](crate::Runtime::load_binary_file)).
     pub fn load_module_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<NpuModule> {
         let raw = self.with(|rt| rt.load_binary_file(path))?;
         Ok(NpuModule::new(self.clone(), raw))

@@ -230,9 +230,10 @@ impl NpuStream {
         Ok(buf)
     }
 
-    /// A launch of `kernel` (a [`Kernel`] or an [`NpuFunction`](super::NpuFunction)) on this stream, to be given
-    /// its arguments, grid and tiling. The builder borrows the function, so its module stays
-    /// loaded until the launch is queued (and, once queued, until it has run).
+    /// A launch of `kernel` (a [`Kernel`] or an [`NpuFunction`](super::NpuFunction)) on this
+    /// stream, to be given its arguments, grid and tiling. The builder borrows the function, so
+    /// its module stays loaded until the launch is queued (and, once queued, until it has
+    /// run).
     pub fn launch_builder<'a>(&'a self, kernel: &'a impl Launchable) -> LaunchBuilder<'a> {
         LaunchBuilder::new(self, kernel.kernel())
     }
