@@ -832,10 +832,13 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
         ],
         s.raw(),
     )?;
-    // The last function goes with the launches queued: they run with the code in place.
+    // The last function goes with the launches queued: the drop returns at once, and they
+    // run with the code in place.
     drop(spare);
-    assert!(s.query()?, "the drop waited for the queued launches");
+    assert!(!s.query()?, "the drop did not wait");
+    assert_eq!(binaries(&rt), 1, "loaded while launches are queued");
     assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    assert_eq!(binaries(&rt), 0, "unloaded behind them");
     assert!(rt.take_drop_errors().is_empty());
     // ... and then the binary is gone: its raw handle is stale.
     let stale = rt.launch(
@@ -850,6 +853,61 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
         s.raw(),
     );
     assert_code(stale, codes::RT_INVALID_HANDLE);
+    Ok(())
+}
+
+/// Binaries loaded in the runtime.
+fn binaries(rt: &Runtime) -> usize {
+    let mut g = rt.lock_world();
+    let world = g.world_mut();
+    world
+        .query::<&npusim::components::binary::BinaryState>()
+        .iter(world)
+        .count()
+}
+
+#[test]
+fn modules_dropped_with_work_queued_go_in_stream_order_without_waiting() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let (s, t) = (ctx.stream()?, ctx.stream()?);
+    let n = 1024;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    let mut d = ctx.alloc::<f32>(n)?;
+    s.synchronize()?;
+    // Nothing queued: the last drop unloads at once.
+    drop(ctx.load_module_file(kernel_object("vector_add.o"))?);
+    assert_eq!(binaries(&rt), 0);
+    // Loaded, launched on two streams and dropped, many times over, with nothing synchronized:
+    // each goes once both streams have run what was queued before its drop.
+    for _ in 0..32 {
+        let vadd = ctx
+            .load_module_file(kernel_object("vector_add.o"))?
+            .function("vadd_f32")?;
+        s.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut c)
+            .arg(n)
+            .launch()?;
+        t.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut d)
+            .arg(n)
+            .launch()?;
+    }
+    assert!(binaries(&rt) > 0, "still loaded behind the queued launches");
+    ctx.synchronize()?;
+    rt.run_until_idle()?;
+    assert_eq!(binaries(&rt), 0, "every binary went");
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    assert!(t.clone_dtoh(&d)?.iter().all(|&x| x == 3.0));
+    assert!(rt.take_drop_errors().is_empty());
     Ok(())
 }
 

@@ -59,11 +59,10 @@
 //! - the last clone of an [`NpuEvent`]: waits for its latest record (so waits enqueued on it
 //!   keep their meaning), then destroys it.
 //! - the last clone of an [`NpuModule`] or of a function taken from it (each holds the
-//!   module): waits for the device's queued work, then unloads the binary
-//!   ([`Runtime::unload_binary`]); the function's raw [`Kernel`](crate::Kernel) handle is
-//!   stale from then on. Called from a host callback of the same device (which cannot wait
-//!   for its own device), the unload fails, is kept as an error, and the binary stays until
-//!   its context goes.
+//!   module): returns at once; the binary is unloaded in stream order, once every stream of
+//!   its context has run what was enqueued before the drop (a host callback behind each busy
+//!   stream's work; at once when none is busy). The function's raw [`Kernel`](crate::Kernel)
+//!   handle is stale from then on.
 //! - the last clone of an [`NpuComm`]: enqueues the destruction of the rank's handle on its
 //!   stream (a host callback), so the collectives already enqueued there still run; the
 //!   communicator goes with its last rank. A buffer a queued collective uses stays allocated

@@ -4,10 +4,12 @@
 //! launch of one of its functions can find it unloaded.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use npusim_components::{Binary, Kernel, NpuError, NpuResult};
+use npusim_components::{Binary, Kernel, NpuResult, Stream};
 
 use super::NpuContext;
+use crate::binary::release_binary;
 
 struct ModuleInner {
     ctx: NpuContext,
@@ -19,23 +21,55 @@ impl Drop for ModuleInner {
         if self.ctx.epoch().is_none() {
             return; // the context went, and its binaries with it
         }
-        // `unload_binary` waits for the device's queued work first, so launches of the
-        // module's functions that are still queued run with the code in place.
-        match self.ctx.with(|rt| rt.unload_binary(self.raw)) {
-            Ok(()) | Err(NpuError::Destroyed(_)) => {} // unloaded here, or already by hand
-            Err(e) => self.ctx.runtime().keep_drop_error(e),
+        let rt = self.ctx.runtime();
+        // The module's functions run only in its context: the streams of the context with work
+        // queued are all the binary has to wait for.
+        let busy: Vec<Stream> = {
+            let g = rt.lock();
+            let Some(c) = g.context(self.ctx.entity()) else {
+                return;
+            };
+            c.streams
+                .iter()
+                .filter(|&&s| g.stream(s).is_some_and(|st| st.completed < st.submitted))
+                .map(|&s| Stream::new(rt.id(), s))
+                .collect()
+        };
+        // In stream order, without waiting: a host callback behind each busy stream's work
+        // counts down, and the last one releases the binary. (It holds the runtime weakly:
+        // queued work must not keep its own world alive.)
+        let left = Arc::new(AtomicUsize::new(busy.len() + 1));
+        let (weak, binary) = (rt.weak(), self.raw.entity());
+        let release = move |left: &AtomicUsize| {
+            if left.fetch_sub(1, Ordering::AcqRel) == 1
+                && let Some(shared) = weak.upgrade()
+            {
+                release_binary(&mut crate::Runtime::from_shared(shared).lock(), binary);
+            }
+        };
+        for s in busy {
+            let (mine, then) = (left.clone(), release.clone());
+            let queued = self
+                .ctx
+                .with(|rt| rt.launch_host_func(s, move || then(&mine)));
+            if queued.is_err() {
+                // A stream that takes no more work: nothing queued on it will run either.
+                release(&left);
+            }
         }
+        release(&left);
     }
 }
 
 /// A kernel binary loaded into a context ([`NpuContext::load_module`]; `aclrtBinaryLoad`).
 /// Cheap to clone (clones share it), `Send + Sync`. Its functions ([`NpuModule::function`])
 /// each hold it: the binary is unloaded when the last of the module's clones and functions is
-/// dropped — after the device's queued work has run, as `aclrtBinaryUnLoad` does — so a
-/// function can never be launched with its code gone. A drop that cannot unload (called from a
-/// host callback of the same device, which cannot wait for its own device) keeps the error
-/// ([`Runtime::take_drop_errors`](crate::Runtime::take_drop_errors)) and the binary stays
-/// loaded until its context is destroyed.
+/// dropped, in stream order — the drop returns at once, and the binary goes when every stream
+/// of its context has run the work enqueued before the drop (a host callback behind each busy
+/// stream's work; at once when none is busy) — so no launch of one of its functions, queued
+/// through the builder or the raw handle, finds its code gone. Work enqueued after the drop
+/// through a raw handle fails (`ACL_ERROR_RT_INVALID_HANDLE`), never runs other code. If its
+/// context faults first, the binary stays until the context is reset or destroyed.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
@@ -138,7 +172,8 @@ impl NpuModule {
         self.inner.raw
     }
 
-    /// The function `name` (`aclrtBinaryGetFunction`); [`NpuError::KernelNotFound`]
+    /// The function `name` (`aclrtBinaryGetFunction`);
+    /// [`NpuError::KernelNotFound`](crate::NpuError::KernelNotFound)
     /// (`ACL_ERROR_RT_PARAM_INVALID`) when the binary exports no such symbol.
     pub fn function(&self, name: &str) -> NpuResult<NpuFunction> {
         let raw = self.inner.raw;
