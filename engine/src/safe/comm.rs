@@ -62,7 +62,9 @@ impl Drop for CommInner {
         };
         let rt = self.stream.context().runtime();
         let s = self.stream.raw();
-        if self
+        if self.stream.query().unwrap_or(false) {
+            destroy(); // nothing queued on the rank's stream
+        } else if self
             .stream
             .context()
             .with(|rt| rt.launch_host_func(s, destroy))
@@ -80,9 +82,10 @@ impl Drop for CommInner {
 /// One rank of a communicator, with the stream its collectives are enqueued on
 /// ([`NpuComm::from_streams`]). Cheap to clone (clones share the rank), `Send + Sync`. The
 /// last clone's drop destroys the rank's handle (`HcclCommDestroy`) in stream order, once the
-/// rank's stream has run what was enqueued on it (a host callback on the stream does it), so
-/// collectives already enqueued still run; the buffers they use stay allocated until they have
-/// (a buffer's drop frees in stream order). The communicator goes with its last rank.
+/// rank's stream has run what was enqueued on it (a host callback on the stream does it; at
+/// once when nothing is queued there), so collectives already enqueued still run; the buffers
+/// they use stay allocated until they have (a buffer's drop frees in stream order). The
+/// communicator goes with its last rank.
 ///
 /// ```
 /// use npusim_engine::prelude::*;

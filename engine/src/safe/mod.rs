@@ -64,9 +64,9 @@
 //!   stream's work; at once when none is busy). The function's raw [`Kernel`](crate::Kernel)
 //!   handle is stale from then on.
 //! - the last clone of an [`NpuComm`]: enqueues the destruction of the rank's handle on its
-//!   stream (a host callback), so the collectives already enqueued there still run; the
-//!   communicator goes with its last rank. A buffer a queued collective uses stays allocated
-//!   until it has run, as for a kernel.
+//!   stream (a host callback; at once when the stream is idle), so the collectives already
+//!   enqueued there still run; the communicator goes with its last rank. A buffer a queued
+//!   collective uses stays allocated until it has run, as for a kernel.
 //! - an [`NpuDevice`]: nothing (it is an index).
 //! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
 //!   events, buffers, modules and functions each hold it): destroys the context, as
