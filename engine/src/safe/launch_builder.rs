@@ -57,7 +57,8 @@ impl KernelArg<'_> {
         Self {
             arg: Arg::Ptr(s.device_ptr()),
             buffer: Some((ctx.runtime().id(), ctx.entity(), s.epoch())),
-            access: Some(Access {
+            // An empty view names no bytes.
+            access: (s.byte_len() > 0).then(|| Access {
                 mode,
                 ..Access::read(s.device_ptr().0, s.byte_len())
             }),
