@@ -10,8 +10,8 @@ use super::NpuContext;
 use crate::runtime::device_entity;
 use crate::{DeviceConfig, Runtime};
 
-/// A device of a runtime (`rt.device(i)`). Cheap to clone, `Send + Sync`, `Copy`-like (an index
-/// and a runtime handle); dropping it does nothing.
+/// A device of a runtime (`rt.device(i)`): an index and a runtime handle, checked when made.
+/// Cheap to clone, `Send + Sync`; dropping it does nothing.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
