@@ -268,11 +268,14 @@ fn host_call(
     base: u64,
     stream: Option<Entity>,
     caller: &'static Location<'static>,
-) -> Option<(Actor, u32, u64, Option<(Entity, u64)>, EnqueueSite)> {
+) -> Option<HostCall> {
     let (device, size) = block_of(inner, ctx, base)?;
     let at = stream.and_then(|s| inner.stream(s).map(|st| (s, st.submitted)));
     Some((actor(inner), device, size, at, site(caller)))
 }
+
+/// (who, device index, block size, stream position, site) of a host call on a block.
+type HostCall = (Actor, u32, u64, Option<(Entity, u64)>, EnqueueSite);
 
 /// A block at `base` was allocated in `ctx` (stream-ordered behind `stream`'s submitted
 /// position when given).
