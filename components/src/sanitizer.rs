@@ -1758,6 +1758,123 @@ fn coalesce(space: &mut BTreeMap<u64, Segment>, start: u64, end: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::{EventView, MemsetView, NewTask, TaskDescriptor, TaskExtra};
+
+    /// Streams as entities (nothing else of the world is needed).
+    fn entities(n: u32) -> Vec<Entity> {
+        (1..=n).map(|i| Entity::from_raw_u32(i).unwrap()).collect()
+    }
+
+    /// A finished task at `seq` on `stream` with `desc` and, for a memset, its write.
+    fn task(stream: Entity, seq: u64, desc: TaskDescriptor) -> Task {
+        let mut t = Task::from_new(
+            NewTask {
+                stream,
+                seq,
+                submit: SimTime::ZERO,
+                desc,
+                extra: TaskExtra::None,
+            },
+            Entity::PLACEHOLDER,
+            Entity::PLACEHOLDER,
+        );
+        if let Some(m) = desc.as_memset() {
+            t.access.push(Access::write(m.dst, m.bytes));
+        }
+        t
+    }
+
+    fn submit(san: &mut Sanitizer, stream: Entity, seq: u64, wait: Option<(Entity, u64)>) {
+        san.submitted(
+            Actor::Host,
+            stream,
+            0,
+            seq,
+            wait,
+            None,
+            "t".into(),
+            EnqueueSite::Unknown,
+        );
+    }
+
+    /// A memset of 64 bytes at 0x1000.
+    fn write() -> TaskDescriptor {
+        TaskDescriptor::memset(MemsetView {
+            dst: 0x1000,
+            value: 0,
+            bytes: 64,
+        })
+    }
+
+    #[test]
+    fn a_wait_orders_its_stream_after_the_record_it_captured_and_nothing_else() {
+        let s = entities(3);
+        let (a, b, ev) = (s[0], s[1], s[2]);
+        let record = TaskDescriptor::event(
+            EventView {
+                event: ev,
+                record: 1,
+            },
+            false,
+        );
+        let wait = TaskDescriptor::event(
+            EventView {
+                event: ev,
+                record: 1,
+            },
+            true,
+        );
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        // a: write, record; b: wait, write; then a: a second write nobody waited for.
+        submit(&mut san, a, 1, None);
+        submit(&mut san, a, 2, None);
+        submit(&mut san, b, 1, Some((ev, 1)));
+        submit(&mut san, b, 2, None);
+        submit(&mut san, a, 3, None);
+        for (t, now) in [
+            (task(a, 1, write()), 1),
+            (task(a, 2, record), 2),
+            (task(b, 1, wait), 3),
+            (task(b, 2, write()), 4),
+        ] {
+            assert_eq!(san.completed(&t, true, SimTime(now)), None);
+        }
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        san.completed(&task(a, 3, write()), true, SimTime(5));
+        assert_eq!(san.reports().len(), 1);
+        assert_eq!(san.reports()[0].kind, ReportKind::Race);
+        assert_eq!(
+            (san.reports()[0].addr, san.reports()[0].bytes),
+            (0x1000, 64)
+        );
+    }
+
+    #[test]
+    fn a_free_in_host_order_reports_the_queued_write_that_completes_after_it() {
+        let s = entities(1);
+        let a = s[0];
+        let ctx = Entity::PLACEHOLDER;
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        san.allocated(Actor::Host, ctx, 0, 0x1000, 64, None, EnqueueSite::Unknown);
+        submit(&mut san, a, 1, None);
+        san.freed(
+            Actor::Host,
+            ctx,
+            0,
+            0x1000,
+            None,
+            EnqueueSite::Unknown,
+            SimTime(1),
+        );
+        assert!(san.reports().is_empty(), "nothing had touched it yet");
+        san.completed(&task(a, 1, write()), true, SimTime(2));
+        let r = &san.reports()[0];
+        assert_eq!(r.kind, ReportKind::UseAfterFree);
+        assert_eq!(
+            (r.earlier.name.as_str(), r.block),
+            ("free", Some((0x1000, 64)))
+        );
+    }
 
     #[test]
     fn a_clock_covers_what_it_joined() {
