@@ -3,8 +3,8 @@
 //! where they were made), synchronizes, allocations and frees. The rules live in
 //! [`npusim_components::sanitizer`]; completion feeds it each finished task.
 //!
-//! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer)): the world
-//! then holds no sanitizer, and each hook is one test of a flag.
+//! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer), or
+//! `NPUSIM_SANITIZE`): no sanitizer state then exists, and each hook is one test of a flag.
 //!
 //! ```
 //! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
@@ -28,15 +28,14 @@ use std::cell::Cell;
 use std::panic::Location;
 
 use bevy_ecs::entity::Entity;
+use bevy_ecs::world::World;
 use npusim_components::collective::CollectiveCall;
+use npusim_components::resources::Finished;
 use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
 use npusim_components::task::CopyDir;
 use npusim_components::{
     DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport, TaskKind,
 };
-
-use bevy_ecs::world::World;
-use npusim_components::resources::Finished;
 
 use crate::runtime::{Inner, Runtime};
 
