@@ -39,6 +39,7 @@ pub struct TickWorld<'w, 's> {
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
+    mode: Res<'w, npusim_components::ExecutionMode>,
 }
 
 /// The worker threads that execute independent devices' work side by side (a rayon pool), or
@@ -147,7 +148,8 @@ fn is_device_local(task: &Task) -> bool {
 /// only when a cross-device task ends now too (the device-local work must go first); otherwise
 /// every task executes as it completes.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
-    if batch.is_empty() {
+    // Timing-only: nothing to execute (see `finish`).
+    if batch.is_empty() || w.mode.timing_only {
         return;
     }
     let registry: &KernelRegistry = &w.registry;
@@ -270,6 +272,21 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         None
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
+        // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
+        // is not applied, but its pages are translated as the data path would. A collective
+        // still leaves its rendezvous (below, without data).
+        if is_device_local(&task)
+            && let Ok(mut d) = w.completion.devices().get_mut(task.device)
+        {
+            for a in task.access.ranges() {
+                // A range that would fault is the functional run's fault: not modelled here.
+                if a.space == npusim_components::access::Space::Local && a.bytes > 0 {
+                    let _ = d.memory.translate_virt(task.context, a.addr, a.bytes);
+                }
+            }
+        }
+        Some(Ok(()))
     } else if is_device_local(&task) {
         Some(match w.completion.devices().get_mut(task.device) {
             Ok(mut d) => execute_local(&task, &mut d, &w.registry),
@@ -385,6 +402,7 @@ fn execute(
             &mut w.rendezvous,
             &w.workers,
             task,
+            w.mode.timing_only,
         ),
         // A callback without a body (released already, or none given) has nothing to do.
         TaskKind::HostCallback => Ok(()),
