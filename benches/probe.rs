@@ -8,13 +8,14 @@
 //! ```
 //!
 //! Modes: `pipeline` (the pipeline bench's program at 100,000 kernels), `plain` (its hand-written
-//! loop), `idle N` (N idle frames), `launch N` (N kernel enqueues).
+//! loop), `pipeline-recording` (the pipeline program with its API calls recorded), `idle N`
+//! (N idle frames), `launch N` (N kernel enqueues).
 
 mod common;
 
 use std::hint::black_box;
 
-use common::{plain, run_npusim};
+use common::{plain, run_npusim, run_npusim_recorded};
 use npusim::prelude::*;
 
 /// Kernels of the pipeline program here (a tenth of the criterion bench's).
@@ -56,5 +57,7 @@ fn main() {
         println!("{}", black_box(plain::run(TASKS, cfg.ai_cores, kernel_ns)));
     } else if which == "pipeline" {
         println!("{}", black_box(run_npusim(TASKS)));
+    } else if which == "pipeline-recording" {
+        println!("{:?}", black_box(run_npusim_recorded(TASKS)));
     }
 }

@@ -260,6 +260,86 @@ fn a_data_parallel_trace_replays_on_more_devices_with_a_bigger_ring() {
     assert!(ar(&tl) > ar(&rt.timeline()));
 }
 
+#[test]
+fn binary_kernels_replay_timing_only_at_their_recorded_cycles_scaled_by_the_clock() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let object = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/kernels/vector_add.o"
+    ))
+    .unwrap();
+    let bin = rt.load_binary(&object).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    for (n, blocks) in [(1000u64, 3u32), (40_000, 8), (4099, 1)] {
+        let (a, b, c) = (
+            rt.malloc(4 * n).unwrap(),
+            rt.malloc(4 * n).unwrap(),
+            rt.malloc(4 * n).unwrap(),
+        );
+        rt.memset(a, 1, 4 * n).unwrap();
+        rt.launch(vadd, blocks, &[a.into(), b.into(), c.into(), n.into()], s)
+            .unwrap();
+        rt.free_async(c, s).unwrap();
+    }
+    rt.synchronize_stream(s).unwrap();
+    let trace = rt.take_trace().unwrap();
+    let recorded = trace
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.call,
+                npusim::record::Call::Launch {
+                    binary: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(recorded, 3, "every binary launch carries its cycles");
+    let timing = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(timing.errors.is_empty(), "{:?}", timing.errors);
+    assert_eq!(times(&timing.runtime.timeline()), times(&rt.timeline()));
+    // Priced, not run: the kernels wrote nothing, so no page was backed.
+    assert!(timing.runtime.stats().backed_bytes.iter().all(|&b| b == 0));
+    assert!(rt.stats().backed_bytes[0] > 0);
+    // Half the clock: every binary launch takes about twice as long, from the same cycles.
+    let mut slow = DeviceConfig::small();
+    slow.core_clock_hz /= 2;
+    let halved = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            device: Some(slow.clone()),
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    let kernels = |tl: Vec<TaskRecord>| -> Vec<u64> {
+        tl.iter()
+            .filter(|r| r.name == "vadd_f32")
+            .map(|r| r.end.as_ns() - r.start.as_ns() - slow.kernel_launch_ns)
+            .collect()
+    };
+    for (fast, slow) in kernels(rt.timeline())
+        .iter()
+        .zip(kernels(halved.runtime.timeline()))
+    {
+        assert!(
+            slow >= 2 * fast - 1 && slow <= 2 * fast + 1,
+            "{fast} ns, then {slow} ns"
+        );
+    }
+}
+
 /// One call of a random program.
 #[derive(Clone, Debug)]
 enum Op {

@@ -179,7 +179,7 @@ impl Runtime {
             }
         }
         let cost = g.costs.launch_ns;
-        submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+        let seq = submit_with(&mut g, s, TaskExtra::None, cost, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -189,7 +189,7 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
-        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, timeout));
+        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, seq, timeout));
         Ok(())
     }
 

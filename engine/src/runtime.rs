@@ -463,7 +463,12 @@ impl Runtime {
                 host: (&config.host).into(),
                 with_data: target.data,
             };
-            inner.recorder = Some(Box::new(crate::record::Recorder::new(target, header)));
+            let recorder = crate::record::Recorder::new(target, header);
+            inner
+                .world
+                .resource_mut::<npusim_components::ExecutionMode>()
+                .binary_log = Some(recorder.binary_log.clone());
+            inner.recorder = Some(Box::new(recorder));
         }
         Ok(Self {
             shared: Arc::new(Shared {

@@ -144,6 +144,17 @@ pub enum ArgRecord {
     F32(u32),
 }
 
+/// What a binary kernel launch did when it ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BinaryRecord {
+    /// Each block's cycles, in block order.
+    pub block_cycles: Vec<u64>,
+    /// Distinct bytes read plus written in global memory.
+    pub hbm_bytes: u64,
+    /// The byte ranges it touched, `(address, bytes)`.
+    pub access: Vec<(u64, u64)>,
+}
+
 /// The host side of a copy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum HostSide {
@@ -371,6 +382,8 @@ pub enum Call {
         /// A native kernel's cost as its cost function gave it at the launch (so a replay
         /// without the kernel's code still knows its work).
         cost: Option<KernelCost>,
+        /// A binary kernel's run: what its blocks did (so a replay without data prices it).
+        binary: Option<BinaryRecord>,
     },
     /// `launch_host_func`: a host callback (its body is not recorded; a replay runs none).
     HostFunc {

@@ -30,15 +30,17 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use bevy_ecs::entity::Entity;
 use bevy_ecs::world::World;
+use npusim_components::ExecutionMode;
 use npusim_components::collective::CollectiveCall;
+use npusim_components::mode::BinaryLog;
 use npusim_components::task::CopyDir;
 use npusim_components::{
     AllocPolicy, Arg, HostBuffer, Kernel, KernelBody, KernelRegistry, SimTime, StreamKind,
 };
 
 pub use format::{
-    ArgRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide, KernelRef, MAGIC,
-    Trace, TraceError, TraceHeader, fnv1a64,
+    ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
+    KernelRef, MAGIC, Trace, TraceError, TraceHeader, fnv1a64,
 };
 pub use replay::{ReplayOptions, Replayed, replay, stand_in_kernel};
 pub use summary::{SETTABLE, Summary, TaskShare, Variant, VariantError, whatif};
@@ -103,6 +105,10 @@ pub(crate) struct Recorder {
     hosts: Vec<(HostBuffer, u32)>,
     next_host: u32,
     next_function: u32,
+    /// Binary launches as the frame runs them (shared with [`ExecutionMode::binary_log`]).
+    pub(crate) binary_log: BinaryLog,
+    /// Binary launches recorded but not yet run: (stream, sequence number) → entry.
+    pending_binary: BTreeMap<(Entity, u64), usize>,
 }
 
 /// Gives `e` the next id of its kind if it has none; returns (id, whether new).
@@ -136,6 +142,29 @@ impl Recorder {
             hosts: Vec::new(),
             next_host: 0,
             next_function: 0,
+            binary_log: Default::default(),
+            pending_binary: BTreeMap::new(),
+        }
+    }
+
+    /// Puts what the binary launches that ran since the last call did into their entries.
+    fn settle(&mut self) {
+        let runs = std::mem::take(&mut *self.binary_log.lock().unwrap_or_else(|p| p.into_inner()));
+        for (stream, seq, run) in runs {
+            let Some(i) = self.pending_binary.remove(&(stream, seq)) else {
+                continue;
+            };
+            if let Some(Entry {
+                call: Call::Launch { binary, .. },
+                ..
+            }) = self.trace.entries.get_mut(i)
+            {
+                *binary = Some(BinaryRecord {
+                    block_cycles: run.block_cycles,
+                    hbm_bytes: run.hbm_bytes,
+                    access: run.access,
+                });
+            }
         }
     }
 
@@ -230,6 +259,7 @@ impl Recorder {
         args: &[Arg],
         tiling: &[u32],
         stream: Entity,
+        seq: u64,
         timeout: Option<SimTime>,
     ) -> Call {
         let registry = world.resource::<KernelRegistry>();
@@ -243,6 +273,9 @@ impl Recorder {
                     )
                 }
                 KernelBody::Binary(_) => {
+                    // Its entry is pushed next: what it did is filled in once it has run.
+                    self.pending_binary
+                        .insert((stream, seq), self.trace.entries.len());
                     match self.functions.get(&(kernel.index(), kernel.generation())) {
                         Some(&f) => (KernelRef::Function(f), None),
                         None => (KernelRef::Native(entry.name.clone()), None),
@@ -270,11 +303,13 @@ impl Recorder {
             stream: self.stream(stream),
             timeout_ns: timeout.map(SimTime::as_ns),
             cost,
+            binary: None,
         }
     }
 
     /// The trace so far.
-    pub(crate) fn trace(&self) -> &Trace {
+    pub(crate) fn trace(&mut self) -> &Trace {
+        self.settle();
         &self.trace
     }
 }
@@ -424,6 +459,7 @@ pub(crate) fn collective(
 impl Drop for Recorder {
     fn drop(&mut self) {
         // A runtime ending without `finish_recording` still leaves its trace.
+        self.settle();
         if let Some(path) = self.target.path.take()
             && let Err(e) = self.trace.write(&path)
         {
@@ -440,25 +476,34 @@ impl crate::Runtime {
 
     /// The trace recorded so far (a copy; recording goes on). `None` when not recording.
     pub fn trace_snapshot(&self) -> Option<Trace> {
-        self.lock().recorder.as_ref().map(|r| r.trace().clone())
+        self.lock().recorder.as_mut().map(|r| r.trace().clone())
     }
 
     /// Stops recording and returns the trace (nothing is written). `None` when not recording.
     pub fn take_trace(&self) -> Option<Trace> {
-        let r = self.lock().recorder.take()?;
-        let mut r = *r;
+        let mut r = *self.stop_recording()?;
         r.target.path = None;
+        r.settle();
         Some(std::mem::take(&mut r.trace))
+    }
+
+    /// Takes the recorder out: the frame logs binary launches no more.
+    fn stop_recording(&self) -> Option<Box<Recorder>> {
+        let mut g = self.lock();
+        let r = g.recorder.take()?;
+        g.world.resource_mut::<ExecutionMode>().binary_log = None;
+        Some(r)
     }
 
     /// Stops recording and writes the trace to its file; returns the path (`None` when not
     /// recording, or recording in memory only). A runtime that ends while recording writes
     /// its trace itself, but cannot report a failure.
     pub fn finish_recording(&self) -> crate::NpuResult<Option<PathBuf>> {
-        let Some(r) = self.lock().recorder.take() else {
+        let Some(r) = self.stop_recording() else {
             return Ok(None);
         };
         let mut r = *r;
+        r.settle();
         let path = r.target.path.take();
         let trace = std::mem::take(&mut r.trace);
         if let Some(p) = &path {

@@ -138,6 +138,7 @@ struct State {
     stand_in_costs: Arc<Mutex<BTreeMap<(Vec<u64>, u32), KernelCost>>>,
     stand_ins: std::collections::BTreeSet<String>,
     calls: u64,
+    timing_only: bool,
 }
 
 fn unknown(what: &str, id: u32) -> NpuError {
@@ -268,6 +269,24 @@ impl State {
     }
 }
 
+impl Runtime {
+    /// Timing-only: the launch just enqueued on `stream` is priced from `run` instead of run.
+    fn price_next_from(
+        &self,
+        stream: Stream,
+        run: npusim_components::mode::BinaryRun,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g, stream)?;
+        let seq = g.stream(s).map_or(0, |st| st.submitted);
+        g.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .recorded
+            .insert((s, seq), run);
+        Ok(())
+    }
+}
+
 /// Replays `trace` on a fresh runtime built from its header and `options`; returns the
 /// runtime once its last call is made and its work is done. A call that fails in the replay
 /// is noted in [`Replayed::errors`] and the replay goes on; a trace that names a handle it
@@ -312,6 +331,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         stand_in_costs: Arc::new(Mutex::new(BTreeMap::new())),
         stand_ins: Default::default(),
         calls: 0,
+        timing_only: options.timing_only,
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
@@ -625,6 +645,7 @@ fn replay_entry(
                 stream,
                 timeout_ns,
                 cost,
+                binary,
             } => {
                 let k = match kernel {
                     KernelRef::Native(name) => st.kernel(name)?,
@@ -652,12 +673,26 @@ fn replay_entry(
                         .insert((words, *block_dim), *c);
                 }
                 let s = st.stream(*stream, j)?;
-                note(match timeout_ns {
+                let launched = match timeout_ns {
                     Some(t) => {
                         rt.launch_with_timeout(k, *block_dim, &args, tiling, s, Some(SimTime(*t)))
                     }
                     None => rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
-                })
+                };
+                // Timing-only: the binary launch is priced from what it did when recorded.
+                if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
+                    let run = npusim_components::mode::BinaryRun {
+                        block_cycles: b.block_cycles.clone(),
+                        hbm_bytes: b.hbm_bytes,
+                        access: b
+                            .access
+                            .iter()
+                            .map(|&(a, n)| (st.ptr(device, j, a), n))
+                            .collect(),
+                    };
+                    rt.price_next_from(s, run)?;
+                }
+                note(launched)
             }
             Call::HostFunc { stream } => note(rt.launch_host_func(st.stream(*stream, j)?, || {})),
             Call::CommDestroy { comm, rank } => {
