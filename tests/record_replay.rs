@@ -340,6 +340,81 @@ fn binary_kernels_replay_timing_only_at_their_recorded_cycles_scaled_by_the_cloc
     }
 }
 
+#[test]
+fn dynamic_shapes_replay_timing_only_from_the_shapes_the_recording_saw() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let s = rt.create_stream().unwrap();
+    let (nonzero, gather) = (rt.op("nonzero_f32").unwrap(), rt.op("gather_rows").unwrap());
+    let n = 4000usize;
+    let mut counts = Vec::new();
+    for density in [1usize, 7, 2] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % density == 0 {
+                    i as f32 + 1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let xd = rt.malloc(4 * n as u64).unwrap();
+        rt.memcpy_htod(xd, &x).unwrap();
+        let (idx, vals) = (
+            rt.malloc(4 * n as u64).unwrap(),
+            rt.malloc(4 * n as u64).unwrap(),
+        );
+        let (count, vshape) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
+        rt.launch_op(
+            nonzero,
+            &[TensorArg::new(xd, &[n as i64])],
+            &[TensorArg::dynamic(idx, count)],
+            &[],
+            s,
+        )
+        .unwrap();
+        rt.launch_op(
+            gather,
+            &[
+                TensorArg::new(xd, &[n as i64]),
+                TensorArg::dynamic(idx, count),
+            ],
+            &[TensorArg::dynamic(vals, vshape)],
+            &[],
+            s,
+        )
+        .unwrap();
+        counts.push(count);
+    }
+    rt.synchronize_stream(s).unwrap();
+    let k: Vec<u64> = counts
+        .iter()
+        .map(|&c| rt.read_shape(c).unwrap().dims()[0])
+        .collect();
+    assert_eq!(k, vec![4000, 572, 2000]);
+    // The host data was not recorded: only the shapes the producers published tell the
+    // consumers how much work they have.
+    let mut trace = rt.take_trace().unwrap();
+    trace.header.with_data = false;
+    for e in &mut trace.entries {
+        if let npusim::record::Call::CopyHost { data, bytes, .. } = &mut e.call
+            && *bytes > 256
+        {
+            *data = None;
+        }
+    }
+    let timing = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(timing.errors.is_empty(), "{:?}", timing.errors);
+    assert_eq!(times(&timing.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(timing.runtime.host_now(), rt.host_now());
+}
+
 /// One call of a random program.
 #[derive(Clone, Debug)]
 enum Op {

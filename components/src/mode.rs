@@ -9,6 +9,8 @@
 //! run logs each binary launch's per-block cycles ([`ExecutionMode::binary_log`]), and a
 //! timing-only replay hands them back ([`ExecutionMode::recorded`]): the launch is priced
 //! from them on the replay's preset (its clock, cores and HBM bandwidth) without running.
+//! Likewise the shapes data-dependent ops publish: logged when recorded, published again at
+//! the launch's end in a timing-only replay, so their consumers see the recorded shapes.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +32,9 @@ pub struct BinaryRun {
 /// Binary launches as they ran: (stream, sequence number, what the launch did).
 pub type BinaryLog = Arc<Mutex<Vec<(Entity, u64, BinaryRun)>>>;
 
+/// Shapes data-dependent op launches published: (stream, sequence number, the slot's bytes).
+pub type ShapeLog = Arc<Mutex<Vec<(Entity, u64, Vec<u8>)>>>;
+
 /// The frame's execution mode (a resource; functional by default).
 #[derive(Resource, Debug, Default, Clone)]
 pub struct ExecutionMode {
@@ -41,4 +46,9 @@ pub struct ExecutionMode {
     /// Timing-only: binary launches to price from what they did when recorded, by (stream,
     /// sequence number); one without an entry runs.
     pub recorded: BTreeMap<(Entity, u64), BinaryRun>,
+    /// When set, the shape every data-dependent op launch publishes is logged here.
+    pub shape_log: Option<ShapeLog>,
+    /// Timing-only: the shapes data-dependent op launches published when recorded (the
+    /// slot's bytes), by (stream, sequence number), published again at their end.
+    pub recorded_shapes: BTreeMap<(Entity, u64), Vec<u8>>,
 }

@@ -464,10 +464,11 @@ impl Runtime {
                 with_data: target.data,
             };
             let recorder = crate::record::Recorder::new(target, header);
-            inner
+            let mut mode = inner
                 .world
-                .resource_mut::<npusim_components::ExecutionMode>()
-                .binary_log = Some(recorder.binary_log.clone());
+                .resource_mut::<npusim_components::ExecutionMode>();
+            mode.binary_log = Some(recorder.binary_log.clone());
+            mode.shape_log = Some(recorder.shape_log.clone());
             inner.recorder = Some(Box::new(recorder));
         }
         Ok(Self {

@@ -15,6 +15,7 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
+use npusim_components::ExecutionMode;
 use npusim_components::collective::{PeerCopy, Rendezvous};
 use npusim_components::resources::{
     AbortRequests, Devices, PendingCallbacks, ReleasedCallback, Running, SimClock,
@@ -273,6 +274,7 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
     } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
+        published_shape(w.completion.devices(), &w.mode, &task);
         // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
         // is not applied, but its pages are translated as the data path would. A collective
         // still leaves its rendezvous (below, without data).
@@ -295,6 +297,13 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     } else {
         Some(execute(w, entity, now))
     };
+    // A recording runtime logs the shape a data-dependent op published.
+    if w.mode.shape_log.is_some()
+        && matches!(result, Some(Ok(())))
+        && let Ok(task) = w.tasks.get(entity)
+    {
+        published_shape(w.completion.devices(), &w.mode, task);
+    }
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
@@ -368,6 +377,34 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
                 .is_ok_and(|t| t.status == TaskStatus::Aborted)
         {
             stream.head_active = false;
+        }
+    }
+}
+
+/// The shape a data-dependent op launch publishes, for recording and replay: logged (when
+/// `mode` logs shapes) once its kernel has written it, or written from the recording (in a
+/// timing-only replay) in place of its kernel.
+fn published_shape(devices: &mut Query<&mut DeviceState>, mode: &ExecutionMode, task: &Task) {
+    let Some(slot) = npusim_components::shape::OpTiling::parse(task.desc.tiling_words())
+        .map(|t| t.out_slot())
+        .filter(|&a| a != 0)
+    else {
+        return;
+    };
+    let Ok(mut d) = devices.get_mut(task.device) else {
+        return;
+    };
+    let key = (task.stream, task.seq);
+    if mode.timing_only {
+        if let Some(bytes) = mode.recorded_shapes.get(&key) {
+            let _ = d.memory.write(slot, bytes, task.context);
+        }
+    } else if let Some(log) = &mode.shape_log {
+        let mut bytes = vec![0u8; npusim_components::shape::SLOT_BYTES as usize];
+        if d.memory.read(slot, &mut bytes, task.context).is_ok() {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((key.0, key.1, bytes));
         }
     }
 }

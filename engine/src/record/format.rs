@@ -144,6 +144,26 @@ pub enum ArgRecord {
     F32(u32),
 }
 
+/// A tensor argument of an op launch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TensorRecord {
+    /// Where its data is.
+    pub ptr: u64,
+    /// Its shape.
+    pub shape: ShapeRecord,
+}
+
+/// How an op launch's tensor gets its shape.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ShapeRecord {
+    /// Known at the launch.
+    Static(Vec<i64>),
+    /// In a shape handle's slot (its trace-local id).
+    Dynamic(u32),
+    /// An output inferred on the device.
+    Inferred,
+}
+
 /// What a binary kernel launch did when it ran.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BinaryRecord {
@@ -299,7 +319,9 @@ pub enum Call {
         host: u32,
     },
     /// A copy between the host and the device (`memcpy_htod_async_at`, `memcpy_dtoh_async_at`
-    /// and the calls built on them).
+    /// and the calls built on them). Small staged values sent to the device (at most
+    /// [`super::SMALL_DATA`] bytes, such as `set_shape_async`'s shapes) carry their data
+    /// always: a replay without data needs them.
     CopyHost {
         /// To the device (else to the host).
         to_device: bool,
@@ -385,6 +407,37 @@ pub enum Call {
         /// A binary kernel's run: what its blocks did (so a replay without data prices it).
         binary: Option<BinaryRecord>,
     },
+    /// `create_shape`.
+    CreateShape {
+        /// The new shape handle.
+        shape: u32,
+    },
+    /// `free_shape`.
+    FreeShape {
+        /// The shape handle.
+        shape: u32,
+    },
+    /// `read_shape`, after its synchronize: the host time the read cost.
+    ReadShape {
+        /// Nanoseconds.
+        ns: u64,
+    },
+    /// `launch_op`.
+    LaunchOp {
+        /// The op, by name.
+        op: String,
+        /// Input tensors.
+        inputs: Vec<TensorRecord>,
+        /// Output tensors.
+        outputs: Vec<TensorRecord>,
+        /// Attributes.
+        attrs: Vec<ArgRecord>,
+        /// The stream.
+        stream: u32,
+        /// The shape slot a data-dependent output published when it ran (so a replay
+        /// without data knows it).
+        published: Option<Vec<u8>>,
+    },
     /// `launch_host_func`: a host callback (its body is not recorded; a replay runs none).
     HostFunc {
         /// The stream.
@@ -468,6 +521,10 @@ impl Call {
             Call::UnloadBinary { .. } => "unload_binary",
             Call::Launch { .. } => "launch",
             Call::HostFunc { .. } => "launch_host_func",
+            Call::CreateShape { .. } => "create_shape",
+            Call::FreeShape { .. } => "free_shape",
+            Call::LaunchOp { .. } => "launch_op",
+            Call::ReadShape { .. } => "read_shape",
             Call::HostWork { .. } => "host_work",
             Call::CommInit { .. } => "comm_init",
             Call::CommDestroy { .. } => "comm_destroy",

@@ -31,8 +31,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use bevy_ecs::entity::Entity;
 use bevy_ecs::world::World;
 use npusim_components::ExecutionMode;
+use npusim_components::ShapeHandle;
 use npusim_components::collective::CollectiveCall;
-use npusim_components::mode::BinaryLog;
+use npusim_components::mode::{BinaryLog, ShapeLog};
 use npusim_components::task::CopyDir;
 use npusim_components::{
     AllocPolicy, Arg, HostBuffer, Kernel, KernelBody, KernelRegistry, SimTime, StreamKind,
@@ -40,7 +41,7 @@ use npusim_components::{
 
 pub use format::{
     ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
-    KernelRef, MAGIC, Trace, TraceError, TraceHeader, fnv1a64,
+    KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
 };
 pub use replay::{ReplayOptions, Replayed, replay, stand_in_kernel};
 pub use summary::{SETTABLE, Summary, TaskShare, Variant, VariantError, whatif};
@@ -109,6 +110,21 @@ pub(crate) struct Recorder {
     pub(crate) binary_log: BinaryLog,
     /// Binary launches recorded but not yet run: (stream, sequence number) → entry.
     pending_binary: BTreeMap<(Entity, u64), usize>,
+    /// Shapes data-dependent ops published (shared with [`ExecutionMode::shape_log`]).
+    pub(crate) shape_log: ShapeLog,
+    /// Op launches recorded but not yet run: (stream, sequence number) → entry.
+    pending_ops: BTreeMap<(Entity, u64), usize>,
+    shapes: BTreeMap<(Entity, u32, u32), u32>,
+}
+
+/// A kernel argument, as recorded.
+fn arg_record(a: Arg) -> ArgRecord {
+    match a {
+        Arg::Ptr(p) => ArgRecord::Ptr(p.0),
+        Arg::U64(v) => ArgRecord::U64(v),
+        Arg::I64(v) => ArgRecord::I64(v),
+        Arg::F32(v) => ArgRecord::F32(v.to_bits()),
+    }
 }
 
 /// Gives `e` the next id of its kind if it has none; returns (id, whether new).
@@ -144,6 +160,51 @@ impl Recorder {
             next_function: 0,
             binary_log: Default::default(),
             pending_binary: BTreeMap::new(),
+            shape_log: Default::default(),
+            pending_ops: BTreeMap::new(),
+            shapes: BTreeMap::new(),
+        }
+    }
+
+    /// The shape handle's id (a new one for a handle the trace has not seen).
+    pub(crate) fn shape(&mut self, h: ShapeHandle) -> u32 {
+        let next = self.shapes.len() as u32;
+        *self
+            .shapes
+            .entry((h.context(), h.slot(), h.generation()))
+            .or_insert(next)
+    }
+
+    /// An op launch of `op` on `stream` at `seq`, as recorded.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_op(
+        &mut self,
+        op: String,
+        inputs: &[crate::TensorArg],
+        outputs: &[crate::TensorArg],
+        attrs: &[Arg],
+        stream: Entity,
+        seq: u64,
+    ) -> Call {
+        self.pending_ops
+            .insert((stream, seq), self.trace.entries.len());
+        let mut tensor = |t: &crate::TensorArg| TensorRecord {
+            ptr: t.ptr().0,
+            shape: match t.record_shape() {
+                crate::ops::RecordedShape::Static(d) => ShapeRecord::Static(d.to_vec()),
+                crate::ops::RecordedShape::Dynamic(h) => ShapeRecord::Dynamic(self.shape(h)),
+                crate::ops::RecordedShape::Inferred => ShapeRecord::Inferred,
+            },
+        };
+        let inputs = inputs.iter().map(&mut tensor).collect();
+        let outputs = outputs.iter().map(&mut tensor).collect();
+        Call::LaunchOp {
+            op,
+            inputs,
+            outputs,
+            attrs: attrs.iter().map(|&a| arg_record(a)).collect(),
+            stream: self.stream(stream),
+            published: None,
         }
     }
 
@@ -164,6 +225,19 @@ impl Recorder {
                     hbm_bytes: run.hbm_bytes,
                     access: run.access,
                 });
+            }
+        }
+        let shapes = std::mem::take(&mut *self.shape_log.lock().unwrap_or_else(|p| p.into_inner()));
+        for (stream, seq, bytes) in shapes {
+            let Some(i) = self.pending_ops.remove(&(stream, seq)) else {
+                continue;
+            };
+            if let Some(Entry {
+                call: Call::LaunchOp { published, .. },
+                ..
+            }) = self.trace.entries.get_mut(i)
+            {
+                *published = Some(bytes);
             }
         }
     }
@@ -290,15 +364,7 @@ impl Recorder {
         Call::Launch {
             kernel: kref,
             block_dim,
-            args: args
-                .iter()
-                .map(|a| match *a {
-                    Arg::Ptr(p) => ArgRecord::Ptr(p.0),
-                    Arg::U64(v) => ArgRecord::U64(v),
-                    Arg::I64(v) => ArgRecord::I64(v),
-                    Arg::F32(v) => ArgRecord::F32(v.to_bits()),
-                })
-                .collect(),
+            args: args.iter().map(|&a| arg_record(a)).collect(),
             tiling: tiling.to_vec(),
             stream: self.stream(stream),
             timeout_ns: timeout.map(SimTime::as_ns),
@@ -390,6 +456,10 @@ pub(crate) fn policy(code: u8) -> Option<AllocPolicy> {
     })
 }
 
+/// Host data sent to the device of at most this many bytes is recorded even without
+/// [`Recording::data`]: shapes set from the host, small parameters a replay needs.
+pub const SMALL_DATA: u64 = 256;
+
 /// A copy between the host and device address `device`, as recorded.
 pub(crate) fn host_copy(
     r: &mut Recorder,
@@ -405,7 +475,7 @@ pub(crate) fn host_copy(
         Some(id) => HostSide::Pinned(id),
         None => HostSide::Staged(host.len() as u64),
     };
-    let data = if to_device && r.with_data() {
+    let data = if to_device && (r.with_data() || bytes <= SMALL_DATA) {
         host.bytes().ok().map(|b| {
             let (lo, hi) = (offset as usize, (offset + bytes) as usize);
             let bytes = b.get(lo..hi).unwrap_or(&[]).to_vec();
@@ -491,7 +561,9 @@ impl crate::Runtime {
     fn stop_recording(&self) -> Option<Box<Recorder>> {
         let mut g = self.lock();
         let r = g.recorder.take()?;
-        g.world.resource_mut::<ExecutionMode>().binary_log = None;
+        let mut mode = g.world.resource_mut::<ExecutionMode>();
+        mode.binary_log = None;
+        mode.shape_log = None;
         Some(r)
     }
 

@@ -25,8 +25,12 @@ use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
 use npusim_device::link::TopologyConfig;
 
-use super::format::{ArgRecord, Call, CommSide, HostSide, KernelRef, Trace};
-use crate::{CommBuffer, Communicator, Runtime, RuntimeConfig, StreamConfig};
+use super::format::{
+    ArgRecord, Call, CommSide, HostSide, KernelRef, ShapeRecord, TensorRecord, Trace,
+};
+use crate::{
+    CommBuffer, Communicator, Runtime, RuntimeConfig, ShapeHandle, StreamConfig, TensorArg,
+};
 
 /// How to replay a trace.
 pub struct ReplayOptions {
@@ -139,6 +143,7 @@ struct State {
     stand_ins: std::collections::BTreeSet<String>,
     calls: u64,
     timing_only: bool,
+    shapes: BTreeMap<(u32, u32), ShapeHandle>,
 }
 
 fn unknown(what: &str, id: u32) -> NpuError {
@@ -252,6 +257,16 @@ impl State {
         }
     }
 
+    /// A recorded argument, its pointer mapped into replica `j` of device `d`.
+    fn arg(&self, d: u32, j: u32, a: ArgRecord) -> Arg {
+        match a {
+            ArgRecord::Ptr(p) => Arg::Ptr(DevicePtr(self.ptr(d, j, p))),
+            ArgRecord::U64(v) => Arg::U64(v),
+            ArgRecord::I64(v) => Arg::I64(v),
+            ArgRecord::F32(b) => Arg::F32(f32::from_bits(b)),
+        }
+    }
+
     fn kernel(&mut self, name: &str) -> NpuResult<Kernel> {
         if let Some(k) = self.kernels.get(name) {
             return Ok(*k);
@@ -270,6 +285,19 @@ impl State {
 }
 
 impl Runtime {
+    /// Timing-only: the op launch just enqueued on `stream` publishes `slot` (a shape slot's
+    /// bytes) at its end, as it did when recorded.
+    fn publish_next_from(&self, stream: Stream, slot: Vec<u8>) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g, stream)?;
+        let seq = g.stream(s).map_or(0, |st| st.submitted);
+        g.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .recorded_shapes
+            .insert((s, seq), slot);
+        Ok(())
+    }
+
     /// Timing-only: the launch just enqueued on `stream` is priced from `run` instead of run.
     fn price_next_from(
         &self,
@@ -332,6 +360,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         stand_ins: Default::default(),
         calls: 0,
         timing_only: options.timing_only,
+        shapes: BTreeMap::new(),
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
@@ -405,6 +434,11 @@ fn replay_entry(
             st.calls += 1;
             return Ok(());
         }
+        Call::ReadShape { ns } => {
+            st.rt.lock().charge(*ns);
+            st.calls += 1;
+            return Ok(());
+        }
         Call::RegisterKernel { name } => {
             st.kernel(name)?;
             return Ok(());
@@ -450,6 +484,7 @@ fn replay_entry(
         | Call::Memset { stream, .. }
         | Call::Launch { stream, .. }
         | Call::HostFunc { stream }
+        | Call::LaunchOp { stream, .. }
         | Call::Collective { stream, .. } => st.stream_dev(*stream)?,
         Call::DestroyEvent { event } | Call::SynchronizeEvent { event } => *st
             .event_device
@@ -654,15 +689,7 @@ fn replay_entry(
                         .get(&(*f, j))
                         .ok_or_else(|| unknown("function", *f))?,
                 };
-                let args: Vec<Arg> = args
-                    .iter()
-                    .map(|a| match *a {
-                        ArgRecord::Ptr(p) => Arg::Ptr(DevicePtr(st.ptr(device, j, p))),
-                        ArgRecord::U64(v) => Arg::U64(v),
-                        ArgRecord::I64(v) => Arg::I64(v),
-                        ArgRecord::F32(b) => Arg::F32(f32::from_bits(b)),
-                    })
-                    .collect();
+                let args: Vec<Arg> = args.iter().map(|a| st.arg(device, j, *a)).collect();
                 if let (KernelRef::Native(name), Some(c)) = (kernel, cost)
                     && st.stand_ins.contains(name)
                 {
@@ -695,6 +722,50 @@ fn replay_entry(
                 note(launched)
             }
             Call::HostFunc { stream } => note(rt.launch_host_func(st.stream(*stream, j)?, || {})),
+            Call::CreateShape { shape } => {
+                let h = rt.create_shape()?;
+                st.shapes.insert((*shape, j), h);
+            }
+            Call::FreeShape { shape } => {
+                let h = st
+                    .shapes
+                    .remove(&(*shape, j))
+                    .ok_or_else(|| unknown("shape", *shape))?;
+                note(rt.free_shape(h))
+            }
+            Call::LaunchOp {
+                op,
+                inputs,
+                outputs,
+                attrs,
+                stream,
+                published,
+            } => {
+                let k = rt.op(op)?;
+                let tensor = |t: &TensorRecord| -> NpuResult<TensorArg> {
+                    let p = DevicePtr(st.ptr(device, j, t.ptr));
+                    Ok(match &t.shape {
+                        ShapeRecord::Static(d) => TensorArg::new(p, d),
+                        ShapeRecord::Dynamic(id) => TensorArg::dynamic(
+                            p,
+                            *st.shapes
+                                .get(&(*id, j))
+                                .ok_or_else(|| unknown("shape", *id))?,
+                        ),
+                        ShapeRecord::Inferred => TensorArg::output(p),
+                    })
+                };
+                let ins = inputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
+                let outs = outputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
+                let attrs: Vec<Arg> = attrs.iter().map(|a| st.arg(device, j, *a)).collect();
+                let s = st.stream(*stream, j)?;
+                let launched = rt.launch_op(k, &ins, &outs, &attrs, s);
+                // Timing-only: the data-dependent output's shape is the recorded one.
+                if let (true, Ok(()), Some(bytes)) = (st.timing_only, &launched, published) {
+                    rt.publish_next_from(s, bytes.clone())?;
+                }
+                note(launched)
+            }
             Call::CommDestroy { comm, rank } => {
                 let (devices, by_device) = st
                     .comms
@@ -761,6 +832,7 @@ fn replay_entry(
             | Call::PushContext { .. }
             | Call::PopContext
             | Call::HostWork { .. }
+            | Call::ReadShape { .. }
             | Call::RegisterKernel { .. }
             | Call::MallocHost { .. }
             | Call::FreeHost { .. }
