@@ -41,7 +41,7 @@ fn recording_config(devices: u32) -> RuntimeConfig {
     }
 }
 
-/// Two devices, each: a copy in, kernels on two streams joined by an event, a gradient
+/// Two devices, each: copies in, a broadcast from rank 0, kernels on two streams joined by an event, a gradient
 /// all-reduce on a communication stream, host work, a copy out, a free.
 fn data_parallel_program(rt: &Runtime, n: usize) -> NpuResult<Vec<Vec<f32>>> {
     let comms = rt.comm_init_all(&[0, 1])?;
@@ -60,6 +60,7 @@ fn data_parallel_program(rt: &Runtime, n: usize) -> NpuResult<Vec<Vec<f32>>> {
         let data: Vec<f32> = (0..n).map(|i| (i + r) as f32).collect();
         rt.memcpy_htod(x, &data)?;
         rt.memcpy_htod(y, &data)?;
+        rt.broadcast(y, n as u64, DataType::F32, 0, comm, s)?;
         rt.launch(add, 4, &[x.into(), y.into(), g.into(), n.into()], s)?;
         let ready = rt.create_event()?;
         rt.record_event(ready, s)?;

@@ -12,6 +12,14 @@ use npusim_engine::record::{
     ReplayOptions, Replayed, SETTABLE, Summary, Trace, Variant, replay, whatif,
 };
 
+/// `println!` that never panics: output to a closed pipe (`npusim dump t | head`) is dropped.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
 const EXAMPLES: &str = "\
 Examples:
   npusim record -o ex10.npt -- target/release/examples/10_data_parallel
@@ -157,12 +165,19 @@ fn gib(bytes: u64) -> String {
 }
 
 fn print_table(rows: &[Summary]) {
-    println!(
+    out!(
         "{:<28} {:>7} {:>14} {:>7} {:>7} {:>7} {:>9} {:>11}",
-        "variant", "devices", "time", "cores", "DMA", "links", "comm hid", "peak mem"
+        "variant",
+        "devices",
+        "time",
+        "cores",
+        "DMA",
+        "links",
+        "comm hid",
+        "peak mem"
     );
     for s in rows {
-        println!(
+        out!(
             "{:<28} {:>7} {:>14} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1}% {:>11}",
             s.name,
             s.devices,
@@ -174,14 +189,14 @@ fn print_table(rows: &[Summary]) {
             gib(s.peak_memory)
         );
     }
-    println!();
+    out!("");
     for s in rows {
         let top: Vec<String> = s
             .critical
             .iter()
             .map(|t| format!("{} {} ×{}", t.name, t.time, t.count))
             .collect();
-        println!("critical path, {}: {}", s.name, top.join(", "));
+        out!("critical path, {}: {}", s.name, top.join(", "));
     }
 }
 
@@ -250,7 +265,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 "replay",
             )?;
             let summary = Summary::of("replay", &r.runtime);
-            println!(
+            out!(
                 "replayed {} calls in {:.2?} (wall): {} tasks, simulated time {}, host clock {}",
                 r.calls,
                 started.elapsed(),
@@ -259,14 +274,14 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 r.runtime.host_now()
             );
             for (i, e) in r.errors.iter().take(10) {
-                println!("  call {i}: {e}");
+                out!("  call {i}: {e}");
             }
             print_table(&[summary]);
             if let Some(path) = timeline {
                 r.runtime
                     .export_timeline(&path)
                     .map_err(|e| format!("{}: {e}", path.display()))?;
-                println!("timeline: {}", path.display());
+                out!("timeline: {}", path.display());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -314,7 +329,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                     r.runtime
                         .export_timeline(&path)
                         .map_err(|e| format!("{}: {e}", path.display()))?;
-                    println!("timeline: {}", path.display());
+                    out!("timeline: {}", path.display());
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -336,37 +351,38 @@ fn run(command: Command) -> Result<ExitCode, String> {
             r.runtime
                 .export_timeline(&output)
                 .map_err(|e| format!("{}: {e}", output.display()))?;
-            println!("{}: {} tasks", output.display(), r.runtime.timeline().len());
+            out!("{}: {} tasks", output.display(), r.runtime.timeline().len());
             Ok(ExitCode::SUCCESS)
         }
         Command::Dump { trace } => {
-            println!("{}", read(&trace)?.to_json());
+            out!("{}", read(&trace)?.to_json());
             Ok(ExitCode::SUCCESS)
         }
         Command::Info => {
             for d in [DeviceConfig::ascend_910b(), DeviceConfig::small()] {
-                println!("{}:", d.name);
-                println!("  AI cores            {}", d.ai_cores);
-                println!("  vector cores / AIC  {}", d.vector_cores_per_ai_core);
-                println!("  DMA engines         {}", d.dma_engines);
-                println!(
+                out!("{}:", d.name);
+                out!("  AI cores            {}", d.ai_cores);
+                out!("  vector cores / AIC  {}", d.vector_cores_per_ai_core);
+                out!("  DMA engines         {}", d.dma_engines);
+                out!(
                     "  core clock          {:.2} GHz",
                     d.core_clock_hz as f64 / 1e9
                 );
-                println!("  HBM                 {}", gib(d.hbm_bytes));
-                println!("  HBM bandwidth       {:.0} GB/s", d.hbm_bandwidth / 1e9);
-                println!(
+                out!("  HBM                 {}", gib(d.hbm_bytes));
+                out!("  HBM bandwidth       {:.0} GB/s", d.hbm_bandwidth / 1e9);
+                out!(
                     "  host link           {:.0} GB/s",
                     d.host_link_bandwidth / 1e9
                 );
-                println!(
+                out!(
                     "  vector / cube f16   {} / {} flops per cycle per core",
-                    d.vector_flops_per_cycle, d.cube_f16_flops_per_cycle
+                    d.vector_flops_per_cycle,
+                    d.cube_f16_flops_per_cycle
                 );
-                println!("  unified buffer      {} KiB", d.ub_bytes / 1024);
+                out!("  unified buffer      {} KiB", d.ub_bytes / 1024);
             }
-            println!("whatif --set fields: {}", SETTABLE.join(", "));
-            println!(
+            out!("whatif --set fields: {}", SETTABLE.join(", "));
+            out!(
                 "trace format version {}",
                 npusim_engine::record::FORMAT_VERSION
             );

@@ -568,8 +568,11 @@ pub enum TraceError {
     /// The payload does not match its checksum.
     #[error("the trace is corrupted (checksum mismatch)")]
     Corrupted,
-    /// The payload does not decode.
-    #[error("the trace does not decode: {0}")]
+    /// The payload does not decode (its checksum matched: another build's format).
+    #[error(
+        "the trace does not decode ({0}): it was written by an npusim build whose format \
+         differs from this one's"
+    )]
     Decode(String),
 }
 

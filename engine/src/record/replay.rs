@@ -337,8 +337,10 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     })?;
     // A replay is not itself recorded (`NPUSIM_RECORD` may be set for the program).
     let _ = rt.take_trace();
+    // The state holds the replay's only handle: a wait at a rendezvous would otherwise give
+    // other handles' threads time to join it (see `Runtime::drive`).
     let mut st = State {
-        rt: rt.clone(),
+        rt,
         n: h.devices.max(1),
         m,
         threads: BTreeMap::new(),
@@ -364,7 +366,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
-        let id = rt.register_kernel(k);
+        let id = st.rt.register_kernel(k);
         st.kernels.insert(name, id);
     }
     let total = trace.entries.len();
@@ -380,11 +382,11 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     if let Some(p) = options.progress.as_mut() {
         p(total, total);
     }
-    if let Err(e) = rt.run_until_idle() {
+    if let Err(e) = st.rt.run_until_idle() {
         errors.push((total, e));
     }
     Ok(Replayed {
-        runtime: rt,
+        runtime: st.rt,
         calls: st.calls,
         errors,
     })
@@ -506,10 +508,9 @@ fn replay_entry(
         if !matches!(call, Call::CreateContext { .. }) {
             st.enter(thread, device, j)?;
         }
-        let rt = st.rt.clone();
         match call {
             Call::CreateContext { device, ctx } => {
-                let c = rt.create_context(st.lane(*device, j))?;
+                let c = st.rt.create_context(st.lane(*device, j))?;
                 st.contexts.insert((*ctx, j), c);
                 st.ctx_device.insert(*ctx, *device);
                 st.applied = Some((CtxRef::Made(*ctx), j));
@@ -526,7 +527,7 @@ fn replay_entry(
                     .contexts
                     .get(&(id, j))
                     .ok_or_else(|| unknown("context", id))?;
-                note(rt.destroy_context(c));
+                note(st.rt.destroy_context(c));
                 st.applied = None;
             }
             Call::CreateStream {
@@ -536,7 +537,7 @@ fn replay_entry(
             } => {
                 let kind = super::stream_kind(*kind)
                     .ok_or_else(|| NpuError::InvalidParam(format!("trace: stream kind {kind}")))?;
-                let s = rt.create_stream_with(StreamConfig {
+                let s = st.rt.create_stream_with(StreamConfig {
                     priority: *priority,
                     kind,
                 })?;
@@ -544,37 +545,39 @@ fn replay_entry(
                 st.stream_device.insert(*stream, device);
             }
             Call::DefaultStream { stream } => {
-                let s = rt.default_stream()?;
+                let s = st.rt.default_stream()?;
                 st.streams.insert((*stream, j), (s, device));
                 st.stream_device.insert(*stream, device);
             }
-            Call::DestroyStream { stream } => note(rt.destroy_stream(st.stream(*stream, j)?)),
+            Call::DestroyStream { stream } => note(st.rt.destroy_stream(st.stream(*stream, j)?)),
             Call::SynchronizeStream { stream, timeout_ns } => {
                 let s = st.stream(*stream, j)?;
                 note(match timeout_ns {
-                    Some(t) => rt.synchronize_stream_timeout(s, SimTime(*t)),
-                    None => rt.synchronize_stream(s),
+                    Some(t) => st.rt.synchronize_stream_timeout(s, SimTime(*t)),
+                    None => st.rt.synchronize_stream(s),
                 })
             }
-            Call::SynchronizeDevice => note(rt.synchronize_device()),
+            Call::SynchronizeDevice => note(st.rt.synchronize_device()),
             Call::CreateEvent { event } => {
-                let e = rt.create_event()?;
+                let e = st.rt.create_event()?;
                 st.events.insert((*event, j), e);
                 st.event_device.insert(*event, device);
             }
-            Call::DestroyEvent { event } => note(rt.destroy_event(st.event(*event, j)?)),
-            Call::RecordEvent { event, stream } => {
-                note(rt.record_event(st.event(*event, j)?, st.stream(*stream, j)?))
-            }
-            Call::StreamWaitEvent { stream, event } => {
-                note(rt.stream_wait_event(st.stream(*stream, j)?, st.event(*event, j)?))
-            }
-            Call::SynchronizeEvent { event } => note(rt.synchronize_event(st.event(*event, j)?)),
+            Call::DestroyEvent { event } => note(st.rt.destroy_event(st.event(*event, j)?)),
+            Call::RecordEvent { event, stream } => note(
+                st.rt
+                    .record_event(st.event(*event, j)?, st.stream(*stream, j)?),
+            ),
+            Call::StreamWaitEvent { stream, event } => note(
+                st.rt
+                    .stream_wait_event(st.stream(*stream, j)?, st.event(*event, j)?),
+            ),
+            Call::SynchronizeEvent { event } => note(st.rt.synchronize_event(st.event(*event, j)?)),
             Call::Malloc { size, policy, ptr } => {
                 let policy = super::policy(*policy).ok_or_else(|| {
                     NpuError::InvalidParam(format!("trace: allocation policy {policy}"))
                 })?;
-                match rt.malloc_with_policy(*size, policy) {
+                match st.rt.malloc_with_policy(*size, policy) {
                     Ok(p) => {
                         st.allocs
                             .entry((device, j))
@@ -590,8 +593,8 @@ fn replay_entry(
                     map.remove(ptr);
                 }
                 note(match stream {
-                    Some(s) => rt.free_async(p, st.stream(*s, j)?),
-                    None => rt.free(p),
+                    Some(s) => st.rt.free_async(p, st.stream(*s, j)?),
+                    None => st.rt.free(p),
                 })
             }
             Call::CopyHost {
@@ -619,9 +622,9 @@ fn replay_entry(
                 let p = DevicePtr(st.ptr(device, j, *addr));
                 let s = st.stream(*stream, j)?;
                 note(if *to_device {
-                    rt.memcpy_htod_async_at(p, &buffer, *offset, *bytes, s)
+                    st.rt.memcpy_htod_async_at(p, &buffer, *offset, *bytes, s)
                 } else {
-                    rt.memcpy_dtoh_async_at(&buffer, *offset, p, *bytes, s)
+                    st.rt.memcpy_dtoh_async_at(&buffer, *offset, p, *bytes, s)
                 })
             }
             Call::CopyDevice {
@@ -629,7 +632,7 @@ fn replay_entry(
                 src,
                 bytes,
                 stream,
-            } => note(rt.memcpy_dtod_async(
+            } => note(st.rt.memcpy_dtod_async(
                 DevicePtr(st.ptr(device, j, *dst)),
                 DevicePtr(st.ptr(device, j, *src)),
                 *bytes,
@@ -640,7 +643,7 @@ fn replay_entry(
                 value,
                 bytes,
                 stream,
-            } => note(rt.memset_async(
+            } => note(st.rt.memset_async(
                 DevicePtr(st.ptr(device, j, *dst)),
                 *value,
                 *bytes,
@@ -650,7 +653,7 @@ fn replay_entry(
                 let bytes = trace.blobs.get(hash).ok_or_else(|| {
                     NpuError::InvalidParam(format!("trace: binary {binary} has no content"))
                 })?;
-                let b = rt.load_binary(bytes)?;
+                let b = st.rt.load_binary(bytes)?;
                 st.binaries.insert((*binary, j), b);
             }
             Call::GetFunction {
@@ -662,7 +665,7 @@ fn replay_entry(
                     .binaries
                     .get(&(*binary, j))
                     .ok_or_else(|| unknown("binary", *binary))?;
-                let k = rt.get_function(b, name)?;
+                let k = st.rt.get_function(b, name)?;
                 st.functions.insert((*function, j), k);
             }
             Call::UnloadBinary { binary } => {
@@ -670,7 +673,7 @@ fn replay_entry(
                     .binaries
                     .get(&(*binary, j))
                     .ok_or_else(|| unknown("binary", *binary))?;
-                note(rt.unload_binary(b))
+                note(st.rt.unload_binary(b))
             }
             Call::Launch {
                 kernel,
@@ -701,10 +704,15 @@ fn replay_entry(
                 }
                 let s = st.stream(*stream, j)?;
                 let launched = match timeout_ns {
-                    Some(t) => {
-                        rt.launch_with_timeout(k, *block_dim, &args, tiling, s, Some(SimTime(*t)))
-                    }
-                    None => rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
+                    Some(t) => st.rt.launch_with_timeout(
+                        k,
+                        *block_dim,
+                        &args,
+                        tiling,
+                        s,
+                        Some(SimTime(*t)),
+                    ),
+                    None => st.rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
                 };
                 // Timing-only: the binary launch is priced from what it did when recorded.
                 if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
@@ -717,13 +725,15 @@ fn replay_entry(
                             .map(|&(a, n)| (st.ptr(device, j, a), n))
                             .collect(),
                     };
-                    rt.price_next_from(s, run)?;
+                    st.rt.price_next_from(s, run)?;
                 }
                 note(launched)
             }
-            Call::HostFunc { stream } => note(rt.launch_host_func(st.stream(*stream, j)?, || {})),
+            Call::HostFunc { stream } => {
+                note(st.rt.launch_host_func(st.stream(*stream, j)?, || {}))
+            }
             Call::CreateShape { shape } => {
-                let h = rt.create_shape()?;
+                let h = st.rt.create_shape()?;
                 st.shapes.insert((*shape, j), h);
             }
             Call::FreeShape { shape } => {
@@ -731,7 +741,7 @@ fn replay_entry(
                     .shapes
                     .remove(&(*shape, j))
                     .ok_or_else(|| unknown("shape", *shape))?;
-                note(rt.free_shape(h))
+                note(st.rt.free_shape(h))
             }
             Call::LaunchOp {
                 op,
@@ -741,7 +751,7 @@ fn replay_entry(
                 stream,
                 published,
             } => {
-                let k = rt.op(op)?;
+                let k = st.rt.op(op)?;
                 let tensor = |t: &TensorRecord| -> NpuResult<TensorArg> {
                     let p = DevicePtr(st.ptr(device, j, t.ptr));
                     Ok(match &t.shape {
@@ -759,10 +769,10 @@ fn replay_entry(
                 let outs = outputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
                 let attrs: Vec<Arg> = attrs.iter().map(|a| st.arg(device, j, *a)).collect();
                 let s = st.stream(*stream, j)?;
-                let launched = rt.launch_op(k, &ins, &outs, &attrs, s);
+                let launched = st.rt.launch_op(k, &ins, &outs, &attrs, s);
                 // Timing-only: the data-dependent output's shape is the recorded one.
                 if let (true, Ok(()), Some(bytes)) = (st.timing_only, &launched, published) {
-                    rt.publish_next_from(s, bytes.clone())?;
+                    st.rt.publish_next_from(s, bytes.clone())?;
                 }
                 note(launched)
             }
@@ -773,7 +783,7 @@ fn replay_entry(
                     .ok_or_else(|| unknown("communicator", *comm))?;
                 let lane = st.lane(devices[*rank as usize], j);
                 if let Some(c) = by_device.get(&lane) {
-                    note(rt.comm_destroy(c.clone()))
+                    note(st.rt.comm_destroy(c.clone()))
                 }
             }
             Call::Collective {
@@ -797,10 +807,15 @@ fn replay_entry(
                     .get(&lane)
                     .cloned()
                     .ok_or_else(|| unknown("communicator", *comm))?;
-                // The partner (or root) of the same replica, as a rank of the new communicator.
-                let peer_lane = devices
-                    .get(*peer as usize)
-                    .map_or(0, |&d| st.lane(d, j.min(st.replicas(d).saturating_sub(1))));
+                let bad = |what: &str, v: u32| NpuError::InvalidParam(format!("trace: {what} {v}"));
+                let kind =
+                    CollectiveKind::from_u32(*kind).ok_or_else(|| bad("collective", *kind))?;
+                // A point-to-point partner is the same replica's; a root is replica 0's (every
+                // rank of a collective names the same root).
+                let replica = if kind.is_p2p() { j } else { 0 };
+                let peer_lane = devices.get(*peer as usize).map_or(0, |&d| {
+                    st.lane(d, replica.min(st.replicas(d).saturating_sub(1)))
+                });
                 let peer = by_device.keys().position(|&d| d == peer_lane).unwrap_or(0) as u32;
                 let side = |s: &CommSide| -> NpuResult<Option<CommBuffer>> {
                     Ok(match s {
@@ -816,14 +831,14 @@ fn replay_entry(
                         )),
                     })
                 };
-                let bad = |what: &str, v: u32| NpuError::InvalidParam(format!("trace: {what} {v}"));
-                let kind =
-                    CollectiveKind::from_u32(*kind).ok_or_else(|| bad("collective", *kind))?;
                 let dtype = DataType::from_u32(*dtype).ok_or_else(|| bad("data type", *dtype))?;
                 let op = ReduceOp::from_u32(*op).ok_or_else(|| bad("reduction", *op))?;
                 let (send, recv) = (side(send)?, side(recv)?);
                 let s = st.stream(*stream, j)?;
-                note(rt.enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv))
+                note(
+                    st.rt
+                        .enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv),
+                )
             }
             // Handled above.
             Call::SetDevice { .. }
