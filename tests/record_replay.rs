@@ -9,9 +9,13 @@ use npusim::record::{Recording, ReplayOptions, Trace, Variant, replay, whatif};
 use npusim::{DataType, HostCosts, LinkConfig, ReduceOp, StreamKind, TaskRecord, TopologyConfig};
 use proptest::prelude::*;
 
-/// What a user compares between two timelines: every task's kind, name, device, stream
-/// position and times.
-fn times(tl: &[TaskRecord]) -> Vec<(String, u32, u64, u64, u64, u64, u32, bool)> {
+/// One task as a user compares it: name, device, stream position, submit, start, end, cores,
+/// success.
+type TaskTimes = (String, u32, u64, u64, u64, u64, u32, bool);
+
+/// What a user compares between two timelines: every task's name, device, stream position,
+/// times, cores and outcome.
+fn times(tl: &[TaskRecord]) -> Vec<TaskTimes> {
     tl.iter()
         .map(|r| {
             (

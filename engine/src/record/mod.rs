@@ -43,7 +43,7 @@ pub use format::{
     ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
     KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
 };
-pub use replay::{ReplayOptions, Replayed, replay, stand_in_kernel};
+pub use replay::{ReplayOptions, Replayed, StandInCosts, replay, stand_in_kernel};
 pub use summary::{SETTABLE, Summary, TaskShare, Variant, VariantError, whatif};
 
 use crate::runtime::Inner;
@@ -325,6 +325,7 @@ impl Recorder {
     }
 
     /// The launch of `kernel`, as recorded: its identity and, for a native kernel, its cost.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &mut self,
         world: &World,

@@ -92,12 +92,12 @@ pub struct Replayed {
     pub errors: Vec<(usize, NpuError)>,
 }
 
+/// Recorded costs of stand-in kernels' launches, by (argument words, block dim).
+pub type StandInCosts = Arc<Mutex<BTreeMap<(Vec<u64>, u32), KernelCost>>>;
+
 /// The stand-in for a native kernel whose code a replay does not have: it computes nothing and
 /// takes the cost its launches recorded (`costs`, by argument words and block dim).
-pub fn stand_in_kernel(
-    name: &str,
-    costs: Arc<Mutex<BTreeMap<(Vec<u64>, u32), KernelCost>>>,
-) -> NativeKernel {
+pub fn stand_in_kernel(name: &str, costs: StandInCosts) -> NativeKernel {
     NativeKernel::new(
         name,
         |_| Ok(()),
@@ -139,7 +139,7 @@ struct State {
     functions: BTreeMap<(u32, u32), Kernel>,
     comms: BTreeMap<u32, (Vec<u32>, BTreeMap<u32, Communicator>)>,
     kernels: BTreeMap<String, Kernel>,
-    stand_in_costs: Arc<Mutex<BTreeMap<(Vec<u64>, u32), KernelCost>>>,
+    stand_in_costs: StandInCosts,
     stand_ins: std::collections::BTreeSet<String>,
     calls: u64,
     timing_only: bool,
@@ -783,7 +783,7 @@ fn replay_entry(
                     .ok_or_else(|| unknown("communicator", *comm))?;
                 let lane = st.lane(devices[*rank as usize], j);
                 if let Some(c) = by_device.get(&lane) {
-                    note(st.rt.comm_destroy(c.clone()))
+                    note(st.rt.comm_destroy(*c))
                 }
             }
             Call::Collective {
