@@ -42,7 +42,11 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(run_npusim_recorded(TASKS)))
     });
     group.finish();
-    let (_, calls, bytes) = run_npusim_recorded(TASKS);
+    let (_, trace) = run_npusim_recorded(TASKS);
+    let (calls, bytes) = (
+        trace.entries.len(),
+        trace.to_bytes().expect("encodes").len(),
+    );
     println!(
         "trace of the pipeline program: {calls} calls, {bytes} bytes ({:.1} MB per million calls)",
         bytes as f64 / calls as f64

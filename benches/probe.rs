@@ -8,7 +8,8 @@
 //! ```
 //!
 //! Modes: `pipeline` (the pipeline bench's program at 100,000 kernels), `plain` (its hand-written
-//! loop), `pipeline-recording` (the pipeline program with its API calls recorded), `idle N`
+//! loop), `pipeline-recording` (the pipeline program with its API calls recorded in memory),
+//! `trace-size` (that trace's size encoded), `idle N`
 //! (N idle frames), `launch N` (N kernel enqueues).
 
 mod common;
@@ -58,6 +59,15 @@ fn main() {
     } else if which == "pipeline" {
         println!("{}", black_box(run_npusim(TASKS)));
     } else if which == "pipeline-recording" {
-        println!("{:?}", black_box(run_npusim_recorded(TASKS)));
+        let (done, trace) = black_box(run_npusim_recorded(TASKS));
+        println!("{done} tasks, {} calls recorded", trace.entries.len());
+    } else if which == "trace-size" {
+        let (_, trace) = run_npusim_recorded(TASKS);
+        let bytes = trace.to_bytes().expect("encodes").len();
+        println!(
+            "{} calls, {bytes} bytes encoded ({:.1} bytes per call)",
+            trace.entries.len(),
+            bytes as f64 / trace.entries.len() as f64
+        );
     }
 }

@@ -22,9 +22,9 @@ pub fn run_npusim(tasks: u64) -> u64 {
 }
 
 /// The npusim program with its API calls recorded (in memory): tasks completed, and the
-/// trace's calls and its size in bytes encoded.
+/// trace.
 #[allow(dead_code)]
-pub fn run_npusim_recorded(tasks: u64) -> (u64, usize, usize) {
+pub fn run_npusim_recorded(tasks: u64) -> (u64, npusim::record::Trace) {
     let (done, trace) = run_npusim_with(
         tasks,
         Some(npusim::record::Recording {
@@ -32,9 +32,7 @@ pub fn run_npusim_recorded(tasks: u64) -> (u64, usize, usize) {
             data: false,
         }),
     );
-    let trace = trace.expect("recording");
-    let bytes = trace.to_bytes().expect("encodes").len();
-    (done, trace.entries.len(), bytes)
+    (done, trace.expect("recording"))
 }
 
 fn run_npusim_with(

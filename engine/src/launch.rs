@@ -59,7 +59,10 @@ impl Runtime {
         let mut g = self.lock();
         let name = kernel.name.clone();
         let k = g.world.resource_mut::<KernelRegistry>().register(kernel);
-        g.record(|_, _| crate::record::Call::RegisterKernel { name });
+        g.record(|r, _| {
+            r.program_kernel(k);
+            crate::record::Call::RegisterKernel { name }
+        });
         k
     }
 

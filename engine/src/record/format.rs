@@ -42,6 +42,8 @@ pub struct Trace {
     pub entries: Vec<Entry>,
     /// Host data and kernel binaries by content hash (FNV-1a 64).
     pub blobs: BTreeMap<u64, Vec<u8>>,
+    /// Names of the native kernels launched, by trace-local kernel id.
+    pub kernels: Vec<String>,
 }
 
 /// The machine a trace was recorded on.
@@ -125,8 +127,9 @@ pub struct Entry {
 /// Which kernel a launch names.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum KernelRef {
-    /// A native kernel (built in, or registered by the program), by name.
-    Native(String),
+    /// A native kernel (built in, or registered by the program), by its index in
+    /// [`Trace::kernels`].
+    Native(u32),
     /// A function of a loaded binary (the trace-local function id).
     Function(u32),
 }
@@ -675,12 +678,14 @@ impl Trace {
         struct View<'a> {
             format_version: u32,
             header: &'a TraceHeader,
+            kernels: &'a [String],
             entries: &'a [Entry],
             blobs: BTreeMap<String, usize>,
         }
         let view = View {
             format_version: FORMAT_VERSION,
             header: &self.header,
+            kernels: &self.kernels,
             entries: &self.entries,
             blobs: self
                 .blobs

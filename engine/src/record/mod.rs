@@ -115,6 +115,8 @@ pub(crate) struct Recorder {
     /// Op launches recorded but not yet run: (stream, sequence number) → entry.
     pending_ops: BTreeMap<(Entity, u64), usize>,
     shapes: BTreeMap<(Entity, u32, u32), u32>,
+    kernel_ids: BTreeMap<(u32, u32), u32>,
+    program_kernels: std::collections::BTreeSet<(u32, u32)>,
 }
 
 /// A kernel argument, as recorded.
@@ -163,6 +165,8 @@ impl Recorder {
             shape_log: Default::default(),
             pending_ops: BTreeMap::new(),
             shapes: BTreeMap::new(),
+            kernel_ids: BTreeMap::new(),
+            program_kernels: Default::default(),
         }
     }
 
@@ -312,6 +316,21 @@ impl Recorder {
         Some(self.hosts.swap_remove(i).1)
     }
 
+    /// The trace-local id of native kernel `key` named `name`.
+    fn kernel_id(&mut self, key: (u32, u32), name: &str) -> u32 {
+        let names = &mut self.trace.kernels;
+        *self.kernel_ids.entry(key).or_insert_with(|| {
+            names.push(name.to_string());
+            names.len() as u32 - 1
+        })
+    }
+
+    /// Notes a kernel the program registered (its launches record their cost).
+    pub(crate) fn program_kernel(&mut self, kernel: Kernel) {
+        self.program_kernels
+            .insert((kernel.index(), kernel.generation()));
+    }
+
     /// Stores `bytes` in the trace's blobs; returns its hash.
     pub(crate) fn blob(&mut self, bytes: &[u8]) -> u64 {
         let h = fnv1a64(bytes);
@@ -338,14 +357,17 @@ impl Recorder {
         timeout: Option<SimTime>,
     ) -> Call {
         let registry = world.resource::<KernelRegistry>();
+        let key = (kernel.index(), kernel.generation());
         let (kref, cost) = match registry.get(kernel) {
             Ok(entry) => match &entry.body {
                 KernelBody::Native(k) => {
-                    let words: Vec<u64> = args.iter().map(|a| a.word()).collect();
-                    (
-                        KernelRef::Native(entry.name.clone()),
-                        Some((k.cost)(&words, block_dim)),
-                    )
+                    // A replay has the built-in kernels; a program's own may need standing in for.
+                    let cost = self.program_kernels.contains(&key).then(|| {
+                        let words: smallvec::SmallVec<[u64; 8]> =
+                            args.iter().map(|a| a.word()).collect();
+                        (k.cost)(&words, block_dim)
+                    });
+                    (KernelRef::Native(self.kernel_id(key, &entry.name)), cost)
                 }
                 KernelBody::Binary(_) => {
                     // Its entry is pushed next: what it did is filled in once it has run.
@@ -353,14 +375,14 @@ impl Recorder {
                         .insert((stream, seq), self.trace.entries.len());
                     match self.functions.get(&(kernel.index(), kernel.generation())) {
                         Some(&f) => (KernelRef::Function(f), None),
-                        None => (KernelRef::Native(entry.name.clone()), None),
+                        None => (KernelRef::Native(self.kernel_id(key, &entry.name)), None),
                     }
                 }
             },
-            Err(_) => (
-                KernelRef::Native(format!("kernel {}", kernel.index())),
-                None,
-            ),
+            Err(_) => {
+                let name = format!("kernel {}", kernel.index());
+                (KernelRef::Native(self.kernel_id(key, &name)), None)
+            }
         };
         Call::Launch {
             kernel: kref,

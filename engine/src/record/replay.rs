@@ -146,6 +146,14 @@ struct State {
     shapes: BTreeMap<(u32, u32), ShapeHandle>,
 }
 
+fn kernel_name(trace: &Trace, id: u32) -> NpuResult<&str> {
+    trace
+        .kernels
+        .get(id as usize)
+        .map(String::as_str)
+        .ok_or_else(|| unknown("kernel", id))
+}
+
 fn unknown(what: &str, id: u32) -> NpuError {
     NpuError::InvalidParam(format!("trace: {what} {id} was never created"))
 }
@@ -686,15 +694,15 @@ fn replay_entry(
                 binary,
             } => {
                 let k = match kernel {
-                    KernelRef::Native(name) => st.kernel(name)?,
+                    KernelRef::Native(id) => st.kernel(kernel_name(trace, *id)?)?,
                     KernelRef::Function(f) => *st
                         .functions
                         .get(&(*f, j))
                         .ok_or_else(|| unknown("function", *f))?,
                 };
                 let args: Vec<Arg> = args.iter().map(|a| st.arg(device, j, *a)).collect();
-                if let (KernelRef::Native(name), Some(c)) = (kernel, cost)
-                    && st.stand_ins.contains(name)
+                if let (KernelRef::Native(id), Some(c)) = (kernel, cost)
+                    && st.stand_ins.contains(kernel_name(trace, *id)?)
                 {
                     let words = args.iter().map(|a| a.word()).collect();
                     st.stand_in_costs
