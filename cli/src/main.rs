@@ -165,8 +165,9 @@ fn gib(bytes: u64) -> String {
 }
 
 fn print_table(rows: &[Summary]) {
+    let w = rows.iter().map(|s| s.name.len()).max().unwrap_or(0).max(12);
     out!(
-        "{:<28} {:>7} {:>14} {:>7} {:>7} {:>7} {:>9} {:>11}",
+        "{:<w$} {:>7} {:>14} {:>7} {:>7} {:>7} {:>9} {:>11}",
         "variant",
         "devices",
         "time",
@@ -178,7 +179,7 @@ fn print_table(rows: &[Summary]) {
     );
     for s in rows {
         out!(
-            "{:<28} {:>7} {:>14} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1}% {:>11}",
+            "{:<w$} {:>7} {:>14} {:>6.1}% {:>6.1}% {:>6.1}% {:>8.1}% {:>11}",
             s.name,
             s.devices,
             s.time.to_string(),

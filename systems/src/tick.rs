@@ -608,6 +608,39 @@ mod tests {
     }
 
     #[test]
+    fn in_timing_only_mode_a_memset_takes_its_time_and_writes_nothing() {
+        let mut s = setup();
+        s.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .timing_only = true;
+        let a = alloc(&mut s.world, s.device, s.ctx, 256);
+        let t = enqueue(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a,
+                value: 0xab,
+                bytes: 64,
+            }),
+        );
+        // As ingest gives it.
+        s.world
+            .get_mut::<Task>(t)
+            .unwrap()
+            .access
+            .record(npusim_components::Access::write(a, 64));
+        start_running(&mut s.world, t, 0, 1, 0, 200);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(now(&s.world), SimTime(200));
+        let memory = &device(&s.world, s.device).memory;
+        assert_eq!(memory.backed_bytes(), 0, "no page was backed");
+        assert!(memory.stats().tlb.misses > 0, "its pages were translated");
+        assert_eq!(read(&mut s.world, s.device, s.ctx, a, 64), vec![0; 64]);
+    }
+
+    #[test]
     fn a_copy_to_the_host_fills_the_host_buffer() {
         let mut s = setup();
         let a = alloc(&mut s.world, s.device, s.ctx, 64);

@@ -408,7 +408,8 @@ pub enum Call {
         /// without the kernel's code still knows its work).
         cost: Option<KernelCost>,
         /// A binary kernel's run: what its blocks did (so a replay without data prices it).
-        binary: Option<BinaryRecord>,
+        /// Boxed: most launches have none, and entries stay small.
+        binary: Option<Box<BinaryRecord>>,
     },
     /// `create_shape`.
     CreateShape {

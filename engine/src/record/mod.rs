@@ -224,11 +224,11 @@ impl Recorder {
                 ..
             }) = self.trace.entries.get_mut(i)
             {
-                *binary = Some(BinaryRecord {
+                *binary = Some(Box::new(BinaryRecord {
                     block_cycles: run.block_cycles,
                     hbm_bytes: run.hbm_bytes,
                     access: run.access,
-                });
+                }));
             }
         }
         let shapes = std::mem::take(&mut *self.shape_log.lock().unwrap_or_else(|p| p.into_inner()));
