@@ -339,6 +339,11 @@ pub extern "C" fn aclFinalize() -> aclError {
             let n = s.rt.sanitizer_reports().len();
             eprintln!("npusim sanitizer: {n} report(s)");
         }
+        // With `NPUSIM_RECORD` set, the API trace (see `npusim_engine::record`).
+        let recorded =
+            s.rt.finish_recording()
+                .map(|_| ())
+                .map_err(|e| AclError::new(ACL_ERROR_WRITE_FILE, format!("NPUSIM_RECORD: {e}")));
         let written = match &s.trace {
             Some(path) => {
                 s.rt.export_timeline(path)
@@ -347,7 +352,7 @@ pub extern "C" fn aclFinalize() -> aclError {
             None => Ok(()),
         };
         drop(s);
-        written
+        recorded.and(written)
     })
 }
 

@@ -61,10 +61,14 @@ pub(crate) fn submit_with(
 impl Runtime {
     /// Registers a native kernel; later launches find it by the returned id or by name.
     pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
-        self.lock()
-            .world
-            .resource_mut::<KernelRegistry>()
-            .register(kernel)
+        let mut g = self.lock();
+        let name = kernel.name.clone();
+        let k = g.world.resource_mut::<KernelRegistry>().register(kernel);
+        g.record(|r, _| {
+            r.program_kernel(k);
+            crate::record::Call::RegisterKernel { name }
+        });
+        k
     }
 
     /// The kernel registered as `name`.
@@ -193,7 +197,7 @@ impl Runtime {
         }
         let cost = g.costs.launch_ns;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
-        submit_with(&mut g, s, extra, cost, |d| {
+        let seq = submit_with(&mut g, s, extra, cost, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -203,6 +207,7 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
+        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, seq, timeout));
         Ok(())
     }
 
@@ -221,6 +226,9 @@ impl Runtime {
         let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
         let cost = g.costs.call_ns;
         submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| crate::record::Call::HostFunc {
+            stream: r.stream(s),
+        });
         Ok(())
     }
 }

@@ -84,6 +84,14 @@ pub struct RuntimeConfig {
     /// The stream sanitizer ([`crate::sanitizer`]): off by default (and then it costs
     /// nothing), or what `NPUSIM_SANITIZE` says.
     pub sanitizer: npusim_components::SanitizerConfig,
+    /// Record every API call to a trace (see [`crate::record`]). `None` (the default): record
+    /// only if `NPUSIM_RECORD` names a file.
+    pub recording: Option<crate::record::Recording>,
+    /// Timing-only mode: kernels, copies and collectives take their modelled time but move no
+    /// data, so device memory is never backed; allocations still go through the pool, so
+    /// fragmentation and out-of-memory stay as they are. For replays at scale and what-if
+    /// runs (see [`crate::record`]).
+    pub timing_only: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -97,6 +105,8 @@ impl Default for RuntimeConfig {
             threads: 0,
             callback_timeout: crate::callback::default_callback_timeout(),
             sanitizer: crate::sanitizer::default_config(),
+            recording: None,
+            timing_only: false,
         }
     }
 }
@@ -108,6 +118,16 @@ impl RuntimeConfig {
             device,
             ..Self::default()
         }
+    }
+
+    /// This configuration, recording every API call to the trace file `path` (written when
+    /// the runtime ends, or at [`Runtime::finish_recording`]).
+    pub fn record(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.recording = Some(crate::record::Recording {
+            path: Some(path.into()),
+            data: false,
+        });
+        self
     }
 }
 
@@ -146,6 +166,8 @@ pub(crate) struct Inner {
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
     /// Whether the stream sanitizer is on (its state is a world resource).
     pub sanitize: bool,
+    /// The recorder, when API calls are recorded.
+    pub recorder: Option<Box<crate::record::Recorder>>,
 }
 
 impl Inner {
@@ -364,6 +386,9 @@ impl Runtime {
         npusim_systems::init_resources(&mut world);
         world.resource_mut::<KernelRegistry>().set_runtime(id);
         world.resource_mut::<Timeline>().enabled = config.timeline;
+        world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .timing_only = config.timing_only;
         crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
         crate::ops::register_builtin_ops(&mut world)?;
         let mut schedule = Schedule::default();
@@ -390,6 +415,7 @@ impl Runtime {
             q_streams,
             q_contexts,
             sanitize: false,
+            recorder: None,
         };
         crate::sanitizer::install(&mut inner, config.sanitizer);
         let topology = Topology::new(config.topology.clone(), config.devices)
@@ -436,6 +462,26 @@ impl Runtime {
         }
         inner.devices = devices.clone();
         inner.world.resource_mut::<Devices>().entities = devices;
+        if let Some(target) = config
+            .recording
+            .clone()
+            .or_else(crate::record::Recording::from_env)
+        {
+            let header = crate::record::TraceHeader {
+                devices: config.devices,
+                device: config.device.clone(),
+                topology: config.topology.clone(),
+                host: (&config.host).into(),
+                with_data: target.data,
+            };
+            let recorder = crate::record::Recorder::new(target, header);
+            let mut mode = inner
+                .world
+                .resource_mut::<npusim_components::ExecutionMode>();
+            mode.binary_log = Some(recorder.binary_log.clone());
+            mode.shape_log = Some(recorder.shape_log.clone());
+            inner.recorder = Some(Box::new(recorder));
+        }
         Ok(Self {
             shared: Arc::new(Shared {
                 id,
@@ -793,6 +839,9 @@ impl Runtime {
         let mut g = self.lock();
         let start = g.host_now();
         g.advance_host(duration);
+        g.record(|_, _| crate::record::Call::HostWork {
+            ns: duration.as_ns(),
+        });
         if g.world.resource::<Timeline>().enabled {
             let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {

@@ -15,6 +15,7 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
+use npusim_components::ExecutionMode;
 use npusim_components::collective::{PeerCopy, Rendezvous};
 use npusim_components::resources::{
     AbortRequests, Devices, PendingCallbacks, ReleasedCallback, Running, SimClock,
@@ -39,6 +40,7 @@ pub struct TickWorld<'w, 's> {
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
+    mode: Res<'w, npusim_components::ExecutionMode>,
 }
 
 /// The worker threads that execute independent devices' work side by side (a rayon pool), or
@@ -147,7 +149,8 @@ fn is_device_local(task: &Task) -> bool {
 /// only when a cross-device task ends now too (the device-local work must go first); otherwise
 /// every task executes as it completes.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
-    if batch.is_empty() {
+    // Timing-only: nothing to execute (see `finish`).
+    if batch.is_empty() || w.mode.timing_only {
         return;
     }
     let registry: &KernelRegistry = &w.registry;
@@ -270,6 +273,22 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         None
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
+        published_shape(w.completion.devices(), &w.mode, &task);
+        // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
+        // is not applied, but its pages are translated as the data path would. A collective
+        // still leaves its rendezvous (below, without data).
+        if is_device_local(&task)
+            && let Ok(mut d) = w.completion.devices().get_mut(task.device)
+        {
+            for a in task.access.ranges() {
+                // A range that would fault is the functional run's fault: not modelled here.
+                if a.space == npusim_components::access::Space::Local && a.bytes > 0 {
+                    let _ = d.memory.translate_virt(task.context, a.addr, a.bytes);
+                }
+            }
+        }
+        Some(Ok(()))
     } else if is_device_local(&task) {
         Some(match w.completion.devices().get_mut(task.device) {
             Ok(mut d) => execute_local(&task, &mut d, &w.registry),
@@ -278,6 +297,13 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     } else {
         Some(execute(w, entity, now))
     };
+    // A recording runtime logs the shape a data-dependent op published.
+    if w.mode.shape_log.is_some()
+        && matches!(result, Some(Ok(())))
+        && let Ok(task) = w.tasks.get(entity)
+    {
+        published_shape(w.completion.devices(), &w.mode, task);
+    }
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
@@ -355,6 +381,34 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
     }
 }
 
+/// The shape a data-dependent op launch publishes, for recording and replay: logged (when
+/// `mode` logs shapes) once its kernel has written it, or written from the recording (in a
+/// timing-only replay) in place of its kernel.
+fn published_shape(devices: &mut Query<&mut DeviceState>, mode: &ExecutionMode, task: &Task) {
+    let Some(slot) = npusim_components::shape::OpTiling::parse(task.desc.tiling_words())
+        .map(|t| t.out_slot())
+        .filter(|&a| a != 0)
+    else {
+        return;
+    };
+    let Ok(mut d) = devices.get_mut(task.device) else {
+        return;
+    };
+    let key = (task.stream, task.seq);
+    if mode.timing_only {
+        if let Some(bytes) = mode.recorded_shapes.get(&key) {
+            let _ = d.memory.write(slot, bytes, task.context);
+        }
+    } else if let Some(log) = &mode.shape_log {
+        let mut bytes = vec![0u8; npusim_components::shape::SLOT_BYTES as usize];
+        if d.memory.read(slot, &mut bytes, task.context).is_ok() {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((key.0, key.1, bytes));
+        }
+    }
+}
+
 /// Performs the effect of a task that was not applied ahead and is not device-local:
 /// cross-device work (peer copies, collectives) and host callbacks.
 fn execute(
@@ -385,6 +439,7 @@ fn execute(
             &mut w.rendezvous,
             &w.workers,
             task,
+            w.mode.timing_only,
         ),
         // A callback without a body (released already, or none given) has nothing to do.
         TaskKind::HostCallback => Ok(()),
@@ -550,6 +605,39 @@ mod tests {
         let units = &device(&s.world, s.device).units;
         assert_eq!(units.free_dma, 2);
         assert_eq!(units.dma_busy_ns - busy_before, 200);
+    }
+
+    #[test]
+    fn in_timing_only_mode_a_memset_takes_its_time_and_writes_nothing() {
+        let mut s = setup();
+        s.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .timing_only = true;
+        let a = alloc(&mut s.world, s.device, s.ctx, 256);
+        let t = enqueue(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a,
+                value: 0xab,
+                bytes: 64,
+            }),
+        );
+        // As ingest gives it.
+        s.world
+            .get_mut::<Task>(t)
+            .unwrap()
+            .access
+            .record(npusim_components::Access::write(a, 64));
+        start_running(&mut s.world, t, 0, 1, 0, 200);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(now(&s.world), SimTime(200));
+        let memory = &device(&s.world, s.device).memory;
+        assert_eq!(memory.backed_bytes(), 0, "no page was backed");
+        assert!(memory.stats().tlb.misses > 0, "its pages were translated");
+        assert_eq!(read(&mut s.world, s.device, s.ctx, a, 64), vec![0; 64]);
     }
 
     #[test]
