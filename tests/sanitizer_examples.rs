@@ -58,6 +58,7 @@ fn every_example_runs_clean_under_the_sanitizer() {
         ("09_ascend_style_kernels", &[]),
         ("10_data_parallel", &[trace.as_str()]),
         ("12_ascend_c", &[]),
+        ("13_data_parallel_step", &[]),
     ]
     .map(|(name, args)| (name, start(name, args)))
     {
