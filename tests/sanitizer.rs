@@ -807,3 +807,27 @@ fn streams_made_after_a_destroyed_one_are_ordered_after_its_work_and_no_further(
     rt.synchronize_device().unwrap();
     one(&rt, ReportKind::Race, buf.0, N);
 }
+
+#[test]
+fn a_report_through_the_safe_api_names_the_user_s_lines_not_the_api_s() {
+    let rt = report_mode();
+    let ctx = rt.device_context(0).unwrap();
+    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
+    let fill = rt.kernel("fill_f32").unwrap();
+    let mut x = ctx.alloc::<f32>(1024).unwrap();
+    let mut y = ctx.alloc::<f32>(1024).unwrap();
+    let launch = s1.launch_builder(&fill).arg(&mut x).arg(1024usize);
+    let first = line!() + 1;
+    launch.arg(7.0f32).launch().unwrap();
+    let second = line!() + 1;
+    s2.memcpy_dtod(&x, &mut y).unwrap(); // no event between the fill and the copy
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+    let r = one(&rt, ReportKind::Race, x.device_ptr().0, 4096);
+    let here = |line| npusim::EnqueueSite::Rust {
+        file: file!(),
+        line,
+    };
+    assert_eq!(r.earlier.site, here(first), "{r}");
+    assert_eq!(r.later.site, here(second), "{r}");
+}
