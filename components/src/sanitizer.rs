@@ -31,7 +31,7 @@ use bevy_ecs::entity::{Entity, EntityHashMap};
 use smallvec::SmallVec;
 
 use crate::access::{Access, AccessMode, Space};
-use crate::collective::{CollectiveCall, CollectiveKind, PeerCopy};
+use crate::collective::{CollectiveCall, OpKey, PeerCopy};
 use crate::error::NpuError;
 use crate::handle::Stream;
 use crate::task::{Task, TaskKind};
@@ -471,14 +471,10 @@ struct Group {
 }
 
 /// Which operation of a communicator a collective task belongs to (the rendezvous key).
-type GroupKey = (Entity, u8, u32, u32, u64);
+type GroupKey = (Entity, OpKey);
 
 fn group_key(c: &CollectiveCall) -> GroupKey {
-    match c.kind {
-        CollectiveKind::Send => (c.comm, 1, c.rank, c.peer, c.seq),
-        CollectiveKind::Recv => (c.comm, 1, c.peer, c.rank, c.seq),
-        _ => (c.comm, 0, 0, 0, c.seq),
-    }
+    (c.comm, c.op_key())
 }
 
 /// What a name in reports is of ([`Sanitizer::name`] keeps one copy of each).
