@@ -2068,6 +2068,44 @@ mod tests {
     }
 
     #[test]
+    fn a_host_read_of_a_pinned_buffer_races_with_its_copy_until_the_host_synchronizes_the_stream() {
+        let s = entities(1);
+        let a = s[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        submit(&mut san, a, 1, None);
+        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true);
+        let read = |san: &mut Sanitizer, range| {
+            san.host_accessed(
+                Actor::Host,
+                7,
+                range,
+                false,
+                EnqueueSite::Unknown,
+                SimTime(1),
+            )
+        };
+        assert_eq!(read(&mut san, (128, 256)), None);
+        assert!(
+            san.reports().is_empty(),
+            "the copy writes only the first half"
+        );
+        read(&mut san, (64, 256));
+        let r = &san.reports()[0];
+        assert_eq!((r.kind, r.addr, r.bytes), (ReportKind::Race, 64, 64));
+        assert_eq!((r.host_buffer, r.block), (Some(7), Some((0, 256))));
+        san.completed(&task(a, 1, write()), true, SimTime(2));
+        san.synchronized_stream(Actor::Host, a);
+        let kept = san.shadow_stats().intervals;
+        read(&mut san, (0, 256));
+        assert_eq!(san.reports().len(), 1, "ordered after the copy now");
+        assert_eq!(
+            san.shadow_stats().intervals,
+            kept - 1,
+            "and the copy is forgotten"
+        );
+    }
+
+    #[test]
     fn a_clock_covers_what_it_joined() {
         let mut a = VectorClock::default();
         a.set(0, 3);
