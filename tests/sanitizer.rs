@@ -832,22 +832,40 @@ fn a_report_through_the_safe_api_names_the_user_s_lines_not_the_api_s() {
     assert_eq!(r.later.site, here(second), "{r}");
 }
 
-/// A device buffer of `n` floats written on `s`, and a pinned buffer as long.
-fn pinned_pair(
-    ctx: &NpuContext,
-    s: &NpuStream,
-    n: usize,
-) -> (DeviceBuffer<f32>, PinnedBuffer<f32>) {
-    let dev = s.clone_htod(&vec![3.0f32; n]).unwrap();
-    (dev, ctx.alloc_host::<f32>(n).unwrap())
+/// A runtime with two streams, a device buffer of `n` threes written on the first, and a
+/// pinned buffer as long.
+struct PinnedProgram {
+    rt: Runtime,
+    s1: NpuStream,
+    s2: NpuStream,
+    dev: DeviceBuffer<f32>,
+    host: PinnedBuffer<f32>,
+}
+
+fn pinned_program(config: SanitizerConfig, n: usize) -> PinnedProgram {
+    let rt = runtime(1, config);
+    let ctx = rt.device_context(0).unwrap();
+    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
+    let dev = s1.clone_htod(&vec![3.0f32; n]).unwrap();
+    let host = ctx.alloc_host::<f32>(n).unwrap();
+    PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    }
 }
 
 #[test]
 fn the_host_reading_a_pinned_buffer_after_synchronizing_the_wrong_stream_races_with_the_copy() {
-    let rt = report_mode();
-    let ctx = rt.device_context(0).unwrap();
-    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
-    let (dev, host) = pinned_pair(&ctx, &s1, 1024);
+    let PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    } = pinned_program(SanitizerConfig::report(), 1024);
     let copy = line!() + 1;
     s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
     s2.synchronize().unwrap(); // the wrong stream
@@ -877,10 +895,13 @@ fn the_host_reading_a_pinned_buffer_after_synchronizing_the_wrong_stream_races_w
 
 #[test]
 fn the_host_reading_a_pinned_buffer_after_synchronizing_the_copy_s_stream_or_event_is_clean() {
-    let rt = report_mode();
-    let ctx = rt.device_context(0).unwrap();
-    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
-    let (dev, host) = pinned_pair(&ctx, &s1, 1024);
+    let PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    } = pinned_program(SanitizerConfig::report(), 1024);
     s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
     s1.synchronize().unwrap();
     assert_eq!(host.read().unwrap(), vec![3.0f32; 1024]);
@@ -893,10 +914,13 @@ fn the_host_reading_a_pinned_buffer_after_synchronizing_the_copy_s_stream_or_eve
 
 #[test]
 fn overwriting_a_pinned_buffer_while_its_host_to_device_copy_is_queued_races() {
-    let rt = report_mode();
-    let ctx = rt.device_context(0).unwrap();
-    let s = ctx.stream().unwrap();
-    let (mut dev, host) = pinned_pair(&ctx, &s, 1024);
+    let PinnedProgram {
+        rt,
+        s1: s,
+        mut dev,
+        host,
+        ..
+    } = pinned_program(SanitizerConfig::report(), 1024);
     host.write(&[1.0f32; 1024]).unwrap();
     s.memcpy_htod_pinned(&host, &mut dev).unwrap();
     host.write(&[2.0f32; 256]).unwrap(); // the copy may not have read the buffer yet
@@ -906,10 +930,13 @@ fn overwriting_a_pinned_buffer_while_its_host_to_device_copy_is_queued_races() {
     assert_eq!(r.earlier.operand, npusim::Operand::Source);
     assert_eq!(r.later.mode, Some(npusim::components::AccessMode::Write));
     // The fixed twin: wait for the copy before writing the buffer again.
-    let rt = report_mode();
-    let ctx = rt.device_context(0).unwrap();
-    let s = ctx.stream().unwrap();
-    let (mut dev, host) = pinned_pair(&ctx, &s, 1024);
+    let PinnedProgram {
+        rt,
+        s1: s,
+        mut dev,
+        host,
+        ..
+    } = pinned_program(SanitizerConfig::report(), 1024);
     host.write(&[1.0f32; 1024]).unwrap();
     s.memcpy_htod_pinned(&host, &mut dev).unwrap();
     s.synchronize().unwrap();
@@ -923,10 +950,9 @@ fn overwriting_a_pinned_buffer_while_its_host_to_device_copy_is_queued_races() {
 
 #[test]
 fn in_error_mode_the_racing_host_read_of_a_pinned_buffer_fails() {
-    let rt = runtime(1, SanitizerConfig::error());
-    let ctx = rt.device_context(0).unwrap();
-    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
-    let (dev, host) = pinned_pair(&ctx, &s1, 64);
+    let PinnedProgram {
+        s1, s2, dev, host, ..
+    } = pinned_program(SanitizerConfig::error(), 64);
     s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
     s2.synchronize().unwrap();
     let err = host.read().unwrap_err();
