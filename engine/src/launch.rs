@@ -34,22 +34,18 @@ pub(crate) fn submit_with(
     encode: impl FnOnce(&mut TaskDescriptor),
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
-    let Inner {
-        world, q_streams, ..
-    } = inner;
-    let mut st = q_streams
-        .get_mut(world, s)
-        .expect("stream checked by caller");
+    let mut st = inner.stream_mut(s).expect("stream checked by caller");
     st.submitted += 1;
     let seq = st.submitted;
-    st.doorbell.push(NewTask {
+    let doorbell = &mut st.doorbell;
+    doorbell.push(NewTask {
         stream: s,
         seq,
         submit,
         desc: bytemuck::Zeroable::zeroed(),
         extra,
     });
-    encode(&mut st.doorbell.last_mut().expect("just pushed").desc);
+    encode(&mut doorbell.last_mut().expect("just pushed").desc);
     seq
 }
 
@@ -157,7 +153,7 @@ impl Runtime {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
         // The one lookup of the kernel: later stages use the slot the descriptor names.
-        let entry = g.world.resource::<KernelRegistry>().get(kernel)?;
+        let entry = g.registry().get(kernel)?;
         // A binary kernel runs in its binary's context, while the binary is loaded.
         if let Some(code) = entry.code() {
             if g.world

@@ -140,6 +140,8 @@ pub(crate) struct Inner {
     pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
     /// See `q_streams`.
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
+    /// The kernel registry's resource id, so a launch finds it without a type lookup.
+    registry_id: bevy_ecs::component::ComponentId,
 }
 
 impl Inner {
@@ -150,6 +152,31 @@ impl Inner {
             .get_manual(&self.world, e)
             .ok()
             .or_else(|| self.world.get::<StreamState>(e))
+    }
+
+    /// The stream `e`, mutably, if it exists (the submission path's one mutable lookup).
+    #[inline]
+    pub fn stream_mut(&mut self, e: Entity) -> Option<Mut<'_, StreamState>> {
+        // SAFETY: `&mut self` is exclusive access to the world, the only world `q_streams` was
+        // made for; its archetype list is refreshed after every frame and spawn (a stale one
+        // misses, and the fallback finds the stream), so skipping the refresh here is sound.
+        let cell = self.world.as_unsafe_world_cell();
+        unsafe {
+            match self.q_streams.query_unchecked_manual(cell).get_inner(e) {
+                Ok(s) => Some(s),
+                Err(_) => cell.world_mut().get_mut::<StreamState>(e),
+            }
+        }
+    }
+
+    /// The kernel registry.
+    #[inline]
+    pub fn registry(&self) -> &KernelRegistry {
+        match self.world.get_resource_by_id(self.registry_id) {
+            // SAFETY: `registry_id` is the resource id of `KernelRegistry` in this world.
+            Some(p) => unsafe { p.deref::<KernelRegistry>() },
+            None => self.world.resource::<KernelRegistry>(),
+        }
     }
 
     /// The context `e`, if it exists.
@@ -362,6 +389,9 @@ impl Runtime {
         npusim_systems::install(&mut schedule);
         let q_streams = bevy_ecs::query::QueryState::new(&mut world);
         let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
+        let registry_id = world
+            .component_id::<KernelRegistry>()
+            .expect("registry inserted above");
 
         let mut inner = Inner {
             runtime_id: id,
@@ -380,6 +410,7 @@ impl Runtime {
             next_comm_id: 0,
             q_streams,
             q_contexts,
+            registry_id,
         };
         let topology = Topology::new(config.topology.clone(), config.devices)
             .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;

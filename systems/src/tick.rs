@@ -9,8 +9,9 @@
 //! this moment execute first, one device per worker job, each device's tasks in completion
 //! order; then every task ending now completes in order (and cross-device work — collectives,
 //! peer copies — moves its data). Devices share no memory, so the split never depends on the
-//! thread count. Without workers the same order holds; when every task ending now is
-//! device-local, that order is simply one by one, and each executes as it completes.
+//! thread count. Without workers the same order holds, with each task executing as it completes
+//! until a cross-device task ends at the same moment: the device-local tasks after it then
+//! execute before it does.
 
 use std::cmp::Reverse;
 
@@ -125,10 +126,19 @@ pub fn hardware_tick(
         running.heap.pop();
         batch.push(entity);
     }
-    // Device-local work ending now runs first, devices side by side.
-    execute_local_batch(&mut w, &batch);
-    for &entity in batch.iter() {
-        finish(&mut w, entity, now);
+    // Device-local work ending now runs before cross-device work: with workers all of it
+    // first, devices side by side; without, each task as it completes, until a cross-device
+    // task ends now too: the device-local tasks after it then execute ahead of it.
+    let mut locals_done = w.workers.is_parallel();
+    if locals_done {
+        execute_local_batch(&mut w, &batch);
+    }
+    for (i, &entity) in batch.iter().enumerate() {
+        if finish(&mut w, entity, now, locals_done) == Finished::NotLocal {
+            locals_done = true;
+            execute_local_batch(&mut w, &batch[i..]);
+            finish(&mut w, entity, now, true);
+        }
     }
 }
 
@@ -143,34 +153,26 @@ fn is_device_local(task: &Task) -> bool {
 
 /// Executes the device-local tasks of `batch` (tasks ending now, in completion order) ahead of
 /// its completions: on the worker threads, one device per job, each device's tasks in batch
-/// order. Outcomes are kept on the tasks for their completion. Without workers, this is needed
-/// only when a cross-device task ends now too (the device-local work must go first); otherwise
-/// every task executes as it completes.
+/// order; without workers, one by one. Outcomes are kept on the tasks for their completion.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     if batch.is_empty() {
         return;
     }
     let registry: &KernelRegistry = &w.registry;
     if !w.workers.is_parallel() {
-        if batch
-            .iter()
-            .all(|&e| w.tasks.get(e).is_ok_and(is_device_local))
-        {
-            return;
-        }
         for &e in batch {
-            let Ok(task) = w.tasks.get(e) else { continue };
-            if task.applied || !is_device_local(task) {
+            let Ok(mut task) = w.tasks.get_mut(e) else {
+                continue;
+            };
+            if task.applied || !is_device_local(&task) {
                 continue;
             }
             let result = match w.completion.devices().get_mut(task.device) {
-                Ok(mut d) => execute_local(task, &mut d, registry),
+                Ok(mut d) => execute_local(&task, &mut d, registry),
                 Err(_) => Err(NpuError::Internal("task on a missing device".into())),
             };
-            if let Ok(mut task) = w.tasks.get_mut(e) {
-                task.applied = true;
-                task.error = result.err().map(Box::new);
-            }
+            task.applied = true;
+            task.error = result.err().map(Box::new);
         }
         return;
     }
@@ -226,11 +228,27 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     }
 }
 
+/// What [`finish`] did with a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finished {
+    /// It completed, was handed to the host, or is gone.
+    Handled,
+    /// It is cross-device work and the device-local work ending with it has not executed yet:
+    /// nothing happened; the caller executes that first, then finishes it again.
+    NotLocal,
+}
+
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
-/// context's failure mode.
-fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+/// context's failure mode. `locals_done`: the device-local tasks ending now have executed.
+/// Looks the task up once (twice for cross-device work).
+fn finish(
+    w: &mut TickWorld,
+    entity: Entity,
+    now: npusim_components::SimTime,
+    locals_done: bool,
+) -> Finished {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return;
+        return Finished::Handled;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
@@ -259,7 +277,7 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
                 body,
             });
         w.completion.progressed();
-        return;
+        return Finished::Handled;
     }
     let result = if faulted {
         let (stream, seq) = (task.stream, task.seq);
@@ -275,14 +293,19 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
             Ok(mut d) => execute_local(&task, &mut d, &w.registry),
             Err(_) => Err(NpuError::Internal("task on a missing device".into())),
         })
+    } else if !locals_done {
+        return Finished::NotLocal;
     } else {
-        Some(execute(w, entity, now))
-    };
-    let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return;
+        drop(task);
+        let r = execute(w, entity, now);
+        let Ok(t) = w.tasks.get_mut(entity) else {
+            return Finished::Handled;
+        };
+        task = t;
+        Some(r)
     };
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
-        return;
+        return Finished::Handled;
     };
     let outcome = match result {
         None => Outcome::Aborted,
@@ -297,9 +320,11 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     };
     w.completion
         .complete(entity, &mut task, &mut stream, outcome, now);
+    drop(task);
     if let Some((context, err)) = failure {
         apply_failure_mode(w, context, err);
     }
+    Finished::Handled
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
