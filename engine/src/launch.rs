@@ -2,7 +2,7 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
-use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
+use npusim_components::task::{MAX_ARGS, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, TaskKind,
 };
@@ -38,14 +38,24 @@ pub(crate) fn submit_with(
     st.submitted += 1;
     let seq = st.submitted;
     let doorbell = &mut st.doorbell;
-    doorbell.push(NewTask {
-        stream: s,
-        seq,
-        submit,
-        desc: bytemuck::Zeroable::zeroed(),
-        extra,
-    });
-    encode(&mut doorbell.last_mut().expect("just pushed").desc);
+    doorbell.reserve(1);
+    let slot = doorbell.spare_capacity_mut()[0].as_mut_ptr();
+    // The entry is written in place, field by field: built by value, its ~300 bytes would be
+    // copied twice on the way into the vector.
+    // SAFETY: `slot` is the vector's first spare slot (reserved above). The descriptor is plain
+    // data, so zero bytes are a valid one to hand to `encode`; every other field is written
+    // before the length grows over the slot (if `encode` panics, nothing else was written and
+    // `extra` is dropped as usual).
+    unsafe {
+        std::ptr::addr_of_mut!((*slot).desc).write_bytes(0, 1);
+        encode(&mut *std::ptr::addr_of_mut!((*slot).desc));
+        std::ptr::addr_of_mut!((*slot).stream).write(s);
+        std::ptr::addr_of_mut!((*slot).seq).write(seq);
+        std::ptr::addr_of_mut!((*slot).submit).write(submit);
+        std::ptr::addr_of_mut!((*slot).extra).write(extra);
+        let len = doorbell.len();
+        doorbell.set_len(len + 1);
+    }
     seq
 }
 

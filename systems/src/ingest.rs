@@ -223,7 +223,15 @@ fn block_of(addr: u64, mode: AccessMode) -> Access {
 }
 
 /// The block uses a task's access set implies, with the device and context each is in.
+#[inline]
 fn note_uses(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
+    if task.access.is_empty() {
+        return;
+    }
+    note_ranges(task, devices, out);
+}
+
+fn note_ranges(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
     let pos = (task.stream, task.seq);
     for a in task.access.ranges() {
         if a.addr < npusim_device::abi::HEAP_BASE {

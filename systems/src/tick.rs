@@ -133,11 +133,13 @@ pub fn hardware_tick(
     if locals_done {
         execute_local_batch(&mut w, &batch);
     }
+    // The context last seen healthy: tasks ending together are mostly of one context.
+    let mut healthy = None;
     for (i, &entity) in batch.iter().enumerate() {
-        if finish(&mut w, entity, now, locals_done) == Finished::NotLocal {
+        if finish(&mut w, entity, now, locals_done, &mut healthy) == Finished::NotLocal {
             locals_done = true;
             execute_local_batch(&mut w, &batch[i..]);
-            finish(&mut w, entity, now, true);
+            finish(&mut w, entity, now, true, &mut healthy);
         }
     }
 }
@@ -239,23 +241,29 @@ enum Finished {
 }
 
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
-/// context's failure mode. `locals_done`: the device-local tasks ending now have executed.
-/// Looks the task up once (twice for cross-device work).
+/// context's failure mode. `locals_done`: the device-local tasks ending now have executed;
+/// `healthy`: a context known not to have faulted (forgotten when a task fails). Looks the task
+/// up once (twice for cross-device work).
 fn finish(
     w: &mut TickWorld,
     entity: Entity,
     now: npusim_components::SimTime,
     locals_done: bool,
+    healthy: &mut Option<Entity>,
 ) -> Finished {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return Finished::Handled;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
-    let faulted = w
-        .contexts
-        .get(task.context)
-        .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    let faulted = *healthy != Some(task.context)
+        && w
+            .contexts
+            .get(task.context)
+            .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    if !faulted {
+        *healthy = Some(task.context);
+    }
     // A host callback reaching its end is released to the host: its task stays running until
     // the runtime hears the callback returned (then it comes back here, applied).
     if !faulted
@@ -322,6 +330,7 @@ fn finish(
         .complete(entity, &mut task, &mut stream, outcome, now);
     drop(task);
     if let Some((context, err)) = failure {
+        *healthy = None;
         apply_failure_mode(w, context, err);
     }
     Finished::Handled
