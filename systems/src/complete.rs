@@ -44,6 +44,16 @@ pub struct Completion<'w, 's> {
     faults: ResMut<'w, Faults>,
 }
 
+/// Gives a running task's units back to its device and counts their busy time.
+fn release_units(task: &Task, device: &mut DeviceState) {
+    let busy = (task.end - task.start).as_ns();
+    let units = &mut device.units;
+    units.free_cores += task.cores;
+    units.free_dma += task.dma;
+    units.core_busy_ns += busy * task.cores as u64;
+    units.dma_busy_ns += busy * task.dma as u64;
+}
+
 impl<'w, 's> Completion<'w, 's> {
     /// Completes `task` (entity `entity`, the head of `stream`) at `now` with `outcome`.
     pub fn complete(
@@ -54,15 +64,50 @@ impl<'w, 's> Completion<'w, 's> {
         outcome: Outcome,
         now: SimTime,
     ) {
-        let ran = task.status == TaskStatus::Running;
-        if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
-            let busy = (task.end - task.start).as_ns();
-            let units = &mut device.units;
-            units.free_cores += task.cores;
-            units.free_dma += task.dma;
-            units.core_busy_ns += busy * task.cores as u64;
-            units.dma_busy_ns += busy * task.dma as u64;
+        if task.status == TaskStatus::Running
+            && let Ok(mut device) = self.devices.get_mut(task.device)
+        {
+            release_units(task, &mut device);
         }
+        self.settle(entity, task, stream, outcome, now);
+    }
+
+    /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
+    /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
+    /// it failed with, if it did.
+    pub fn run_and_complete(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
+        now: SimTime,
+        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
+    ) -> Option<NpuError> {
+        let result = match self.devices.get_mut(task.device) {
+            Ok(mut device) => {
+                let result = run(task, &mut device);
+                if task.status == TaskStatus::Running {
+                    release_units(task, &mut device);
+                }
+                result
+            }
+            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+        };
+        let failure = result.as_ref().err().cloned();
+        self.settle(entity, task, stream, Outcome::from(result), now);
+        failure
+    }
+
+    /// Everything of completing but giving back the units.
+    fn settle(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
+        outcome: Outcome,
+        now: SimTime,
+    ) {
+        let ran = task.status == TaskStatus::Running;
         if !ran {
             // Completed at the instant it became ready (or never ran): no unit, no time.
             task.start = now;

@@ -297,10 +297,26 @@ fn finish(
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
     } else if is_device_local(&task) {
-        Some(match w.completion.devices().get_mut(task.device) {
-            Ok(mut d) => execute_local(&task, &mut d, &w.registry),
-            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
-        })
+        // Executed and completed with one look at its device.
+        let registry = &w.registry;
+        let Ok(mut stream) = w.streams.get_mut(task.stream) else {
+            if let Ok(mut d) = w.completion.devices().get_mut(task.device) {
+                let _ = execute_local(&task, &mut d, registry);
+            }
+            return Finished::Handled;
+        };
+        let context = task.context;
+        let failure =
+            w.completion
+                .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
+                    execute_local(task, device, registry)
+                });
+        drop((task, stream));
+        if let Some(err) = failure {
+            *healthy = None;
+            apply_failure_mode(w, context, err);
+        }
+        return Finished::Handled;
     } else if !locals_done {
         return Finished::NotLocal;
     } else {
