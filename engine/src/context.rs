@@ -254,12 +254,11 @@ impl Runtime {
 
     /// The context entity current on this thread, checked live (not necessarily healthy).
     pub(crate) fn current_ctx_entity(&self, inner: &Inner) -> NpuResult<Entity> {
-        let world = &inner.world;
         let ctx = match top_for(self.id()) {
             Some(c) => c,
             None => inner.default_contexts[0],
         };
-        if world.get::<ContextState>(ctx).is_none() {
+        if inner.context(ctx).is_none() {
             return Err(NpuError::ContextNull(format!(
                 "context {ctx} current on this thread was destroyed; set another"
             )));
@@ -311,7 +310,12 @@ impl Runtime {
         let e = world
             .get::<EventState>(event.entity())
             .ok_or_else(|| NpuError::Destroyed(event.to_string()))?;
-        let ctx = self.current_ctx_entity(inner)?;
+        // The current context, looked up once for being there and being healthy.
+        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let c = inner.context(ctx);
+        if c.is_none() {
+            self.current_ctx_entity(inner)?;
+        }
         if e.context != ctx {
             return Err(NpuError::WrongContext {
                 handle: event.to_string(),
@@ -319,7 +323,7 @@ impl Runtime {
                 current: format!("context {ctx}"),
             });
         }
-        healthy(world, ctx)?;
+        healthy_ctx(c, ctx)?;
         Ok((event.entity(), ctx))
     }
 
