@@ -28,6 +28,7 @@ pub struct IngestScratch {
     spare: Vec<Vec<NewTask>>,
     entities: Vec<Entity>,
     missing: Vec<(usize, Task)>,
+    fresh: Vec<Task>,
     uses: Vec<Use>,
 }
 
@@ -64,46 +65,39 @@ pub fn ingest(
     let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
     scratch.entities.clear();
     scratch.uses.clear();
-    let mut rest = scratch
-        .rung
-        .iter_mut()
-        .flat_map(|(_, ctx, dev, entries)| entries.iter_mut().map(|n| (n, *ctx, *dev)));
-    // Reuse retired task entities first (one archetype update for the whole batch) ...
-    if !pool.is_empty() {
+    scratch.fresh.clear();
+    {
+        // Retired task entities are reused first (one archetype update for the whole batch);
+        // once the pool is empty, the rest are spawned below, in one batch.
         let mut q = tasks.query_mut(&mut *world);
-        while !pool.is_empty() {
-            let Some((new, context, device)) = rest.next() else {
-                break;
-            };
-            let e = pool.pop().expect("not empty");
-            match q.get_mut(e) {
-                Ok(mut t) => {
+        for (_, context, device, entries) in scratch.rung.iter_mut() {
+            let (context, device) = (*context, *device);
+            for new in entries.iter_mut() {
+                let reused = pool.pop().map(|e| (e, q.get_mut(e)));
+                if let Some((e, Ok(mut t))) = reused {
                     t.reuse(new, context, device);
                     declare_access(&mut t, &registry);
                     note_uses(&t, &peers, &mut scratch.uses);
                     scratch.entities.push(e);
+                    continue;
                 }
-                // Someone despawned a pooled entity by hand: spawn a new one below.
-                Err(_) => {
-                    let mut t = Task::from_new(take(new), context, device);
-                    declare_access(&mut t, &registry);
-                    note_uses(&t, &peers, &mut scratch.uses);
+                let mut t = Task::from_new(take(new), context, device);
+                declare_access(&mut t, &registry);
+                note_uses(&t, &peers, &mut scratch.uses);
+                if reused.is_some() {
+                    // Someone despawned a pooled entity by hand: a new one takes its place.
                     scratch.missing.push((scratch.entities.len(), t));
                     scratch.entities.push(Entity::PLACEHOLDER);
+                } else {
+                    scratch.fresh.push(t);
                 }
             }
         }
     }
-    // ... then spawn the rest in one batch.
-    if scratch.entities.len() < count {
-        let uses = &mut scratch.uses;
-        let fresh = rest.map(|(new, context, device)| {
-            let mut t = Task::from_new(take(new), context, device);
-            declare_access(&mut t, &registry);
-            note_uses(&t, &peers, uses);
-            t
-        });
-        scratch.entities.extend(world.spawn_batch(fresh));
+    if !scratch.fresh.is_empty() {
+        scratch
+            .entities
+            .extend(world.spawn_batch(scratch.fresh.drain(..)));
     }
     for (i, t) in scratch.missing.drain(..) {
         scratch.entities[i] = world.spawn(t).id();
