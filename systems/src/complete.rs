@@ -304,4 +304,37 @@ mod tests {
         assert!(e.record_done(r2), "an aborted record releases its waiters");
         assert_eq!(e.timestamp, Some(SimTime(7)), "but it never fired");
     }
+
+    #[test]
+    fn running_and_completing_a_task_gives_its_result_and_its_units_back() {
+        use crate::test_support::*;
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1.0, |_| Ok(()));
+        let ok = enqueue(&mut s.world, s.stream, launch(k, 2, &[]));
+        start_running(&mut s.world, ok, 2, 0, 0, 100);
+        let mut state: bevy_ecs::system::SystemState<(
+            Completion,
+            Query<&mut Task>,
+            Query<&mut StreamState>,
+        )> = bevy_ecs::system::SystemState::new(&mut s.world);
+        let mut seen = None;
+        {
+            let (mut c, mut tasks, mut streams) = state.get_mut(&mut s.world).unwrap();
+            let mut task = tasks.get_mut(ok).unwrap();
+            let mut st = streams.get_mut(s.stream).unwrap();
+            let failure = c.run_and_complete(ok, &mut task, &mut st, SimTime(100), |t, d| {
+                // The task still holds its cores while it runs.
+                seen = Some((t.cores, d.units.free_cores));
+                Err(NpuError::Internal("fault".into()))
+            });
+            assert_eq!(failure, Some(NpuError::Internal("fault".into())));
+            assert_eq!(task.status, TaskStatus::Failed);
+            assert_eq!(st.completed, 1);
+        }
+        assert_eq!(seen, Some((2, 2)));
+        let units = &device(&s.world, s.device).units;
+        assert_eq!((units.free_cores, units.core_busy_ns), (4, 200));
+        assert_eq!(s.world.resource::<Faults>().pending.len(), 1);
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![ok]);
+    }
 }

@@ -450,4 +450,28 @@ mod tests {
             SimTime(config.kernel_duration_ns(&cost, 2, 2))
         );
     }
+
+    #[test]
+    fn tasks_of_two_devices_interleaved_by_priority_each_take_their_own_devices_units() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1e3, |_| Ok(()));
+        let far = spawn_device(&mut s.world);
+        let far_ctx = spawn_context(&mut s.world, far);
+        let a0 = spawn_stream(&mut s.world, s.ctx, 0);
+        let b = spawn_stream(&mut s.world, far_ctx, 1);
+        let a1 = spawn_stream(&mut s.world, s.ctx, 2);
+        let cores = device(&s.world, s.device).config.ai_cores;
+        let first = ready_task(&mut s.world, a0, launch(k, cores, &[]));
+        let other = ready_task(&mut s.world, b, launch(k, cores, &[]));
+        let last = ready_task(&mut s.world, a1, launch(k, 1, &[]));
+        run(&mut s.world, dispatch);
+
+        assert_eq!(task(&s.world, first).status, TaskStatus::Running);
+        assert_eq!(task(&s.world, other).status, TaskStatus::Running);
+        // Its device's cores are all taken; the other device's being free does not help it.
+        assert_eq!(task(&s.world, last).status, TaskStatus::Ready);
+        assert_eq!(waiting(&s.world), vec![last]);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 0);
+        assert_eq!(device(&s.world, far).units.free_cores, 0);
+    }
 }

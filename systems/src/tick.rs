@@ -936,4 +936,70 @@ mod tests {
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], vec![vec![3; 64], vec![5; 64]]);
     }
+
+    #[test]
+    fn a_peer_copy_ending_with_a_memset_listed_after_it_copies_what_the_memset_wrote() {
+        for threads in [1, 2] {
+            let mut s = setup();
+            s.world.insert_resource(Workers::new(threads).unwrap());
+            let far = spawn_device(&mut s.world);
+            let far_ctx = spawn_context(&mut s.world, far);
+            let other = spawn_stream(&mut s.world, s.ctx, 0);
+            let src = alloc(&mut s.world, s.device, s.ctx, 64);
+            let dst = alloc(&mut s.world, far, far_ctx, 64);
+            let copy = PeerCopy {
+                dst,
+                src,
+                bytes: 64,
+                src_device: 0,
+                dst_device: 1,
+                src_ctx: s.ctx,
+                dst_ctx: far_ctx,
+            };
+            // The copy is first in the running order; the memset of its source ends with it.
+            let c = enqueue(&mut s.world, s.stream, copy.encode());
+            let m = enqueue(
+                &mut s.world,
+                other,
+                TaskDescriptor::memset(MemsetView {
+                    dst: src,
+                    value: 9,
+                    bytes: 64,
+                }),
+            );
+            start_running(&mut s.world, c, 0, 1, 0, 100);
+            start_running(&mut s.world, m, 0, 1, 0, 100);
+            run(&mut s.world, hardware_tick);
+
+            assert_eq!(status(&s.world, c), TaskStatus::Done);
+            assert_eq!(status(&s.world, m), TaskStatus::Done);
+            assert_eq!(
+                read(&mut s.world, far, far_ctx, dst, 64),
+                vec![9; 64],
+                "{threads} thread(s)"
+            );
+            // Completed in the running order all the same.
+            assert_eq!(s.world.resource::<Finished>().tasks, vec![c, m]);
+        }
+    }
+
+    #[test]
+    fn a_fault_in_a_batch_aborts_the_later_tasks_of_its_context_ending_with_it() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let bad = register_kernel(&mut s.world, "bad", 1.0, |_| {
+            Err(KernelFault::Trap("boom".into()))
+        });
+        let ok = register_kernel(&mut s.world, "ok", 1.0, |_| Ok(()));
+        let first = enqueue(&mut s.world, s.stream, launch(bad, 1, &[]));
+        let second = enqueue(&mut s.world, other, launch(ok, 1, &[]));
+        start_running(&mut s.world, first, 1, 0, 0, 100);
+        start_running(&mut s.world, second, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, first), TaskStatus::Failed);
+        // Its context faulted (stop is the default mode): the task ending with it does not
+        // count, whatever context was seen healthy before.
+        assert_eq!(status(&s.world, second), TaskStatus::Aborted);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 4);
+    }
 }
