@@ -280,25 +280,67 @@ impl Runtime {
         inner: &Inner,
         stream: Stream,
     ) -> NpuResult<(Entity, Entity)> {
-        let world = &inner.world;
+        let (s, ctx) = self.check_stream_of(inner, stream, || {
+            top_for(self.id()).unwrap_or(inner.default_contexts[0])
+        })?;
+        healthy_ctx(inner.context(ctx), ctx)?;
+        Ok((s, ctx))
+    }
+
+    /// Checks a stream handle against the current context, which `current` names (asked only
+    /// once the stream is found); whether that context is there and healthy is the caller's to
+    /// check. Returns (stream, context).
+    #[inline(always)]
+    fn check_stream_of(
+        &self,
+        inner: &Inner,
+        stream: Stream,
+        current: impl FnOnce() -> Entity,
+    ) -> NpuResult<(Entity, Entity)> {
         if stream.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(stream.to_string()));
         }
-        let _ = world;
         let s = inner
             .stream(stream.entity())
             .ok_or_else(|| NpuError::Destroyed(stream.to_string()))?;
-        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let ctx = current();
         if s.context != ctx {
-            self.current_ctx_entity(inner)?;
-            return Err(NpuError::WrongContext {
-                handle: stream.to_string(),
-                owner: format!("context {}", s.context),
-                current: format!("context {ctx}"),
-            });
+            return Err(self.stream_outside(inner, stream, s.context, ctx));
         }
-        healthy_ctx(inner.context(ctx), ctx)?;
         Ok((stream.entity(), ctx))
+    }
+
+    /// The error for a stream of context `owner` used with current context `ctx`.
+    #[cold]
+    fn stream_outside(
+        &self,
+        inner: &Inner,
+        stream: Stream,
+        owner: Entity,
+        ctx: Entity,
+    ) -> NpuError {
+        if let Err(e) = self.current_ctx_entity(inner) {
+            return e;
+        }
+        NpuError::WrongContext {
+            handle: stream.to_string(),
+            owner: format!("context {owner}"),
+            current: format!("context {ctx}"),
+        }
+    }
+
+    /// Checks an event handle, then a stream handle, against the current context, as
+    /// `check_event` and then `check_stream` would (the same errors),
+    /// looking at the context once; returns (event, stream).
+    pub(crate) fn check_event_and_stream(
+        &self,
+        inner: &Inner,
+        event: Event,
+        stream: Stream,
+    ) -> NpuResult<(Entity, Entity)> {
+        let (e, ctx) = self.check_event(inner, event)?;
+        let (s, _) = self.check_stream_of(inner, stream, || ctx)?;
+        Ok((e, s))
     }
 
     /// Checks an event handle against the current context; returns (event, context).

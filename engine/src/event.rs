@@ -41,8 +41,7 @@ impl Runtime {
     /// Enqueues a record of `event` on `stream`: it fires when the stream's earlier work is done.
     pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let (s, _) = self.check_stream(&g, stream)?;
+        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
         let record = ev.push_record();
         let desc = TaskDescriptor::event(EventView { event: e, record }, false);
@@ -55,8 +54,7 @@ impl Runtime {
     /// If the event was never recorded, nothing waits.
     pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let (s, _) = self.check_stream(&g, stream)?;
+        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
         let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;

@@ -257,8 +257,7 @@ fn finish(
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
     let faulted = *healthy != Some(task.context)
-        && w
-            .contexts
+        && w.contexts
             .get(task.context)
             .is_ok_and(|c| c.status == ContextStatus::Faulted);
     if !faulted {
