@@ -142,6 +142,8 @@ pub(crate) struct Inner {
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
     /// The kernel registry's resource id, so a launch finds it without a type lookup.
     registry_id: bevy_ecs::component::ComponentId,
+    /// The world's archetype generation when the cached queries were last refreshed.
+    archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
 }
 
 impl Inner {
@@ -188,10 +190,16 @@ impl Inner {
             .or_else(|| self.world.get::<ContextState>(e))
     }
 
-    /// Brings the cached queries up to date with new archetypes.
+    /// Brings the cached queries up to date with new archetypes (nothing to do, and nearly
+    /// free, when no archetype was added since the last refresh).
     pub fn refresh_queries(&mut self) {
+        let generation = self.world.archetypes().generation();
+        if self.archetypes_seen == Some(generation) {
+            return;
+        }
         self.q_streams.update_archetypes(&self.world);
         self.q_contexts.update_archetypes(&self.world);
+        self.archetypes_seen = Some(generation);
     }
 
     /// The host's simulated clock (only the runtime keeps it: no system reads host time). On
@@ -411,6 +419,7 @@ impl Runtime {
             q_streams,
             q_contexts,
             registry_id,
+            archetypes_seen: None,
         };
         let topology = Topology::new(config.topology.clone(), config.devices)
             .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;
