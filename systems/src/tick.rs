@@ -310,7 +310,6 @@ fn finish(
                 .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
                     execute_local(task, device, registry)
                 });
-        drop((task, stream));
         if let Some(err) = failure {
             *healthy = None;
             apply_failure_mode(w, context, err);
@@ -319,7 +318,6 @@ fn finish(
     } else if !locals_done {
         return Finished::NotLocal;
     } else {
-        drop(task);
         let r = execute(w, entity, now);
         let Ok(t) = w.tasks.get_mut(entity) else {
             return Finished::Handled;
@@ -343,7 +341,6 @@ fn finish(
     };
     w.completion
         .complete(entity, &mut task, &mut stream, outcome, now);
-    drop(task);
     if let Some((context, err)) = failure {
         *healthy = None;
         apply_failure_mode(w, context, err);
