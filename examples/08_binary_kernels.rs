@@ -6,15 +6,17 @@
 //! into the current context's address space and applies the relocations. A launch is an
 //! ordinary task: in the frame it is dispatched, each block runs on an AI core with its block
 //! index in a CSR and its arguments in registers (LP64F), and the cycles the core counts become
-//! the task's simulated duration.
+//! the task's simulated duration. A module (`NpuModule`) owns its loaded binary, and each
+//! function taken from it (`NpuFunction`) holds the module: the binary is unloaded when the
+//! last of them is dropped, after the launches queued on the device have run.
 //!
 //! Run: `cargo run --release --example 08_binary_kernels`
 
 use npusim::prelude::*;
 
-fn object(rt: &Runtime, name: &str) -> Result<Binary, NpuError> {
+fn object(ctx: &NpuContext, name: &str) -> Result<NpuModule, NpuError> {
     let path = format!("{}/examples/kernels/{name}", env!("CARGO_MANIFEST_DIR"));
-    rt.load_binary_file(path)
+    ctx.load_module_file(path)
 }
 
 fn report(rt: &Runtime) {
@@ -33,17 +35,17 @@ fn main() -> Result<(), NpuError> {
     let ctx = rt.device_context(0)?;
     let s = ctx.stream()?;
 
-    // Vector add over 4 blocks. (A binary loads into the thread's current context: here the
-    // primary context of device 0, which `ctx` is.)
-    let vadd_bin = object(rt, "vector_add.o")?;
+    // Vector add over 4 blocks, from a module loaded into `ctx`.
+    let vadd_mod = object(&ctx, "vector_add.o")?;
     println!(
         "vector_add.o exports {:?}",
-        rt.binary_functions(vadd_bin)?
+        vadd_mod
+            .functions()?
             .iter()
             .map(|f| &f.0)
             .collect::<Vec<_>>()
     );
-    let vadd = rt.get_function(vadd_bin, "vadd_f32")?;
+    let vadd = vadd_mod.function("vadd_f32")?;
     let n = 4096usize;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 0.25 * i as f32).collect();
@@ -67,8 +69,8 @@ fn main() -> Result<(), NpuError> {
     report(rt);
 
     // saxpy: a float argument travels in fa0.
-    let saxpy_bin = object(rt, "saxpy.o")?;
-    let saxpy = rt.get_function(saxpy_bin, "saxpy")?;
+    // (The module value is not kept: the function holds it.)
+    let saxpy = object(&ctx, "saxpy.o")?.function("saxpy")?;
     s.launch_builder(&saxpy)
         .arg(n)
         .arg(3.0f32)
@@ -88,10 +90,10 @@ fn main() -> Result<(), NpuError> {
     report(rt);
 
     // Reduction: partial sums per block, then a final pass.
-    let red = object(rt, "reduce.o")?;
+    let red = object(&ctx, "reduce.o")?;
     let (partial_k, final_k) = (
-        rt.get_function(red, "reduce_sum_f32")?,
-        rt.get_function(red, "reduce_final_f32")?,
+        red.function("reduce_sum_f32")?,
+        red.function("reduce_final_f32")?,
     );
     let (mut partial, mut out) = (ctx.alloc::<f32>(8)?, ctx.alloc::<f32>(1)?);
     s.launch_builder(&partial_k)
@@ -114,8 +116,7 @@ fn main() -> Result<(), NpuError> {
     report(rt);
 
     // Integer sort (one block, a gap table in .rodata).
-    let sort_bin = object(rt, "sort.o")?;
-    let sort = rt.get_function(sort_bin, "sort_i32")?;
+    let sort = object(&ctx, "sort.o")?.function("sort_i32")?;
     let mut v: Vec<i32> = (0..512).map(|i| (i * 7919 % 1009) - 500).collect();
     let mut dv = s.clone_htod(&v)?;
     s.launch_builder(&sort).arg(&mut dv).arg(v.len()).launch()?;
@@ -129,11 +130,9 @@ fn main() -> Result<(), NpuError> {
     report(rt);
 
     // A kernel that prints and then aborts: its message reaches the host log, the task fails.
-    // In a context of its own (made current by `create_context`, so the binary loads there),
-    // so the fault leaves the first context alone.
-    let ctx2 = rt.context_of(rt.create_context(0)?)?;
-    let faults = object(rt, "faults.o")?;
-    let abort = rt.get_function(faults, "call_abort")?;
+    // In a context of its own, so the fault leaves the first context alone.
+    let ctx2 = rt.new_context(0)?;
+    let abort = object(&ctx2, "faults.o")?.function("call_abort")?;
     let s2 = ctx2.stream()?;
     s2.launch_builder(&abort).arg(42i64).launch()?;
     let err = s2.synchronize().unwrap_err();

@@ -1,6 +1,8 @@
 //! The safe API (`npusim::safe`): typed buffers freed in stream order, streams and events that
-//! clean up after themselves, the launch builder's checks, and what each drop does. Random
-//! programs of safe calls never see a use after free or two live buffers sharing memory.
+//! clean up after themselves, the launch builder's checks, and what each drop does; devices,
+//! modules and functions, communicators and stream callbacks as values. Random programs of
+//! safe calls (native and binary kernels, module reloads, callbacks) never see a use after free
+//! or two live buffers sharing memory.
 
 use std::collections::BTreeMap;
 
@@ -440,6 +442,12 @@ enum Op {
     Alloc(usize),
     Fill(usize, u8),
     Add(usize, usize, usize),
+    /// As `Add`, through a binary kernel's function (at most its first 2048 elements).
+    AddBinary(usize, usize, usize),
+    /// Drops the function (its module goes with the launches queued) and loads the binary anew.
+    Reload,
+    /// A host callback on the step's stream: it logs the step, in program order.
+    Callback,
     CopyRange(usize, usize),
     Drop(usize),
     Check(usize),
@@ -454,6 +462,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1usize..8).prop_map(|k| Op::Alloc(16384 * k)),
         3 => (any::<usize>(), any::<u8>()).prop_map(|(i, v)| Op::Fill(i, v)),
         3 => (any::<usize>(), any::<usize>(), any::<usize>()).prop_map(|(a, b, c)| Op::Add(a, b, c)),
+        1 => (any::<usize>(), any::<usize>(), any::<usize>())
+            .prop_map(|(a, b, c)| Op::AddBinary(a, b, c)),
+        1 => Just(Op::Reload),
+        1 => Just(Op::Callback),
         2 => (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Op::CopyRange(a, b)),
         3 => any::<usize>().prop_map(Op::Drop),
         2 => any::<usize>().prop_map(Op::Check),
@@ -478,6 +490,12 @@ fn run(ops: &[Op]) -> NpuResult<()> {
     // handed out while queued work still touched it, the two would collide and a shadow differ.
     let side = ctx.stream()?;
     let filled = ctx.event()?;
+    let load = || {
+        ctx.load_module_file(kernel_object("vector_add.o"))?
+            .function("vadd_f32")
+    };
+    let mut vadd = load()?;
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     for op in ops {
         k += 1;
         let s = streams[k % streams.len()].clone();
@@ -506,7 +524,8 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                     .launch()?;
                 shadow.fill(v as f32);
             }
-            Op::Add(a, b, c) if live.len() >= 3 => {
+            Op::AddBinary(a, b, c) | Op::Add(a, b, c) if live.len() >= 3 => {
+                let binary = matches!(op, Op::AddBinary(..));
                 let (a, b, c) = (
                     pick(a, live.len()),
                     pick(b, live.len()),
@@ -515,7 +534,10 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                 if a == c || b == c {
                     continue;
                 }
-                let n = live[a].0.len().min(live[b].0.len()).min(live[c].0.len());
+                let mut n = live[a].0.len().min(live[b].0.len()).min(live[c].0.len());
+                if binary {
+                    n = n.min(2048);
+                }
                 // Borrow three entries at once through raw indices: split the vector.
                 let sum: Vec<f32> = (0..n).map(|j| live[a].1[j] + live[b].1[j]).collect();
                 let (xa, xb) = (
@@ -526,12 +548,21 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                 // mutable one, and all end before `live` is touched again.
                 let (xa, xb) = unsafe { (&*xa, &*xb) };
                 let xc = &mut live[c].0;
-                s.launch_builder(&add)
-                    .arg(xa)
-                    .arg(xb)
-                    .arg(&mut *xc)
-                    .arg(n)
-                    .launch()?;
+                if binary {
+                    s.launch_builder(&vadd)
+                        .arg(xa)
+                        .arg(xb)
+                        .arg(&mut *xc)
+                        .arg(n)
+                        .launch()?;
+                } else {
+                    s.launch_builder(&add)
+                        .arg(xa)
+                        .arg(xb)
+                        .arg(&mut *xc)
+                        .arg(n)
+                        .launch()?;
+                }
                 live[c].1[..n].copy_from_slice(&sum);
             }
             Op::CopyRange(a, b) if live.len() >= 2 => {
@@ -563,6 +594,11 @@ fn run(ops: &[Op]) -> NpuResult<()> {
                     "buffer {i} differs from its shadow after {k} steps"
                 );
             }
+            Op::Reload => vadd = load()?,
+            Op::Callback => {
+                let log = log.clone();
+                s.launch_host_func(move || log.lock().unwrap().push(k))?;
+            }
             Op::DropStream => {
                 // Dropped with its work queued (the last step may be on it): the work runs.
                 let gone = streams.remove(0);
@@ -591,6 +627,12 @@ fn run(ops: &[Op]) -> NpuResult<()> {
             "buffer {i} differs from its shadow at the end"
         );
     }
+    let log = log.lock().unwrap();
+    assert!(
+        log.windows(2).all(|w| w[0] < w[1]),
+        "callbacks ran out of order: {log:?}"
+    );
+    drop(vadd);
     assert!(rt.take_drop_errors().is_empty());
     Ok(())
 }
@@ -671,5 +713,648 @@ fn threads_share_a_runtime_each_with_a_context_of_its_own() -> NpuResult<()> {
         "each thread's context went with its objects"
     );
     assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+// Devices, modules, communicators and stream callbacks as values.
+
+fn kernel_object(name: &str) -> String {
+    format!("{}/examples/kernels/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn two_devices() -> Runtime {
+    Runtime::new(RuntimeConfig {
+        devices: 2,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+}
+
+/// A runtime of two devices, a stream on each, and a communicator of one rank per stream.
+fn two_ranks() -> NpuResult<(Runtime, Vec<NpuStream>, Vec<NpuComm>)> {
+    let rt = two_devices();
+    let streams = vec![
+        rt.device_context(0)?.stream()?,
+        rt.device_context(1)?.stream()?,
+    ];
+    let comms = NpuComm::from_streams(&streams)?;
+    Ok((rt, streams, comms))
+}
+
+#[test]
+fn new_safe_values_are_send_sync_and_cheap_to_clone() {
+    fn send_sync_clone<T: Send + Sync + Clone>() {}
+    send_sync_clone::<NpuDevice>();
+    send_sync_clone::<NpuModule>();
+    send_sync_clone::<NpuFunction>();
+    send_sync_clone::<NpuComm>();
+}
+
+#[test]
+fn a_device_reports_its_datasheet_memory_utilisation_and_contexts() -> NpuResult<()> {
+    let rt = two_devices();
+    assert_code(rt.device(2), codes::RT_INVALID_DEVICEID);
+    let (d0, d1) = (rt.device(0)?, rt.device(1)?);
+    assert_eq!(rt.devices().len(), 2);
+    assert_eq!(d1.config()?, rt.device_config(1)?);
+    let ctx = d1.context()?;
+    assert_eq!(ctx.device(), 1);
+    let idle = d1.memory_info()?;
+    assert_eq!(idle.total, d1.config()?.hbm_bytes);
+    let n = 1 << 18;
+    let mut x = ctx.alloc::<f32>(n)?;
+    assert!(idle.free - d1.memory_info()?.free >= x.byte_len());
+    assert_eq!(d0.memory_info()?, rt.device(0)?.memory_info()?);
+    let s = ctx.stream()?;
+    let fill = rt.kernel("fill_f32")?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(1.0f32)
+        .grid(4)
+        .launch()?;
+    s.synchronize()?;
+    let busy = d1.utilisation()?;
+    assert!(busy.cores > 0.0 && busy.cores <= 1.0, "{busy:?}");
+    assert!(busy.units.core_busy_ns > 0);
+    assert_eq!(d0.utilisation()?.cores, 0.0, "device 0 ran nothing");
+    // Its contexts: the primary, then any other, which goes with its last object.
+    let other = d1.new_context()?;
+    let listed: Vec<Context> = d1.contexts()?.iter().map(NpuContext::raw).collect();
+    assert_eq!(listed, [ctx.raw(), other.raw()]);
+    drop(other);
+    assert_eq!(d1.contexts()?.len(), 1);
+    assert_eq!(d0.contexts()?[0].raw(), rt.device_context(0)?.raw());
+    Ok(())
+}
+
+#[test]
+fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+    assert!(
+        module
+            .functions()?
+            .iter()
+            .any(|(name, _)| name == "vadd_f32")
+    );
+    assert_code(module.function("no_such_symbol"), codes::RT_PARAM_INVALID);
+    let vadd = module.function("vadd_f32")?;
+    let raw = vadd.raw();
+    let spare = vadd.clone();
+    drop(module);
+    let n = 4096;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    s.launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(n)
+        .grid(4)
+        .launch()?;
+    drop(vadd);
+    // The clone still holds the module: a raw launch of the handle works.
+    rt.set_current_context(ctx.raw())?;
+    rt.launch(
+        raw,
+        2,
+        &[
+            a.device_ptr().into(),
+            b.device_ptr().into(),
+            c.device_ptr().into(),
+            n.into(),
+        ],
+        s.raw(),
+    )?;
+    // The last function goes with the launches queued: the drop returns at once, and they
+    // run with the code in place.
+    drop(spare);
+    assert!(!s.query()?, "the drop did not wait");
+    assert_eq!(binaries(&rt), 1, "loaded while launches are queued");
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    assert_eq!(binaries(&rt), 0, "unloaded behind them");
+    assert!(rt.take_drop_errors().is_empty());
+    // ... and then the binary is gone: its raw handle is stale.
+    let stale = rt.launch(
+        raw,
+        1,
+        &[
+            a.device_ptr().into(),
+            b.device_ptr().into(),
+            c.device_ptr().into(),
+            n.into(),
+        ],
+        s.raw(),
+    );
+    assert_code(stale, codes::RT_INVALID_HANDLE);
+    Ok(())
+}
+
+/// Binaries loaded in the runtime.
+fn binaries(rt: &Runtime) -> usize {
+    let mut g = rt.lock_world();
+    let world = g.world_mut();
+    world
+        .query::<&npusim::components::binary::BinaryState>()
+        .iter(world)
+        .count()
+}
+
+#[test]
+fn modules_dropped_with_work_queued_go_in_stream_order_without_waiting() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let (s, t) = (ctx.stream()?, ctx.stream()?);
+    let n = 1024;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    let mut d = ctx.alloc::<f32>(n)?;
+    s.synchronize()?;
+    // Nothing queued: the last drop unloads at once.
+    drop(ctx.load_module_file(kernel_object("vector_add.o"))?);
+    assert_eq!(binaries(&rt), 0);
+    // Loaded, launched on two streams and dropped, many times over, with nothing synchronized:
+    // each goes once both streams have run what was queued before its drop.
+    for _ in 0..32 {
+        let vadd = ctx
+            .load_module_file(kernel_object("vector_add.o"))?
+            .function("vadd_f32")?;
+        s.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut c)
+            .arg(n)
+            .launch()?;
+        t.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut d)
+            .arg(n)
+            .launch()?;
+    }
+    assert!(binaries(&rt) > 0, "still loaded behind the queued launches");
+    ctx.synchronize()?;
+    rt.run_until_idle()?;
+    assert_eq!(binaries(&rt), 0, "every binary went");
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    assert!(t.clone_dtoh(&d)?.iter().all(|&x| x == 3.0));
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let other = rt.new_context(0)?;
+    let module = other.load_module_file(kernel_object("vector_add.o"))?;
+    let vadd = module.function("vadd_f32")?;
+    let s = ctx.stream()?;
+    let r = s
+        .launch_builder(&vadd)
+        .arg(0u64)
+        .arg(0u64)
+        .arg(0u64)
+        .arg(0u64)
+        .launch();
+    assert_code(r, codes::RT_STREAM_CONTEXT);
+    assert!(s.query()?, "nothing was queued");
+    // The context goes with its last object, the module and its function included.
+    let before = rt.stats().contexts;
+    drop((other, module));
+    assert_eq!(rt.stats().contexts, before, "the function holds it");
+    drop(vadd);
+    assert_eq!(rt.stats().contexts, before - 1);
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn collectives_on_typed_buffers_take_their_counts_from_the_buffers() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    let (rt, streams, comms) = two_ranks()?;
+    let twice = NpuComm::from_streams(&[streams[0].clone(), streams[0].clone()]);
+    assert_code(twice, codes::RT_PARAM_INVALID); // one rank per device
+    assert_code(NpuComm::from_streams(&[]), codes::RT_PARAM_INVALID);
+    // From devices: a communication stream of each primary context.
+    let by_device = NpuComm::from_devices(&rt.devices())?;
+    assert_eq!(
+        by_device[1].stream().context().raw(),
+        rt.device_context(1)?.raw()
+    );
+    let mut ones = Vec::new();
+    for c in &by_device {
+        let mut x = c.stream().clone_htod(&[1i32; 4])?;
+        c.all_reduce_in_place(&mut x, ReduceOp::Sum)?;
+        ones.push(x);
+    }
+    assert_eq!(by_device[0].stream().clone_dtoh(&ones[0])?, [2; 4]);
+    assert_eq!(
+        comms
+            .iter()
+            .map(|c| (c.rank(), c.world_size()))
+            .collect::<Vec<_>>(),
+        [(0, 2), (1, 2)]
+    );
+    let n = 8;
+    let mut out = Vec::new();
+    for c in &comms {
+        let s = c.stream();
+        let ctx = s.context();
+        let r = c.rank() as i32;
+        let send = s.clone_htod(&vec![r + 1; n])?;
+        let mut sum = ctx.alloc::<i32>(n)?;
+        c.all_reduce(&send, &mut sum, ReduceOp::Sum)?;
+        let mut gathered = ctx.alloc::<i32>(2 * n)?;
+        c.all_gather(&send, &mut gathered)?;
+        let mut scattered = ctx.alloc::<i32>(n / 2)?;
+        c.reduce_scatter(&send.slice(..)?, &mut scattered, ReduceOp::Max)?;
+        let mut root = s.clone_htod(&[10 * (r + 1); 3])?;
+        c.broadcast(&mut root, 1)?;
+        let mut inplace = s.clone_htod(&[r + 5; 2])?;
+        c.all_reduce_in_place(&mut inplace, ReduceOp::Prod)?;
+        out.push((sum, gathered, scattered, root, inplace));
+    }
+    for (c, (sum, gathered, scattered, root, inplace)) in comms.iter().zip(&out) {
+        let s = c.stream();
+        assert_eq!(s.clone_dtoh(sum)?, vec![3; n]);
+        assert_eq!(s.clone_dtoh(gathered)?, [vec![1; n], vec![2; n]].concat());
+        assert_eq!(s.clone_dtoh(scattered)?, vec![2; n / 2]);
+        assert_eq!(s.clone_dtoh(root)?, [20; 3]);
+        assert_eq!(s.clone_dtoh(inplace)?, [30; 2]);
+    }
+    // A device-to-device clone of a view.
+    let s0 = comms[0].stream();
+    let half = s0.clone_dtod(&out[0].1.slice(n..)?)?;
+    assert_eq!(s0.clone_dtoh(&half)?, vec![2; n]);
+    // Send and receive pair in order; counts come from the buffers.
+    let (s0, s1) = (comms[0].stream(), comms[1].stream());
+    let msg = s0.clone_htod(&[1.5f32, 2.5, 3.5])?;
+    let mut got = s1.context().alloc::<f32>(3)?;
+    comms[0].send(&msg, 1)?;
+    comms[1].recv(&mut got, 0)?;
+    assert_eq!(s1.clone_dtoh(&got)?, [1.5, 2.5, 3.5]);
+    // Pinned host memory on either side (RDMA).
+    let host_out = s0.context().alloc_host::<f32>(3)?;
+    host_out.write(&[7.0, 8.0, 9.0])?;
+    let host_in = s1.context().alloc_host::<f32>(3)?;
+    comms[0].send_pinned(&host_out, 1)?;
+    comms[1].recv_pinned(&host_in, 0)?;
+    s1.synchronize()?;
+    assert_eq!(host_in.read()?, [7.0, 8.0, 9.0]);
+    // What does not fit, or is not the rank's, is refused before anything is queued.
+    let short = s0.context().alloc::<f32>(2)?;
+    let mut short = short;
+    assert_code(
+        comms[0].all_reduce(&msg, &mut short, ReduceOp::Sum),
+        codes::RT_PARAM_INVALID,
+    );
+    let mut small = s0.context().alloc::<f32>(5)?;
+    assert_code(
+        comms[0].all_gather(&msg, &mut small),
+        codes::RT_PARAM_INVALID,
+    );
+    assert_code(
+        comms[0].all_reduce(&msg, &mut got, ReduceOp::Sum),
+        codes::RT_STREAM_CONTEXT,
+    );
+    assert!(s0.query()?, "nothing was queued");
+    assert!(comms[0].error()?.is_none());
+    Ok(())
+}
+
+#[test]
+fn dropping_a_communicator_and_its_buffers_with_collectives_queued_runs_them() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    let (rt, streams, comms) = two_ranks()?;
+    let n = 1 << 16;
+    let mut results = Vec::new();
+    for c in &comms {
+        let s = c.stream();
+        let send = s.clone_htod(&vec![c.rank() as f32 + 1.0; n])?;
+        let mut recv = s.context().alloc::<f32>(n)?;
+        c.all_reduce(&send, &mut recv, ReduceOp::Sum)?;
+        drop(send); // freed in stream order: the all-reduce still reads it
+        results.push(recv);
+    }
+    drop(comms);
+    // Buffers allocated now must not land on the dropped send buffers while they are read.
+    let fresh: Vec<DeviceBuffer<f32>> = streams
+        .iter()
+        .map(|s| s.context().default_stream()?.clone_htod(&vec![-7.0f32; n]))
+        .collect::<NpuResult<_>>()?;
+    for (s, r) in streams.iter().zip(&results) {
+        assert_eq!(s.clone_dtoh(r)?, vec![3.0f32; n]);
+    }
+    drop(fresh);
+    assert!(rt.take_drop_errors().is_empty());
+    Ok(())
+}
+
+#[test]
+fn a_stream_host_callback_runs_in_stream_order_in_the_streams_context() -> NpuResult<()> {
+    use std::sync::{Arc, Mutex};
+    let rt = runtime();
+    let ctx = rt.new_context(0)?;
+    let s = ctx.stream()?;
+    let n = 1 << 16;
+    let mut x = ctx.alloc::<f32>(n)?;
+    let fill = rt.kernel("fill_f32")?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(1.0f32)
+        .launch()?;
+    let filled = s.record_event()?;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (log, rt2, e) = (seen.clone(), rt.clone(), filled.clone());
+    s.launch_host_func(move || {
+        // Its context is current, and the fill before it has run (its event has fired).
+        log.lock().unwrap().push((rt2.current_context(), e.query()));
+    })?;
+    s.launch_builder(&fill)
+        .arg(&mut x)
+        .arg(n)
+        .arg(2.0f32)
+        .launch()?;
+    s.synchronize()?;
+    assert_eq!(*seen.lock().unwrap(), [(Ok(ctx.raw()), Ok(true))]);
+    assert_eq!(s.clone_dtoh(&x.slice(..1)?)?, [2.0]);
+    // A panic fails the callback's task; the stream's later work still runs.
+    s.launch_host_func(|| panic!("a callback that panics"))?;
+    s.memset_zeros(&mut x)?;
+    assert_code(s.synchronize(), codes::RT_INTERNAL_ERROR);
+    assert_eq!(s.clone_dtoh(&x.slice(..1)?)?, [0.0]);
+    Ok(())
+}
+
+/// The launch builder's ranges are the access set of a kernel that declares none: exactly the
+/// bytes of each buffer argument, read for `&`, read and written for `&mut`, written for
+/// `arg_out`, and nothing for a small integer — so a pending free waits for exactly those
+/// blocks, and a block no argument names is released at once.
+#[test]
+fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
+    use bevy_ecs::prelude::*;
+    use npusim::components::access::{Access, AccessMode};
+    use npusim::components::{Task, TaskKind, TaskStatus};
+    use std::sync::mpsc;
+    #[derive(Resource, Default)]
+    struct Seen(BTreeMap<(Entity, u64), (Vec<Access>, bool)>);
+    // Before a kernel runs: after ingest, before dispatch.
+    fn record(tasks: Query<&Task>, mut seen: ResMut<Seen>) {
+        for t in &tasks {
+            if t.kind() == TaskKind::Kernel
+                && matches!(t.status, TaskStatus::Queued | TaskStatus::Ready)
+            {
+                seen.0
+                    .entry((t.stream, t.seq))
+                    .or_insert_with(|| (t.access.ranges().to_vec(), t.access.exact()));
+            }
+        }
+    }
+    let rt = runtime();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().init_resource::<Seen>();
+        g.schedule_mut()
+            .add_systems(record.in_set(NpuSet::ShapePropagation));
+    }
+    let touch = rt.register_kernel(NativeKernel::new(
+        "touch_nothing_declared",
+        |_| Ok(()),
+        |_, _| KernelCost::default(),
+    ));
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let a = s.clone_htod(&[1.0f32; 64])?;
+    let mut b = s.alloc_zeros::<u32>(32)?;
+    let c = s.clone_htod(&[0u8; 256])?; // named by no argument
+    let mut d = ctx.alloc::<u16>(8)?;
+    s.synchronize()?;
+    // Hold the stream in a callback, so the launch is queued while the buffers are dropped.
+    let (go, wait) = mpsc::channel::<()>();
+    s.launch_host_func(move || {
+        let _ = wait.recv();
+    })?;
+    let window = a.slice(4..12)?;
+    s.launch_builder(&touch)
+        .arg(&window)
+        .arg(&mut b)
+        .arg(256usize) // an integer, not a buffer
+        .arg_out(&mut d)
+        .launch()?;
+    rt.step();
+    let seen = rt.lock_world().world().resource::<Seen>().0.clone();
+    let (ranges, exact) = seen
+        .values()
+        .last()
+        .expect("the launch was ingested")
+        .clone();
+    assert!(exact);
+    assert_eq!(
+        ranges,
+        [
+            Access::read(a.device_ptr().addr() + 16, 32),
+            Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::write(b.device_ptr().addr(), 128)
+            },
+            Access::write(d.device_ptr().addr(), 16),
+        ]
+    );
+    // A block no argument names is not held by the launch; the buffers it names are.
+    let pending = |rt: &Runtime| rt.memory_stats().map(|m| m.pending_frees);
+    drop(c);
+    assert_eq!(pending(&rt)?, 0, "freed at once");
+    drop((a, b, d));
+    assert_eq!(pending(&rt)?, 3, "behind the queued launch");
+    go.send(()).unwrap();
+    s.synchronize()?;
+    rt.run_until_idle()?;
+    assert_eq!(pending(&rt)?, 0);
+    Ok(())
+}
+
+#[test]
+fn a_binary_kernel_launched_by_the_builder_declares_its_buffers_before_it_runs() -> NpuResult<()> {
+    use bevy_ecs::prelude::*;
+    use npusim::components::access::{Access, AccessMode};
+    use npusim::components::{Task, TaskKind, TaskStatus};
+    #[derive(Resource, Default)]
+    struct Seen(Vec<(Vec<Access>, bool)>);
+    fn record(tasks: Query<&Task>, mut seen: ResMut<Seen>) {
+        for t in &tasks {
+            if t.kind() == TaskKind::Kernel && t.status == TaskStatus::Ready {
+                seen.0.push((t.access.ranges().to_vec(), t.access.exact()));
+            }
+        }
+    }
+    let rt = runtime();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().init_resource::<Seen>();
+        g.schedule_mut().add_systems(record.in_set(NpuSet::Tiling));
+    }
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let vadd = ctx
+        .load_module_file(kernel_object("vector_add.o"))?
+        .function("vadd_f32")?;
+    let n = 100;
+    let (a, b) = (
+        s.clone_htod(&vec![1.0f32; n])?,
+        s.clone_htod(&vec![2.0f32; n])?,
+    );
+    let mut c = ctx.alloc::<f32>(n)?;
+    s.launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(n)
+        .launch()?;
+    s.synchronize()?;
+    let seen = rt.lock_world().world().resource::<Seen>().0.clone();
+    let (ranges, exact) = seen.last().expect("the launch was ready").clone();
+    assert!(exact, "exact ranges, not blocks");
+    let bytes = 4 * n as u64;
+    assert_eq!(
+        ranges,
+        [
+            Access::read(a.device_ptr().addr(), bytes),
+            Access::read(b.device_ptr().addr(), bytes),
+            Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::write(c.device_ptr().addr(), bytes)
+            },
+        ]
+    );
+    assert!(s.clone_dtoh(&c)?.iter().all(|&x| x == 3.0));
+    Ok(())
+}
+
+/// The compile-fail doctests of `NpuComm` and `NpuModule`, written correctly, compile and run.
+#[test]
+fn the_new_compile_fail_examples_compile_and_run_once_corrected() -> NpuResult<()> {
+    use npusim::ReduceOp;
+    use npusim::half::f16;
+    let (rt, _streams, comms) = two_ranks()?;
+    let mut outs = Vec::new();
+    for c in &comms {
+        let halves = c.stream().clone_htod(&[f16::from_f32(0.5); 4])?;
+        let mut sum = c.stream().context().alloc::<f16>(4)?;
+        c.all_reduce(&halves, &mut sum, ReduceOp::Sum)?; // f16 with f16
+        let ints = c.stream().clone_htod(&[2i32; 4])?;
+        let mut prod = c.stream().context().alloc::<i32>(4)?;
+        c.all_reduce(&ints, &mut prod, ReduceOp::Prod)?; // i32, a collective's type
+        outs.push((sum, prod));
+    }
+    for (c, (sum, prod)) in comms.iter().zip(&outs) {
+        assert_eq!(c.stream().clone_dtoh(sum)?, [f16::from_f32(1.0); 4]);
+        assert_eq!(c.stream().clone_dtoh(prod)?, [4; 4]);
+    }
+    let ctx = rt.device_context(0)?;
+    let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+    let vadd = module.function("vadd_f32")?; // before the module moves
+    drop(module);
+    let s = ctx.stream()?;
+    let (a, b) = (s.clone_htod(&[1.0f32; 8])?, s.clone_htod(&[2.0f32; 8])?);
+    let mut c = ctx.alloc::<f32>(8)?;
+    let launch = s
+        .launch_builder(&vadd)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(8usize);
+    launch.launch()?; // before the function is dropped
+    drop(vadd);
+    assert_eq!(s.clone_dtoh(&c)?, [3.0; 8]);
+    Ok(())
+}
+
+#[test]
+fn dropping_everything_with_modules_and_collectives_queued_neither_hangs_nor_panics()
+-> NpuResult<()> {
+    use npusim::ReduceOp;
+    for order in 0..3 {
+        let rt = two_devices();
+        // Default streams: their drops do not synchronize, so the ranks' destroys stay queued.
+        let streams = vec![
+            rt.device_context(0)?.default_stream()?,
+            rt.device_context(1)?.default_stream()?,
+        ];
+        let comms = NpuComm::from_streams(&streams)?;
+        let mut bufs = Vec::new();
+        for c in &comms {
+            let mut b = c.stream().clone_htod(&vec![1.0f32; 1 << 14])?;
+            c.all_reduce_in_place(&mut b, ReduceOp::Sum)?;
+            bufs.push(b);
+        }
+        let ctx = rt.device_context(0)?;
+        let module = ctx.load_module_file(kernel_object("vector_add.o"))?;
+        let vadd = module.function("vadd_f32")?;
+        let s = ctx.stream()?;
+        let (a, b) = (s.clone_htod(&[1.0f32; 64])?, s.clone_htod(&[2.0f32; 64])?);
+        let mut c = ctx.alloc::<f32>(64)?;
+        s.launch_builder(&vadd)
+            .arg(&a)
+            .arg(&b)
+            .arg(&mut c)
+            .arg(64usize)
+            .launch()?;
+        match order {
+            0 => drop((rt, comms, module, vadd, streams, s, bufs, a, b, c, ctx)),
+            1 => drop((bufs, a, b, c, vadd, s, ctx, module, comms, streams, rt)),
+            _ => drop((comms, streams, bufs, rt, vadd, module, a, b, c, s, ctx)),
+        }
+    }
+    Ok(())
+}
+
+/// An integer argument that holds a heap address (one taken with `device_ptr()`) may be
+/// dereferenced by the kernel: the launch holds the whole block behind it, so the buffer's drop
+/// cannot release it under the queued kernel.
+#[test]
+fn a_builder_launch_holds_the_block_behind_an_address_passed_as_an_integer() -> NpuResult<()> {
+    use std::sync::mpsc;
+    let rt = runtime();
+    let store = rt.register_kernel(NativeKernel::new(
+        "store_through_an_integer",
+        |k| {
+            let p = k.u64(0)?;
+            k.store(p, &[5u32])
+        },
+        |_, _| KernelCost::default(),
+    ));
+    let ctx = rt.device_context(0)?;
+    let (s, t) = (ctx.stream()?, ctx.stream()?);
+    let (go, wait) = mpsc::channel::<()>();
+    s.launch_host_func(move || {
+        let _ = wait.recv();
+    })?;
+    let target = ctx.alloc::<u32>(16)?;
+    let at = target.device_ptr();
+    s.launch_builder(&store).arg(at.addr()).launch()?;
+    rt.step();
+    drop(target);
+    assert_eq!(
+        rt.memory_stats()?.pending_frees,
+        1,
+        "held by the queued launch"
+    );
+    // Memory allocated meanwhile on another stream is not the held block.
+    let other = t.clone_htod(&[0u32; 16])?;
+    assert_ne!(other.device_ptr(), at);
+    go.send(()).unwrap();
+    s.synchronize()?;
+    assert_eq!(t.clone_dtoh(&other)?, [0u32; 16]);
     Ok(())
 }

@@ -112,14 +112,8 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
         let (f, t) = if ddr {
             (0, 0)
         } else {
-            let total_bytes = s.rt.device_config(d)?.hbm_bytes;
-            let used =
-                s.rt.stats()
-                    .live_bytes
-                    .get(d as usize)
-                    .copied()
-                    .unwrap_or(0);
-            (total_bytes.saturating_sub(used), total_bytes)
+            let info = s.rt.device(d)?.memory_info()?;
+            (info.free, info.total)
         };
         // SAFETY: checked non-NULL.
         unsafe {

@@ -4,12 +4,15 @@
 //! - copies and memsets: exactly the ranges their words name;
 //! - native kernels: what the kernel declares for its arguments at registration
 //!   ([`crate::kernel::NativeKernel::with_access`]); a kernel that declares nothing gets the
-//!   whole block behind each non-float argument word, marked inexact;
+//!   exact ranges of the buffer arguments of a typed launch builder (`&buf` read, `&mut buf`
+//!   read and written; [`crate::TaskExtra::Access`]; an untyped address among its arguments
+//!   stands for its block), or else the whole block behind each non-float argument word,
+//!   marked inexact;
 //! - op launches: the blocks behind their tensors at ingest (inexact), then exactly the bytes
 //!   of their resolved shapes once shape propagation has run;
-//! - binary kernels: the blocks behind their argument words until they run (a kernel reaches
-//!   memory only through its arguments: the ABI's upper bound), then exactly the byte ranges
-//!   the AI cores touched;
+//! - binary kernels: until they run, the typed launch builder's ranges, or else the blocks
+//!   behind their argument words (a kernel reaches memory only through its arguments: the
+//!   ABI's upper bound); once they have run, exactly the byte ranges the AI cores touched;
 //! - collectives: their send and receive buffers.
 //!
 //! Deferred free reads them (which blocks a stream position may still touch); so may any

@@ -405,6 +405,13 @@ impl KernelEntry {
         }
     }
 
+    /// Whether the kernel declares its accesses itself (a native kernel
+    /// [`NativeKernel::with_access`]); otherwise a launch's caller may declare them
+    /// ([`crate::TaskExtra::Access`]).
+    pub fn declares_access(&self) -> bool {
+        matches!(&self.body, KernelBody::Native(k) if k.access.is_some())
+    }
+
     /// The access set of a launch before it runs (exact for a native kernel that declares its
     /// accesses; for a binary kernel, the blocks behind its argument words until the cores
     /// record what it really touched).

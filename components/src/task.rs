@@ -402,6 +402,9 @@ pub enum TaskExtra {
     Callback(Mutex<Option<Callback>>),
     /// An op launch: its tensors' shapes and what the shape and tiling stages made of them.
     Op(Box<crate::shape::OpLaunch>),
+    /// A kernel launch whose caller knows the exact ranges of its buffer arguments and their
+    /// directions (the typed launch builder): its access set when the kernel declares none.
+    Access(Box<crate::access::AccessSet>),
 }
 
 impl TaskExtra {
@@ -420,6 +423,14 @@ impl TaskExtra {
             _ => None,
         }
     }
+
+    /// The access set the launch's caller declared, if it did.
+    pub fn declared_access(&self) -> Option<&crate::access::AccessSet> {
+        match self {
+            TaskExtra::Access(a) => Some(a),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for TaskExtra {
@@ -429,6 +440,7 @@ impl std::fmt::Debug for TaskExtra {
             TaskExtra::Host { offset, .. } => write!(f, "Host(+{offset})"),
             TaskExtra::Callback(_) => write!(f, "Callback"),
             TaskExtra::Op(op) => write!(f, "Op({:?})", op.state),
+            TaskExtra::Access(a) => write!(f, "Access({:?})", a.ranges()),
         }
     }
 }

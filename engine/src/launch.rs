@@ -111,7 +111,7 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
     ) -> NpuResult<()> {
-        self.launch_configured(kernel, block_dim, args, tiling, stream, None)
+        self.launch_configured(kernel, block_dim, args, tiling, stream, None, None)
     }
 
     /// As [`Runtime::launch_with_tiling`], with the launch's own AI-core timeout (simulated;
@@ -130,10 +130,14 @@ impl Runtime {
         if timeout == Some(SimTime::ZERO) {
             return Err(NpuError::InvalidParam("a launch timeout of 0".into()));
         }
-        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout)
+        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout, None)
     }
 
-    fn launch_configured(
+    /// Every kernel launch: `access` is the typed launch builder's declared access set (boxed,
+    /// so the raw path passes one null word).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(crate) fn launch_configured(
         &self,
         kernel: Kernel,
         block_dim: u32,
@@ -141,6 +145,7 @@ impl Runtime {
         tiling: &[u32],
         stream: Stream,
         timeout: Option<SimTime>,
+        access: Option<Box<npusim_components::access::AccessSet>>,
     ) -> NpuResult<()> {
         if tiling.len() > npusim_components::task::MAX_TILING {
             return Err(NpuError::InvalidParam(format!(
@@ -184,7 +189,8 @@ impl Runtime {
             }
         }
         let cost = g.costs.launch_ns;
-        submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+        let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
+        submit_with(&mut g, s, extra, cost, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),

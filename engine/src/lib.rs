@@ -62,6 +62,8 @@ pub mod timeline;
 
 pub use collective::{CommBuffer, Communicator, LinkStats};
 pub use context::{ExceptionCallback, ExceptionInfo};
+/// IEEE half precision (`half::f16`), the element type of `f16` collectives.
+pub use half;
 pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
@@ -85,8 +87,9 @@ pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use safe::{
-    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg, LaunchBuilder,
-    NpuContext, NpuEvent, NpuStream, PinnedBuffer,
+    CommElement, DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg,
+    LaunchBuilder, Launchable, MemoryInfo, NpuComm, NpuContext, NpuDevice, NpuEvent, NpuFunction,
+    NpuModule, NpuStream, PinnedBuffer, Utilisation,
 };
 pub use stream::StreamConfig;
 pub use timeline::HostSpan;
@@ -101,6 +104,7 @@ pub mod prelude {
     };
     pub use crate::{
         DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, LaunchBuilder,
-        NpuContext, NpuEvent, NpuStream, Param, PinnedBuffer,
+        NpuComm, NpuContext, NpuDevice, NpuEvent, NpuFunction, NpuModule, NpuStream, Param,
+        PinnedBuffer,
     };
 }

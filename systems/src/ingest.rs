@@ -164,7 +164,11 @@ pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
                     out.push(block_of(addr, mode));
                 }
             } else if let Some(k) = registry.resolve(desc.kernel, desc.kernel_generation) {
-                k.accesses(desc.arg_words(), desc.float_mask, desc.block_dim, out);
+                match task.extra.declared_access() {
+                    // The typed launch builder's exact ranges, where the kernel declares none.
+                    Some(declared) if !k.declares_access() => out.clone_from(declared),
+                    _ => k.accesses(desc.arg_words(), desc.float_mask, desc.block_dim, out),
+                }
             }
         }
         TaskKind::Memcpy => {
@@ -509,6 +513,67 @@ mod tests {
             vec![(p, AccessMode::ReadWrite)],
             "a small integer and a float are not pointers"
         );
+    }
+
+    /// The typed launch builder's set: (x read, 40 bytes in; y written) for the launch of
+    /// `x + 40`, `y`, 100.
+    fn builder_set(x: u64, y: u64) -> npusim_components::TaskExtra {
+        let mut set = npusim_components::access::AccessSet::new();
+        set.push(Access::read(x + 40, 400));
+        set.push(Access::write(y, 400));
+        npusim_components::TaskExtra::Access(Box::new(set))
+    }
+
+    #[test]
+    fn a_kernel_declaring_nothing_takes_the_ranges_its_launch_declares() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "opaque", 1.0, |_| Ok(()));
+        let (x, y) = (
+            alloc(&mut s.world, s.device, s.ctx, 4096),
+            alloc(&mut s.world, s.device, s.ctx, 4096),
+        );
+        let extra = builder_set(x, y);
+        submit_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[x + 40, y, 100]),
+            extra,
+            SimTime::ZERO,
+        );
+        run(&mut s.world, ingest);
+
+        let t = crate::test_support::stream(&s.world, s.stream).queue[0];
+        let access = &task(&s.world, t).access;
+        assert!(access.exact(), "exact ranges, not blocks");
+        assert_eq!(
+            access.ranges(),
+            &[Access::read(x + 40, 400), Access::write(y, 400)]
+        );
+    }
+
+    #[test]
+    fn a_kernels_own_declaration_wins_over_its_launchs() {
+        let mut s = setup();
+        let k = s.world.resource_mut::<KernelRegistry>().register(
+            NativeKernel::new("map", |_| Ok(()), |_, _| KernelCost::vector(1.0, 0.0))
+                .with_access(|args, _, out| out.push(Access::write(args[1], 8))),
+        );
+        let (x, y) = (
+            alloc(&mut s.world, s.device, s.ctx, 4096),
+            alloc(&mut s.world, s.device, s.ctx, 4096),
+        );
+        let extra = builder_set(x, y);
+        submit_with(
+            &mut s.world,
+            s.stream,
+            launch(k, 1, &[x + 40, y, 100]),
+            extra,
+            SimTime::ZERO,
+        );
+        run(&mut s.world, ingest);
+
+        let t = crate::test_support::stream(&s.world, s.stream).queue[0];
+        assert_eq!(task(&s.world, t).access.ranges(), &[Access::write(y, 8)]);
     }
 
     #[test]

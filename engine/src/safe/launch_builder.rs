@@ -9,20 +9,25 @@ use std::marker::PhantomData;
 
 use bevy_ecs::entity::Entity;
 use bytemuck::Pod;
+use npusim_components::access::{Access, AccessMode, AccessSet};
 use npusim_components::task::MAX_ARGS;
 use npusim_components::{
-    Arg, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
+    Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
 };
 use smallvec::SmallVec;
 
-use super::{DeviceBuffer, DeviceSlice, DeviceView, DeviceViewMut, NpuStream};
+use super::{
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, NpuFunction, NpuStream,
+};
 
 /// One argument of a [`LaunchBuilder`]: its word and, for a buffer, the buffer's owner (its
-/// context and the memory epoch it was allocated at), checked at launch.
+/// context and the memory epoch it was allocated at, checked at launch) and the bytes it
+/// names, with their direction (the launch's access set).
 #[derive(Debug)]
 pub struct KernelArg<'a> {
     arg: Arg,
     buffer: Option<Owner>,
+    access: Option<Access>,
     _borrow: PhantomData<&'a ()>,
 }
 
@@ -31,18 +36,49 @@ type Owner = (u32, Entity, u64);
 
 impl KernelArg<'_> {
     fn scalar(arg: Arg) -> Self {
+        // An integer in the heap's range may be an address a kernel dereferences (one taken
+        // with `device_ptr()`): the whole block behind it stays the launch's, as for a
+        // kernel launched without the builder, so a free cannot release it under the kernel.
+        let access =
+            (!arg.is_float() && arg.word() >= npusim_device::abi::HEAP_BASE).then(|| Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::read(arg.word(), 0)
+            });
         Self {
             arg,
             buffer: None,
+            access,
             _borrow: PhantomData,
         }
     }
 
-    fn buffer<T: Pod>(s: &(impl DeviceSlice<T> + ?Sized)) -> Self {
+    fn buffer<T: Pod>(s: &(impl DeviceSlice<T> + ?Sized), mode: AccessMode) -> Self {
         let ctx = s.context();
         Self {
             arg: Arg::Ptr(s.device_ptr()),
             buffer: Some((ctx.runtime().id(), ctx.entity(), s.epoch())),
+            // An empty view names no bytes.
+            access: (s.byte_len() > 0).then(|| Access {
+                mode,
+                ..Access::read(s.device_ptr().0, s.byte_len())
+            }),
+            _borrow: PhantomData,
+        }
+    }
+}
+
+/// A raw device address ([`DeviceBuffer::into_raw`], [`Runtime::malloc`](crate::Runtime::malloc)):
+/// not checked, and its extent unknown, so the launch's access set takes the whole block behind
+/// it as read and written (as it does for an integer argument in the heap's address range).
+impl From<DevicePtr> for KernelArg<'_> {
+    fn from(p: DevicePtr) -> Self {
+        Self {
+            arg: Arg::Ptr(p),
+            buffer: None,
+            access: Some(Access {
+                mode: AccessMode::ReadWrite,
+                ..Access::read(p.0, 0)
+            }),
             _borrow: PhantomData,
         }
     }
@@ -66,25 +102,51 @@ scalar_args!(u64, usize, u32, i32, i64, f32);
 
 impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for KernelArg<'a> {
     fn from(b: &'a DeviceBuffer<T>) -> Self {
-        KernelArg::buffer(b)
+        KernelArg::buffer(b, AccessMode::Read)
     }
 }
 
 impl<'a, T: Pod> From<&'a mut DeviceBuffer<T>> for KernelArg<'a> {
     fn from(b: &'a mut DeviceBuffer<T>) -> Self {
-        KernelArg::buffer(&*b)
+        KernelArg::buffer(&*b, AccessMode::ReadWrite)
     }
 }
 
 impl<'a, T: Pod> From<&'a DeviceView<'_, T>> for KernelArg<'a> {
     fn from(b: &'a DeviceView<'_, T>) -> Self {
-        KernelArg::buffer(b)
+        KernelArg::buffer(b, AccessMode::Read)
     }
 }
 
 impl<'a, T: Pod> From<&'a mut DeviceViewMut<'_, T>> for KernelArg<'a> {
     fn from(b: &'a mut DeviceViewMut<'_, T>) -> Self {
-        KernelArg::buffer(&*b)
+        KernelArg::buffer(&*b, AccessMode::ReadWrite)
+    }
+}
+
+/// What a [`LaunchBuilder`] launches: a registered [`Kernel`] (native kernels, op kernels, and
+/// raw binary functions from [`Runtime::get_function`](crate::Runtime::get_function)) or an
+/// [`NpuFunction`], which keeps its module loaded. Sealed.
+pub trait Launchable: sealed::Sealed {
+    /// The kernel handle.
+    fn kernel(&self) -> Kernel;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for npusim_components::Kernel {}
+    impl Sealed for crate::safe::NpuFunction {}
+}
+
+impl Launchable for Kernel {
+    fn kernel(&self) -> Kernel {
+        *self
+    }
+}
+
+impl Launchable for NpuFunction {
+    fn kernel(&self) -> Kernel {
+        self.raw()
     }
 }
 
@@ -98,6 +160,15 @@ impl<'a, T: Pod> From<&'a mut DeviceViewMut<'_, T>> for KernelArg<'a> {
 ///
 /// A kernel that declared its parameters is checked: a wrong count or kind is an
 /// `ACL_ERROR_RT_PARAM_INVALID` error and nothing is queued.
+///
+/// The builder knows the exact bytes of each buffer argument and whether it is written
+/// (`&mut`), so the launch carries them as its access set: `&buf` read, `&mut buf` read and
+/// written, [`LaunchBuilder::arg_out`] written only; a [`DevicePtr`], or an integer in the
+/// heap's address range (perhaps an address from `device_ptr()`), the whole block behind it. A
+/// kernel that declares no accesses of its own — a binary kernel before it runs, a native
+/// kernel without [`NativeKernel::with_access`](npusim_components::NativeKernel::with_access) —
+/// gets these ranges, for deferred free and any reader of access sets, instead of the blocks
+/// behind every argument word.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
@@ -120,6 +191,8 @@ pub struct LaunchBuilder<'a> {
     args: SmallVec<[Arg; 8]>,
     /// The epochs the buffer arguments were allocated at (all of the stream's context).
     epochs: SmallVec<[u64; 8]>,
+    /// The buffer arguments' ranges and directions.
+    access: AccessSet,
     /// The first argument error, reported at launch.
     error: Option<NpuError>,
     grid: u32,
@@ -143,6 +216,7 @@ impl<'a> LaunchBuilder<'a> {
             kernel,
             args: SmallVec::new(),
             epochs: SmallVec::new(),
+            access: AccessSet::new(),
             error: None,
             grid: 1,
             tiling: SmallVec::new(),
@@ -167,8 +241,21 @@ impl<'a> LaunchBuilder<'a> {
             }
             self.epochs.push(epoch);
         }
+        if let Some(range) = a.access {
+            if range.bytes == 0 {
+                self.access.mark_inexact();
+            }
+            self.access.push(range);
+        }
         self.args.push(a.arg);
         self
+    }
+
+    /// Appends a buffer the kernel only writes (every byte of it, before reading any): as
+    /// `.arg(&mut buf)`, but the launch's access set names it written, not read — so a reader of
+    /// access sets (an uninitialised-read check) does not take the launch for a read of it.
+    pub fn arg_out<T: Pod>(self, buf: &'a mut (impl DeviceSliceMut<T> + ?Sized)) -> Self {
+        self.arg(KernelArg::buffer(&*buf, AccessMode::Write))
     }
 
     /// The number of blocks (`blockDim`); 1 unless set.
@@ -230,7 +317,8 @@ impl<'a> LaunchBuilder<'a> {
                 }
             }
         }
+        let access = Box::new(self.access);
         self.stream
-            .launch_raw(self.kernel, self.grid, &self.args, &self.tiling)
+            .launch_declared(self.kernel, self.grid, &self.args, &self.tiling, access)
     }
 }

@@ -6,16 +6,26 @@
 //!
 //! A tour, in the order a program meets the types:
 //!
-//! 1. [`NpuContext`] — a device's context (`rt.device_context(0)`). Cheap to clone; every object
-//!    made from it works in it, whatever context the calling thread has current.
+//! 1. [`NpuDevice`] — `rt.device(0)`: its datasheet, limits, free and total memory,
+//!    utilisation and contexts. [`NpuContext`] — a device's context (`rt.device_context(0)`,
+//!    `dev.context()`). Cheap to clone; every object made from it works in it, whatever context
+//!    the calling thread has current.
 //! 2. [`DeviceBuffer<T>`] — `ctx.alloc::<T>(n)`. Knows its length and element type; slices
 //!    ([`DeviceView`], [`DeviceViewMut`]) are bounds-checked; dropping it frees it in stream
 //!    order. [`PinnedBuffer<T>`] is the same for pinned host memory.
-//! 3. [`NpuStream`] — `ctx.stream()`. Copies (`memcpy_htod`, `memcpy_dtoh`), launches
-//!    (`launch_builder`), event records and waits, `synchronize`.
+//! 3. [`NpuStream`] — `ctx.stream()`. Copies (`memcpy_htod`, `memcpy_dtoh`, `memcpy_dtod`),
+//!    launches (`launch_builder`), host callbacks (`launch_host_func`), event records and
+//!    waits, `synchronize`.
 //! 4. [`LaunchBuilder`] — `stream.launch_builder(&kernel)`, then `.arg(&a).arg(n).grid(8)` and
-//!    `.launch()`.
-//! 5. [`NpuEvent`] — `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
+//!    `.launch()`. It checks the arguments against the kernel's declared parameters, and the
+//!    launch carries the exact byte ranges of its buffer arguments as its access set.
+//! 5. [`NpuModule`] and [`NpuFunction`] — `ctx.load_module_file(path)?.function("vadd_f32")`: a
+//!    loaded kernel binary and its functions, launched like any kernel; a function keeps its
+//!    module loaded.
+//! 6. [`NpuEvent`] — `ctx.event()`, `stream.record(&e)`, `e.elapsed_since(&start)`.
+//! 7. [`NpuComm`] — `NpuComm::from_streams(&streams)` (or `from_devices`): one rank per
+//!    stream, with the collectives (`all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`,
+//!    `send`, `recv`) on typed buffers.
 //!
 //! ```
 //! use npusim_engine::prelude::*;
@@ -48,9 +58,20 @@
 //!   destroyed.
 //! - the last clone of an [`NpuEvent`]: waits for its latest record (so waits enqueued on it
 //!   keep their meaning), then destroys it.
+//! - the last clone of an [`NpuModule`] or of a function taken from it (each holds the
+//!   module): returns at once; the binary is unloaded in stream order, once every stream of
+//!   its context has run what was enqueued before the drop (a host callback behind each busy
+//!   stream's work; at once when none is busy). The function's raw [`Kernel`](crate::Kernel)
+//!   handle is stale from then on.
+//! - the last clone of an [`NpuComm`]: enqueues the destruction of the rank's handle on its
+//!   stream (a host callback; at once when the stream is idle), so the collectives already
+//!   enqueued there still run; the communicator goes with its last rank. A buffer a queued
+//!   collective uses stays allocated until it has run, as for a kernel.
+//! - an [`NpuDevice`]: nothing (it is an index).
 //! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
-//!   events and buffers each hold it): destroys the context, as [`Runtime::destroy_context`]
-//!   does. A device's primary context is never destroyed by a drop.
+//!   events, buffers, modules and functions each hold it): destroys the context, as
+//!   [`Runtime::destroy_context`] does. A device's primary context is never destroyed by a
+//!   drop.
 //! - in a context that faulted (stop-on-failure): buffers find their memory already released
 //!   and do nothing; a stream or event reports the context's error (kept, see below) and is
 //!   not destroyed: it stays until its context is (for a primary context, as long as the
@@ -63,17 +84,23 @@
 //! already gone (its context destroyed, or its blocks released by a fault) does nothing.
 
 mod buffer;
+mod comm;
 mod context;
+mod device;
 mod event;
 mod launch_builder;
+mod module;
 mod stream;
 
 pub use buffer::{
     DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, PinnedBuffer,
 };
+pub use comm::{CommElement, NpuComm};
 pub use context::NpuContext;
+pub use device::{MemoryInfo, NpuDevice, Utilisation};
 pub use event::NpuEvent;
-pub use launch_builder::{KernelArg, LaunchBuilder};
+pub use launch_builder::{KernelArg, LaunchBuilder, Launchable};
+pub use module::{NpuFunction, NpuModule};
 pub use stream::NpuStream;
 
 use bevy_ecs::resource::Resource;

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use bytemuck::Pod;
+use npusim_components::access::AccessSet;
 use npusim_components::{Arg, HostBuffer, Kernel, NpuError, NpuResult, Stream};
 
 use super::{
-    DeviceBuffer, DeviceSlice, DeviceSliceMut, LaunchBuilder, NpuContext, NpuEvent, PinnedBuffer,
+    DeviceBuffer, DeviceSlice, DeviceSliceMut, LaunchBuilder, Launchable, NpuContext, NpuEvent,
+    PinnedBuffer,
 };
 
 struct StreamInner {
@@ -64,8 +66,11 @@ impl std::fmt::Debug for NpuStream {
     }
 }
 
-/// Checks that `buf` is live memory of the stream's context.
-fn same_context<T: Pod>(ctx: &NpuContext, buf: &(impl DeviceSlice<T> + ?Sized)) -> NpuResult<()> {
+/// Checks that `buf` is live memory of `ctx`.
+pub(super) fn same_context<T: Pod>(
+    ctx: &NpuContext,
+    buf: &(impl DeviceSlice<T> + ?Sized),
+) -> NpuResult<()> {
     buf.check_live()?;
     if buf.context().entity() != ctx.entity() || buf.context().runtime().id() != ctx.runtime().id()
     {
@@ -207,6 +212,16 @@ impl NpuStream {
         Ok(out)
     }
 
+    /// A new buffer holding a copy of all of `src` (allocated now, copied in stream order).
+    pub fn clone_dtod<T: Pod>(
+        &self,
+        src: &(impl DeviceSlice<T> + ?Sized),
+    ) -> NpuResult<DeviceBuffer<T>> {
+        let mut buf = self.inner.ctx.alloc::<T>(src.len())?;
+        self.memcpy_dtod(src, &mut buf)?;
+        Ok(buf)
+    }
+
     /// A new buffer of `n` zeroed elements: allocated now, zeroed in stream order (work
     /// enqueued later on this stream sees zeros).
     pub fn alloc_zeros<T: Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
@@ -215,9 +230,12 @@ impl NpuStream {
         Ok(buf)
     }
 
-    /// A launch of `kernel` on this stream, to be given its arguments, grid and tiling.
-    pub fn launch_builder<'a>(&'a self, kernel: &Kernel) -> LaunchBuilder<'a> {
-        LaunchBuilder::new(self, *kernel)
+    /// A launch of `kernel` (a [`Kernel`] or an [`NpuFunction`](super::NpuFunction)) on this
+    /// stream, to be given its arguments, grid and tiling. The builder borrows the function, so
+    /// its module stays loaded until the launch is queued (and, once queued, until it has
+    /// run).
+    pub fn launch_builder<'a>(&'a self, kernel: &'a impl Launchable) -> LaunchBuilder<'a> {
+        LaunchBuilder::new(self, kernel.kernel())
     }
 
     /// Enqueues `kernel` with `grid` blocks and untyped `args` (as
@@ -228,14 +246,15 @@ impl NpuStream {
         self.with(|rt, s| rt.launch(k, grid, args, s))
     }
 
-    pub(crate) fn launch_raw(
+    pub(crate) fn launch_declared(
         &self,
         kernel: Kernel,
         grid: u32,
         args: &[Arg],
         tiling: &[u32],
+        access: Box<AccessSet>,
     ) -> NpuResult<()> {
-        self.with(|rt, s| rt.launch_with_tiling(kernel, grid, args, tiling, s))
+        self.with(|rt, s| rt.launch_configured(kernel, grid, args, tiling, s, None, Some(access)))
     }
 
     /// Enqueues a record of `event`: it fires when the stream's earlier work is done.
@@ -259,5 +278,44 @@ impl NpuStream {
     /// Whether everything enqueued has run (does not advance the device).
     pub fn query(&self) -> NpuResult<bool> {
         self.with(|rt, s| rt.query_stream(s))
+    }
+
+    /// A new event of the stream's context, recorded here: it fires when the stream's work
+    /// enqueued so far is done (cudarc's `record_event`).
+    pub fn record_event(&self) -> NpuResult<NpuEvent> {
+        let event = self.inner.ctx.event()?;
+        self.record(&event)?;
+        Ok(event)
+    }
+
+    /// Enqueues a host callback (`aclrtLaunchCallback` with `ACL_CALLBACK_BLOCK`,
+    /// `cuLaunchHostFunc`): `f` runs on the host when the stream reaches it, after the
+    /// stream's earlier work, on the callback thread of the stream's context with the context
+    /// current; the stream's later work waits until it has returned. As with
+    /// [`Runtime::launch_host_func`](crate::Runtime::launch_host_func) (README, "Host
+    /// callbacks"): a panic fails the callback's task (the stream's next synchronize returns
+    /// `ACL_ERROR_RT_INTERNAL_ERROR`) and later work still runs; `f` may call the runtime,
+    /// launch work and wait for other streams, but synchronizing its own stream or device is
+    /// `ACL_ERROR_RT_WAIT_TIMEOUT` at once (so a callback should not hold the last clone of
+    /// its own stream: that drop would wait for itself, and is kept as a drop error).
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use npusim_engine::prelude::*;
+    ///
+    /// let rt = Runtime::new(RuntimeConfig::default())?;
+    /// let ctx = rt.device_context(0)?;
+    /// let stream = ctx.stream()?;
+    /// let log = Arc::new(Mutex::new(Vec::new()));
+    /// let mut x = ctx.alloc::<u32>(1024)?;
+    /// stream.memset_zeros(&mut x)?;
+    /// let l = log.clone();
+    /// stream.launch_host_func(move || l.lock().unwrap().push("after the memset"))?;
+    /// stream.synchronize()?;
+    ///     /// assert_eq!(*log.lock().unwrap(), ["after the memset"]);
+    /// # Ok::<(), NpuError>(())
+    /// ```
+    pub fn launch_host_func(&self, f: impl FnOnce() + Send + 'static) -> NpuResult<()> {
+        self.with(|rt, s| rt.launch_host_func(s, f))
     }
 }
