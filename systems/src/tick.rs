@@ -136,7 +136,7 @@ pub fn hardware_tick(
     // The context last seen healthy: tasks ending together are mostly of one context.
     let mut healthy = None;
     for (i, &entity) in batch.iter().enumerate() {
-        if finish(&mut w, entity, now, locals_done, &mut healthy) == Finished::NotLocal {
+        if finish(&mut w, entity, now, locals_done, &mut healthy) == Finish::AfterLocalWork {
             locals_done = true;
             execute_local_batch(&mut w, &batch[i..]);
             finish(&mut w, entity, now, true, &mut healthy);
@@ -232,12 +232,12 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
 
 /// What [`finish`] did with a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Finished {
+enum Finish {
     /// It completed, was handed to the host, or is gone.
     Handled,
     /// It is cross-device work and the device-local work ending with it has not executed yet:
     /// nothing happened; the caller executes that first, then finishes it again.
-    NotLocal,
+    AfterLocalWork,
 }
 
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
@@ -250,9 +250,9 @@ fn finish(
     now: npusim_components::SimTime,
     locals_done: bool,
     healthy: &mut Option<Entity>,
-) -> Finished {
+) -> Finish {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return Finished::Handled;
+        return Finish::Handled;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
@@ -284,7 +284,7 @@ fn finish(
                 body,
             });
         w.completion.progressed();
-        return Finished::Handled;
+        return Finish::Handled;
     }
     let result = if faulted {
         let (stream, seq) = (task.stream, task.seq);
@@ -302,7 +302,7 @@ fn finish(
             if let Ok(mut d) = w.completion.devices().get_mut(task.device) {
                 let _ = execute_local(&task, &mut d, registry);
             }
-            return Finished::Handled;
+            return Finish::Handled;
         };
         let context = task.context;
         let failure =
@@ -314,19 +314,19 @@ fn finish(
             *healthy = None;
             apply_failure_mode(w, context, err);
         }
-        return Finished::Handled;
+        return Finish::Handled;
     } else if !locals_done {
-        return Finished::NotLocal;
+        return Finish::AfterLocalWork;
     } else {
         let r = execute(w, entity, now);
         let Ok(t) = w.tasks.get_mut(entity) else {
-            return Finished::Handled;
+            return Finish::Handled;
         };
         task = t;
         Some(r)
     };
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
-        return Finished::Handled;
+        return Finish::Handled;
     };
     let outcome = match result {
         None => Outcome::Aborted,
@@ -345,7 +345,7 @@ fn finish(
         *healthy = None;
         apply_failure_mode(w, context, err);
     }
-    Finished::Handled
+    Finish::Handled
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
