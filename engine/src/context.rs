@@ -287,6 +287,44 @@ impl Runtime {
         Ok((s, ctx))
     }
 
+    /// As `check_stream`, for a call that then writes to the stream: the stream is looked up
+    /// once, mutably, last. `more` checks the call's other handles against the current context
+    /// first, but its error is reported after the stream's, as if checked after `check_stream`.
+    /// Returns the stream and the current context.
+    pub(crate) fn check_stream_for_write<'a>(
+        &self,
+        inner: &'a mut Inner,
+        stream: Stream,
+        more: impl FnOnce(&Inner, Entity) -> NpuResult<()>,
+    ) -> NpuResult<(bevy_ecs::change_detection::Mut<'a, StreamState>, Entity)> {
+        if stream.runtime() != self.id() {
+            return Err(NpuError::ForeignHandle(stream.to_string()));
+        }
+        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let c = inner.context(ctx);
+        let ctx_gone = c.is_none();
+        let health = healthy_ctx(c, ctx);
+        let others = more(inner, ctx);
+        let Some(st) = inner.stream_mut(stream.entity()) else {
+            return Err(NpuError::Destroyed(stream.to_string()));
+        };
+        if st.context != ctx {
+            // What `stream_outside` says, from what was looked up above.
+            return Err(if ctx_gone {
+                health.expect_err("no context")
+            } else {
+                NpuError::WrongContext {
+                    handle: stream.to_string(),
+                    owner: format!("context {}", st.context),
+                    current: format!("context {ctx}"),
+                }
+            });
+        }
+        health?;
+        others?;
+        Ok((st, ctx))
+    }
+
     /// Checks a stream handle against the current context, which `current` names (asked only
     /// once the stream is found); whether that context is there and healthy is the caller's to
     /// check. Returns (stream, context).

@@ -4,7 +4,8 @@
 
 use npusim_components::task::{MAX_ARGS, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, TaskKind,
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
+    TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -35,6 +36,19 @@ pub(crate) fn submit_with(
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
     let mut st = inner.stream_mut(s).expect("stream checked by caller");
+    ring(&mut st, s, submit, extra, encode)
+}
+
+/// Takes the stream's next sequence number and pushes the entry onto its doorbell (submitted at
+/// host time `submit`, already charged or about to be); returns the sequence number.
+#[inline]
+fn ring(
+    st: &mut StreamState,
+    s: bevy_ecs::entity::Entity,
+    submit: SimTime,
+    extra: TaskExtra,
+    encode: impl FnOnce(&mut TaskDescriptor),
+) -> u64 {
     st.submitted += 1;
     let seq = st.submitted;
     let doorbell = &mut st.doorbell;
@@ -166,31 +180,37 @@ impl Runtime {
             )));
         }
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        // The one lookup of the kernel: later stages use the slot the descriptor names.
-        let entry = g.registry().get(kernel)?;
-        // A binary kernel runs in its binary's context, while the binary is loaded.
-        if let Some(code) = entry.code() {
-            if g.world
-                .get::<npusim_components::binary::BinaryState>(code.binary)
-                .is_none()
-            {
-                return Err(NpuError::Destroyed(format!(
-                    "the binary of kernel {}",
-                    entry.name
-                )));
-            }
-            if code.context != ctx {
-                return Err(NpuError::WrongContext {
-                    handle: format!("kernel {}", entry.name),
-                    owner: format!("context {}", code.context),
-                    current: format!("context {ctx}"),
-                });
-            }
-        }
         let cost = g.costs.launch_ns;
+        // The host time the charge below returns (nothing moves the clock in between).
+        let submit = g.host_now() + SimTime(cost);
+        // The stream is checked first, its one lookup is the write; then the kernel, once:
+        // later stages use the slot the descriptor names.
+        let (mut st, _) = self.check_stream_for_write(&mut g, stream, |inner, ctx| {
+            let entry = inner.registry().get(kernel)?;
+            // A binary kernel runs in its binary's context, while the binary is loaded.
+            if let Some(code) = entry.code() {
+                if inner
+                    .world
+                    .get::<npusim_components::binary::BinaryState>(code.binary)
+                    .is_none()
+                {
+                    return Err(NpuError::Destroyed(format!(
+                        "the binary of kernel {}",
+                        entry.name
+                    )));
+                }
+                if code.context != ctx {
+                    return Err(NpuError::WrongContext {
+                        handle: format!("kernel {}", entry.name),
+                        owner: format!("context {}", code.context),
+                        current: format!("context {ctx}"),
+                    });
+                }
+            }
+            Ok(())
+        })?;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
-        submit_with(&mut g, s, extra, cost, |d| {
+        ring(&mut st, stream.entity(), submit, extra, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -200,6 +220,7 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
+        g.charge(cost);
         Ok(())
     }
 
