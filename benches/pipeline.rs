@@ -9,6 +9,10 @@
 //! has. The host program steps the device once per round of submissions, as a host loop that
 //! overlaps submission with execution would.
 //!
+//! `npusim_recording` runs the npusim program with every API call recorded to an in-memory
+//! trace (`npusim::record`), against `npusim` for the recording overhead; the trace's size is
+//! printed after the figures.
+//!
 //! Run: `cargo bench --bench pipeline` (add `--features tracy` to profile with Tracy).
 
 use std::hint::black_box;
@@ -18,7 +22,7 @@ use npusim::prelude::*;
 
 mod common;
 
-use common::{STREAMS, TASKS, WAIT_EVERY, plain, run_npusim};
+use common::{STREAMS, TASKS, WAIT_EVERY, plain, run_npusim, run_npusim_recorded};
 
 fn bench(c: &mut Criterion) {
     let cfg = DeviceConfig::default();
@@ -33,7 +37,20 @@ fn bench(c: &mut Criterion) {
         b.iter(|| black_box(plain::run(TASKS, cfg.ai_cores, kernel_ns)))
     });
     group.bench_function("npusim", |b| b.iter(|| black_box(run_npusim(TASKS))));
+    // The same program with every API call recorded (in memory), for the recording overhead.
+    group.bench_function("npusim_recording", |b| {
+        b.iter(|| black_box(run_npusim_recorded(TASKS)))
+    });
     group.finish();
+    let (_, trace) = run_npusim_recorded(TASKS);
+    let (calls, bytes) = (
+        trace.entries.len(),
+        trace.to_bytes().expect("encodes").len(),
+    );
+    println!(
+        "trace of the pipeline program: {calls} calls, {bytes} bytes ({:.1} MB per million calls)",
+        bytes as f64 / calls as f64
+    );
 }
 
 criterion_group!(benches, bench);

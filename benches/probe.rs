@@ -8,13 +8,15 @@
 //! ```
 //!
 //! Modes: `pipeline` (the pipeline bench's program at 100,000 kernels), `plain` (its hand-written
-//! loop), `idle N` (N idle frames), `launch N` (N kernel enqueues).
+//! loop), `pipeline-recording` (the pipeline program with its API calls recorded in memory),
+//! `trace-size` (that trace's size encoded), `idle N`
+//! (N idle frames), `launch N` (N kernel enqueues).
 
 mod common;
 
 use std::hint::black_box;
 
-use common::{plain, run_npusim};
+use common::{plain, run_npusim, run_npusim_recorded};
 use npusim::prelude::*;
 
 /// Kernels of the pipeline program here (a tenth of the criterion bench's).
@@ -56,5 +58,16 @@ fn main() {
         println!("{}", black_box(plain::run(TASKS, cfg.ai_cores, kernel_ns)));
     } else if which == "pipeline" {
         println!("{}", black_box(run_npusim(TASKS)));
+    } else if which == "pipeline-recording" {
+        let (done, trace) = black_box(run_npusim_recorded(TASKS));
+        println!("{done} tasks, {} calls recorded", trace.entries.len());
+    } else if which == "trace-size" {
+        let (_, trace) = run_npusim_recorded(TASKS);
+        let bytes = trace.to_bytes().expect("encodes").len();
+        println!(
+            "{} calls, {bytes} bytes encoded ({:.1} bytes per call)",
+            trace.entries.len(),
+            bytes as f64 / trace.entries.len() as f64
+        );
     }
 }

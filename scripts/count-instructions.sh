@@ -9,6 +9,8 @@ probe=$(ls -t target/release/deps/probe-* | grep -v '\.d$' | head -n 1)
 count() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$probe" "$@" 2>&1 | awk '/Collected/ {print $4}'; }
 pipe=$(count pipeline); plain=$(count plain)
 echo "pipeline, 100,000 kernels (125,000 tasks): $pipe instructions; hand-written loop: $plain ($(python3 -c "print(round($pipe/$plain,1))")x)"
+rec=$(count pipeline-recording)
+echo "pipeline with every API call recorded: $rec instructions ($(python3 -c "print(round($rec/$pipe,2))")x unrecorded)"
 i1=$(count idle 10000); i2=$(count idle 20000)
 echo "idle frame: $(( (i2 - i1) / 10000 )) instructions"
 l1=$(count launch 10000); l2=$(count launch 20000)

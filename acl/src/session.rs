@@ -320,6 +320,11 @@ pub extern "C" fn aclFinalize() -> aclError {
         s.host_funcs.close();
         // Writes the prints not yet written.
         s.flush_prints();
+        // With `NPUSIM_RECORD` set, the API trace (see `npusim_engine::record`).
+        let recorded =
+            s.rt.finish_recording()
+                .map(|_| ())
+                .map_err(|e| AclError::new(ACL_ERROR_WRITE_FILE, format!("NPUSIM_RECORD: {e}")));
         let written = match &s.trace {
             Some(path) => {
                 s.rt.export_timeline(path)
@@ -328,7 +333,7 @@ pub extern "C" fn aclFinalize() -> aclError {
             None => Ok(()),
         };
         drop(s);
-        written
+        recorded.and(written)
     })
 }
 

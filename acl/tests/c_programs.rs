@@ -113,6 +113,7 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
         .current_dir(workspace())
         .env_remove("NPUSIM_DEVICES")
         .env_remove("NPUSIM_TRACE")
+        .env_remove("NPUSIM_RECORD")
         .env("NPUSIM_PRESET", "small")
         // cargo's LD_LIBRARY_PATH may name an older copy of the library (`cargo build` puts
         // one in target/<profile>/): the one this test built comes first.
@@ -425,4 +426,56 @@ fn the_config_tool_says_so_when_the_library_is_not_beside_it() {
         .output()
         .expect("run the tool");
     assert!(!bad.status.success());
+}
+
+/// The Chrome trace's task spans, as (name, start, duration), sorted.
+fn spans(json: &str) -> Vec<(String, String, String)> {
+    let v: serde_json::Value = serde_json::from_str(json).expect("timeline JSON");
+    let events = v["traceEvents"].as_array().expect("traceEvents");
+    let mut out: Vec<(String, String, String)> = events
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            (
+                e["name"].to_string(),
+                e["ts"].to_string(),
+                e["dur"].to_string(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn c_programs_recorded_with_npusim_record_replay_to_their_timelines() {
+    use npusim_engine::record::{ReplayOptions, Trace, replay};
+    for name in ["vector_add", "streams_events"] {
+        let dir = out_dir();
+        let trace = dir.join(format!("{name}.npt"));
+        let timeline = dir.join(format!("{name}.json"));
+        let _ = std::fs::remove_file(&trace);
+        program_with(
+            name,
+            &[
+                ("NPUSIM_RECORD", trace.to_str().unwrap()),
+                ("NPUSIM_RECORD_DATA", "1"),
+                ("NPUSIM_TRACE", timeline.to_str().unwrap()),
+            ],
+        );
+        let t = Trace::read(&trace).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(
+            t.entries.iter().any(|e| e.call.name() == "launch"),
+            "{name}: no launch recorded"
+        );
+        let replayed = replay(&t, ReplayOptions::default()).unwrap();
+        let recorded = std::fs::read_to_string(&timeline).unwrap();
+        let spans_recorded = spans(&recorded);
+        assert!(!spans_recorded.is_empty());
+        assert_eq!(
+            spans(&replayed.runtime.timeline_json()),
+            spans_recorded,
+            "{name}: the replay's timeline differs"
+        );
+    }
 }

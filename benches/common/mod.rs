@@ -18,10 +18,32 @@ pub const WAIT_EVERY: u64 = 8;
 
 /// The npusim program: submit everything, then synchronize.
 pub fn run_npusim(tasks: u64) -> u64 {
+    run_npusim_with(tasks, None).0
+}
+
+/// The npusim program with its API calls recorded (in memory): tasks completed, and the
+/// trace.
+#[allow(dead_code)]
+pub fn run_npusim_recorded(tasks: u64) -> (u64, npusim::record::Trace) {
+    let (done, trace) = run_npusim_with(
+        tasks,
+        Some(npusim::record::Recording {
+            path: None,
+            data: false,
+        }),
+    );
+    (done, trace.expect("recording"))
+}
+
+fn run_npusim_with(
+    tasks: u64,
+    recording: Option<npusim::record::Recording>,
+) -> (u64, Option<npusim::record::Trace>) {
     let host = HostCosts::zero();
     let rt = Runtime::new(RuntimeConfig {
         timeline: false,
         host,
+        recording,
         ..RuntimeConfig::default()
     })
     .unwrap();
@@ -44,7 +66,7 @@ pub fn run_npusim(tasks: u64) -> u64 {
     rt.synchronize_device().unwrap();
     let stats = rt.stats();
     assert_eq!(stats.live_tasks, 0);
-    stats.frames.tasks_completed
+    (stats.frames.tasks_completed, rt.take_trace())
 }
 
 /// The same semantics by hand: no ECS, no handles, no checks.

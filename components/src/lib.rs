@@ -15,6 +15,7 @@ pub mod host;
 pub mod kernel;
 pub mod limits;
 pub mod memory;
+pub mod mode;
 pub mod pool;
 pub mod resources;
 pub mod shape;
@@ -38,6 +39,7 @@ pub use kernel::{
     Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel, Param,
 };
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
+pub use mode::ExecutionMode;
 pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,

@@ -950,6 +950,16 @@ impl DeviceMemory {
         )
     }
 
+    /// Translates `len` bytes at `addr` through `context`'s TLB without touching their data:
+    /// the page walks a timing-only run still makes, so its TLB and driver counters (and the
+    /// host time the driver calls cost) are a functional run's.
+    pub fn translate_virt(&mut self, context: Entity, addr: u64, len: u64) -> Result<(), MemFault> {
+        let Some(space) = self.spaces.get_mut(&context) else {
+            return Err(MemFault::PageFault { va: addr });
+        };
+        space.extents(&mut self.driver, addr, len, |_, _, _, _| Ok(()))
+    }
+
     /// Writes through `context`'s page table; faults (writing nothing more) on an unmapped page.
     pub fn write_virt(&mut self, context: Entity, addr: u64, data: &[u8]) -> Result<(), MemFault> {
         let Some(space) = self.spaces.get_mut(&context) else {

@@ -5,6 +5,7 @@
 ///
 /// The default preset, [`DeviceConfig::ascend_910b`], follows public Ascend 910B (A2) figures.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct DeviceConfig {
     /// Human-readable preset name, shown in timelines.
     pub name: String,

@@ -8,6 +8,7 @@ use crate::config::DeviceConfig;
 
 /// Which unit of an AI core bounds a kernel's compute.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum ComputeUnit {
     /// The vector unit (element-wise ops, reductions), f32.
     #[default]
@@ -22,6 +23,7 @@ pub enum ComputeUnit {
 
 /// What a kernel launch does, for the cost model: total work over all its blocks.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct KernelCost {
     /// Floating-point (or scalar) operations over the whole launch.
     pub flops: f64,

@@ -19,6 +19,7 @@ use std::fmt;
 
 /// Bandwidth and latency of one direction of a link.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LinkConfig {
     /// Bytes per second, per direction.
     pub bandwidth: f64,
@@ -52,6 +53,7 @@ impl Default for LinkConfig {
 
 /// How devices are wired.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum TopologyKind {
     /// Device `i` has a link to `i+1` and to `i−1` (mod N), in each direction. A transfer to a
     /// farther device is forwarded along the shorter way round.
@@ -66,6 +68,7 @@ pub enum TopologyKind {
 
 /// One end of a link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Node {
     /// A device, by index.
     Device(u32),
@@ -85,6 +88,7 @@ impl fmt::Display for Node {
 /// A per-link exception to [`TopologyConfig::link`]: the directed link `from → to` gets
 /// `link` (a slow cable, a degraded port).
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct LinkOverride {
     /// Sending end.
     pub from: Node,
@@ -96,6 +100,7 @@ pub struct LinkOverride {
 
 /// How the devices of a runtime are connected.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct TopologyConfig {
     /// The wiring.
     pub kind: TopologyKind,

@@ -118,6 +118,10 @@ impl Runtime {
                 program,
             })
             .id();
+        g.record(|r, _| crate::record::Call::LoadBinary {
+            binary: r.binary(e),
+            hash: r.blob(bytes),
+        });
         Ok(Binary::new(self.id(), e))
     }
 
@@ -147,14 +151,21 @@ impl Runtime {
             .ok_or_else(|| NpuError::KernelNotFound(format!("{name} in {binary}")))?;
         let program = state.program.clone();
         // Registered once per function: a second lookup returns the same kernel.
-        Ok(g.world
+        let kernel = g
+            .world
             .resource_mut::<KernelRegistry>()
             .register_function(b, name, || BinaryCode {
                 program,
                 entry,
                 binary: b,
                 context: ctx,
-            }))
+            });
+        g.record(|r, _| crate::record::Call::GetFunction {
+            binary: r.binary(b),
+            name: name.to_string(),
+            function: r.new_function(kernel),
+        });
+        Ok(kernel)
     }
 
     /// Unloads a binary (`aclrtBinaryUnLoad`): waits for the device's queued work, then frees
@@ -176,6 +187,9 @@ impl Runtime {
         if !release_binary(&mut g, b) {
             return Err(NpuError::Destroyed(binary.to_string()));
         }
+        g.record(|r, _| crate::record::Call::UnloadBinary {
+            binary: r.binary(b),
+        });
         Ok(())
     }
 

@@ -37,7 +37,7 @@ use crate::runtime::{Inner, Runtime, device_entity};
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Communicator {
     runtime: u32,
-    entity: Entity,
+    pub(crate) entity: Entity,
     id: u32,
     rank: u32,
     size: u32,
@@ -180,6 +180,10 @@ impl Runtime {
                 broken: None,
             })
             .id();
+        g.record(|r, _| crate::record::Call::CommInit {
+            devices: devices.to_vec(),
+            comm: r.comm(entity),
+        });
         Ok(devices
             .iter()
             .enumerate()
@@ -224,6 +228,10 @@ impl Runtime {
         if state.destroyed.iter().all(|d| *d) {
             g.world.despawn(comm.entity);
         }
+        g.record(|r, _| crate::record::Call::CommDestroy {
+            comm: r.comm(comm.entity),
+            rank: comm.rank,
+        });
         Ok(())
     }
 
@@ -234,7 +242,7 @@ impl Runtime {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn enqueue_collective(
+    pub(crate) fn enqueue_collective(
         &self,
         comm: &Communicator,
         stream: Stream,
@@ -349,12 +357,18 @@ impl Runtime {
             seq,
             bytes: message,
         };
+        // The host sides, for the recorder only.
+        let hosts = g
+            .recorder
+            .is_some()
+            .then(|| (send.host.clone(), recv.host.clone()));
         let extra = match send.host.or(recv.host) {
             Some(buffer) => TaskExtra::Host { buffer, offset: 0 },
             None => TaskExtra::None,
         };
         let cost = g.costs.launch_ns;
         crate::launch::submit(&mut g, s, call.encode(), extra, cost);
+        g.record(|r, _| crate::record::collective(r, &call, hosts, comm, s));
         Ok(())
     }
 

@@ -428,6 +428,7 @@ impl Runtime {
             .expect("device entity")
             .default_context;
         self.stack_set_top(&mut g, ctx);
+        g.record(|_, _| crate::record::Call::SetDevice { device: index });
         Ok(())
     }
 
@@ -449,13 +450,22 @@ impl Runtime {
         g.charge(cost);
         let ctx = spawn_context(&mut g, device, index, false);
         self.stack_set_top(&mut g, ctx);
+        g.record(|r, _| crate::record::Call::CreateContext {
+            device: index,
+            ctx: r.context(ctx).0,
+        });
         Ok(Context::new(self.id(), ctx))
     }
 
     /// The context current on this thread.
     pub fn current_context(&self) -> NpuResult<Context> {
-        let g = self.lock();
-        Ok(Context::new(self.id(), self.current_ctx_entity(&g)?))
+        let mut g = self.lock();
+        let e = self.current_ctx_entity(&g)?;
+        g.record_new(|r, _| {
+            let (ctx, new) = r.context(e);
+            new.then_some(crate::record::Call::CurrentContext { ctx })
+        });
+        Ok(Context::new(self.id(), e))
     }
 
     /// Replaces the current context of this thread (`aclrtSetCurrentContext`).
@@ -463,6 +473,9 @@ impl Runtime {
         let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
         self.stack_set_top(&mut g, e);
+        g.record(|r, _| crate::record::Call::SetCurrentContext {
+            ctx: r.context(e).0,
+        });
         Ok(())
     }
 
@@ -479,6 +492,9 @@ impl Runtime {
             })
         });
         g.add_user(e);
+        g.record(|r, _| crate::record::Call::PushContext {
+            ctx: r.context(e).0,
+        });
         Ok(())
     }
 
@@ -492,21 +508,26 @@ impl Runtime {
             let i = s.0.iter().rposition(|e| e.runtime == id)?;
             Some(s.0.remove(i).ctx)
         })?;
-        self.lock().release_user(popped);
+        let mut g = self.lock();
+        g.release_user(popped);
+        g.record(|_, _| crate::record::Call::PopContext);
         Some(Context::new(id, popped))
     }
 
     /// The default stream of the current context.
     pub fn default_stream(&self) -> NpuResult<Stream> {
-        let g = self.lock();
+        let mut g = self.lock();
         let ctx = self.current_ctx_entity(&g)?;
-        Ok(Stream::new(
-            self.id(),
-            g.world
-                .get::<ContextState>(ctx)
-                .expect("checked")
-                .default_stream,
-        ))
+        let s = g
+            .world
+            .get::<ContextState>(ctx)
+            .expect("checked")
+            .default_stream;
+        g.record_new(|r, _| {
+            let (stream, new) = r.seen_stream(s);
+            new.then_some(crate::record::Call::DefaultStream { stream })
+        });
+        Ok(Stream::new(self.id(), s))
     }
 
     /// Sets what a failing task does to the rest of the current context's work
@@ -584,6 +605,9 @@ impl Runtime {
             g.release_user(e);
         }
         g.ctx_users.remove(&e);
+        g.record(|r, _| crate::record::Call::DestroyContext {
+            ctx: r.context(e).0,
+        });
         result.or(Ok(()))
     }
 }

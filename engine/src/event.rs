@@ -22,6 +22,7 @@ impl Runtime {
             .expect("checked")
             .events
             .push(e);
+        g.record(|r, _| crate::record::Call::CreateEvent { event: r.event(e) });
         Ok(Event::new(self.id(), e))
     }
 
@@ -35,6 +36,7 @@ impl Runtime {
             .events
             .retain(|x| *x != e);
         g.world.despawn(e);
+        g.record(|r, _| crate::record::Call::DestroyEvent { event: r.event(e) });
         Ok(())
     }
 
@@ -47,6 +49,10 @@ impl Runtime {
         let desc = TaskDescriptor::event(EventView { event: e, record }, false);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::RecordEvent {
+            event: r.event(e),
+            stream: r.stream(s),
+        });
         Ok(())
     }
 
@@ -59,6 +65,10 @@ impl Runtime {
         let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::StreamWaitEvent {
+            stream: r.stream(s),
+            event: r.event(e),
+        });
         Ok(())
     }
 
@@ -82,6 +92,7 @@ impl Runtime {
                 .is_none_or(|ev| ev.record_done(record))
         };
         let (mut g, result) = self.drive(g, &what, &done, None);
+        g.record(|r, _| crate::record::Call::SynchronizeEvent { event: r.event(e) });
         result?;
         let stamp = g
             .world

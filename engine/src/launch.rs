@@ -76,10 +76,14 @@ fn ring(
 impl Runtime {
     /// Registers a native kernel; later launches find it by the returned id or by name.
     pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
-        self.lock()
-            .world
-            .resource_mut::<KernelRegistry>()
-            .register(kernel)
+        let mut g = self.lock();
+        let name = kernel.name.clone();
+        let k = g.world.resource_mut::<KernelRegistry>().register(kernel);
+        g.record(|r, _| {
+            r.program_kernel(k);
+            crate::record::Call::RegisterKernel { name }
+        });
+        k
     }
 
     /// The kernel registered as `name`.
@@ -210,7 +214,8 @@ impl Runtime {
             Ok(())
         })?;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
-        ring(&mut st, stream.entity(), submit, extra, |d| {
+        let s = stream.entity();
+        let seq = ring(&mut st, s, submit, extra, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -221,6 +226,7 @@ impl Runtime {
             d.set_timeout(timeout);
         });
         g.charge(cost);
+        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, seq, timeout));
         Ok(())
     }
 
@@ -238,6 +244,9 @@ impl Runtime {
         let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
         let cost = g.costs.call_ns;
         submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| crate::record::Call::HostFunc {
+            stream: r.stream(s),
+        });
         Ok(())
     }
 }

@@ -54,6 +54,7 @@ pub mod loader;
 pub mod memory;
 pub mod notify;
 pub mod ops;
+pub mod record;
 pub mod runtime;
 pub mod safe;
 pub mod stream;

@@ -91,6 +91,13 @@ impl Runtime {
             other => other,
         };
         g.charge_driver(device);
+        if let Ok(ptr) = result {
+            g.record(|_, _| crate::record::Call::Malloc {
+                size,
+                policy: crate::record::policy_code(policy),
+                ptr,
+            });
+        }
         result.map(DevicePtr)
     }
 
@@ -168,6 +175,10 @@ impl Runtime {
                 d.memory.release_now(ptr.0, ctx);
             }
         }
+        g.record(|r, _| crate::record::Call::Free {
+            ptr: ptr.0,
+            stream: after.first().map(|&(s, _)| r.stream(s)),
+        });
         Ok(())
     }
 
@@ -236,6 +247,10 @@ impl Runtime {
         let mut g = self.lock();
         let cost = g.costs.call_ns;
         g.charge(cost);
+        g.record(|r, _| crate::record::Call::MallocHost {
+            size,
+            host: r.new_host(&buffer),
+        });
         Ok(buffer)
     }
 
@@ -255,7 +270,13 @@ impl Runtime {
         }
         let what = || "free_host".to_string();
         let done = |i: &Inner| (0..i.devices.len() as u32).all(|d| i.device_idle(d));
-        let (g, result) = self.drive(self.lock(), &what, &done, None);
+        let (mut g, result) = self.drive(self.lock(), &what, &done, None);
+        if result.is_ok() {
+            g.record_new(|r, _| {
+                let host = r.forget_host(buffer)?;
+                Some(crate::record::Call::FreeHost { host })
+            });
+        }
         drop(g);
         result?;
         if !buffer.mark_freed() {
@@ -370,6 +391,7 @@ impl Runtime {
         };
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| crate::record::host_copy(r, dir, device.0, host, offset, bytes, s));
         Ok(())
     }
 
@@ -393,6 +415,12 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::CopyDevice {
+            dst: dst.0,
+            src: src.0,
+            bytes,
+            stream: r.stream(s),
+        });
         Ok(())
     }
 
@@ -414,6 +442,12 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::Memset {
+            dst: dst.0,
+            value,
+            bytes,
+            stream: r.stream(s),
+        });
         Ok(())
     }
 

@@ -81,6 +81,14 @@ pub struct RuntimeConfig {
     /// up with `ACL_ERROR_RT_REPORT_TIMEOUT` (a timed wait: at most its own timeout). Default
     /// 60 s, or `NPUSIM_CALLBACK_TIMEOUT_MS` (see [`crate::callback`]).
     pub callback_timeout: std::time::Duration,
+    /// Record every API call to a trace (see [`crate::record`]). `None` (the default): record
+    /// only if `NPUSIM_RECORD` names a file.
+    pub recording: Option<crate::record::Recording>,
+    /// Timing-only mode: kernels, copies and collectives take their modelled time but move no
+    /// data, so device memory is never backed; allocations still go through the pool, so
+    /// fragmentation and out-of-memory stay as they are. For replays at scale and what-if
+    /// runs (see [`crate::record`]).
+    pub timing_only: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -93,6 +101,8 @@ impl Default for RuntimeConfig {
             topology: TopologyConfig::default(),
             threads: 0,
             callback_timeout: crate::callback::default_callback_timeout(),
+            recording: None,
+            timing_only: false,
         }
     }
 }
@@ -104,6 +114,16 @@ impl RuntimeConfig {
             device,
             ..Self::default()
         }
+    }
+
+    /// This configuration, recording every API call to the trace file `path` (written when
+    /// the runtime ends, or at [`Runtime::finish_recording`]).
+    pub fn record(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.recording = Some(crate::record::Recording {
+            path: Some(path.into()),
+            data: false,
+        });
+        self
     }
 }
 
@@ -144,6 +164,8 @@ pub(crate) struct Inner {
     registry_id: bevy_ecs::component::ComponentId,
     /// The world's archetype generation when the cached queries were last refreshed.
     archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
+    /// The recorder, when API calls are recorded.
+    pub recorder: Option<Box<crate::record::Recorder>>,
 }
 
 impl Inner {
@@ -390,6 +412,9 @@ impl Runtime {
         npusim_systems::init_resources(&mut world);
         world.resource_mut::<KernelRegistry>().set_runtime(id);
         world.resource_mut::<Timeline>().enabled = config.timeline;
+        world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .timing_only = config.timing_only;
         crate::kernels::register_builtins(&mut world.resource_mut::<KernelRegistry>());
         crate::ops::register_builtin_ops(&mut world)?;
         let mut schedule = Schedule::default();
@@ -420,6 +445,7 @@ impl Runtime {
             q_contexts,
             registry_id,
             archetypes_seen: None,
+            recorder: None,
         };
         let topology = Topology::new(config.topology.clone(), config.devices)
             .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;
@@ -465,6 +491,26 @@ impl Runtime {
         }
         inner.devices = devices.clone();
         inner.world.resource_mut::<Devices>().entities = devices;
+        if let Some(target) = config
+            .recording
+            .clone()
+            .or_else(crate::record::Recording::from_env)
+        {
+            let header = crate::record::TraceHeader {
+                devices: config.devices,
+                device: config.device.clone(),
+                topology: config.topology.clone(),
+                host: (&config.host).into(),
+                with_data: target.data,
+            };
+            let recorder = crate::record::Recorder::new(target, header);
+            let mut mode = inner
+                .world
+                .resource_mut::<npusim_components::ExecutionMode>();
+            mode.binary_log = Some(recorder.binary_log.clone());
+            mode.shape_log = Some(recorder.shape_log.clone());
+            inner.recorder = Some(Box::new(recorder));
+        }
         Ok(Self {
             shared: Arc::new(Shared {
                 id,
@@ -821,6 +867,9 @@ impl Runtime {
         let mut g = self.lock();
         let start = g.host_now();
         g.advance_host(duration);
+        g.record(|_, _| crate::record::Call::HostWork {
+            ns: duration.as_ns(),
+        });
         if g.world.resource::<Timeline>().enabled {
             let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {

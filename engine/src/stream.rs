@@ -32,6 +32,11 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         let s = spawn_stream(&mut g, ctx, device, config.priority, config.kind);
+        g.record(|r, _| crate::record::Call::CreateStream {
+            stream: r.new_stream(s),
+            priority: config.priority,
+            kind: crate::record::stream_kind_code(config.kind),
+        });
         Ok(Stream::new(self.id(), s))
     }
 
@@ -72,6 +77,9 @@ impl Runtime {
             g.world.despawn(t);
         }
         g.world.despawn(s);
+        g.record(|r, _| crate::record::Call::DestroyStream {
+            stream: r.stream(s),
+        });
         result
     }
 
@@ -107,6 +115,10 @@ impl Runtime {
                 .is_none_or(|st| st.completed >= target)
         };
         let (mut g, result) = self.drive(g, &what, &done, timeout);
+        g.record(|r, _| crate::record::Call::SynchronizeStream {
+            stream: r.stream(s),
+            timeout_ns: timeout.map(SimTime::as_ns),
+        });
         result?;
         let sync = SimTime(g.costs.sync_ns);
         // A host callback run during the wait may have destroyed the stream (after draining it).
@@ -137,6 +149,7 @@ impl Runtime {
         let what = || format!("device of context {ctx}");
         let done = |i: &Inner| i.device_idle(device_index);
         let (mut g, result) = self.drive(g, &what, &done, None);
+        g.record(|_, _| crate::record::Call::SynchronizeDevice);
         result?;
         let mut end = SimTime::ZERO;
         let mut first_err = None;

@@ -11,6 +11,7 @@
 use bevy_ecs::entity::Entity;
 use npusim_components::access::{Access, AccessSet};
 use npusim_components::binary::{BinaryCode, BlockStats, HostLog, LaunchStats};
+use npusim_components::mode::{BinaryLog, BinaryRun};
 use npusim_components::{DeviceMemory, DeviceState, NpuError, Task};
 use npusim_device::config::DeviceConfig;
 use npusim_device::core::npu::launch::LaunchModel;
@@ -84,9 +85,46 @@ pub fn trap_error(kernel: &str, block: u32, trap: &Trap) -> NpuError {
     }
 }
 
+/// The cores a launch of `block_dim` blocks of `code` spreads over, given `cores` free: a
+/// vector-only kernel runs on the AI cores' vector (AIV) cores where the device has them.
+fn launch_cores(config: &DeviceConfig, code: &BinaryCode, cores: u32, block_dim: u32) -> u32 {
+    let vector_only = config.vector_cores_per_ai_core > 0
+        && npusim_device::core::npu::launch::is_vector_only(&code.program);
+    npusim_device::core::npu::launch::launch_cores(config, cores, vector_only).clamp(1, block_dim)
+}
+
+/// A timing-only binary launch priced from what it did when recorded (`run`), on this
+/// device's preset: its clock, cores and HBM bandwidth. Its recorded pages are translated as
+/// running it would (the TLB and driver counters match a functional run). Returns its
+/// duration in nanoseconds.
+pub fn price_recorded(
+    device: &mut DeviceState,
+    task: &Task,
+    code: &BinaryCode,
+    cores: u32,
+    run: &BinaryRun,
+) -> u64 {
+    let config = &device.config;
+    let block_dim = task.desc.block_dim.max(1);
+    let model = LaunchModel {
+        cores: launch_cores(config, code, cores, block_dim),
+        ..LaunchModel::from_device(config)
+    };
+    let cycles = model.cycles_from(&run.block_cycles, run.hbm_bytes);
+    let ns =
+        (cycles as u128 * 1_000_000_000u128).div_ceil(config.core_clock_hz.max(1) as u128) as u64;
+    let launch_ns = config.kernel_launch_ns;
+    for &(addr, bytes) in &run.access {
+        // A range that would fault was the recorded run's fault: not modelled here.
+        let _ = device.memory.translate_virt(task.context, addr, bytes);
+    }
+    launch_ns + ns.max(1)
+}
+
 /// Runs every block of a binary kernel launch of `task`; returns its simulated duration in
 /// nanoseconds and its outcome, and leaves in `task.access` the byte ranges the blocks touched.
-/// Debug prints go to `log`.
+/// Debug prints go to `log`; a recording runtime's `binary_log` gets what the blocks did.
+#[allow(clippy::too_many_arguments)]
 pub fn run_binary(
     cache: &mut CoreCache,
     device: &mut DeviceState,
@@ -95,6 +133,7 @@ pub fn run_binary(
     code: &BinaryCode,
     cores: u32,
     log: &mut HostLog,
+    binary_log: Option<&BinaryLog>,
 ) -> (u64, Result<(), NpuError>) {
     let config = device.config.clone();
     let context = task.context;
@@ -112,11 +151,7 @@ pub fn run_binary(
         })
         .collect();
     let block_dim = desc.block_dim.max(1);
-    // A vector-only kernel runs on the AI cores' vector (AIV) cores where the device has them.
-    let vector_only = config.vector_cores_per_ai_core > 0
-        && npusim_device::core::npu::launch::is_vector_only(&code.program);
-    let cores = npusim_device::core::npu::launch::launch_cores(&config, cores, vector_only)
-        .clamp(1, block_dim);
+    let cores = launch_cores(&config, code, cores, block_dim);
     // An op launch's tiling words start with the frame's header; the kernel gets its own.
     let skip = if task.extra.op().is_some() {
         npusim_components::shape::tiling_word::OP as u64 * 4
@@ -197,6 +232,21 @@ pub fn run_binary(
     launch.pipe_busy = estimate.pipe_busy;
     launch.cycles = cycles;
     launch.hbm_floor_cycles = estimate.hbm_floor_cycles;
+    if let Some(sink) = binary_log {
+        let run = BinaryRun {
+            block_cycles: per_block.iter().map(|(s, _)| s.block_cycles).collect(),
+            hbm_bytes: estimate.hbm_bytes,
+            access: task
+                .access
+                .ranges()
+                .iter()
+                .map(|a| (a.addr, a.bytes))
+                .collect(),
+        };
+        sink.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((task.stream, task.seq, run));
+    }
     if log.launches.len() == HostLog::MAX_LAUNCHES {
         log.launches.pop_front();
     }

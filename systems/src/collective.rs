@@ -619,6 +619,7 @@ pub(crate) fn execute_collective(
     rendezvous: &mut Rendezvous,
     workers: &Workers,
     task: &Task,
+    timing_only: bool,
 ) -> Result<(), NpuError> {
     let call = CollectiveCall::decode(&task.desc)
         .ok_or_else(|| NpuError::Internal("corrupt collective descriptor".into()))?;
@@ -649,7 +650,12 @@ pub(crate) fn execute_collective(
         OpPhase::Running { result: None, .. }
     );
     if needs_data {
-        let result = move_data(tasks, devices, &rendezvous.ops[index], workers);
+        // Timing-only: the op took its modelled time; no bytes move.
+        let result = if timing_only {
+            Ok(())
+        } else {
+            move_data(tasks, devices, &rendezvous.ops[index], workers)
+        };
         if let OpPhase::Running { result: r, .. } = &mut rendezvous.ops[index].phase {
             *r = Some(result);
         }

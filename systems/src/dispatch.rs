@@ -40,6 +40,7 @@ pub fn dispatch(
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut log: ResMut<npusim_components::binary::HostLog>,
+    mut mode: ResMut<npusim_components::ExecutionMode>,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -88,6 +89,16 @@ pub fn dispatch(
                             device.config.kernel_launch_ns
                         }
                         None => device.config.kernel_launch_ns,
+                        // Timing-only, recorded: priced from the recording, not run.
+                        Some((_, KernelBody::Binary(code)))
+                            if mode.timing_only
+                                && !mode.recorded.is_empty()
+                                && let Some(run) =
+                                    mode.recorded.remove(&(task.stream, task.seq)) =>
+                        {
+                            task.applied = true;
+                            crate::binary::price_recorded(device, task, code, cores, &run)
+                        }
                         Some((name, KernelBody::Binary(code))) => {
                             let (d, outcome) = crate::binary::run_binary(
                                 &mut core_cache,
@@ -97,6 +108,7 @@ pub fn dispatch(
                                 code,
                                 cores,
                                 &mut log,
+                                mode.binary_log.as_ref(),
                             );
                             // Raised when the task completes, like any fault.
                             task.applied = true;

@@ -102,6 +102,7 @@ pub fn init_resources(world: &mut World) {
     world.init_resource::<npusim_components::shape::ResolvedShapes>();
     world.init_resource::<npusim_components::shape::ShapeStats>();
     world.init_resource::<npusim_components::shape::TilingLog>();
+    world.init_resource::<npusim_components::ExecutionMode>();
 }
 
 /// Adds the sets, chained, and npusim's systems to `schedule`.

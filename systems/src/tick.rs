@@ -16,6 +16,7 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
+use npusim_components::ExecutionMode;
 use npusim_components::collective::{PeerCopy, Rendezvous};
 use npusim_components::resources::{
     AbortRequests, Devices, PendingCallbacks, ReleasedCallback, Running, SimClock,
@@ -40,6 +41,7 @@ pub struct TickWorld<'w, 's> {
     rendezvous: ResMut<'w, Rendezvous>,
     device_entities: Res<'w, Devices>,
     workers: Res<'w, Workers>,
+    mode: Res<'w, npusim_components::ExecutionMode>,
 }
 
 /// The worker threads that execute independent devices' work side by side (a rayon pool), or
@@ -157,7 +159,8 @@ fn is_device_local(task: &Task) -> bool {
 /// its completions: on the worker threads, one device per job, each device's tasks in batch
 /// order; without workers, one by one. Outcomes are kept on the tasks for their completion.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
-    if batch.is_empty() {
+    // Timing-only: nothing to execute (see `finish`).
+    if batch.is_empty() || w.mode.timing_only {
         return;
     }
     let registry: &KernelRegistry = &w.registry;
@@ -295,6 +298,22 @@ fn finish(
         None
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
+    } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
+        published_shape(w.completion.devices(), &w.mode, &task);
+        // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
+        // is not applied, but its pages are translated as the data path would. A collective
+        // still leaves its rendezvous (below, without data).
+        if is_device_local(&task)
+            && let Ok(mut d) = w.completion.devices().get_mut(task.device)
+        {
+            for a in task.access.ranges() {
+                // A range that would fault is the functional run's fault: not modelled here.
+                if a.space == npusim_components::access::Space::Local && a.bytes > 0 {
+                    let _ = d.memory.translate_virt(task.context, a.addr, a.bytes);
+                }
+            }
+        }
+        Some(Ok(()))
     } else if is_device_local(&task) {
         // Executed and completed with one look at its device.
         let registry = &w.registry;
@@ -310,6 +329,10 @@ fn finish(
                 .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
                     execute_local(task, device, registry)
                 });
+        // A recording runtime logs the shape a data-dependent op published.
+        if w.mode.shape_log.is_some() && failure.is_none() {
+            published_shape(w.completion.devices(), &w.mode, &task);
+        }
         if let Some(err) = failure {
             *healthy = None;
             apply_failure_mode(w, context, err);
@@ -325,6 +348,10 @@ fn finish(
         task = t;
         Some(r)
     };
+    // A recording runtime logs the shape a data-dependent op published.
+    if w.mode.shape_log.is_some() && matches!(result, Some(Ok(()))) {
+        published_shape(w.completion.devices(), &w.mode, &task);
+    }
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
         return Finish::Handled;
     };
@@ -401,6 +428,34 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
     }
 }
 
+/// The shape a data-dependent op launch publishes, for recording and replay: logged (when
+/// `mode` logs shapes) once its kernel has written it, or written from the recording (in a
+/// timing-only replay) in place of its kernel.
+fn published_shape(devices: &mut Query<&mut DeviceState>, mode: &ExecutionMode, task: &Task) {
+    let Some(slot) = npusim_components::shape::OpTiling::parse(task.desc.tiling_words())
+        .map(|t| t.out_slot())
+        .filter(|&a| a != 0)
+    else {
+        return;
+    };
+    let Ok(mut d) = devices.get_mut(task.device) else {
+        return;
+    };
+    let key = (task.stream, task.seq);
+    if mode.timing_only {
+        if let Some(bytes) = mode.recorded_shapes.get(&key) {
+            let _ = d.memory.write(slot, bytes, task.context);
+        }
+    } else if let Some(log) = &mode.shape_log {
+        let mut bytes = vec![0u8; npusim_components::shape::SLOT_BYTES as usize];
+        if d.memory.read(slot, &mut bytes, task.context).is_ok() {
+            log.lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((key.0, key.1, bytes));
+        }
+    }
+}
+
 /// Performs the effect of a task that was not applied ahead and is not device-local:
 /// cross-device work (peer copies, collectives) and host callbacks.
 fn execute(
@@ -431,6 +486,7 @@ fn execute(
             &mut w.rendezvous,
             &w.workers,
             task,
+            w.mode.timing_only,
         ),
         // A callback without a body (released already, or none given) has nothing to do.
         TaskKind::HostCallback => Ok(()),
@@ -596,6 +652,39 @@ mod tests {
         let units = &device(&s.world, s.device).units;
         assert_eq!(units.free_dma, 2);
         assert_eq!(units.dma_busy_ns - busy_before, 200);
+    }
+
+    #[test]
+    fn in_timing_only_mode_a_memset_takes_its_time_and_writes_nothing() {
+        let mut s = setup();
+        s.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .timing_only = true;
+        let a = alloc(&mut s.world, s.device, s.ctx, 256);
+        let t = enqueue(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a,
+                value: 0xab,
+                bytes: 64,
+            }),
+        );
+        // As ingest gives it.
+        s.world
+            .get_mut::<Task>(t)
+            .unwrap()
+            .access
+            .record(npusim_components::Access::write(a, 64));
+        start_running(&mut s.world, t, 0, 1, 0, 200);
+        run(&mut s.world, hardware_tick);
+
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+        assert_eq!(now(&s.world), SimTime(200));
+        let memory = &device(&s.world, s.device).memory;
+        assert_eq!(memory.backed_bytes(), 0, "no page was backed");
+        assert!(memory.stats().tlb.misses > 0, "its pages were translated");
+        assert_eq!(read(&mut s.world, s.device, s.ctx, a, 64), vec![0; 64]);
     }
 
     #[test]

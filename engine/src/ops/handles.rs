@@ -125,7 +125,9 @@ impl Runtime {
                 context: format!("context {ctx}"),
                 slots: ShapeBuffer::SLOTS,
             })?;
-        Ok(ShapeHandle::new(self.id(), ctx, slot, generation))
+        let h = ShapeHandle::new(self.id(), ctx, slot, generation);
+        g.record(|r, _| crate::record::Call::CreateShape { shape: r.shape(h) });
+        Ok(h)
     }
 
     /// Frees a shape handle. Like [`Runtime::free`], it first waits for the device's queued
@@ -153,6 +155,9 @@ impl Runtime {
             .get_mut::<ShapeBuffer>(ctx)
             .expect("checked")
             .release(shape.slot(), shape.generation());
+        g.record(|r, _| crate::record::Call::FreeShape {
+            shape: r.shape(shape),
+        });
         Ok(())
     }
 
@@ -206,6 +211,7 @@ impl Runtime {
         };
         g.charge(read_ns);
         g.world.resource_mut::<ShapeStats>().host_shape_reads += 1;
+        g.record(|_, _| crate::record::Call::ReadShape { ns: read_ns });
         raw.decode()
             .map_err(|why| NpuError::InvalidShape(format!("{shape} {why}")))
     }

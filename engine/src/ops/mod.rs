@@ -344,6 +344,24 @@ impl TensorArg {
     pub fn ptr(&self) -> DevicePtr {
         self.ptr
     }
+
+    /// Its shape, for the recorder.
+    pub(crate) fn record_shape(&self) -> RecordedShape<'_> {
+        match &self.shape {
+            TensorShape::Static { rank, dims } => {
+                RecordedShape::Static(&dims[..(*rank).min(MAX_RANK)])
+            }
+            TensorShape::Dynamic(h) => RecordedShape::Dynamic(*h),
+            TensorShape::Inferred => RecordedShape::Inferred,
+        }
+    }
+}
+
+/// A tensor's shape as a trace records it.
+pub(crate) enum RecordedShape<'a> {
+    Static(&'a [i64]),
+    Dynamic(ShapeHandle),
+    Inferred,
 }
 
 impl Runtime {
@@ -492,7 +510,9 @@ impl Runtime {
         let desc = TaskDescriptor::kernel(op.index(), op.generation(), 1, words, &[]);
         let cost = g.costs.launch_ns;
         let extra = TaskExtra::Op(Box::new(launch));
-        crate::launch::submit(&mut g, s, desc, extra, cost);
+        let name = name.clone();
+        let seq = crate::launch::submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
         Ok(())
     }
 }

@@ -122,4 +122,18 @@ impl LaunchModel {
         est.seconds = est.cycles as f64 / self.clock_hz as f64;
         est
     }
+
+    /// The launch's cycles from its blocks' cycles (in block order) and its distinct HBM
+    /// bytes, as [`LaunchModel::estimate`] reckons them: the busiest core's blocks or the HBM
+    /// floor. A replay without data prices a recorded launch with it.
+    pub fn cycles_from(&self, block_cycles: &[u64], hbm_bytes: u64) -> u64 {
+        let cores = self.cores.max(1) as usize;
+        let mut per_core = vec![0u64; cores.min(block_cycles.len().max(1))];
+        for (i, c) in block_cycles.iter().enumerate() {
+            let n = per_core.len();
+            per_core[i % cores % n] += c;
+        }
+        let busiest = per_core.into_iter().max().unwrap_or(0);
+        busiest.max(self.hbm_bytes_per_cycle.cycles_for(hbm_bytes))
+    }
 }

@@ -1,0 +1,866 @@
+//! Replay: a trace's calls rebuilt on a fresh runtime, in the order they were recorded, from
+//! one thread (each recorded thread's current context is kept and made current before its
+//! calls, so threads replay in their recorded order). On the recorded machine the timeline is
+//! the recorded one, task for task: every call charges the same host time and enqueues the
+//! same work in the same order.
+//!
+//! **Devices.** Replayed on `M` devices instead of the recorded `N` (the data-parallel rule):
+//! device `k` replays what recorded device `k mod N` did — its allocations, streams, launches
+//! and its rank's collectives, with the sizes recorded — and every communicator over recorded
+//! devices spans all their replicas, so rings grow with `M`. With `M < N`, devices `M..N` are
+//! left out. Point-to-point partners and broadcast roots map to the same replica. Anything
+//! else (a model-parallel program whose ranks do different work, host-side decisions on
+//! results) is out of scope: it replays under this rule all the same, which is only a model
+//! of the bigger machine.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use npusim_components::collective::CollectiveKind;
+use npusim_components::{
+    Arg, Binary, Context, DataType, DevicePtr, Event, HostBuffer, Kernel, NativeKernel, NpuError,
+    NpuResult, ReduceOp, SimTime, Stream,
+};
+use npusim_device::config::DeviceConfig;
+use npusim_device::cost::KernelCost;
+use npusim_device::link::TopologyConfig;
+
+use super::format::{
+    ArgRecord, Call, CommSide, HostSide, KernelRef, ShapeRecord, TensorRecord, Trace,
+};
+use crate::{
+    CommBuffer, Communicator, Runtime, RuntimeConfig, ShapeHandle, StreamConfig, TensorArg,
+};
+
+/// How to replay a trace.
+pub struct ReplayOptions {
+    /// Devices to replay on (default: as recorded); see the module docs for the rule.
+    pub devices: Option<u32>,
+    /// The preset (default: as recorded).
+    pub device: Option<DeviceConfig>,
+    /// The interconnect (default: as recorded).
+    pub topology: Option<TopologyConfig>,
+    /// Replay in timing-only mode (no data moves; see
+    /// [`RuntimeConfig::timing_only`](crate::RuntimeConfig::timing_only)).
+    pub timing_only: bool,
+    /// Keep the timeline (task records) of the replay.
+    pub timeline: bool,
+    /// Simulator worker threads (as [`RuntimeConfig::threads`](crate::RuntimeConfig::threads)).
+    pub threads: usize,
+    /// The program's own native kernels, for a functional replay; a kernel not given here is
+    /// replayed by a stand-in with its recorded cost that computes nothing.
+    pub kernels: Vec<NativeKernel>,
+    /// Called every few thousand calls with (calls done, calls in all).
+    pub progress: Option<Box<dyn FnMut(usize, usize)>>,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        Self {
+            devices: None,
+            device: None,
+            topology: None,
+            timing_only: false,
+            timeline: true,
+            threads: 0,
+            kernels: Vec::new(),
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ReplayOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplayOptions")
+            .field("devices", &self.devices)
+            .field("device", &self.device.as_ref().map(|d| &d.name))
+            .field("timing_only", &self.timing_only)
+            .field("kernels", &self.kernels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a replay produced.
+#[derive(Debug)]
+pub struct Replayed {
+    /// The runtime, after its last call and with all its work done: its timeline, stats.
+    pub runtime: Runtime,
+    /// Calls replayed (a call on a replicated device counts once per replica).
+    pub calls: u64,
+    /// Calls that returned an error in the replay, by trace entry (an error the program saw
+    /// too, such as a synchronize reporting a failed task, shows here as well).
+    pub errors: Vec<(usize, NpuError)>,
+}
+
+/// Recorded costs of stand-in kernels' launches, by (argument words, block dim).
+pub type StandInCosts = Arc<Mutex<BTreeMap<(Vec<u64>, u32), KernelCost>>>;
+
+/// The stand-in for a native kernel whose code a replay does not have: it computes nothing and
+/// takes the cost its launches recorded (`costs`, by argument words and block dim).
+pub fn stand_in_kernel(name: &str, costs: StandInCosts) -> NativeKernel {
+    NativeKernel::new(
+        name,
+        |_| Ok(()),
+        move |args, block_dim| {
+            costs
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(args.to_vec(), block_dim))
+                .copied()
+                .unwrap_or_default()
+        },
+    )
+}
+
+/// A recorded thread's current context: a device's primary one, or a context the trace made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CtxRef {
+    Primary(u32),
+    Made(u32),
+}
+
+/// Replay state: handles by (trace id, replica).
+struct State {
+    rt: Runtime,
+    n: u32,
+    m: u32,
+    threads: BTreeMap<u32, Vec<CtxRef>>,
+    applied: Option<(CtxRef, u32)>,
+    ctx_alias: BTreeMap<u32, CtxRef>,
+    ctx_device: BTreeMap<u32, u32>,
+    contexts: BTreeMap<(u32, u32), Context>,
+    streams: BTreeMap<(u32, u32), (Stream, u32)>,
+    stream_device: BTreeMap<u32, u32>,
+    events: BTreeMap<(u32, u32), Event>,
+    event_device: BTreeMap<u32, u32>,
+    allocs: BTreeMap<(u32, u32), BTreeMap<u64, (u64, u64)>>,
+    hosts: BTreeMap<u32, HostBuffer>,
+    binaries: BTreeMap<(u32, u32), Binary>,
+    functions: BTreeMap<(u32, u32), Kernel>,
+    comms: BTreeMap<u32, (Vec<u32>, BTreeMap<u32, Communicator>)>,
+    kernels: BTreeMap<String, Kernel>,
+    stand_in_costs: StandInCosts,
+    stand_ins: std::collections::BTreeSet<String>,
+    calls: u64,
+    timing_only: bool,
+    shapes: BTreeMap<(u32, u32), ShapeHandle>,
+}
+
+fn kernel_name(trace: &Trace, id: u32) -> NpuResult<&str> {
+    trace
+        .kernels
+        .get(id as usize)
+        .map(String::as_str)
+        .ok_or_else(|| unknown("kernel", id))
+}
+
+fn unknown(what: &str, id: u32) -> NpuError {
+    NpuError::InvalidParam(format!("trace: {what} {id} was never created"))
+}
+
+impl State {
+    /// Replicas of recorded device `d`: the replayed devices `d, d + N, …` below `M`.
+    fn replicas(&self, d: u32) -> u32 {
+        if d >= self.m {
+            0
+        } else {
+            (self.m - d).div_ceil(self.n)
+        }
+    }
+
+    fn lane(&self, d: u32, j: u32) -> u32 {
+        d + j * self.n
+    }
+
+    fn top(&self, thread: u32) -> Option<CtxRef> {
+        self.threads.get(&thread).and_then(|s| s.last().copied())
+    }
+
+    fn set_top(&mut self, thread: u32, c: CtxRef) {
+        let s = self.threads.entry(thread).or_default();
+        s.pop();
+        s.push(c);
+    }
+
+    fn ctx_device(&self, c: CtxRef) -> NpuResult<u32> {
+        match c {
+            CtxRef::Primary(d) => Ok(d),
+            CtxRef::Made(id) => self
+                .ctx_device
+                .get(&id)
+                .copied()
+                .ok_or_else(|| unknown("context", id)),
+        }
+    }
+
+    fn resolve_ctx(&self, id: u32) -> NpuResult<CtxRef> {
+        if let Some(c) = self.ctx_alias.get(&id) {
+            return Ok(*c);
+        }
+        if self.ctx_device.contains_key(&id) {
+            return Ok(CtxRef::Made(id));
+        }
+        Err(unknown("context", id))
+    }
+
+    /// The device the thread's current context is on (a thread that never chose one works
+    /// in device 0's primary context, as the runtime gives it).
+    fn current_device(&self, thread: u32) -> NpuResult<u32> {
+        self.ctx_device(self.top(thread).unwrap_or(CtxRef::Primary(0)))
+    }
+
+    /// Makes replica `j` of the thread's current context current (or, when it is on another
+    /// device than `device`, replica `j`'s primary context of `device`).
+    fn enter(&mut self, thread: u32, device: u32, j: u32) -> NpuResult<()> {
+        let want = match self.top(thread) {
+            Some(c) if self.ctx_device(c)? == device => c,
+            _ => CtxRef::Primary(device),
+        };
+        if self.applied == Some((want, j)) {
+            return Ok(());
+        }
+        match want {
+            CtxRef::Primary(d) => self.rt.set_device(self.lane(d, j))?,
+            CtxRef::Made(id) => {
+                let c = *self
+                    .contexts
+                    .get(&(id, j))
+                    .ok_or_else(|| unknown("context", id))?;
+                self.rt.set_current_context(c)?;
+            }
+        }
+        self.applied = Some((want, j));
+        Ok(())
+    }
+
+    fn stream(&self, id: u32, j: u32) -> NpuResult<Stream> {
+        self.streams
+            .get(&(id, j))
+            .map(|s| s.0)
+            .ok_or_else(|| unknown("stream", id))
+    }
+
+    fn stream_dev(&self, id: u32) -> NpuResult<u32> {
+        self.stream_device
+            .get(&id)
+            .copied()
+            .ok_or_else(|| unknown("stream", id))
+    }
+
+    fn event(&self, id: u32, j: u32) -> NpuResult<Event> {
+        self.events
+            .get(&(id, j))
+            .copied()
+            .ok_or_else(|| unknown("event", id))
+    }
+
+    /// A recorded device address of device `d`, in replica `j`'s allocations.
+    fn ptr(&self, d: u32, j: u32, addr: u64) -> u64 {
+        let Some(map) = self.allocs.get(&(d, j)) else {
+            return addr;
+        };
+        match map.range(..=addr).next_back() {
+            Some((&base, &(size, new))) if addr <= base + size => new + (addr - base),
+            _ => addr,
+        }
+    }
+
+    /// A recorded argument, its pointer mapped into replica `j` of device `d`.
+    fn arg(&self, d: u32, j: u32, a: ArgRecord) -> Arg {
+        match a {
+            ArgRecord::Ptr(p) => Arg::Ptr(DevicePtr(self.ptr(d, j, p))),
+            ArgRecord::U64(v) => Arg::U64(v),
+            ArgRecord::I64(v) => Arg::I64(v),
+            ArgRecord::F32(b) => Arg::F32(f32::from_bits(b)),
+        }
+    }
+
+    fn kernel(&mut self, name: &str) -> NpuResult<Kernel> {
+        if let Some(k) = self.kernels.get(name) {
+            return Ok(*k);
+        }
+        let k = match self.rt.kernel(name) {
+            Ok(k) => k,
+            Err(_) => {
+                self.stand_ins.insert(name.to_string());
+                self.rt
+                    .register_kernel(stand_in_kernel(name, self.stand_in_costs.clone()))
+            }
+        };
+        self.kernels.insert(name.to_string(), k);
+        Ok(k)
+    }
+}
+
+impl Runtime {
+    /// Timing-only: the op launch just enqueued on `stream` publishes `slot` (a shape slot's
+    /// bytes) at its end, as it did when recorded.
+    fn publish_next_from(&self, stream: Stream, slot: Vec<u8>) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g, stream)?;
+        let seq = g.stream(s).map_or(0, |st| st.submitted);
+        g.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .recorded_shapes
+            .insert((s, seq), slot);
+        Ok(())
+    }
+
+    /// Timing-only: the launch just enqueued on `stream` is priced from `run` instead of run.
+    fn price_next_from(
+        &self,
+        stream: Stream,
+        run: npusim_components::mode::BinaryRun,
+    ) -> NpuResult<()> {
+        let mut g = self.lock();
+        let (s, _) = self.check_stream(&g, stream)?;
+        let seq = g.stream(s).map_or(0, |st| st.submitted);
+        g.world
+            .resource_mut::<npusim_components::ExecutionMode>()
+            .recorded
+            .insert((s, seq), run);
+        Ok(())
+    }
+}
+
+/// Replays `trace` on a fresh runtime built from its header and `options`; returns the
+/// runtime once its last call is made and its work is done. A call that fails in the replay
+/// is noted in [`Replayed::errors`] and the replay goes on; a trace that names a handle it
+/// never created is an `ACL_ERROR_INVALID_PARAM` error.
+pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> {
+    let h = &trace.header;
+    let m = options.devices.unwrap_or(h.devices);
+    let rt = Runtime::new(RuntimeConfig {
+        devices: m,
+        device: options.device.clone().unwrap_or_else(|| h.device.clone()),
+        topology: options
+            .topology
+            .clone()
+            .unwrap_or_else(|| h.topology.clone()),
+        host: (&h.host).into(),
+        timeline: options.timeline,
+        threads: options.threads,
+        timing_only: options.timing_only,
+        ..RuntimeConfig::default()
+    })?;
+    // A replay is not itself recorded (`NPUSIM_RECORD` may be set for the program).
+    let _ = rt.take_trace();
+    // The state holds the replay's only handle: a wait at a rendezvous would otherwise give
+    // other handles' threads time to join it (see `Runtime::drive`).
+    let mut st = State {
+        rt,
+        n: h.devices.max(1),
+        m,
+        threads: BTreeMap::new(),
+        applied: None,
+        ctx_alias: BTreeMap::new(),
+        ctx_device: BTreeMap::new(),
+        contexts: BTreeMap::new(),
+        streams: BTreeMap::new(),
+        stream_device: BTreeMap::new(),
+        events: BTreeMap::new(),
+        event_device: BTreeMap::new(),
+        allocs: BTreeMap::new(),
+        hosts: BTreeMap::new(),
+        binaries: BTreeMap::new(),
+        functions: BTreeMap::new(),
+        comms: BTreeMap::new(),
+        kernels: BTreeMap::new(),
+        stand_in_costs: Arc::new(Mutex::new(BTreeMap::new())),
+        stand_ins: Default::default(),
+        calls: 0,
+        timing_only: options.timing_only,
+        shapes: BTreeMap::new(),
+    };
+    for k in std::mem::take(&mut options.kernels) {
+        let name = k.name.clone();
+        let id = st.rt.register_kernel(k);
+        st.kernels.insert(name, id);
+    }
+    let total = trace.entries.len();
+    let mut errors = Vec::new();
+    for (i, entry) in trace.entries.iter().enumerate() {
+        if let Some(p) = options.progress.as_mut()
+            && i % 4096 == 0
+        {
+            p(i, total);
+        }
+        replay_entry(&mut st, trace, entry.thread, &entry.call, i, &mut errors)?;
+    }
+    if let Some(p) = options.progress.as_mut() {
+        p(total, total);
+    }
+    if let Err(e) = st.rt.run_until_idle() {
+        errors.push((total, e));
+    }
+    Ok(Replayed {
+        runtime: st.rt,
+        calls: st.calls,
+        errors,
+    })
+}
+
+/// Replays one call, on every replica of the device it concerns.
+fn replay_entry(
+    st: &mut State,
+    trace: &Trace,
+    thread: u32,
+    call: &Call,
+    index: usize,
+    errors: &mut Vec<(usize, NpuError)>,
+) -> NpuResult<()> {
+    let mut note = |r: NpuResult<()>| {
+        if let Err(e) = r {
+            errors.push((index, e));
+        }
+    };
+    // Calls on no device in particular.
+    match call {
+        Call::SetDevice { device } => {
+            st.set_top(thread, CtxRef::Primary(*device));
+            return Ok(());
+        }
+        Call::CurrentContext { ctx } => {
+            let top = st.top(thread).unwrap_or(CtxRef::Primary(0));
+            st.ctx_alias.insert(*ctx, top);
+            return Ok(());
+        }
+        Call::SetCurrentContext { ctx } => {
+            let c = st.resolve_ctx(*ctx)?;
+            st.set_top(thread, c);
+            return Ok(());
+        }
+        Call::PushContext { ctx } => {
+            let c = st.resolve_ctx(*ctx)?;
+            st.threads.entry(thread).or_default().push(c);
+            return Ok(());
+        }
+        Call::PopContext => {
+            st.threads.entry(thread).or_default().pop();
+            return Ok(());
+        }
+        Call::HostWork { ns } => {
+            st.rt.host_work(SimTime(*ns));
+            st.calls += 1;
+            return Ok(());
+        }
+        Call::ReadShape { ns } => {
+            st.rt.lock().charge(*ns);
+            st.calls += 1;
+            return Ok(());
+        }
+        Call::RegisterKernel { name } => {
+            st.kernel(name)?;
+            return Ok(());
+        }
+        Call::MallocHost { size, host } => {
+            st.calls += 1;
+            let b = st.rt.malloc_host(*size)?;
+            st.hosts.insert(*host, b);
+            return Ok(());
+        }
+        Call::FreeHost { host } => {
+            st.calls += 1;
+            let b = st
+                .hosts
+                .remove(host)
+                .ok_or_else(|| unknown("host buffer", *host))?;
+            note(st.rt.free_host(&b));
+            return Ok(());
+        }
+        Call::CommInit { devices, comm } => {
+            st.calls += 1;
+            let mut lanes: Vec<u32> = devices
+                .iter()
+                .flat_map(|&d| (0..st.replicas(d)).map(move |j| (d, j)))
+                .map(|(d, j)| st.lane(d, j))
+                .collect();
+            lanes.sort_unstable();
+            let handles = st.rt.comm_init_all(&lanes)?;
+            let by_device = lanes.iter().copied().zip(handles).collect();
+            st.comms.insert(*comm, (devices.clone(), by_device));
+            return Ok(());
+        }
+        _ => {}
+    }
+    // The device the call concerns: its stream's or event's, else the current context's.
+    let device = match call {
+        Call::DestroyStream { stream }
+        | Call::SynchronizeStream { stream, .. }
+        | Call::RecordEvent { stream, .. }
+        | Call::StreamWaitEvent { stream, .. }
+        | Call::CopyHost { stream, .. }
+        | Call::CopyDevice { stream, .. }
+        | Call::Memset { stream, .. }
+        | Call::Launch { stream, .. }
+        | Call::HostFunc { stream }
+        | Call::LaunchOp { stream, .. }
+        | Call::Collective { stream, .. } => st.stream_dev(*stream)?,
+        Call::DestroyEvent { event } | Call::SynchronizeEvent { event } => *st
+            .event_device
+            .get(event)
+            .ok_or_else(|| unknown("event", *event))?,
+        Call::CreateContext { device, .. } => *device,
+        Call::DestroyContext { ctx } => st.ctx_device(st.resolve_ctx(*ctx)?)?,
+        Call::CommDestroy { comm, rank } => {
+            let (devices, _) = st
+                .comms
+                .get(comm)
+                .ok_or_else(|| unknown("communicator", *comm))?;
+            devices[*rank as usize]
+        }
+        _ => st.current_device(thread)?,
+    };
+    for j in 0..st.replicas(device) {
+        st.calls += 1;
+        if !matches!(call, Call::CreateContext { .. }) {
+            st.enter(thread, device, j)?;
+        }
+        match call {
+            Call::CreateContext { device, ctx } => {
+                let c = st.rt.create_context(st.lane(*device, j))?;
+                st.contexts.insert((*ctx, j), c);
+                st.ctx_device.insert(*ctx, *device);
+                st.applied = Some((CtxRef::Made(*ctx), j));
+                if j + 1 == st.replicas(*device) {
+                    st.set_top(thread, CtxRef::Made(*ctx));
+                }
+            }
+            Call::DestroyContext { ctx } => {
+                let id = match st.resolve_ctx(*ctx)? {
+                    CtxRef::Made(id) => id,
+                    CtxRef::Primary(_) => *ctx,
+                };
+                let c = *st
+                    .contexts
+                    .get(&(id, j))
+                    .ok_or_else(|| unknown("context", id))?;
+                note(st.rt.destroy_context(c));
+                st.applied = None;
+            }
+            Call::CreateStream {
+                stream,
+                priority,
+                kind,
+            } => {
+                let kind = super::stream_kind(*kind)
+                    .ok_or_else(|| NpuError::InvalidParam(format!("trace: stream kind {kind}")))?;
+                let s = st.rt.create_stream_with(StreamConfig {
+                    priority: *priority,
+                    kind,
+                })?;
+                st.streams.insert((*stream, j), (s, device));
+                st.stream_device.insert(*stream, device);
+            }
+            Call::DefaultStream { stream } => {
+                let s = st.rt.default_stream()?;
+                st.streams.insert((*stream, j), (s, device));
+                st.stream_device.insert(*stream, device);
+            }
+            Call::DestroyStream { stream } => note(st.rt.destroy_stream(st.stream(*stream, j)?)),
+            Call::SynchronizeStream { stream, timeout_ns } => {
+                let s = st.stream(*stream, j)?;
+                note(match timeout_ns {
+                    Some(t) => st.rt.synchronize_stream_timeout(s, SimTime(*t)),
+                    None => st.rt.synchronize_stream(s),
+                })
+            }
+            Call::SynchronizeDevice => note(st.rt.synchronize_device()),
+            Call::CreateEvent { event } => {
+                let e = st.rt.create_event()?;
+                st.events.insert((*event, j), e);
+                st.event_device.insert(*event, device);
+            }
+            Call::DestroyEvent { event } => note(st.rt.destroy_event(st.event(*event, j)?)),
+            Call::RecordEvent { event, stream } => note(
+                st.rt
+                    .record_event(st.event(*event, j)?, st.stream(*stream, j)?),
+            ),
+            Call::StreamWaitEvent { stream, event } => note(
+                st.rt
+                    .stream_wait_event(st.stream(*stream, j)?, st.event(*event, j)?),
+            ),
+            Call::SynchronizeEvent { event } => note(st.rt.synchronize_event(st.event(*event, j)?)),
+            Call::Malloc { size, policy, ptr } => {
+                let policy = super::policy(*policy).ok_or_else(|| {
+                    NpuError::InvalidParam(format!("trace: allocation policy {policy}"))
+                })?;
+                match st.rt.malloc_with_policy(*size, policy) {
+                    Ok(p) => {
+                        st.allocs
+                            .entry((device, j))
+                            .or_default()
+                            .insert(*ptr, (*size, p.0));
+                    }
+                    Err(e) => note(Err(e)),
+                }
+            }
+            Call::Free { ptr, stream } => {
+                let p = DevicePtr(st.ptr(device, j, *ptr));
+                if let Some(map) = st.allocs.get_mut(&(device, j)) {
+                    map.remove(ptr);
+                }
+                note(match stream {
+                    Some(s) => st.rt.free_async(p, st.stream(*s, j)?),
+                    None => st.rt.free(p),
+                })
+            }
+            Call::CopyHost {
+                to_device,
+                device: addr,
+                host,
+                offset,
+                bytes,
+                stream,
+                data,
+            } => {
+                let buffer = match host {
+                    HostSide::Pinned(id) => st
+                        .hosts
+                        .get(id)
+                        .cloned()
+                        .ok_or_else(|| unknown("host buffer", *id))?,
+                    HostSide::Staged(len) => HostBuffer::new(*len as usize, false),
+                };
+                if let Some(h) = data
+                    && let Some(b) = trace.blobs.get(h)
+                {
+                    buffer.write_at(*offset as usize, b)?;
+                }
+                let p = DevicePtr(st.ptr(device, j, *addr));
+                let s = st.stream(*stream, j)?;
+                note(if *to_device {
+                    st.rt.memcpy_htod_async_at(p, &buffer, *offset, *bytes, s)
+                } else {
+                    st.rt.memcpy_dtoh_async_at(&buffer, *offset, p, *bytes, s)
+                })
+            }
+            Call::CopyDevice {
+                dst,
+                src,
+                bytes,
+                stream,
+            } => note(st.rt.memcpy_dtod_async(
+                DevicePtr(st.ptr(device, j, *dst)),
+                DevicePtr(st.ptr(device, j, *src)),
+                *bytes,
+                st.stream(*stream, j)?,
+            )),
+            Call::Memset {
+                dst,
+                value,
+                bytes,
+                stream,
+            } => note(st.rt.memset_async(
+                DevicePtr(st.ptr(device, j, *dst)),
+                *value,
+                *bytes,
+                st.stream(*stream, j)?,
+            )),
+            Call::LoadBinary { binary, hash } => {
+                let bytes = trace.blobs.get(hash).ok_or_else(|| {
+                    NpuError::InvalidParam(format!("trace: binary {binary} has no content"))
+                })?;
+                let b = st.rt.load_binary(bytes)?;
+                st.binaries.insert((*binary, j), b);
+            }
+            Call::GetFunction {
+                binary,
+                name,
+                function,
+            } => {
+                let b = *st
+                    .binaries
+                    .get(&(*binary, j))
+                    .ok_or_else(|| unknown("binary", *binary))?;
+                let k = st.rt.get_function(b, name)?;
+                st.functions.insert((*function, j), k);
+            }
+            Call::UnloadBinary { binary } => {
+                let b = *st
+                    .binaries
+                    .get(&(*binary, j))
+                    .ok_or_else(|| unknown("binary", *binary))?;
+                note(st.rt.unload_binary(b))
+            }
+            Call::Launch {
+                kernel,
+                block_dim,
+                args,
+                tiling,
+                stream,
+                timeout_ns,
+                cost,
+                binary,
+            } => {
+                let k = match kernel {
+                    KernelRef::Native(id) => st.kernel(kernel_name(trace, *id)?)?,
+                    KernelRef::Function(f) => *st
+                        .functions
+                        .get(&(*f, j))
+                        .ok_or_else(|| unknown("function", *f))?,
+                };
+                let args: Vec<Arg> = args.iter().map(|a| st.arg(device, j, *a)).collect();
+                if let (KernelRef::Native(id), Some(c)) = (kernel, cost)
+                    && st.stand_ins.contains(kernel_name(trace, *id)?)
+                {
+                    let words = args.iter().map(|a| a.word()).collect();
+                    st.stand_in_costs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert((words, *block_dim), *c);
+                }
+                let s = st.stream(*stream, j)?;
+                let launched = match timeout_ns {
+                    Some(t) => st.rt.launch_with_timeout(
+                        k,
+                        *block_dim,
+                        &args,
+                        tiling,
+                        s,
+                        Some(SimTime(*t)),
+                    ),
+                    None => st.rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
+                };
+                // Timing-only: the binary launch is priced from what it did when recorded.
+                if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
+                    let run = npusim_components::mode::BinaryRun {
+                        block_cycles: b.block_cycles.clone(),
+                        hbm_bytes: b.hbm_bytes,
+                        access: b
+                            .access
+                            .iter()
+                            .map(|&(a, n)| (st.ptr(device, j, a), n))
+                            .collect(),
+                    };
+                    st.rt.price_next_from(s, run)?;
+                }
+                note(launched)
+            }
+            Call::HostFunc { stream } => {
+                note(st.rt.launch_host_func(st.stream(*stream, j)?, || {}))
+            }
+            Call::CreateShape { shape } => {
+                let h = st.rt.create_shape()?;
+                st.shapes.insert((*shape, j), h);
+            }
+            Call::FreeShape { shape } => {
+                let h = st
+                    .shapes
+                    .remove(&(*shape, j))
+                    .ok_or_else(|| unknown("shape", *shape))?;
+                note(st.rt.free_shape(h))
+            }
+            Call::LaunchOp {
+                op,
+                inputs,
+                outputs,
+                attrs,
+                stream,
+                published,
+            } => {
+                let k = st.rt.op(op)?;
+                let tensor = |t: &TensorRecord| -> NpuResult<TensorArg> {
+                    let p = DevicePtr(st.ptr(device, j, t.ptr));
+                    Ok(match &t.shape {
+                        ShapeRecord::Static(d) => TensorArg::new(p, d),
+                        ShapeRecord::Dynamic(id) => TensorArg::dynamic(
+                            p,
+                            *st.shapes
+                                .get(&(*id, j))
+                                .ok_or_else(|| unknown("shape", *id))?,
+                        ),
+                        ShapeRecord::Inferred => TensorArg::output(p),
+                    })
+                };
+                let ins = inputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
+                let outs = outputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
+                let attrs: Vec<Arg> = attrs.iter().map(|a| st.arg(device, j, *a)).collect();
+                let s = st.stream(*stream, j)?;
+                let launched = st.rt.launch_op(k, &ins, &outs, &attrs, s);
+                // Timing-only: the data-dependent output's shape is the recorded one.
+                if let (true, Ok(()), Some(bytes)) = (st.timing_only, &launched, published) {
+                    st.rt.publish_next_from(s, bytes.clone())?;
+                }
+                note(launched)
+            }
+            Call::CommDestroy { comm, rank } => {
+                let (devices, by_device) = st
+                    .comms
+                    .get(comm)
+                    .ok_or_else(|| unknown("communicator", *comm))?;
+                let lane = st.lane(devices[*rank as usize], j);
+                if let Some(c) = by_device.get(&lane) {
+                    note(st.rt.comm_destroy(*c))
+                }
+            }
+            Call::Collective {
+                kind,
+                dtype,
+                op,
+                count,
+                peer,
+                send,
+                recv,
+                comm,
+                rank,
+                stream,
+            } => {
+                let (devices, by_device) = st
+                    .comms
+                    .get(comm)
+                    .ok_or_else(|| unknown("communicator", *comm))?;
+                let lane = st.lane(devices[*rank as usize], j);
+                let c = by_device
+                    .get(&lane)
+                    .cloned()
+                    .ok_or_else(|| unknown("communicator", *comm))?;
+                let bad = |what: &str, v: u32| NpuError::InvalidParam(format!("trace: {what} {v}"));
+                let kind =
+                    CollectiveKind::from_u32(*kind).ok_or_else(|| bad("collective", *kind))?;
+                // A point-to-point partner is the same replica's; a root is replica 0's (every
+                // rank of a collective names the same root).
+                let replica = if kind.is_p2p() { j } else { 0 };
+                let peer_lane = devices.get(*peer as usize).map_or(0, |&d| {
+                    st.lane(d, replica.min(st.replicas(d).saturating_sub(1)))
+                });
+                let peer = by_device.keys().position(|&d| d == peer_lane).unwrap_or(0) as u32;
+                let side = |s: &CommSide| -> NpuResult<Option<CommBuffer>> {
+                    Ok(match s {
+                        CommSide::None => None,
+                        CommSide::Device(a) => {
+                            Some(CommBuffer::Device(DevicePtr(st.ptr(device, j, *a))))
+                        }
+                        CommSide::Host(id) => Some(CommBuffer::Host(
+                            st.hosts
+                                .get(id)
+                                .cloned()
+                                .ok_or_else(|| unknown("host buffer", *id))?,
+                        )),
+                    })
+                };
+                let dtype = DataType::from_u32(*dtype).ok_or_else(|| bad("data type", *dtype))?;
+                let op = ReduceOp::from_u32(*op).ok_or_else(|| bad("reduction", *op))?;
+                let (send, recv) = (side(send)?, side(recv)?);
+                let s = st.stream(*stream, j)?;
+                note(
+                    st.rt
+                        .enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv),
+                )
+            }
+            // Handled above.
+            Call::SetDevice { .. }
+            | Call::CurrentContext { .. }
+            | Call::SetCurrentContext { .. }
+            | Call::PushContext { .. }
+            | Call::PopContext
+            | Call::HostWork { .. }
+            | Call::ReadShape { .. }
+            | Call::RegisterKernel { .. }
+            | Call::MallocHost { .. }
+            | Call::FreeHost { .. }
+            | Call::CommInit { .. } => {}
+        }
+    }
+    Ok(())
+}

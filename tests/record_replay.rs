@@ -1,0 +1,514 @@
+//! Recording and replay through the public API: a recorded program replayed on a fresh runtime
+//! gives the identical timeline; a timing-only replay gives the same times as a functional
+//! one; traces that are truncated, corrupted or from a newer format are refused with a clear
+//! error; a what-if variant with twice the HBM bandwidth never slows a memory-bound kernel;
+//! and random API programs replay to identical timelines.
+
+use npusim::prelude::*;
+use npusim::record::{Recording, ReplayOptions, Trace, Variant, replay, whatif};
+use npusim::{DataType, HostCosts, LinkConfig, ReduceOp, StreamKind, TaskRecord, TopologyConfig};
+use proptest::prelude::*;
+
+/// One task as a user compares it: name, device, stream position, submit, start, end, cores,
+/// success.
+type TaskTimes = (String, u32, u64, u64, u64, u64, u32, bool);
+
+/// What a user compares between two timelines: every task's name, device, stream position,
+/// times, cores and outcome.
+fn times(tl: &[TaskRecord]) -> Vec<TaskTimes> {
+    tl.iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.device,
+                r.seq,
+                r.submit.as_ns(),
+                r.start.as_ns(),
+                r.end.as_ns(),
+                r.cores,
+                r.ok,
+            )
+        })
+        .collect()
+}
+
+fn recording_config(devices: u32) -> RuntimeConfig {
+    RuntimeConfig {
+        devices,
+        device: DeviceConfig::small(),
+        topology: TopologyConfig::ring(LinkConfig::hccs()),
+        recording: Some(Recording {
+            path: None,
+            data: true,
+        }),
+        ..RuntimeConfig::default()
+    }
+}
+
+/// Two devices, each: copies in, a broadcast from rank 0, kernels on two streams joined by an event, a gradient
+/// all-reduce on a communication stream, host work, a copy out, a free.
+fn data_parallel_program(rt: &Runtime, n: usize) -> NpuResult<Vec<Vec<f32>>> {
+    let comms = rt.comm_init_all(&[0, 1])?;
+    let add = rt.kernel("vector_add_f32")?;
+    let axpy = rt.kernel("axpy_f32")?;
+    let mut ranks = Vec::new();
+    for (r, comm) in comms.iter().enumerate() {
+        rt.set_device(r as u32)?;
+        let s = rt.create_stream()?;
+        let c = rt.create_stream_with(StreamConfig {
+            kind: StreamKind::Communication,
+            ..StreamConfig::default()
+        })?;
+        let bytes = 4 * n as u64;
+        let (x, y, g) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+        let data: Vec<f32> = (0..n).map(|i| (i + r) as f32).collect();
+        rt.memcpy_htod(x, &data)?;
+        rt.memcpy_htod(y, &data)?;
+        rt.broadcast(y, n as u64, DataType::F32, 0, comm, s)?;
+        rt.launch(add, 4, &[x.into(), y.into(), g.into(), n.into()], s)?;
+        let ready = rt.create_event()?;
+        rt.record_event(ready, s)?;
+        rt.stream_wait_event(c, ready)?;
+        rt.all_reduce(g, g, n as u64, DataType::F32, ReduceOp::Sum, comm, c)?;
+        rt.host_work(SimTime(5_000));
+        let done = rt.create_event()?;
+        rt.record_event(done, c)?;
+        rt.stream_wait_event(s, done)?;
+        rt.launch(axpy, 4, &[n.into(), 0.5f32.into(), g.into(), x.into()], s)?;
+        ranks.push((s, x, y, g));
+    }
+    let mut out = Vec::new();
+    for (r, (s, x, y, g)) in ranks.into_iter().enumerate() {
+        rt.set_device(r as u32)?;
+        rt.synchronize_stream(s)?;
+        let mut v = vec![0f32; n];
+        rt.memcpy_dtoh(&mut v, x)?;
+        out.push(v);
+        rt.free(y)?;
+        rt.free(g)?;
+    }
+    Ok(out)
+}
+
+#[test]
+fn a_recorded_program_replays_to_the_identical_timeline_and_results() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    let results = data_parallel_program(&rt, 4096).unwrap();
+    let trace = rt.take_trace().unwrap();
+    assert!(trace.entries.len() > 30, "{} calls", trace.entries.len());
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    // With host data recorded, the replay computes the same values: read them where the
+    // replay put the program's buffers (the same addresses, same preset, same pool).
+    let x0 = match &trace.entries.iter().find_map(|e| match &e.call {
+        npusim::record::Call::Malloc { ptr, .. } => Some(*ptr),
+        _ => None,
+    }) {
+        Some(p) => DevicePtr(*p),
+        None => unreachable!("the program allocates"),
+    };
+    let rr = &replayed.runtime;
+    rr.set_device(0).unwrap();
+    let mut v = vec![0f32; 4096];
+    rr.memcpy_dtoh(&mut v, x0).unwrap();
+    assert_eq!(v, results[0]);
+}
+
+#[test]
+fn a_timing_only_replay_has_every_task_at_the_functional_replays_times() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    data_parallel_program(&rt, 4096).unwrap();
+    let trace = rt.take_trace().unwrap();
+    let functional = replay(&trace, ReplayOptions::default()).unwrap();
+    let timing = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(timing.errors.is_empty(), "{:?}", timing.errors);
+    assert_eq!(
+        times(&timing.runtime.timeline()),
+        times(&functional.runtime.timeline())
+    );
+    // Nothing moved: no device page was ever backed.
+    let stats = timing.runtime.stats();
+    assert!(stats.backed_bytes.iter().all(|&b| b == 0), "{stats:?}");
+    assert!(functional.runtime.stats().backed_bytes[0] > 0);
+}
+
+#[test]
+fn a_trace_file_written_when_the_runtime_ends_reads_back_and_replays() {
+    let dir = std::env::temp_dir().join(format!("npusim-rr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("program.npt");
+    let timeline = {
+        let rt = Runtime::new(
+            RuntimeConfig {
+                devices: 2,
+                device: DeviceConfig::small(),
+                ..RuntimeConfig::default()
+            }
+            .record(&path),
+        )
+        .unwrap();
+        data_parallel_program(&rt, 1024).unwrap();
+        times(&rt.timeline())
+    };
+    let trace = Trace::read(&path).unwrap();
+    assert!(!trace.header.with_data);
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    assert_eq!(times(&replayed.runtime.timeline()), timeline);
+    assert!(trace.to_json().contains("\"Launch\""));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn truncated_corrupted_and_future_traces_are_refused_with_a_clear_error() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    data_parallel_program(&rt, 256).unwrap();
+    let bytes = rt.take_trace().unwrap().to_bytes().unwrap();
+    let half = Trace::from_bytes(&bytes[..bytes.len() / 2]).unwrap_err();
+    assert!(half.to_string().contains("truncated"), "{half}");
+    let mut flipped = bytes.clone();
+    let at = bytes.len() - 10;
+    flipped[at] ^= 1;
+    let bad = Trace::from_bytes(&flipped).unwrap_err();
+    assert!(bad.to_string().contains("corrupted"), "{bad}");
+    let mut future = bytes.clone();
+    future[8..12].copy_from_slice(&99u32.to_le_bytes());
+    let newer = Trace::from_bytes(&future).unwrap_err();
+    assert!(newer.to_string().contains("version 99"), "{newer}");
+    // Through the runtime's error type: ACL_ERROR_INVALID_PARAM.
+    let as_npu: NpuError = half.into();
+    assert_eq!(as_npu.code(), npusim::codes::RT_PARAM_INVALID);
+}
+
+#[test]
+fn twice_the_hbm_bandwidth_never_slows_a_memory_bound_kernel() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let n = 1 << 20;
+    let (x, y) = (rt.malloc(4 * n).unwrap(), rt.malloc(4 * n).unwrap());
+    let s = rt.create_stream().unwrap();
+    let axpy = rt.kernel("axpy_f32").unwrap();
+    for blocks in [1, 4, 8] {
+        rt.launch(
+            axpy,
+            blocks,
+            &[n.into(), 2.0f32.into(), x.into(), y.into()],
+            s,
+        )
+        .unwrap();
+    }
+    rt.synchronize_stream(s).unwrap();
+    let trace = rt.take_trace().unwrap();
+    let base = Variant {
+        name: "recorded".into(),
+        ..Variant::default()
+    };
+    let fast = Variant {
+        name: "2x HBM".into(),
+        ..Variant::default()
+    }
+    .set("hbm_bandwidth=2x")
+    .unwrap();
+    let runs = whatif(&trace, &[base, fast], |_, _, _| {}).unwrap();
+    let kernels = |i: usize| -> Vec<u64> {
+        runs[i]
+            .1
+            .runtime
+            .timeline()
+            .iter()
+            .filter(|r| r.name == "axpy_f32")
+            .map(|r| r.end.as_ns() - r.start.as_ns())
+            .collect()
+    };
+    let (slow, quick) = (kernels(0), kernels(1));
+    assert_eq!(slow.len(), 3);
+    for (a, b) in slow.iter().zip(&quick) {
+        assert!(b <= a, "{b} ns with 2x bandwidth vs {a} ns");
+    }
+    assert!(quick.iter().sum::<u64>() < slow.iter().sum::<u64>());
+    assert!(runs[1].0.time < runs[0].0.time);
+}
+
+#[test]
+fn a_data_parallel_trace_replays_on_more_devices_with_a_bigger_ring() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    data_parallel_program(&rt, 1 << 16).unwrap();
+    let trace = rt.take_trace().unwrap();
+    let wide = replay(
+        &trace,
+        ReplayOptions {
+            devices: Some(8),
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(wide.errors.is_empty(), "{:?}", wide.errors);
+    let tl = wide.runtime.timeline();
+    let per_device = |d: u32| tl.iter().filter(|r| r.device == d).count();
+    assert_eq!(per_device(7), per_device(1));
+    let ar = |tl: &[TaskRecord]| {
+        tl.iter()
+            .filter(|r| r.kind == npusim::components::TaskKind::Collective)
+            .map(|r| r.end.as_ns() - r.start.as_ns())
+            .max()
+            .unwrap()
+    };
+    // A ring all-reduce of the same size over 8 ranks takes longer than over 2.
+    assert!(ar(&tl) > ar(&rt.timeline()));
+}
+
+#[test]
+fn binary_kernels_replay_timing_only_at_their_recorded_cycles_scaled_by_the_clock() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let object = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/kernels/vector_add.o"
+    ))
+    .unwrap();
+    let bin = rt.load_binary(&object).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let s = rt.create_stream().unwrap();
+    for (n, blocks) in [(1000u64, 3u32), (40_000, 8), (4099, 1)] {
+        let (a, b, c) = (
+            rt.malloc(4 * n).unwrap(),
+            rt.malloc(4 * n).unwrap(),
+            rt.malloc(4 * n).unwrap(),
+        );
+        rt.memset(a, 1, 4 * n).unwrap();
+        rt.launch(vadd, blocks, &[a.into(), b.into(), c.into(), n.into()], s)
+            .unwrap();
+        rt.free_async(c, s).unwrap();
+    }
+    rt.synchronize_stream(s).unwrap();
+    let trace = rt.take_trace().unwrap();
+    let recorded = trace
+        .entries
+        .iter()
+        .filter(|e| {
+            matches!(
+                &e.call,
+                npusim::record::Call::Launch {
+                    binary: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(recorded, 3, "every binary launch carries its cycles");
+    let timing = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(timing.errors.is_empty(), "{:?}", timing.errors);
+    assert_eq!(times(&timing.runtime.timeline()), times(&rt.timeline()));
+    // Priced, not run: the kernels wrote nothing, so no page was backed.
+    assert!(timing.runtime.stats().backed_bytes.iter().all(|&b| b == 0));
+    assert!(rt.stats().backed_bytes[0] > 0);
+    // Half the clock: every binary launch takes about twice as long, from the same cycles.
+    let mut slow = DeviceConfig::small();
+    slow.core_clock_hz /= 2;
+    let halved = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            device: Some(slow.clone()),
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    let kernels = |tl: Vec<TaskRecord>| -> Vec<u64> {
+        tl.iter()
+            .filter(|r| r.name == "vadd_f32")
+            .map(|r| r.end.as_ns() - r.start.as_ns() - slow.kernel_launch_ns)
+            .collect()
+    };
+    for (fast, slow) in kernels(rt.timeline())
+        .iter()
+        .zip(kernels(halved.runtime.timeline()))
+    {
+        assert!(
+            slow >= 2 * fast - 1 && slow <= 2 * fast + 1,
+            "{fast} ns, then {slow} ns"
+        );
+    }
+}
+
+#[test]
+fn dynamic_shapes_replay_timing_only_from_the_shapes_the_recording_saw() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let s = rt.create_stream().unwrap();
+    let (nonzero, gather) = (rt.op("nonzero_f32").unwrap(), rt.op("gather_rows").unwrap());
+    let n = 4000usize;
+    let mut counts = Vec::new();
+    for density in [1usize, 7, 2] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % density == 0 {
+                    i as f32 + 1.0
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let xd = rt.malloc(4 * n as u64).unwrap();
+        rt.memcpy_htod(xd, &x).unwrap();
+        let (idx, vals) = (
+            rt.malloc(4 * n as u64).unwrap(),
+            rt.malloc(4 * n as u64).unwrap(),
+        );
+        let (count, vshape) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
+        rt.launch_op(
+            nonzero,
+            &[TensorArg::new(xd, &[n as i64])],
+            &[TensorArg::dynamic(idx, count)],
+            &[],
+            s,
+        )
+        .unwrap();
+        rt.launch_op(
+            gather,
+            &[
+                TensorArg::new(xd, &[n as i64]),
+                TensorArg::dynamic(idx, count),
+            ],
+            &[TensorArg::dynamic(vals, vshape)],
+            &[],
+            s,
+        )
+        .unwrap();
+        counts.push(count);
+    }
+    rt.synchronize_stream(s).unwrap();
+    let k: Vec<u64> = counts
+        .iter()
+        .map(|&c| rt.read_shape(c).unwrap().dims()[0])
+        .collect();
+    assert_eq!(k, vec![4000, 572, 2000]);
+    // The host data was not recorded: only the shapes the producers published tell the
+    // consumers how much work they have.
+    let mut trace = rt.take_trace().unwrap();
+    trace.header.with_data = false;
+    for e in &mut trace.entries {
+        if let npusim::record::Call::CopyHost { data, bytes, .. } = &mut e.call
+            && *bytes > 256
+        {
+            *data = None;
+        }
+    }
+    let timing = replay(
+        &trace,
+        ReplayOptions {
+            timing_only: true,
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(timing.errors.is_empty(), "{:?}", timing.errors);
+    assert_eq!(times(&timing.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(timing.runtime.host_now(), rt.host_now());
+}
+
+/// One call of a random program.
+#[derive(Clone, Debug)]
+enum Op {
+    Launch { stream: usize, n: u64, blocks: u32 },
+    Copy { stream: usize, kib: u64 },
+    Record { stream: usize, event: usize },
+    Wait { stream: usize, event: usize },
+    HostWork { us: u64 },
+    Sync { stream: usize },
+    Free,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..3usize, 1..200_000u64, 1..8u32).prop_map(|(stream, n, blocks)| Op::Launch {
+            stream,
+            n,
+            blocks
+        }),
+        (0..3usize, 1..512u64).prop_map(|(stream, kib)| Op::Copy { stream, kib }),
+        (0..3usize, 0..2usize).prop_map(|(stream, event)| Op::Record { stream, event }),
+        (0..3usize, 0..2usize).prop_map(|(stream, event)| Op::Wait { stream, event }),
+        (1..50u64).prop_map(|us| Op::HostWork { us }),
+        (0..3usize).prop_map(|stream| Op::Sync { stream }),
+        Just(Op::Free),
+    ]
+}
+
+fn run_random(rt: &Runtime, ops: &[Op]) -> NpuResult<()> {
+    let streams = [
+        rt.create_stream()?,
+        rt.create_stream()?,
+        rt.default_stream()?,
+    ];
+    let events = [rt.create_event()?, rt.create_event()?];
+    let k = rt.kernel("vector_add_f32")?;
+    let mut live = Vec::new();
+    for op in ops {
+        match *op {
+            Op::Launch { stream, n, blocks } => {
+                let b = rt.malloc(4 * n)?;
+                rt.launch(
+                    k,
+                    blocks,
+                    &[b.into(), b.into(), b.into(), n.into()],
+                    streams[stream],
+                )?;
+                live.push((b, stream));
+            }
+            Op::Copy { stream, kib } => {
+                let b = rt.malloc(kib * 1024)?;
+                let data = vec![7u8; (kib * 1024) as usize];
+                rt.memcpy_htod_async_pageable(b, &data, streams[stream])?;
+                live.push((b, stream));
+            }
+            Op::Record { stream, event } => rt.record_event(events[event], streams[stream])?,
+            Op::Wait { stream, event } => rt.stream_wait_event(streams[stream], events[event])?,
+            Op::HostWork { us } => rt.host_work(SimTime(us * 1000)),
+            Op::Sync { stream } => rt.synchronize_stream(streams[stream])?,
+            Op::Free => {
+                if let Some((b, s)) = live.pop() {
+                    rt.free_async(b, streams[s])?;
+                }
+            }
+        }
+    }
+    rt.synchronize_device()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_programs_recorded_and_replayed_give_identical_timelines(
+        ops in proptest::collection::vec(op(), 1..40)
+    ) {
+        let rt = Runtime::new(RuntimeConfig {
+            device: DeviceConfig::small(),
+            host: HostCosts::default(),
+            recording: Some(Recording { path: None, data: false }),
+            ..RuntimeConfig::default()
+        }).unwrap();
+        run_random(&rt, &ops).unwrap();
+        let trace = rt.take_trace().unwrap();
+        let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+        prop_assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+        prop_assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+        prop_assert_eq!(replayed.runtime.host_now(), rt.host_now());
+        let timing = replay(&trace, ReplayOptions { timing_only: true, ..ReplayOptions::default() }).unwrap();
+        prop_assert_eq!(times(&timing.runtime.timeline()), times(&rt.timeline()));
+    }
+}
