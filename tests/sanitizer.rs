@@ -807,3 +807,156 @@ fn streams_made_after_a_destroyed_one_are_ordered_after_its_work_and_no_further(
     rt.synchronize_device().unwrap();
     one(&rt, ReportKind::Race, buf.0, N);
 }
+
+#[test]
+fn a_report_through_the_safe_api_names_the_user_s_lines_not_the_api_s() {
+    let rt = report_mode();
+    let ctx = rt.device_context(0).unwrap();
+    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
+    let fill = rt.kernel("fill_f32").unwrap();
+    let mut x = ctx.alloc::<f32>(1024).unwrap();
+    let mut y = ctx.alloc::<f32>(1024).unwrap();
+    let launch = s1.launch_builder(&fill).arg(&mut x).arg(1024usize);
+    let first = line!() + 1;
+    launch.arg(7.0f32).launch().unwrap();
+    let second = line!() + 1;
+    s2.memcpy_dtod(&x, &mut y).unwrap(); // no event between the fill and the copy
+    s2.synchronize().unwrap();
+    s1.synchronize().unwrap();
+    let r = one(&rt, ReportKind::Race, x.device_ptr().0, 4096);
+    let here = |line| npusim::EnqueueSite::Rust {
+        file: file!(),
+        line,
+    };
+    assert_eq!(r.earlier.site, here(first), "{r}");
+    assert_eq!(r.later.site, here(second), "{r}");
+}
+
+/// A runtime with two streams, a device buffer of `n` threes written on the first, and a
+/// pinned buffer as long.
+struct PinnedProgram {
+    rt: Runtime,
+    s1: NpuStream,
+    s2: NpuStream,
+    dev: DeviceBuffer<f32>,
+    host: PinnedBuffer<f32>,
+}
+
+fn pinned_program(config: SanitizerConfig, n: usize) -> PinnedProgram {
+    let rt = runtime(1, config);
+    let ctx = rt.device_context(0).unwrap();
+    let (s1, s2) = (ctx.stream().unwrap(), ctx.stream().unwrap());
+    let dev = s1.clone_htod(&vec![3.0f32; n]).unwrap();
+    let host = ctx.alloc_host::<f32>(n).unwrap();
+    PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    }
+}
+
+#[test]
+fn the_host_reading_a_pinned_buffer_after_synchronizing_the_wrong_stream_races_with_the_copy() {
+    let PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    } = pinned_program(SanitizerConfig::report(), 1024);
+    let copy = line!() + 1;
+    s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
+    s2.synchronize().unwrap(); // the wrong stream
+    let read = line!() + 1;
+    let _ = host.read().unwrap();
+    let r = one(&rt, ReportKind::Race, 0, 4096);
+    assert_eq!(r.host_buffer, Some(host.as_raw().id()));
+    assert_eq!((r.block, r.offset()), (Some((0, 4096)), Some(0)));
+    assert_eq!(r.earlier.name, "memcpy device to host");
+    assert_eq!(r.earlier.stream, Some(s1.raw()));
+    assert_eq!(r.earlier.operand, npusim::Operand::Destination);
+    assert_eq!(r.later.stream, None);
+    assert_eq!(r.later.operand, npusim::Operand::HostBuffer);
+    assert_eq!(r.later.mode, Some(npusim::components::AccessMode::Read));
+    let here = |line| npusim::EnqueueSite::Rust {
+        file: file!(),
+        line,
+    };
+    assert_eq!((r.earlier.site, r.later.site), (here(copy), here(read)));
+    assert!(
+        r.fix.contains(&format!("synchronize {}", s1.raw())),
+        "{}",
+        r.fix
+    );
+    assert!(r.to_string().contains("pinned host buffer"), "{r}");
+}
+
+#[test]
+fn the_host_reading_a_pinned_buffer_after_synchronizing_the_copy_s_stream_or_event_is_clean() {
+    let PinnedProgram {
+        rt,
+        s1,
+        s2,
+        dev,
+        host,
+    } = pinned_program(SanitizerConfig::report(), 1024);
+    s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(host.read().unwrap(), vec![3.0f32; 1024]);
+    s2.memcpy_dtoh_pinned(&dev, &host).unwrap();
+    let done = s2.record_event().unwrap();
+    done.synchronize().unwrap();
+    assert_eq!(host.read().unwrap(), vec![3.0f32; 1024]);
+    none(&rt);
+}
+
+#[test]
+fn overwriting_a_pinned_buffer_while_its_host_to_device_copy_is_queued_races() {
+    let PinnedProgram {
+        rt,
+        s1: s,
+        mut dev,
+        host,
+        ..
+    } = pinned_program(SanitizerConfig::report(), 1024);
+    host.write(&[1.0f32; 1024]).unwrap();
+    s.memcpy_htod_pinned(&host, &mut dev).unwrap();
+    host.write(&[2.0f32; 256]).unwrap(); // the copy may not have read the buffer yet
+    s.synchronize().unwrap();
+    let r = one(&rt, ReportKind::Race, 0, 1024);
+    assert_eq!(r.earlier.name, "memcpy host to device");
+    assert_eq!(r.earlier.operand, npusim::Operand::Source);
+    assert_eq!(r.later.mode, Some(npusim::components::AccessMode::Write));
+    // The fixed twin: wait for the copy before writing the buffer again.
+    let PinnedProgram {
+        rt,
+        s1: s,
+        mut dev,
+        host,
+        ..
+    } = pinned_program(SanitizerConfig::report(), 1024);
+    host.write(&[1.0f32; 1024]).unwrap();
+    s.memcpy_htod_pinned(&host, &mut dev).unwrap();
+    s.synchronize().unwrap();
+    host.write(&[2.0f32; 256]).unwrap();
+    // Reading a buffer a queued host-to-device copy also reads is no race.
+    s.memcpy_htod_pinned(&host, &mut dev).unwrap();
+    let _ = host.read().unwrap();
+    s.synchronize().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn in_error_mode_the_racing_host_read_of_a_pinned_buffer_fails() {
+    let PinnedProgram {
+        s1, s2, dev, host, ..
+    } = pinned_program(SanitizerConfig::error(), 64);
+    s1.memcpy_dtoh_pinned(&dev, &host).unwrap();
+    s2.synchronize().unwrap();
+    let err = host.read().unwrap_err();
+    assert!(matches!(err, NpuError::SanitizerViolation(_)), "{err:?}");
+    s1.synchronize().unwrap();
+    assert_eq!(host.read().unwrap(), vec![3.0f32; 64]);
+}

@@ -181,6 +181,24 @@ pub struct CollectiveCall {
 }
 
 impl CollectiveCall {
+    /// Which operation of its communicator this rank's call belongs to (the rendezvous key): a
+    /// send and the receive that matches it share one.
+    pub fn op_key(&self) -> OpKey {
+        match self.kind {
+            CollectiveKind::Send => OpKey::PointToPoint {
+                from: self.rank,
+                to: self.peer,
+                seq: self.seq,
+            },
+            CollectiveKind::Recv => OpKey::PointToPoint {
+                from: self.peer,
+                to: self.rank,
+                seq: self.seq,
+            },
+            _ => OpKey::Collective(self.seq),
+        }
+    }
+
     /// Encodes into a collective task descriptor.
     pub fn encode(&self) -> TaskDescriptor {
         let mut d = TaskDescriptor::new(crate::task::TaskKind::Collective);
@@ -554,5 +572,38 @@ mod tests {
             bytes: 96,
         };
         assert_eq!(CollectiveCall::decode(&call.encode()), Some(call));
+    }
+
+    #[test]
+    fn a_send_and_its_matching_receive_share_an_operation_key_and_ranks_of_a_collective_do_too() {
+        let call = |kind, rank, peer, seq| CollectiveCall {
+            kind,
+            dtype: DataType::F32,
+            op: ReduceOp::Sum,
+            comm: Entity::from_raw_u32(7).unwrap(),
+            send: 0x1000,
+            recv: 0x2000,
+            count: 4,
+            rank,
+            peer,
+            seq,
+            bytes: 16,
+        };
+        let send = call(CollectiveKind::Send, 0, 1, 3).op_key();
+        assert_eq!(send, call(CollectiveKind::Recv, 1, 0, 3).op_key());
+        assert_ne!(send, call(CollectiveKind::Recv, 0, 1, 3).op_key());
+        assert_ne!(send, call(CollectiveKind::Send, 0, 1, 4).op_key());
+        assert_eq!(
+            call(CollectiveKind::AllReduce, 0, 0, 5).op_key(),
+            call(CollectiveKind::AllReduce, 2, 0, 5).op_key()
+        );
+        assert_eq!(
+            send,
+            OpKey::PointToPoint {
+                from: 0,
+                to: 1,
+                seq: 3
+            }
+        );
     }
 }

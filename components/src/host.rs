@@ -33,7 +33,12 @@ struct HostAlloc {
     data: Mutex<Vec<u8>>,
     pinned: bool,
     freed: AtomicBool,
+    /// Unique in the process (the stream sanitizer's name for the buffer).
+    id: u64,
 }
+
+/// The id the next host buffer gets.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 impl Drop for HostAlloc {
     fn drop(&mut self) {
@@ -122,6 +127,7 @@ impl HostBuffer {
                 data: Mutex::new(data),
                 pinned,
                 freed: AtomicBool::new(false),
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             }),
         })
     }
@@ -134,6 +140,7 @@ impl HostBuffer {
                 data: Mutex::new(bytes.to_vec()),
                 pinned: false,
                 freed: AtomicBool::new(false),
+                id: 0,
             }),
         }
     }
@@ -168,6 +175,11 @@ impl HostBuffer {
             PINNED_LIVE.fetch_sub(old.len() as u64, Ordering::AcqRel);
         }
         first
+    }
+
+    /// The buffer's id, unique in the process (0 for a staging buffer of a pageable copy).
+    pub fn id(&self) -> u64 {
+        self.inner.id
     }
 
     /// Whether both handles name the same memory.

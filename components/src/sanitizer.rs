@@ -31,7 +31,7 @@ use bevy_ecs::entity::{Entity, EntityHashMap};
 use smallvec::SmallVec;
 
 use crate::access::{Access, AccessMode, Space};
-use crate::collective::{CollectiveCall, CollectiveKind, PeerCopy};
+use crate::collective::{CollectiveCall, OpKey, PeerCopy};
 use crate::error::NpuError;
 use crate::handle::Stream;
 use crate::task::{Task, TaskKind};
@@ -171,6 +171,8 @@ pub enum Operand {
     Receive,
     /// The block named by a free or an allocation.
     Block,
+    /// The pinned host buffer the host program itself read or wrote.
+    HostBuffer,
     /// Not known.
     Unknown,
 }
@@ -184,6 +186,7 @@ impl std::fmt::Display for Operand {
             Operand::Send => write!(f, "send buffer"),
             Operand::Receive => write!(f, "receive buffer"),
             Operand::Block => write!(f, "block"),
+            Operand::HostBuffer => write!(f, "pinned host buffer"),
             Operand::Unknown => write!(f, "operand"),
         }
     }
@@ -250,6 +253,10 @@ pub struct SanitizerReport {
     pub fix: String,
     /// Simulated time the later side was checked (for timeline markers).
     pub at: SimTime,
+    /// The pinned host buffer ([`HostBuffer::id`](crate::HostBuffer::id)) the bytes are in,
+    /// when they are host memory: `addr` is then the offset in it and `block` is
+    /// `(0, its length)`.
+    pub host_buffer: Option<u64>,
     /// How many times the same bug was found: the same kind between the same two sites (calls,
     /// names and operands); this report describes the first.
     pub count: u64,
@@ -272,12 +279,18 @@ impl std::fmt::Display for SanitizerReport {
             self.addr + self.bytes,
             self.bytes
         )?;
-        if let Some((base, size)) = self.block {
-            write!(
+        match (self.host_buffer, self.block) {
+            (Some(id), Some((_, size))) => write!(
+                f,
+                ", offset {} in pinned host buffer {id} of {size} bytes",
+                self.addr
+            )?,
+            (None, Some((base, size))) => write!(
                 f,
                 ", offset {} in block {base:#x} of {size} bytes",
                 self.addr - base
-            )?;
+            )?,
+            _ => {}
         }
         write!(
             f,
@@ -415,6 +428,27 @@ struct StreamOrder {
     position: u64,
 }
 
+/// A queued copy's access to bytes `start..end` of a pinned host buffer, left until the host
+/// is ordered after it.
+#[derive(Debug)]
+struct HostUse {
+    start: u64,
+    end: u64,
+    /// A device-to-host copy (it writes the host bytes).
+    writes: bool,
+    /// The copy's clock thread and epoch.
+    slot: u32,
+    epoch: u64,
+    task: Arc<TaskInfo>,
+}
+
+/// A pinned host buffer's queued copies not yet ordered before the host.
+#[derive(Debug, Default)]
+struct HostShadow {
+    len: u64,
+    uses: Vec<HostUse>,
+}
+
 /// A free waiting for its stream position.
 #[derive(Debug)]
 struct PendingFree {
@@ -471,14 +505,10 @@ struct Group {
 }
 
 /// Which operation of a communicator a collective task belongs to (the rendezvous key).
-type GroupKey = (Entity, u8, u32, u32, u64);
+type GroupKey = (Entity, OpKey);
 
 fn group_key(c: &CollectiveCall) -> GroupKey {
-    match c.kind {
-        CollectiveKind::Send => (c.comm, 1, c.rank, c.peer, c.seq),
-        CollectiveKind::Recv => (c.comm, 1, c.peer, c.rank, c.seq),
-        _ => (c.comm, 0, 0, 0, c.seq),
-    }
+    (c.comm, c.op_key())
 }
 
 /// What a name in reports is of ([`Sanitizer::name`] keeps one copy of each).
@@ -569,6 +599,8 @@ pub struct Sanitizer {
     events: EntityHashMap<EventClocks>,
     groups: HashMap<GroupKey, Group>,
     shadow: BTreeMap<Entity, BTreeMap<u64, Segment>>,
+    /// Pinned host buffers with copies queued, by [`HostBuffer::id`](crate::HostBuffer::id).
+    host_buffers: HashMap<u64, HostShadow>,
     blocks: BTreeMap<Entity, BTreeMap<u64, Block>>,
     next_generation: u64,
     reports: Vec<SanitizerReport>,
@@ -620,6 +652,7 @@ impl Sanitizer {
             events: EntityHashMap::default(),
             groups: HashMap::new(),
             shadow: BTreeMap::new(),
+            host_buffers: HashMap::new(),
             blocks: BTreeMap::new(),
             next_generation: 1,
             reports: Vec::new(),
@@ -684,7 +717,14 @@ impl Sanitizer {
             .values()
             .map(|st| st.clock.heap_bytes() + std::mem::size_of::<StreamClock>())
             .sum();
-        s.bytes = s.intervals * interval + s.accesses * access + s.blocks * block + clocks;
+        let host: usize = self.host_buffers.values().map(|h| h.uses.len()).sum();
+        s.intervals += host;
+        s.accesses += host;
+        s.bytes = s.intervals * interval
+            + s.accesses * access
+            + s.blocks * block
+            + clocks
+            + host * std::mem::size_of::<HostUse>();
         s
     }
 
@@ -813,6 +853,152 @@ impl Sanitizer {
             name,
             site,
         });
+    }
+
+    /// The copy just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) reads
+    /// (host to device) or writes (device to host, `writes`) bytes `range` of pinned host
+    /// buffer `buffer`, `len` bytes long: the host must not touch them until it is ordered
+    /// after the copy.
+    pub fn host_copy_submitted(
+        &mut self,
+        stream: Entity,
+        seq: u64,
+        (buffer, len): (u64, u64),
+        range: (u64, u64),
+        writes: bool,
+    ) {
+        let Some(st) = self.streams.get(&stream) else {
+            return;
+        };
+        let Some(sub) = st.submitted.iter().rev().find(|s| s.seq == seq) else {
+            return;
+        };
+        let task = Arc::new(TaskInfo {
+            device: st.device,
+            stream: Some(stream),
+            position: seq,
+            name: sub.name.clone(),
+            site: sub.site,
+        });
+        let (slot, epoch) = (st.slot, st.base + seq);
+        let host = &self.host;
+        let shadow = self.host_buffers.entry(buffer).or_default();
+        shadow.len = len;
+        // Copies the host is already ordered after need no checking any more.
+        shadow.uses.retain(|u| !host.covers(u.slot, u.epoch));
+        shadow.uses.push(HostUse {
+            start: range.0,
+            end: range.1,
+            writes,
+            slot,
+            epoch,
+            task,
+        });
+    }
+
+    /// `actor` reads (or writes, `writes`) bytes `range` of pinned host buffer `buffer` itself,
+    /// at a call made at `site`: a queued copy of overlapping bytes (one side writing) that it
+    /// is not ordered after is a race. In error mode the error the access fails with.
+    pub fn host_accessed(
+        &mut self,
+        actor: Actor,
+        buffer: u64,
+        range: (u64, u64),
+        writes: bool,
+        site: EnqueueSite,
+        now: SimTime,
+    ) -> Option<NpuError> {
+        if !self.host_buffers.contains_key(&buffer) {
+            return None;
+        }
+        let clock = self.actor_clock(actor);
+        let shadow = self.host_buffers.get_mut(&buffer).expect("looked up");
+        shadow.uses.retain(|u| !clock.covers(u.slot, u.epoch));
+        let len = shadow.len;
+        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
+            .uses
+            .iter()
+            .filter(|u| (u.writes || writes) && u.start < range.1 && range.0 < u.end)
+            .map(|u| {
+                (
+                    u.start.max(range.0),
+                    u.end.min(range.1),
+                    u.task.clone(),
+                    u.writes,
+                )
+            })
+            .collect();
+        if shadow.uses.is_empty() {
+            self.host_buffers.remove(&buffer);
+        }
+        let name = if writes {
+            "host write of a pinned buffer"
+        } else {
+            "host read of a pinned buffer"
+        };
+        let (stream, position) = match actor {
+            Actor::Host => (None, 0),
+            Actor::Callback { stream, seq } => (Some(stream), seq),
+        };
+        let before = self.found;
+        for (start, end, task, copy_writes) in conflicts {
+            let info = Arc::new(TaskInfo {
+                device: task.device,
+                stream,
+                position,
+                name: self.name(NameKey::Call(name), || name.into()),
+                site,
+            });
+            let (copy_operand, copy_mode) = if copy_writes {
+                (Operand::Destination, AccessMode::Write)
+            } else {
+                (Operand::Source, AccessMode::Read)
+            };
+            let host_mode = if writes {
+                AccessMode::Write
+            } else {
+                AccessMode::Read
+            };
+            let earlier = self.side_of(&task, copy_operand, Some(copy_mode));
+            let later = self.side_of(&info, Operand::HostBuffer, Some(host_mode));
+            let a = task.stream.map(|s| Stream::new(self.runtime, s));
+            let fix = match a {
+                Some(a) => format!(
+                    "synchronize {a} (or an event recorded on it after position {}) before \
+                     the host touches the buffer",
+                    task.position
+                ),
+                None => "synchronize before the host touches the buffer".into(),
+            };
+            self.push_report(
+                SanitizerReport {
+                    kind: ReportKind::Race,
+                    addr: start,
+                    bytes: end - start,
+                    block: Some((0, len)),
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    host_buffer: Some(buffer),
+                    count: 1,
+                },
+                &task,
+                &info,
+            );
+        }
+        if self.config.mode == SanitizerMode::Error
+            && self.found > before
+            && let Some(r) = self.last.and_then(|i| self.reports.get(i))
+        {
+            return Some(NpuError::SanitizerViolation(r.to_string()));
+        }
+        None
+    }
+
+    /// Pinned host buffer `buffer` was freed: its queued copies are forgotten.
+    pub fn host_freed(&mut self, buffer: u64) {
+        self.host_buffers.remove(&buffer);
     }
 
     /// The host (or a callback) synchronized with everything `stream` completed (a stream
@@ -1120,6 +1306,7 @@ impl Sanitizer {
                     fix,
                     at: now,
                     count: 1,
+                    host_buffer: None,
                 },
                 &c.earlier.task,
                 &side,
@@ -1453,6 +1640,7 @@ impl Sanitizer {
                         fix,
                         at: now,
                         count: 1,
+                        host_buffer: None,
                     };
                     let side = side.clone();
                     self.push_report(report, &side, info);
@@ -1477,6 +1665,7 @@ impl Sanitizer {
                         fix,
                         at: now,
                         count: 1,
+                        host_buffer: None,
                     },
                     &alloc,
                     info,
@@ -1564,6 +1753,7 @@ impl Sanitizer {
                     fix,
                     at: now,
                     count: 1,
+                    host_buffer: None,
                 },
                 &c.earlier.task,
                 info,
@@ -1591,6 +1781,7 @@ impl Sanitizer {
                         fix,
                         at: now,
                         count: 1,
+                        host_buffer: None,
                     },
                     &alloc,
                     info,
@@ -1873,6 +2064,44 @@ mod tests {
         assert_eq!(
             (r.earlier.name.as_str(), r.block),
             ("free", Some((0x1000, 64)))
+        );
+    }
+
+    #[test]
+    fn a_host_read_of_a_pinned_buffer_races_with_its_copy_until_the_host_synchronizes_the_stream() {
+        let s = entities(1);
+        let a = s[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        submit(&mut san, a, 1, None);
+        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true);
+        let read = |san: &mut Sanitizer, range| {
+            san.host_accessed(
+                Actor::Host,
+                7,
+                range,
+                false,
+                EnqueueSite::Unknown,
+                SimTime(1),
+            )
+        };
+        assert_eq!(read(&mut san, (128, 256)), None);
+        assert!(
+            san.reports().is_empty(),
+            "the copy writes only the first half"
+        );
+        read(&mut san, (64, 256));
+        let r = &san.reports()[0];
+        assert_eq!((r.kind, r.addr, r.bytes), (ReportKind::Race, 64, 64));
+        assert_eq!((r.host_buffer, r.block), (Some(7), Some((0, 256))));
+        san.completed(&task(a, 1, write()), true, SimTime(2));
+        san.synchronized_stream(Actor::Host, a);
+        let kept = san.shadow_stats().intervals;
+        read(&mut san, (0, 256));
+        assert_eq!(san.reports().len(), 1, "ordered after the copy now");
+        assert_eq!(
+            san.shadow_stats().intervals,
+            kept - 1,
+            "and the copy is forgotten"
         );
     }
 

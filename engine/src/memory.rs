@@ -314,6 +314,7 @@ impl Runtime {
         let done = |i: &Inner| (0..i.devices.len() as u32).all(|d| i.device_idle(d));
         let (mut g, result) = self.drive(self.lock(), &what, &done, None);
         if result.is_ok() {
+            crate::sanitizer::host_freed(&mut g, buffer);
             g.record_new(|r, _| {
                 let host = r.forget_host(buffer)?;
                 Some(crate::record::Call::FreeHost { host })
@@ -438,7 +439,11 @@ impl Runtime {
             offset,
         };
         let cost = g.costs.copy_call_ns;
-        crate::launch::submit(&mut g, s, desc, extra, cost);
+        let seq = crate::launch::submit(&mut g, s, desc, extra, cost);
+        if g.sanitize {
+            let writes = dir == CopyDir::DeviceToHost;
+            crate::sanitizer::host_copy(&mut g, s, seq, (host, offset, bytes), writes);
+        }
         g.record(|r, _| crate::record::host_copy(r, dir, device.0, host, offset, bytes, s));
         Ok(())
     }

@@ -522,12 +522,17 @@ impl Runtime {
             mode.shape_log = Some(recorder.shape_log.clone());
             inner.recorder = Some(Box::new(recorder));
         }
-        Ok(Self {
+        let sanitize = inner.sanitize;
+        let rt = Self {
             shared: Arc::new(Shared {
                 id,
                 inner: Mutex::new(inner),
             }),
-        })
+        };
+        if sanitize {
+            crate::sanitizer::watch(&rt);
+        }
+        Ok(rt)
     }
 
     pub(crate) fn weak(&self) -> std::sync::Weak<Shared> {

@@ -34,10 +34,11 @@ use npusim_components::resources::Finished;
 use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
 use npusim_components::task::CopyDir;
 use npusim_components::{
-    DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport, TaskKind,
+    DeviceState, EnqueueSite, HostBuffer, KernelRegistry, NpuResult, Sanitizer, SanitizerConfig,
+    SanitizerReport, TaskKind,
 };
 
-use crate::runtime::{Inner, Runtime};
+use crate::runtime::{Inner, Runtime, Shared};
 
 thread_local! {
     /// Where the current API call was made, when the caller knows better than
@@ -107,6 +108,83 @@ pub fn default_config() -> SanitizerConfig {
         .ok()
         .and_then(|m| config_from(&m, std::env::var("NPUSIM_SANITIZE_UNINIT").ok()))
         .unwrap_or_default()
+}
+
+/// Runtimes of the process whose sanitizer is on: a host access to pinned memory names no
+/// runtime, so it is checked against each of them.
+static WATCHING: std::sync::Mutex<Vec<std::sync::Weak<Shared>>> = std::sync::Mutex::new(Vec::new());
+/// How many runtimes [`WATCHING`] holds (0: a host access costs one load).
+static WATCHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Notes `rt`, whose sanitizer is on, as one host accesses to pinned memory are checked in.
+pub(crate) fn watch(rt: &Runtime) {
+    let mut w = WATCHING.lock().unwrap_or_else(|p| p.into_inner());
+    w.retain(|r| r.strong_count() > 0);
+    w.push(rt.weak());
+    WATCHED.store(w.len(), std::sync::atomic::Ordering::Release);
+}
+
+/// The copy just submitted at `seq` on `stream` moves `bytes` bytes at `offset` of host
+/// buffer `host`, writing them when `writes` (device to host). Only pinned memory is tracked
+/// (a pageable copy stages its bytes at the call).
+pub(crate) fn host_copy(
+    inner: &mut Inner,
+    stream: Entity,
+    seq: u64,
+    (host, offset, bytes): (&HostBuffer, u64, u64),
+    writes: bool,
+) {
+    if !host.is_pinned() {
+        return;
+    }
+    let len = host.len() as u64;
+    if let Some(mut san) = sanitizer(inner) {
+        let range = (offset, offset.saturating_add(bytes));
+        san.host_copy_submitted(stream, seq, (host.id(), len), range, writes);
+    }
+}
+
+/// Pinned host buffer `host` was freed.
+pub(crate) fn host_freed(inner: &mut Inner, host: &HostBuffer) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.host_freed(host.id());
+    }
+}
+
+/// The calling thread reads (or writes, `writes`) bytes `range` of host buffer `host` itself,
+/// at `caller`: checked against the queued copies of every runtime whose sanitizer is on. In
+/// error mode a race fails the access with `SanitizerViolation`.
+pub(crate) fn host_accessed(
+    host: &HostBuffer,
+    range: (u64, u64),
+    writes: bool,
+    caller: &'static Location<'static>,
+) -> NpuResult<()> {
+    if WATCHED.load(std::sync::atomic::Ordering::Acquire) == 0 || !host.is_pinned() {
+        return Ok(());
+    }
+    let runtimes: Vec<Runtime> = {
+        let mut w = WATCHING.lock().unwrap_or_else(|p| p.into_inner());
+        w.retain(|r| r.strong_count() > 0);
+        WATCHED.store(w.len(), std::sync::atomic::Ordering::Release);
+        w.iter()
+            .filter_map(std::sync::Weak::upgrade)
+            .map(Runtime::from_shared)
+            .collect()
+    };
+    let site = site(caller);
+    for rt in runtimes {
+        let mut g = rt.lock();
+        let who = actor(&g);
+        let now = g.host_now();
+        let err = sanitizer(&mut g)
+            .and_then(|mut san| san.host_accessed(who, host.id(), range, writes, site, now));
+        flush(&mut g);
+        if let Some(e) = err {
+            return Err(e);
+        }
+    }
+    Ok(())
 }
 
 /// The site of a call whose `#[track_caller]` location is `caller`.

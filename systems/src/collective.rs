@@ -169,30 +169,11 @@ fn arrive(w: &mut RendezvousWorld, e: Entity, now: SimTime) -> Option<(Entity, O
         fail_at(w, e, err, now, None);
         return None;
     }
-    let (key, slot, slots) = match call.kind {
-        CollectiveKind::Send => (
-            OpKey::PointToPoint {
-                from: call.rank,
-                to: call.peer,
-                seq: call.seq,
-            },
-            0,
-            2,
-        ),
-        CollectiveKind::Recv => (
-            OpKey::PointToPoint {
-                from: call.peer,
-                to: call.rank,
-                seq: call.seq,
-            },
-            1,
-            2,
-        ),
-        _ => (
-            OpKey::Collective(call.seq),
-            call.rank as usize,
-            comm.devices.len(),
-        ),
+    let key = call.op_key();
+    let (slot, slots) = match call.kind {
+        CollectiveKind::Send => (0, 2),
+        CollectiveKind::Recv => (1, 2),
+        _ => (call.rank as usize, comm.devices.len()),
     };
     let index = match w
         .rendezvous
@@ -623,19 +604,7 @@ pub(crate) fn execute_collective(
 ) -> Result<(), NpuError> {
     let call = CollectiveCall::decode(&task.desc)
         .ok_or_else(|| NpuError::Internal("corrupt collective descriptor".into()))?;
-    let key = match call.kind {
-        CollectiveKind::Send => OpKey::PointToPoint {
-            from: call.rank,
-            to: call.peer,
-            seq: call.seq,
-        },
-        CollectiveKind::Recv => OpKey::PointToPoint {
-            from: call.peer,
-            to: call.rank,
-            seq: call.seq,
-        },
-        _ => OpKey::Collective(call.seq),
-    };
+    let key = call.op_key();
     let Some(index) = rendezvous
         .ops
         .iter()

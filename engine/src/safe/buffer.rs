@@ -8,6 +8,7 @@
 
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
+use std::panic::Location;
 
 use bytemuck::Pod;
 use npusim_components::{DevicePtr, HostBuffer, NpuError, NpuResult};
@@ -468,6 +469,8 @@ impl<T: Pod> PinnedBuffer<T> {
     }
 
     /// Copies `values` into the start of the buffer (at most [`PinnedBuffer::len`] of them).
+    /// With the stream sanitizer on, writing bytes a queued copy still reads is reported.
+    #[track_caller]
     pub fn write(&self, values: &[T]) -> NpuResult<()> {
         if values.len() > self.len {
             return Err(NpuError::InvalidParam(format!(
@@ -476,11 +479,17 @@ impl<T: Pod> PinnedBuffer<T> {
                 self.len
             )));
         }
+        let range = (0, bytes_of::<T>(values.len()));
+        crate::sanitizer::host_accessed(&self.raw, range, true, Location::caller())?;
         self.raw.write(values)
     }
 
-    /// The buffer's elements, copied out.
+    /// The buffer's elements, copied out. With the stream sanitizer on, reading bytes a
+    /// queued copy still writes (the host not yet ordered after it) is reported.
+    #[track_caller]
     pub fn read(&self) -> NpuResult<Vec<T>> {
+        let range = (0, self.byte_len());
+        crate::sanitizer::host_accessed(&self.raw, range, false, Location::caller())?;
         self.raw.read()
     }
 

@@ -152,12 +152,16 @@ impl NpuComm {
     /// `HcclCommInitAll`; each rank's collectives are enqueued on its stream. The streams must
     /// be on distinct devices of one runtime (usually
     /// [`StreamKind::Communication`](crate::StreamKind) streams).
+    #[track_caller]
     pub fn from_streams(streams: &[NpuStream]) -> NpuResult<Vec<NpuComm>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         Self::from_streams_with(streams, CommConfig::default())
     }
 
     /// As [`NpuComm::from_streams`], with an algorithm and a rendezvous timeout.
+    #[track_caller]
     pub fn from_streams_with(streams: &[NpuStream], config: CommConfig) -> NpuResult<Vec<NpuComm>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let Some(first) = streams.first() else {
             return Err(NpuError::InvalidParam(
                 "a communicator needs at least one stream".into(),
@@ -187,7 +191,9 @@ impl NpuComm {
     /// A communicator with one rank per device (rank `r` on `devices[r]`), each on a new
     /// [`StreamKind::Communication`](crate::StreamKind) stream of the device's primary context
     /// (so its collectives overlap that context's compute streams when events allow).
+    #[track_caller]
     pub fn from_devices(devices: &[super::NpuDevice]) -> NpuResult<Vec<NpuComm>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let streams = devices
             .iter()
             .map(|d| {
@@ -244,12 +250,14 @@ impl NpuComm {
     /// Enqueues this rank's part of an all-reduce (`HcclAllReduce`): every rank's `recv` gets
     /// the element-wise `op` of every rank's `send`, all `send.len()` elements (`recv` must
     /// hold as many).
+    #[track_caller]
     pub fn all_reduce<T: CommElement>(
         &self,
         send: &(impl DeviceSlice<T> + ?Sized),
         recv: &mut (impl DeviceSliceMut<T> + ?Sized),
         op: ReduceOp,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), send)?;
         same_context(self.stream().context(), recv)?;
         at_least("receive buffer", recv.len(), send.len())?;
@@ -258,11 +266,13 @@ impl NpuComm {
     }
 
     /// As [`NpuComm::all_reduce`], in place: `buf` is both sent and received.
+    #[track_caller]
     pub fn all_reduce_in_place<T: CommElement>(
         &self,
         buf: &mut (impl DeviceSliceMut<T> + ?Sized),
         op: ReduceOp,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.all_reduce(p, p, n, T::DTYPE, op, c, st))
@@ -271,11 +281,13 @@ impl NpuComm {
     /// Enqueues this rank's part of an all-gather (`HcclAllGather`): every rank's `recv` gets
     /// every rank's `send` (all `send.len()` elements) in rank order; `recv` must hold
     /// `send.len() × world_size()`.
+    #[track_caller]
     pub fn all_gather<T: CommElement>(
         &self,
         send: &(impl DeviceSlice<T> + ?Sized),
         recv: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), send)?;
         same_context(self.stream().context(), recv)?;
         let need = send.len().saturating_mul(self.world_size() as usize);
@@ -287,12 +299,14 @@ impl NpuComm {
     /// Enqueues this rank's part of a reduce-scatter (`HcclReduceScatter`): rank `r`'s `recv`
     /// (all `recv.len()` elements) gets block `r` of the element-wise `op` of every rank's
     /// `send`, which must hold `recv.len() × world_size()`.
+    #[track_caller]
     pub fn reduce_scatter<T: CommElement>(
         &self,
         send: &(impl DeviceSlice<T> + ?Sized),
         recv: &mut (impl DeviceSliceMut<T> + ?Sized),
         op: ReduceOp,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), send)?;
         same_context(self.stream().context(), recv)?;
         let need = recv.len().saturating_mul(self.world_size() as usize);
@@ -303,11 +317,13 @@ impl NpuComm {
 
     /// Enqueues this rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` (all
     /// `buf.len()` elements) gets rank `root`'s.
+    #[track_caller]
     pub fn broadcast<T: CommElement>(
         &self,
         buf: &mut (impl DeviceSliceMut<T> + ?Sized),
         root: u32,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.broadcast(p, n, T::DTYPE, root, c, st))
@@ -316,11 +332,13 @@ impl NpuComm {
     /// Enqueues sending all of `buf` to rank `peer` (`HcclSend`); it pairs with the peer's
     /// matching [`NpuComm::recv`] (the k-th send to a peer with its k-th receive from this
     /// rank), which must receive as many elements.
+    #[track_caller]
     pub fn send<T: CommElement>(
         &self,
         buf: &(impl DeviceSlice<T> + ?Sized),
         peer: u32,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.send(p, n, T::DTYPE, peer, c, st))
@@ -328,24 +346,30 @@ impl NpuComm {
 
     /// As [`NpuComm::send`], from pinned host memory: the interconnect reads it directly (as
     /// RDMA does) when the send runs.
+    #[track_caller]
     pub fn send_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.send(h, n, T::DTYPE, peer, c, st))
     }
 
     /// As [`NpuComm::recv`], into pinned host memory (read it once the stream, or an event
     /// recorded after the receive, has been synchronized).
+    #[track_caller]
     pub fn recv_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.recv(h, n, T::DTYPE, peer, c, st))
     }
 
     /// Enqueues receiving `buf.len()` elements from rank `peer` into `buf` (`HcclRecv`).
+    #[track_caller]
     pub fn recv<T: CommElement>(
         &self,
         buf: &mut (impl DeviceSliceMut<T> + ?Sized),
         peer: u32,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
         self.enqueue(|rt, c, st| rt.recv(p, n, T::DTYPE, peer, c, st))

@@ -172,24 +172,32 @@ impl NpuContext {
 
     /// A new stream in this context, destroyed when its last clone is dropped (after its queued
     /// work has run).
+    #[track_caller]
     pub fn stream(&self) -> NpuResult<NpuStream> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.stream_with(StreamConfig::default())
     }
 
     /// As [`NpuContext::stream`], with a priority and kind.
+    #[track_caller]
     pub fn stream_with(&self, config: StreamConfig) -> NpuResult<NpuStream> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.with(|rt| rt.create_stream_with(config))?;
         Ok(NpuStream::new(self.clone(), raw, true))
     }
 
     /// The context's default stream (never destroyed by a drop).
+    #[track_caller]
     pub fn default_stream(&self) -> NpuResult<NpuStream> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.with(|rt| rt.default_stream())?;
         Ok(NpuStream::new(self.clone(), raw, false))
     }
 
     /// A new event in this context, destroyed when its last clone is dropped.
+    #[track_caller]
     pub fn event(&self) -> NpuResult<NpuEvent> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.with(|rt| rt.create_event())?;
         Ok(NpuEvent::new(self.clone(), raw))
     }
@@ -203,7 +211,9 @@ impl NpuContext {
     /// the bytes of an earlier allocation); [`NpuContext::alloc_zeros`] or
     /// [`NpuStream::alloc_zeros`] give zeros. `n` must be nonzero, and `n` elements of `T` must
     /// fit the device.
+    #[track_caller]
     pub fn alloc<T: bytemuck::Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or_else(|| NpuError::InvalidParam(format!("{n} elements overflow")))?;
@@ -220,14 +230,18 @@ impl NpuContext {
 
     /// `n` zeroed elements of device memory, synchronously: the device's queued work finishes
     /// first, as a synchronous `memset` does.
+    #[track_caller]
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let buf = self.alloc::<T>(n)?;
         self.with(|rt| rt.memset(buf.device_ptr(), 0, buf.byte_len()))?;
         Ok(buf)
     }
 
     /// `n` zeroed elements of pinned host memory (`malloc_host`), for asynchronous copies.
+    #[track_caller]
     pub fn alloc_host<T: bytemuck::Pod>(&self, n: usize) -> NpuResult<PinnedBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or_else(|| NpuError::InvalidParam(format!("{n} elements overflow")))?;
@@ -247,7 +261,9 @@ impl NpuContext {
 
     /// Waits for every stream of the device to finish its queued work
     /// ([`Runtime::synchronize_device`]); returns this context's first error.
+    #[track_caller]
     pub fn synchronize(&self) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.with(|rt| rt.synchronize_device())
     }
 }

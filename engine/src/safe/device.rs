@@ -168,7 +168,9 @@ impl NpuDevice {
 
     /// Waits for every stream of the device to finish its queued work; returns the first error
     /// of its primary context ([`Runtime::synchronize_device`]).
+    #[track_caller]
     pub fn synchronize(&self) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.context()?.synchronize()
     }
 

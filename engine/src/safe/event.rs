@@ -76,13 +76,17 @@ impl NpuEvent {
     }
 
     /// Waits until the latest record (as of now) fires.
+    #[track_caller]
     pub fn synchronize(&self) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let e = self.inner.raw;
         self.inner.ctx.with(|rt| rt.synchronize_event(e))
     }
 
     /// Whether the latest record has fired (true if never recorded).
+    #[track_caller]
     pub fn query(&self) -> NpuResult<bool> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let e = self.inner.raw;
         self.inner.ctx.with(|rt| rt.query_event(e))
     }

@@ -271,7 +271,9 @@ impl<'a> LaunchBuilder<'a> {
     }
 
     /// Checks the arguments and enqueues the launch; returns before anything runs.
+    #[track_caller]
     pub fn launch(self) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         if let Some(e) = self.error {
             return Err(e);
         }

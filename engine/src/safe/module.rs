@@ -141,14 +141,18 @@ impl std::fmt::Debug for NpuFunction {
 impl NpuContext {
     /// Loads a kernel binary (a relocatable RISC-V object or a linked image) into this
     /// context ([`Runtime::load_binary`](crate::Runtime::load_binary)).
+    #[track_caller]
     pub fn load_module(&self, bytes: &[u8]) -> NpuResult<NpuModule> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.with(|rt| rt.load_binary(bytes))?;
         Ok(NpuModule::new(self.clone(), raw))
     }
 
     /// Loads a kernel binary from a file
     /// ([`Runtime::load_binary_file`](crate::Runtime::load_binary_file)).
+    #[track_caller]
     pub fn load_module_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<NpuModule> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.with(|rt| rt.load_binary_file(path))?;
         Ok(NpuModule::new(self.clone(), raw))
     }
@@ -175,7 +179,9 @@ impl NpuModule {
     /// The function `name` (`aclrtBinaryGetFunction`);
     /// [`NpuError::KernelNotFound`](crate::NpuError::KernelNotFound)
     /// (`ACL_ERROR_RT_PARAM_INVALID`) when the binary exports no such symbol.
+    #[track_caller]
     pub fn function(&self, name: &str) -> NpuResult<NpuFunction> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.inner.raw;
         let kernel = self.inner.ctx.with(|rt| rt.get_function(raw, name))?;
         Ok(NpuFunction {

@@ -116,11 +116,13 @@ impl NpuStream {
 
     /// Enqueues a copy of `src` into the start of `dst`. `src` is staged at the call (as an
     /// asynchronous copy from pageable memory is), so it may be reused at once.
+    #[track_caller]
     pub fn memcpy_htod<T: Pod>(
         &self,
         src: &[T],
         dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_htod", src.len(), dst.len())?;
         let ptr = dst.device_ptr();
@@ -129,11 +131,13 @@ impl NpuStream {
 
     /// Copies the start of `src` into `dst` (all of `dst`), waiting for the stream: the copy
     /// is enqueued behind the stream's work, and the call returns once it has run.
+    #[track_caller]
     pub fn memcpy_dtoh<T: Pod>(
         &self,
         src: &(impl DeviceSlice<T> + ?Sized),
         dst: &mut [T],
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, src)?;
         fits("memcpy_dtoh", dst.len(), src.len())?;
         let out: &mut [u8] = bytemuck::cast_slice_mut(dst);
@@ -150,11 +154,13 @@ impl NpuStream {
 
     /// Enqueues a copy of all of `src` into the start of `dst` (device to device, same
     /// context).
+    #[track_caller]
     pub fn memcpy_dtod<T: Pod>(
         &self,
         src: &(impl DeviceSlice<T> + ?Sized),
         dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, src)?;
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_dtod", src.len(), dst.len())?;
@@ -164,11 +170,13 @@ impl NpuStream {
 
     /// Enqueues a copy of all of pinned `src` into the start of `dst`; the bytes are read when
     /// the copy runs (as a DMA engine reads pinned memory).
+    #[track_caller]
     pub fn memcpy_htod_pinned<T: Pod>(
         &self,
         src: &PinnedBuffer<T>,
         dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_htod_pinned", src.len(), dst.len())?;
         let (ptr, bytes) = (dst.device_ptr(), src.byte_len());
@@ -177,11 +185,13 @@ impl NpuStream {
 
     /// Enqueues a copy of all of `src` into the start of pinned `dst`; read `dst` after the
     /// stream (or an event recorded after the copy) has been synchronized.
+    #[track_caller]
     pub fn memcpy_dtoh_pinned<T: Pod>(
         &self,
         src: &(impl DeviceSlice<T> + ?Sized),
         dst: &PinnedBuffer<T>,
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, src)?;
         fits("memcpy_dtoh_pinned", src.len(), dst.len())?;
         let (ptr, bytes) = (src.device_ptr(), src.byte_len());
@@ -189,34 +199,42 @@ impl NpuStream {
     }
 
     /// Enqueues zeroing all of `dst`.
+    #[track_caller]
     pub fn memset_zeros<T: Pod>(
         &self,
         dst: &mut (impl DeviceSliceMut<T> + ?Sized),
     ) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, dst)?;
         let (ptr, bytes) = (dst.device_ptr(), dst.byte_len());
         self.with(|rt, s| rt.memset_async(ptr, 0, bytes, s))
     }
 
     /// A new buffer holding a copy of `src` (allocated now, filled in stream order).
+    #[track_caller]
     pub fn clone_htod<T: Pod>(&self, src: &[T]) -> NpuResult<DeviceBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let mut buf = self.inner.ctx.alloc::<T>(src.len())?;
         self.memcpy_htod(src, &mut buf)?;
         Ok(buf)
     }
 
     /// The elements of `src`, copied out once the stream's work before the copy has run.
+    #[track_caller]
     pub fn clone_dtoh<T: Pod>(&self, src: &(impl DeviceSlice<T> + ?Sized)) -> NpuResult<Vec<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let mut out = vec![T::zeroed(); src.len()];
         self.memcpy_dtoh(src, &mut out)?;
         Ok(out)
     }
 
     /// A new buffer holding a copy of all of `src` (allocated now, copied in stream order).
+    #[track_caller]
     pub fn clone_dtod<T: Pod>(
         &self,
         src: &(impl DeviceSlice<T> + ?Sized),
     ) -> NpuResult<DeviceBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let mut buf = self.inner.ctx.alloc::<T>(src.len())?;
         self.memcpy_dtod(src, &mut buf)?;
         Ok(buf)
@@ -224,7 +242,9 @@ impl NpuStream {
 
     /// A new buffer of `n` zeroed elements: allocated now, zeroed in stream order (work
     /// enqueued later on this stream sees zeros).
+    #[track_caller]
     pub fn alloc_zeros<T: Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let mut buf = self.inner.ctx.alloc::<T>(n)?;
         self.memset_zeros(&mut buf)?;
         Ok(buf)
@@ -241,7 +261,9 @@ impl NpuStream {
     /// Enqueues `kernel` with `grid` blocks and untyped `args` (as
     /// [`Runtime::launch`](crate::Runtime::launch)). Prefer [`NpuStream::launch_builder`],
     /// which checks buffers and the kernel's declared parameters.
+    #[track_caller]
     pub fn launch(&self, kernel: &Kernel, grid: u32, args: &[Arg]) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let k = *kernel;
         self.with(|rt, s| rt.launch(k, grid, args, s))
     }
@@ -258,31 +280,41 @@ impl NpuStream {
     }
 
     /// Enqueues a record of `event`: it fires when the stream's earlier work is done.
+    #[track_caller]
     pub fn record(&self, event: &NpuEvent) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let e = event.raw();
         self.with(|rt, s| rt.record_event(e, s))
     }
 
     /// Makes the stream's later work wait for the latest record of `event` (as of now).
+    #[track_caller]
     pub fn wait(&self, event: &NpuEvent) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let e = event.raw();
         self.with(|rt, s| rt.stream_wait_event(s, e))
     }
 
     /// Waits until everything enqueued so far has run; returns the first error of a task on
     /// the stream since the last synchronize.
+    #[track_caller]
     pub fn synchronize(&self) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.with(|rt, s| rt.synchronize_stream(s))
     }
 
     /// Whether everything enqueued has run (does not advance the device).
+    #[track_caller]
     pub fn query(&self) -> NpuResult<bool> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.with(|rt, s| rt.query_stream(s))
     }
 
     /// A new event of the stream's context, recorded here: it fires when the stream's work
     /// enqueued so far is done (cudarc's `record_event`).
+    #[track_caller]
     pub fn record_event(&self) -> NpuResult<NpuEvent> {
+        let _site = crate::sanitizer::SiteGuard::here();
         let event = self.inner.ctx.event()?;
         self.record(&event)?;
         Ok(event)
@@ -315,7 +347,9 @@ impl NpuStream {
     ///     /// assert_eq!(*log.lock().unwrap(), ["after the memset"]);
     /// # Ok::<(), NpuError>(())
     /// ```
+    #[track_caller]
     pub fn launch_host_func(&self, f: impl FnOnce() + Send + 'static) -> NpuResult<()> {
+        let _site = crate::sanitizer::SiteGuard::here();
         self.with(|rt, s| rt.launch_host_func(s, f))
     }
 }
