@@ -116,6 +116,109 @@ fn a_recorded_program_replays_to_the_identical_timeline_and_results() {
     assert_eq!(v, results[0]);
 }
 
+/// Two devices: run-time limits, timeouts and a failure mode; a numbered event wait enqueued
+/// before its record; a peer copy; `record_stream` and a trim; one timed wait that gives up and
+/// one that does not. Returns what the peer copy delivered.
+fn settings_program(rt: &Runtime) -> NpuResult<Vec<f32>> {
+    rt.set_kernel_timeout(SimTime::from_ms(50))?;
+    rt.set_kernel_wall_limit(std::time::Duration::from_secs(60));
+    rt.set_event_wait_timeout(Some(SimTime::from_ms(20)));
+    rt.set_callback_timeout(std::time::Duration::from_secs(30));
+    rt.set_core_limits(0, Some(4), None)?;
+    rt.set_device(1)?;
+    let dst = rt.malloc(4 << 20)?;
+    rt.set_device(0)?;
+    rt.set_failure_mode(npusim::FailureMode::Continue)?;
+    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
+    let ev = rt.create_event()?;
+    let big = rt.malloc(64 << 20)?;
+    let src = rt.malloc(4 << 20)?;
+    let data: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+    rt.memcpy_htod(src, &data)?;
+    // b waits for the first record, which a enqueues only after a long memset.
+    rt.stream_wait_event_record(b, ev, 1, Some(SimTime::from_ms(10)))?;
+    rt.memcpy_peer_async(dst, 1, src, 0, 4 << 20, b)?;
+    rt.memset_async(big, 3, 64 << 20, a)?;
+    rt.record_event(ev, a)?;
+    rt.record_stream(big, b)?;
+    // Gives up: the memset takes longer than a microsecond.
+    let early = rt.synchronize_event_timeout(ev, SimTime::from_us(1));
+    assert_eq!(early.unwrap_err().code(), 107019);
+    rt.synchronize_event_timeout(ev, SimTime::from_ms(1000))?;
+    rt.synchronize_device_timeout(SimTime::from_ms(1000))?;
+    rt.free(big)?;
+    rt.trim_memory()?;
+    rt.set_device(1)?;
+    let mut out = vec![0f32; 1 << 20];
+    rt.memcpy_dtoh(&mut out, dst)?;
+    Ok(out)
+}
+
+#[test]
+fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_outcomes() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    let delivered = settings_program(&rt).unwrap();
+    assert_eq!(delivered[12345], 12345.0);
+    let trace = rt.take_trace().unwrap();
+    let names: Vec<&str> = trace.entries.iter().map(|e| e.call.name()).collect();
+    for call in [
+        "set_kernel_timeout",
+        "set_kernel_wall_limit",
+        "set_event_wait_timeout",
+        "set_callback_timeout",
+        "set_core_limits",
+        "set_failure_mode",
+        "stream_wait_event_record",
+        "memcpy_peer",
+        "record_stream",
+        "trim_memory",
+        "synchronize_event_timeout",
+        "synchronize_device_timeout",
+    ] {
+        assert!(names.contains(&call), "{call} is not in the trace: {names:?}");
+    }
+    let timed_out: Vec<bool> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match e.call {
+            npusim::record::Call::SynchronizeEventTimeout { timed_out, .. } => Some(timed_out),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timed_out, [true, false]);
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    // The one error the program saw, the early timed wait, is the replay's one error too.
+    let codes: Vec<(usize, i32)> = replayed
+        .errors
+        .iter()
+        .map(|(i, e)| (*i, e.code()))
+        .collect();
+    let early = names
+        .iter()
+        .position(|&n| n == "synchronize_event_timeout")
+        .unwrap();
+    assert_eq!(codes, [(early, 107019)]);
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let rr = &replayed.runtime;
+    assert_eq!(rr.device_limits(0).unwrap(), rt.device_limits(0).unwrap());
+    assert_eq!(rr.device_limits(1).unwrap(), rt.device_limits(1).unwrap());
+    assert_eq!(rr.callback_timeout(), rt.callback_timeout());
+    // The peer copy delivered the same data in the replay.
+    let dst = trace
+        .entries
+        .iter()
+        .find_map(|e| match e.call {
+            npusim::record::Call::CopyPeer { dst, .. } => Some(DevicePtr(dst)),
+            _ => None,
+        })
+        .unwrap();
+    rr.set_device(1).unwrap();
+    let mut v = vec![0f32; 1 << 20];
+    rr.memcpy_dtoh(&mut v, dst).unwrap();
+    assert_eq!(v, delivered);
+}
+
 #[test]
 fn a_timing_only_replay_has_every_task_at_the_functional_replays_times() {
     let rt = Runtime::new(recording_config(2)).unwrap();

@@ -202,6 +202,10 @@ impl Runtime {
         let device = self.device_of(&g.world, ctx);
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
         d.memory.note_use(ctx, ptr.0, (s, pos));
+        g.record(|r, _| crate::record::Call::RecordStream {
+            ptr: ptr.0,
+            stream: r.stream(s),
+        });
         Ok(())
     }
 
@@ -231,6 +235,7 @@ impl Runtime {
             .memory
             .trim(ctx);
         g.charge_driver(device);
+        g.record(|_, _| crate::record::Call::TrimMemory);
         Ok(released)
     }
 

@@ -117,6 +117,9 @@ pub(crate) struct Recorder {
     shapes: BTreeMap<(Entity, u32, u32), u32>,
     kernel_ids: BTreeMap<(u32, u32), u32>,
     program_kernels: std::collections::BTreeSet<(u32, u32)>,
+    /// The thread whose calls are part of a call being recorded as one (a timed wait's plain
+    /// wait), and so not recorded themselves.
+    muted: Option<u64>,
 }
 
 /// A kernel argument, as recorded.
@@ -167,6 +170,7 @@ impl Recorder {
             shapes: BTreeMap::new(),
             kernel_ids: BTreeMap::new(),
             program_kernels: Default::default(),
+            muted: None,
         }
     }
 
@@ -244,6 +248,11 @@ impl Recorder {
                 *published = Some(bytes);
             }
         }
+    }
+
+    /// Whether the calling thread's calls are muted (see [`Recorder::muted`]).
+    fn is_muted(&self) -> bool {
+        self.muted.is_some_and(|t| THREAD.with(|me| *me == t))
     }
 
     fn push(&mut self, host_now: SimTime, call: Call) {
@@ -409,7 +418,7 @@ impl Inner {
     #[inline]
     pub(crate) fn record(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Call) {
         if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() {
+            if crate::callback::clock_of(self.runtime_id).is_some() || r.is_muted() {
                 return;
             }
             let call = f(r, &self.world);
@@ -422,12 +431,20 @@ impl Inner {
 }
 
 impl Inner {
+    /// Mutes (or unmutes) recording of the calling thread's calls while it makes a call that
+    /// is recorded as one entry of its own.
+    pub(crate) fn mute_recording(&mut self, on: bool) {
+        if let Some(r) = self.recorder.as_deref_mut() {
+            r.muted = on.then(|| THREAD.with(|t| *t));
+        }
+    }
+
     /// As [`Inner::record`], for a call that is recorded only sometimes (a handle the trace
     /// sees for the first time).
     #[inline]
     pub(crate) fn record_new(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
         if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() {
+            if crate::callback::clock_of(self.runtime_id).is_some() || r.is_muted() {
                 return;
             }
             let Some(call) = f(r, &self.world) else {
@@ -456,6 +473,23 @@ pub(crate) fn stream_kind(code: u8) -> Option<StreamKind> {
         0 => StreamKind::Compute,
         1 => StreamKind::Copy,
         2 => StreamKind::Communication,
+        _ => return None,
+    })
+}
+
+/// A failure mode's code in a trace.
+pub(crate) fn failure_mode_code(mode: crate::FailureMode) -> u8 {
+    match mode {
+        crate::FailureMode::StopOnFailure => 0,
+        crate::FailureMode::Continue => 1,
+    }
+}
+
+/// The failure mode a trace's code names.
+pub(crate) fn failure_mode(code: u8) -> Option<crate::FailureMode> {
+    Some(match code {
+        0 => crate::FailureMode::StopOnFailure,
+        1 => crate::FailureMode::Continue,
         _ => return None,
     })
 }

@@ -481,6 +481,39 @@ fn replay_entry(
             st.comms.insert(*comm, (devices.clone(), by_device));
             return Ok(());
         }
+        Call::SetCoreLimits {
+            device,
+            cube,
+            vector,
+        } => {
+            for j in 0..st.replicas(*device) {
+                st.calls += 1;
+                note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
+            }
+            return Ok(());
+        }
+        Call::SetKernelTimeout { ns } => {
+            st.calls += 1;
+            note(st.rt.set_kernel_timeout(SimTime(*ns)));
+            return Ok(());
+        }
+        Call::SetKernelWallLimit { ns } => {
+            st.calls += 1;
+            st.rt
+                .set_kernel_wall_limit(std::time::Duration::from_nanos(*ns));
+            return Ok(());
+        }
+        Call::SetEventWaitTimeout { ns } => {
+            st.calls += 1;
+            st.rt.set_event_wait_timeout(ns.map(SimTime));
+            return Ok(());
+        }
+        Call::SetCallbackTimeout { ns } => {
+            st.calls += 1;
+            st.rt
+                .set_callback_timeout(std::time::Duration::from_nanos(*ns));
+            return Ok(());
+        }
         _ => {}
     }
     // The device the call concerns: its stream's or event's, else the current context's.
@@ -489,6 +522,9 @@ fn replay_entry(
         | Call::SynchronizeStream { stream, .. }
         | Call::RecordEvent { stream, .. }
         | Call::StreamWaitEvent { stream, .. }
+        | Call::StreamWaitEventRecord { stream, .. }
+        | Call::CopyPeer { stream, .. }
+        | Call::RecordStream { stream, .. }
         | Call::CopyHost { stream, .. }
         | Call::CopyDevice { stream, .. }
         | Call::Memset { stream, .. }
@@ -496,7 +532,9 @@ fn replay_entry(
         | Call::HostFunc { stream }
         | Call::LaunchOp { stream, .. }
         | Call::Collective { stream, .. } => st.stream_dev(*stream)?,
-        Call::DestroyEvent { event } | Call::SynchronizeEvent { event } => *st
+        Call::DestroyEvent { event }
+        | Call::SynchronizeEvent { event }
+        | Call::SynchronizeEventTimeout { event, .. } => *st
             .event_device
             .get(event)
             .ok_or_else(|| unknown("event", *event))?,
@@ -848,8 +886,65 @@ fn replay_entry(
                         .enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv),
                 )
             }
+            Call::StreamWaitEventRecord {
+                stream,
+                event,
+                record,
+                timeout_ns,
+            } => note(st.rt.stream_wait_event_record(
+                st.stream(*stream, j)?,
+                st.event(*event, j)?,
+                *record,
+                timeout_ns.map(SimTime),
+            )),
+            Call::CopyPeer {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                bytes,
+                stream,
+            } => {
+                // The peer's replica is this one's (or its last, on fewer devices).
+                let lane_of = |d: u32| (d, j.min(st.replicas(d).saturating_sub(1)));
+                let (dd, dj) = lane_of(*dst_device);
+                let (sd, sj) = lane_of(*src_device);
+                note(st.rt.memcpy_peer_async(
+                    DevicePtr(st.ptr(dd, dj, *dst)),
+                    st.lane(dd, dj),
+                    DevicePtr(st.ptr(sd, sj, *src)),
+                    st.lane(sd, sj),
+                    *bytes,
+                    st.stream(*stream, j)?,
+                ))
+            }
+            Call::RecordStream { ptr, stream } => note(st.rt.record_stream(
+                DevicePtr(st.ptr(device, j, *ptr)),
+                st.stream(*stream, j)?,
+            )),
+            Call::TrimMemory => note(st.rt.trim_memory().map(drop)),
+            Call::SetFailureMode { mode } => {
+                let mode = super::failure_mode(*mode).ok_or_else(|| {
+                    NpuError::InvalidParam(format!("trace: failure mode {mode}"))
+                })?;
+                note(st.rt.set_failure_mode(mode))
+            }
+            Call::SynchronizeEventTimeout {
+                event, timeout_ns, ..
+            } => note(
+                st.rt
+                    .synchronize_event_timeout(st.event(*event, j)?, SimTime(*timeout_ns)),
+            ),
+            Call::SynchronizeDeviceTimeout { timeout_ns, .. } => {
+                note(st.rt.synchronize_device_timeout(SimTime(*timeout_ns)))
+            }
             // Handled above.
-            Call::SetDevice { .. }
+            Call::SetCoreLimits { .. }
+            | Call::SetKernelTimeout { .. }
+            | Call::SetKernelWallLimit { .. }
+            | Call::SetEventWaitTimeout { .. }
+            | Call::SetCallbackTimeout { .. }
+            | Call::SetDevice { .. }
             | Call::CurrentContext { .. }
             | Call::SetCurrentContext { .. }
             | Call::PushContext { .. }
