@@ -219,6 +219,95 @@ fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_o
     assert_eq!(v, delivered);
 }
 
+/// The program's own op: `y = 2x`, on one block.
+fn double_op() -> OpBuilder {
+    OpBuilder::new("double_f32")
+        .input("x", 4)
+        .output("y", 4)
+        .attr("n")
+        .infer(|i, _, o| {
+            o[0] = i[0];
+            Ok(())
+        })
+        .tiling(|_, _| Ok(Tiling::new(1, 0)))
+        .cost(|s, _| KernelCost::vector(s.inputs[0].numel() as f64, 8.0 * s.inputs[0].numel() as f64))
+        .kernel(|k, _| {
+            let (x, y, n) = (k.ptr(0)?, k.ptr(1)?, k.u64(2)?);
+            let v: Vec<f32> = k.load::<f32>(x, n as usize)?;
+            let v: Vec<f32> = v.iter().map(|e| 2.0 * e).collect();
+            k.store(y, &v)
+        })
+}
+
+/// Registers its own op and the Ascend-style ops, and runs both: `z = x + 2x`.
+fn ops_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
+    let double = rt.register_op(double_op())?;
+    let npu = rt.register_npu_ops(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))?;
+    let s = rt.create_stream()?;
+    let bytes = 4 * n as u64;
+    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    rt.memcpy_htod(x, &data)?;
+    let dims = [n as i64];
+    rt.launch_op(
+        double,
+        &[TensorArg::new(x, &dims)],
+        &[TensorArg::new(y, &dims)],
+        &[(n as u64).into()],
+        s,
+    )?;
+    rt.launch_op(
+        npu.vadd,
+        &[TensorArg::new(x, &dims), TensorArg::new(y, &dims)],
+        &[TensorArg::new(z, &dims)],
+        &[],
+        s,
+    )?;
+    rt.synchronize_stream(s)?;
+    let mut out = vec![0f32; n];
+    rt.memcpy_dtoh(&mut out, z)?;
+    Ok(out)
+}
+
+#[test]
+fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let n = 8192;
+    let z = ops_program(&rt, n).unwrap();
+    assert_eq!(z[100], 300.0);
+    let trace = rt.take_trace().unwrap();
+    let names: Vec<&str> = trace.entries.iter().map(|e| e.call.name()).collect();
+    assert!(names.contains(&"register_op"), "{names:?}");
+    assert!(names.contains(&"register_npu_ops"), "{names:?}");
+    let replayed = replay(
+        &trace,
+        ReplayOptions {
+            ops: vec![double_op()],
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let zp = trace
+        .entries
+        .iter()
+        .filter_map(|e| match e.call {
+            npusim::record::Call::Malloc { ptr, .. } => Some(DevicePtr(ptr)),
+            _ => None,
+        })
+        .nth(2)
+        .unwrap();
+    let mut v = vec![0f32; n];
+    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    assert_eq!(v, z);
+    // Without the program's op, the replay says which op it needs.
+    let err = replay(&trace, ReplayOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("double_f32"), "{err}");
+    assert!(err.to_string().contains("ReplayOptions::ops"), "{err}");
+}
+
 #[test]
 fn a_timing_only_replay_has_every_task_at_the_functional_replays_times() {
     let rt = Runtime::new(recording_config(2)).unwrap();

@@ -16,7 +16,8 @@
 //!
 //! Version history: 1 — the first format; 2 — adds (at the end of [`Call`], so version 1
 //! traces still read) numbered event waits, peer copies, `record_stream`, `trim_memory`,
-//! failure modes, core limits, run-time timeouts and timed event and device waits.
+//! failure modes, core limits, run-time timeouts, timed event and device waits, and op
+//! registrations.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -576,6 +577,18 @@ pub enum Call {
         /// Whether it gave up at its deadline (`ACL_ERROR_RT_WAIT_TIMEOUT`).
         timed_out: bool,
     },
+    /// `register_op`: an op the program registered, by name (its shape inference, tiling and
+    /// kernel are code: a replay gets it from [`super::ReplayOptions::ops`]).
+    RegisterOp {
+        /// The op's name.
+        name: String,
+    },
+    /// `register_npu_ops`: the Ascend-style ops over the functions of the binaries the call
+    /// loaded (recorded before it), in `NpuOps` order; a replay registers them itself.
+    RegisterNpuOps {
+        /// The functions (trace-local ids): vadd, softmax, layernorm, matmul.
+        functions: Vec<u32>,
+    },
 }
 
 impl Call {
@@ -632,6 +645,8 @@ impl Call {
             Call::SetCallbackTimeout { .. } => "set_callback_timeout",
             Call::SynchronizeEventTimeout { .. } => "synchronize_event_timeout",
             Call::SynchronizeDeviceTimeout { .. } => "synchronize_device_timeout",
+            Call::RegisterOp { .. } => "register_op",
+            Call::RegisterNpuOps { .. } => "register_npu_ops",
         }
     }
 }

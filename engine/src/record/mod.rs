@@ -306,6 +306,13 @@ impl Recorder {
         id
     }
 
+    /// The trace-local id of a loaded binary's function.
+    pub(crate) fn function(&self, kernel: Kernel) -> Option<u32> {
+        self.functions
+            .get(&(kernel.index(), kernel.generation()))
+            .copied()
+    }
+
     pub(crate) fn new_host(&mut self, buffer: &HostBuffer) -> u32 {
         let id = self.next_host;
         self.next_host += 1;

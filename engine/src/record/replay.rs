@@ -50,6 +50,12 @@ pub struct ReplayOptions {
     /// The program's own native kernels, for a functional replay; a kernel not given here is
     /// replayed by a stand-in with its recorded cost that computes nothing.
     pub kernels: Vec<NativeKernel>,
+    /// The program's own ops ([`Runtime::register_op`]), registered when the trace's
+    /// registration of the op of the same name comes; a trace registering an op not given
+    /// here is refused, naming the op. (An op whose kernel is a binary function names a
+    /// kernel of the recording runtime: such ops are out of scope, except the Ascend-style
+    /// ops of [`Runtime::register_npu_ops`], which a replay registers itself.)
+    pub ops: Vec<crate::OpBuilder>,
     /// Called every few thousand calls with (calls done, calls in all).
     pub progress: Option<Box<dyn FnMut(usize, usize)>>,
 }
@@ -64,6 +70,7 @@ impl Default for ReplayOptions {
             timeline: true,
             threads: 0,
             kernels: Vec::new(),
+            ops: Vec::new(),
             progress: None,
         }
     }
@@ -76,6 +83,7 @@ impl std::fmt::Debug for ReplayOptions {
             .field("device", &self.device.as_ref().map(|d| &d.name))
             .field("timing_only", &self.timing_only)
             .field("kernels", &self.kernels.len())
+            .field("ops", &self.ops)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +152,8 @@ struct State {
     calls: u64,
     timing_only: bool,
     shapes: BTreeMap<(u32, u32), ShapeHandle>,
+    /// The program's own ops, by name, until their registration comes.
+    ops: BTreeMap<String, crate::OpBuilder>,
 }
 
 fn kernel_name(trace: &Trace, id: u32) -> NpuResult<&str> {
@@ -371,6 +381,10 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         calls: 0,
         timing_only: options.timing_only,
         shapes: BTreeMap::new(),
+        ops: std::mem::take(&mut options.ops)
+            .into_iter()
+            .map(|op| (op.name().to_string(), op))
+            .collect(),
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
@@ -490,6 +504,32 @@ fn replay_entry(
                 st.calls += 1;
                 note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
             }
+            return Ok(());
+        }
+        Call::RegisterOp { name } => {
+            st.calls += 1;
+            let op = st.ops.remove(name).ok_or_else(|| {
+                NpuError::KernelNotFound(format!(
+                    "trace: the program registered op {name}, whose code a trace does not \
+                     hold: give it in ReplayOptions::ops"
+                ))
+            })?;
+            note(st.rt.register_op(op).map(drop));
+            return Ok(());
+        }
+        Call::RegisterNpuOps { functions } => {
+            st.calls += 1;
+            let k = |i: usize| -> NpuResult<Kernel> {
+                let f = *functions.get(i).ok_or_else(|| {
+                    NpuError::InvalidParam("trace: register_npu_ops names too few functions".into())
+                })?;
+                st.functions
+                    .get(&(f, 0))
+                    .copied()
+                    .ok_or_else(|| unknown("function", f))
+            };
+            let functions = [k(0)?, k(1)?, k(2)?, k(3)?];
+            note(st.rt.npu_ops_with(functions).map(drop));
             return Ok(());
         }
         Call::SetKernelTimeout { ns } => {
@@ -939,7 +979,9 @@ fn replay_entry(
                 note(st.rt.synchronize_device_timeout(SimTime(*timeout_ns)))
             }
             // Handled above.
-            Call::SetCoreLimits { .. }
+            Call::RegisterOp { .. }
+            | Call::RegisterNpuOps { .. }
+            | Call::SetCoreLimits { .. }
             | Call::SetKernelTimeout { .. }
             | Call::SetKernelWallLimit { .. }
             | Call::SetEventWaitTimeout { .. }
