@@ -308,6 +308,71 @@ fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
     assert!(err.to_string().contains("ReplayOptions::ops"), "{err}");
 }
 
+/// A host callback that enqueues work: when stream `a`'s copy is done, the callback spends
+/// host time, sets a buffer on stream `b`, adds into it and records an event the program's
+/// stream `a` then waits for.
+fn callback_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
+    let add = rt.kernel("vector_add_f32")?;
+    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
+    let bytes = 4 * n as u64;
+    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    rt.memcpy_htod(x, &data)?;
+    let ready = rt.create_event()?;
+    let inner = rt.clone();
+    rt.launch_host_func(a, move || {
+        inner.host_work(SimTime(7_000));
+        inner.memset_async(y, 0, bytes, b).unwrap();
+        inner
+            .launch(add, 2, &[x.into(), x.into(), y.into(), n.into()], b)
+            .unwrap();
+        inner.record_event(ready, b).unwrap();
+    })?;
+    rt.stream_wait_event(a, ready)?;
+    rt.launch(add, 2, &[x.into(), y.into(), z.into(), n.into()], a)?;
+    rt.synchronize_stream(a)?;
+    rt.synchronize_stream(b)?;
+    let mut out = vec![0f32; n];
+    rt.memcpy_dtoh(&mut out, z)?;
+    Ok(out)
+}
+
+#[test]
+fn calls_made_inside_a_host_callback_are_replayed_when_the_replayed_callback_runs() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let n = 4096;
+    let z = callback_program(&rt, n).unwrap();
+    assert_eq!(z[10], 30.0);
+    let trace = rt.take_trace().unwrap();
+    let inside: Vec<&str> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match &e.call {
+            npusim::record::Call::InCallback { callback: 0, call } => Some(call.name()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(inside, ["host_work", "memset", "launch", "record_event"]);
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+    let (got, want) = (times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(got, want);
+    assert!(got.iter().filter(|t| t.0 == "vector_add_f32").count() == 2);
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let zp = trace
+        .entries
+        .iter()
+        .filter_map(|e| match e.call {
+            npusim::record::Call::Malloc { ptr, .. } => Some(DevicePtr(ptr)),
+            _ => None,
+        })
+        .nth(2)
+        .unwrap();
+    let mut v = vec![0f32; n];
+    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    assert_eq!(v, z);
+}
+
 #[test]
 fn a_timing_only_replay_has_every_task_at_the_functional_replays_times() {
     let rt = Runtime::new(recording_config(2)).unwrap();

@@ -54,6 +54,19 @@ thread_local! {
     /// Set while this thread runs a host callback: (runtime id, the callback's context, the
     /// callback's host clock).
     static RUNNING: Cell<Option<(u32, Entity, SimTime)>> = const { Cell::new(None) };
+    /// Set while this thread runs a host callback: (runtime id, the callback task's stream,
+    /// its sequence number there), for the recorder.
+    static RUNNING_TASK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
+}
+
+/// The callback task this thread runs for runtime `runtime`, as (stream, sequence number), if
+/// it runs one.
+pub(crate) fn task_of(runtime: u32) -> Option<(Entity, u64)> {
+    RUNNING_TASK
+        .try_with(|r| r.get())
+        .ok()
+        .flatten()
+        .and_then(|(rt, s, seq)| (rt == runtime).then_some((s, seq)))
 }
 
 /// The host clock of the callback this thread runs for runtime `runtime`, if it runs one.
@@ -344,7 +357,9 @@ fn run_job(runtime: u32, hub: &Hub, job: Job) {
         body,
     } = job;
     let previous = RUNNING.with(|r| r.replace(Some((runtime, context, release))));
+    let previous_task = RUNNING_TASK.with(|r| r.replace(Some((runtime, stream, seq))));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
+    RUNNING_TASK.with(|r| r.set(previous_task));
     let end = RUNNING
         .with(|r| r.replace(previous))
         .map_or(release, |(_, _, t)| t);

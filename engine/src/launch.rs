@@ -215,10 +215,8 @@ impl Runtime {
         let desc = TaskDescriptor::new(TaskKind::HostCallback);
         let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
         let cost = g.costs.call_ns;
-        submit(&mut g, s, desc, extra, cost);
-        g.record(|r, _| crate::record::Call::HostFunc {
-            stream: r.stream(s),
-        });
+        let seq = submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| r.host_func(s, seq));
         Ok(())
     }
 }

@@ -589,6 +589,15 @@ pub enum Call {
         /// The functions (trace-local ids): vadd, softmax, layernorm, matmul.
         functions: Vec<u32>,
     },
+    /// A call made inside a host callback, on its thread, at the point it was made (the
+    /// entry's host time is the callback's own clock); a replay makes it when the replayed
+    /// callback runs.
+    InCallback {
+        /// The callback: the n-th `launch_host_func` of the trace (0-based).
+        callback: u32,
+        /// The call.
+        call: Box<Call>,
+    },
 }
 
 impl Call {
@@ -647,6 +656,7 @@ impl Call {
             Call::SynchronizeDeviceTimeout { .. } => "synchronize_device_timeout",
             Call::RegisterOp { .. } => "register_op",
             Call::RegisterNpuOps { .. } => "register_npu_ops",
+            Call::InCallback { call, .. } => call.name(),
         }
     }
 }

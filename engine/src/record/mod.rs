@@ -11,11 +11,18 @@
 //! off pays one branch on an `Option`. Queries (stream or event status, memory statistics)
 //! change nothing and are not recorded; waits are, since they move the host clock.
 //!
-//! Out of scope: the bodies of host callbacks and native kernels are code, not data — a
-//! replay runs no callback, and gets native kernels the program registered from
-//! [`ReplayOptions::kernels`] or replays them by their recorded cost. Calls made from inside a
-//! host callback are not recorded (their order against the program's own calls depends on
-//! thread timing).
+//! **Host callbacks.** A call made inside a host callback is recorded on the callback's thread,
+//! at the point it was made, as made inside that callback ([`Call::InCallback`]); a replay
+//! makes it when the replayed callback runs, so a callback that enqueues work replays it. A
+//! replayed callback resolves handles as they are when it is launched; a handle it makes is
+//! its own (the program's later calls cannot name it in a replay). Like the recorded program,
+//! a callback whose calls race the program's own (neither waits for the other) may interleave
+//! with them differently in a replay.
+//!
+//! Out of scope: the bodies of native kernels and ops are code, not data — a replay gets the
+//! native kernels the program registered from [`ReplayOptions::kernels`] (or replays them by
+//! their recorded cost) and its ops from [`ReplayOptions::ops`]; what a callback computes on
+//! the host, besides its API calls, is not replayed.
 //!
 //! [`RuntimeConfig::record`]: crate::RuntimeConfig::record
 //! [`RuntimeConfig::timing_only`]: crate::RuntimeConfig::timing_only
@@ -117,9 +124,28 @@ pub(crate) struct Recorder {
     shapes: BTreeMap<(Entity, u32, u32), u32>,
     kernel_ids: BTreeMap<(u32, u32), u32>,
     program_kernels: std::collections::BTreeSet<(u32, u32)>,
+    /// Host callbacks launched, by (stream, sequence number) → trace-local callback id (the
+    /// order of their launches).
+    callbacks: BTreeMap<(Entity, u64), u32>,
     /// The thread whose calls are part of a call being recorded as one (a timed wait's plain
     /// wait), and so not recorded themselves.
     muted: Option<u64>,
+}
+
+/// Where a call is made: on a program's thread, or inside the host callback of this id.
+struct Inside(Option<u32>);
+
+impl Inside {
+    /// The call as recorded where it was made.
+    fn wrap(self, call: Call) -> Call {
+        match self.0 {
+            None => call,
+            Some(callback) => Call::InCallback {
+                callback,
+                call: Box::new(call),
+            },
+        }
+    }
 }
 
 /// A kernel argument, as recorded.
@@ -170,6 +196,7 @@ impl Recorder {
             shapes: BTreeMap::new(),
             kernel_ids: BTreeMap::new(),
             program_kernels: Default::default(),
+            callbacks: BTreeMap::new(),
             muted: None,
         }
     }
@@ -250,9 +277,16 @@ impl Recorder {
         }
     }
 
-    /// Whether the calling thread's calls are muted (see [`Recorder::muted`]).
-    fn is_muted(&self) -> bool {
-        self.muted.is_some_and(|t| THREAD.with(|me| *me == t))
+    /// Whether the calling thread's calls are recorded, and where: `None` when muted (see
+    /// [`Recorder::muted`]) or inside a callback the trace did not see launched.
+    fn admit(&self, runtime: u32) -> Option<Inside> {
+        if self.muted.is_some_and(|t| THREAD.with(|me| *me == t)) {
+            return None;
+        }
+        match crate::callback::task_of(runtime) {
+            None => Some(Inside(None)),
+            Some(task) => self.callbacks.get(&task).map(|&id| Inside(Some(id))),
+        }
     }
 
     fn push(&mut self, host_now: SimTime, call: Call) {
@@ -304,6 +338,16 @@ impl Recorder {
         self.functions
             .insert((kernel.index(), kernel.generation()), id);
         id
+    }
+
+    /// The launch of a host callback at `seq` on `stream`, as recorded; the calls its body
+    /// makes are recorded as made inside it.
+    pub(crate) fn host_func(&mut self, stream: Entity, seq: u64) -> Call {
+        let id = self.callbacks.len() as u32;
+        self.callbacks.insert((stream, seq), id);
+        Call::HostFunc {
+            stream: self.stream(stream),
+        }
     }
 
     /// The trace-local id of a loaded binary's function.
@@ -420,15 +464,15 @@ impl Recorder {
 }
 
 impl Inner {
-    /// Records the call `f` describes, if recording is on (one branch when it is off). Calls
-    /// made on a host callback's thread are not recorded (see the module docs).
+    /// Records the call `f` describes, if recording is on (one branch when it is off). A call
+    /// made inside a host callback is recorded as made there (see the module docs).
     #[inline]
     pub(crate) fn record(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Call) {
         if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() || r.is_muted() {
+            let Some(inside) = r.admit(self.runtime_id) else {
                 return;
-            }
-            let call = f(r, &self.world);
+            };
+            let call = inside.wrap(f(r, &self.world));
             let now = self.host_now();
             if let Some(r) = self.recorder.as_deref_mut() {
                 r.push(now, call);
@@ -451,12 +495,13 @@ impl Inner {
     #[inline]
     pub(crate) fn record_new(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
         if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() || r.is_muted() {
+            let Some(inside) = r.admit(self.runtime_id) else {
                 return;
-            }
+            };
             let Some(call) = f(r, &self.world) else {
                 return;
             };
+            let call = inside.wrap(call);
             let now = self.host_now();
             if let Some(r) = self.recorder.as_deref_mut() {
                 r.push(now, call);

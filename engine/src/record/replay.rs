@@ -154,6 +154,51 @@ struct State {
     shapes: BTreeMap<(u32, u32), ShapeHandle>,
     /// The program's own ops, by name, until their registration comes.
     ops: BTreeMap<String, crate::OpBuilder>,
+    /// Inside a replayed callback: the replica it belongs to.
+    only: Option<u32>,
+    /// What replayed callbacks need.
+    callbacks: Arc<CallbackCalls>,
+}
+
+/// The calls made inside host callbacks, for the replayed callbacks to make.
+#[derive(Default)]
+struct CallbackCalls {
+    /// A copy of the trace (its blobs and kernel names), when any call was made inside one.
+    trace: Option<Arc<Trace>>,
+    /// Callback id by the trace entry that launched it.
+    ids: BTreeMap<usize, u32>,
+    /// Each callback's calls: (trace entry, thread, call), in order.
+    calls: BTreeMap<u32, Arc<Vec<(usize, u32, Call)>>>,
+    /// Errors of calls made in replayed callbacks.
+    errors: Mutex<Vec<(usize, NpuError)>>,
+}
+
+impl CallbackCalls {
+    fn of(trace: &Trace) -> Self {
+        let mut out = CallbackCalls::default();
+        let mut calls: BTreeMap<u32, Vec<(usize, u32, Call)>> = BTreeMap::new();
+        for (i, e) in trace.entries.iter().enumerate() {
+            let call = match &e.call {
+                Call::InCallback { callback, call } => {
+                    calls
+                        .entry(*callback)
+                        .or_default()
+                        .push((i, e.thread, (**call).clone()));
+                    call
+                }
+                call => call,
+            };
+            if let Call::HostFunc { .. } = call {
+                let id = out.ids.len() as u32;
+                out.ids.insert(i, id);
+            }
+        }
+        if !calls.is_empty() {
+            out.trace = Some(Arc::new(trace.clone()));
+        }
+        out.calls = calls.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        out
+    }
 }
 
 fn kernel_name(trace: &Trace, id: u32) -> NpuResult<&str> {
@@ -175,6 +220,52 @@ impl State {
             0
         } else {
             (self.m - d).div_ceil(self.n)
+        }
+    }
+
+    /// The replicas of recorded device `d` a call replays on: all of them, or inside a
+    /// replayed callback only the callback's own.
+    fn replicas_here(&self, d: u32) -> std::ops::Range<u32> {
+        let all = self.replicas(d);
+        match self.only {
+            Some(j) if j < all => j..j + 1,
+            Some(_) => 0..0,
+            None => 0..all,
+        }
+    }
+
+    /// The state a replayed callback of replica `j` replays its calls with: the handles as
+    /// they are now (handles the callback makes stay its own), every thread of its calls in
+    /// `ctx`, the context current where it was launched.
+    fn for_callback(&self, j: u32, ctx: CtxRef, calls: &[(usize, u32, Call)]) -> State {
+        let threads = calls.iter().map(|&(_, t, _)| (t, vec![ctx])).collect();
+        State {
+            rt: self.rt.clone(),
+            n: self.n,
+            m: self.m,
+            threads,
+            applied: None,
+            ctx_alias: self.ctx_alias.clone(),
+            ctx_device: self.ctx_device.clone(),
+            contexts: self.contexts.clone(),
+            streams: self.streams.clone(),
+            stream_device: self.stream_device.clone(),
+            events: self.events.clone(),
+            event_device: self.event_device.clone(),
+            allocs: self.allocs.clone(),
+            hosts: self.hosts.clone(),
+            binaries: self.binaries.clone(),
+            functions: self.functions.clone(),
+            comms: self.comms.clone(),
+            kernels: self.kernels.clone(),
+            stand_in_costs: self.stand_in_costs.clone(),
+            stand_ins: self.stand_ins.clone(),
+            calls: 0,
+            timing_only: self.timing_only,
+            shapes: self.shapes.clone(),
+            ops: BTreeMap::new(),
+            only: Some(j),
+            callbacks: self.callbacks.clone(),
         }
     }
 
@@ -385,6 +476,8 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
             .into_iter()
             .map(|op| (op.name().to_string(), op))
             .collect(),
+        only: None,
+        callbacks: Arc::new(CallbackCalls::of(trace)),
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
@@ -399,6 +492,10 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         {
             p(i, total);
         }
+        // Made by the replayed callback instead.
+        if let Call::InCallback { .. } = entry.call {
+            continue;
+        }
         replay_entry(&mut st, trace, entry.thread, &entry.call, i, &mut errors)?;
     }
     if let Some(p) = options.progress.as_mut() {
@@ -407,6 +504,14 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     if let Err(e) = st.rt.run_until_idle() {
         errors.push((total, e));
     }
+    errors.extend(std::mem::take(
+        &mut *st
+            .callbacks
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    ));
+    errors.sort_by_key(|(i, _)| *i);
     Ok(Replayed {
         runtime: st.rt,
         calls: st.calls,
@@ -500,7 +605,7 @@ fn replay_entry(
             cube,
             vector,
         } => {
-            for j in 0..st.replicas(*device) {
+            for j in st.replicas_here(*device) {
                 st.calls += 1;
                 note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
             }
@@ -589,7 +694,7 @@ fn replay_entry(
         }
         _ => st.current_device(thread)?,
     };
-    for j in 0..st.replicas(device) {
+    for j in st.replicas_here(device) {
         st.calls += 1;
         if !matches!(call, Call::CreateContext { .. }) {
             st.enter(thread, device, j)?;
@@ -600,7 +705,7 @@ fn replay_entry(
                 st.contexts.insert((*ctx, j), c);
                 st.ctx_device.insert(*ctx, *device);
                 st.applied = Some((CtxRef::Made(*ctx), j));
-                if j + 1 == st.replicas(*device) {
+                if j + 1 == st.replicas_here(*device).end {
                     st.set_top(thread, CtxRef::Made(*ctx));
                 }
             }
@@ -816,7 +921,33 @@ fn replay_entry(
                 note(launched)
             }
             Call::HostFunc { stream } => {
-                note(st.rt.launch_host_func(st.stream(*stream, j)?, || {}))
+                let s = st.stream(*stream, j)?;
+                let cb = st.callbacks.clone();
+                let calls = cb.ids.get(&index).and_then(|id| cb.calls.get(id));
+                match (calls, &cb.trace) {
+                    (Some(calls), Some(trace)) => {
+                        // The callback makes the calls the recorded one made, on its thread.
+                        let ctx = st.top(thread).unwrap_or(CtxRef::Primary(0));
+                        let mut local = st.for_callback(j, ctx, calls);
+                        let (calls, trace, shared) = (calls.clone(), trace.clone(), cb.clone());
+                        note(st.rt.launch_host_func(s, move || {
+                            let mut errors = Vec::new();
+                            for (i, t, call) in calls.iter() {
+                                if let Err(e) =
+                                    replay_entry(&mut local, &trace, *t, call, *i, &mut errors)
+                                {
+                                    errors.push((*i, e));
+                                }
+                            }
+                            shared
+                                .errors
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .extend(errors);
+                        }))
+                    }
+                    _ => note(st.rt.launch_host_func(s, || {})),
+                }
             }
             Call::CreateShape { shape } => {
                 let h = st.rt.create_shape()?;
@@ -978,8 +1109,9 @@ fn replay_entry(
             Call::SynchronizeDeviceTimeout { timeout_ns, .. } => {
                 note(st.rt.synchronize_device_timeout(SimTime(*timeout_ns)))
             }
-            // Handled above.
-            Call::RegisterOp { .. }
+            // Handled above (and, inside callbacks, by the replayed callback).
+            Call::InCallback { .. }
+            | Call::RegisterOp { .. }
             | Call::RegisterNpuOps { .. }
             | Call::SetCoreLimits { .. }
             | Call::SetKernelTimeout { .. }
