@@ -16,8 +16,8 @@
 //!
 //! Version history: 1 — the first format; 2 — adds (at the end of [`Call`], so version 1
 //! traces still read) numbered event waits, peer copies, `record_stream`, `trim_memory`,
-//! failure modes, core limits, run-time timeouts, timed event and device waits, and op
-//! registrations.
+//! failure modes, core limits, run-time timeouts, timed event and device waits, op
+//! registrations, calls made inside host callbacks and the launch builder's access sets.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -598,6 +598,27 @@ pub enum Call {
         /// The call.
         call: Box<Call>,
     },
+    /// The access set the typed launch builder declared for the thread's next launch (the
+    /// entry right after this one).
+    DeclaredAccess {
+        /// The ranges, as declared.
+        ranges: Vec<AccessRecord>,
+        /// Whether every range is exact (else some stand for their whole block).
+        exact: bool,
+    },
+}
+
+/// One range of a declared access set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRecord {
+    /// Device address of the first byte (as the program saw it).
+    pub addr: u64,
+    /// Bytes (0: the whole block behind `addr`).
+    pub bytes: u64,
+    /// Direction: 0 read, 1 write, 2 both.
+    pub mode: u8,
+    /// In the peer's address space (else the task's own context).
+    pub peer: bool,
 }
 
 impl Call {
@@ -657,6 +678,7 @@ impl Call {
             Call::RegisterOp { .. } => "register_op",
             Call::RegisterNpuOps { .. } => "register_npu_ops",
             Call::InCallback { call, .. } => call.name(),
+            Call::DeclaredAccess { .. } => "declared_access",
         }
     }
 }

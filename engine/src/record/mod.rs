@@ -47,7 +47,7 @@ use npusim_components::{
 };
 
 pub use format::{
-    ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
+    AccessRecord, ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
     KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
 };
 pub use replay::{ReplayOptions, Replayed, StandInCosts, replay, stand_in_kernel};
@@ -127,12 +127,16 @@ pub(crate) struct Recorder {
     /// Host callbacks launched, by (stream, sequence number) → trace-local callback id (the
     /// order of their launches).
     callbacks: BTreeMap<(Entity, u64), u32>,
+    /// An entry that goes right before the call being recorded, with its host time (a
+    /// launch's declared access set).
+    before: Option<(SimTime, Call)>,
     /// The thread whose calls are part of a call being recorded as one (a timed wait's plain
     /// wait), and so not recorded themselves.
     muted: Option<u64>,
 }
 
 /// Where a call is made: on a program's thread, or inside the host callback of this id.
+#[derive(Clone, Copy)]
 struct Inside(Option<u32>);
 
 impl Inside {
@@ -155,6 +159,29 @@ fn arg_record(a: Arg) -> ArgRecord {
         Arg::U64(v) => ArgRecord::U64(v),
         Arg::I64(v) => ArgRecord::I64(v),
         Arg::F32(v) => ArgRecord::F32(v.to_bits()),
+    }
+}
+
+/// A declared access set, as recorded.
+fn access_record(set: &npusim_components::AccessSet) -> Call {
+    use npusim_components::AccessMode;
+    use npusim_components::access::Space;
+    Call::DeclaredAccess {
+        ranges: set
+            .ranges()
+            .iter()
+            .map(|a| AccessRecord {
+                addr: a.addr,
+                bytes: a.bytes,
+                mode: match a.mode {
+                    AccessMode::Read => 0,
+                    AccessMode::Write => 1,
+                    AccessMode::ReadWrite => 2,
+                },
+                peer: a.space == Space::Peer,
+            })
+            .collect(),
+        exact: set.exact(),
     }
 }
 
@@ -197,6 +224,7 @@ impl Recorder {
             kernel_ids: BTreeMap::new(),
             program_kernels: Default::default(),
             callbacks: BTreeMap::new(),
+            before: None,
             muted: None,
         }
     }
@@ -416,6 +444,13 @@ impl Recorder {
         seq: u64,
         timeout: Option<SimTime>,
     ) -> Call {
+        // The typed launch builder's access set rides in the task just submitted.
+        let declared = world
+            .get::<npusim_components::StreamState>(stream)
+            .and_then(|st| st.doorbell.last())
+            .filter(|t| t.seq == seq)
+            .and_then(|t| t.extra.declared_access().map(|a| (t.submit, access_record(a))));
+        self.before = declared;
         let registry = world.resource::<KernelRegistry>();
         let key = (kernel.index(), kernel.generation());
         let (kref, cost) = match registry.get(kernel) {
@@ -473,6 +508,9 @@ impl Inner {
                 return;
             };
             let call = inside.wrap(f(r, &self.world));
+            if let Some((at, before)) = r.before.take() {
+                r.push(at, inside.wrap(before));
+            }
             let now = self.host_now();
             if let Some(r) = self.recorder.as_deref_mut() {
                 r.push(now, call);

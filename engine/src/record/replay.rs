@@ -156,6 +156,8 @@ struct State {
     ops: BTreeMap<String, crate::OpBuilder>,
     /// Inside a replayed callback: the replica it belongs to.
     only: Option<u32>,
+    /// Each thread's declared access set for its next launch.
+    declared: BTreeMap<u32, (Vec<super::AccessRecord>, bool)>,
     /// What replayed callbacks need.
     callbacks: Arc<CallbackCalls>,
 }
@@ -265,6 +267,7 @@ impl State {
             shapes: self.shapes.clone(),
             ops: BTreeMap::new(),
             only: Some(j),
+            declared: BTreeMap::new(),
             callbacks: self.callbacks.clone(),
         }
     }
@@ -477,6 +480,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
             .map(|op| (op.name().to_string(), op))
             .collect(),
         only: None,
+        declared: BTreeMap::new(),
         callbacks: Arc::new(CallbackCalls::of(trace)),
     };
     for k in std::mem::take(&mut options.kernels) {
@@ -517,6 +521,33 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         calls: st.calls,
         errors,
     })
+}
+
+/// A declared access set from its record, addresses mapped by `ptr`.
+fn declared_access(
+    ranges: &[super::AccessRecord],
+    exact: bool,
+    ptr: impl Fn(u64) -> u64,
+) -> npusim_components::AccessSet {
+    use npusim_components::access::Space;
+    use npusim_components::{Access, AccessMode, AccessSet};
+    let mut set = AccessSet::new();
+    if !exact {
+        set.mark_inexact();
+    }
+    for r in ranges {
+        set.push(Access {
+            addr: if r.peer { r.addr } else { ptr(r.addr) },
+            bytes: r.bytes,
+            mode: match r.mode {
+                0 => AccessMode::Read,
+                1 => AccessMode::Write,
+                _ => AccessMode::ReadWrite,
+            },
+            space: if r.peer { Space::Peer } else { Space::Local },
+        });
+    }
+    set
 }
 
 /// Replays one call, on every replica of the device it concerns.
@@ -609,6 +640,10 @@ fn replay_entry(
                 st.calls += 1;
                 note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
             }
+            return Ok(());
+        }
+        Call::DeclaredAccess { ranges, exact } => {
+            st.declared.insert(thread, (ranges.clone(), *exact));
             return Ok(());
         }
         Call::RegisterOp { name } => {
@@ -894,16 +929,21 @@ fn replay_entry(
                         .insert((words, *block_dim), *c);
                 }
                 let s = st.stream(*stream, j)?;
-                let launched = match timeout_ns {
-                    Some(t) => st.rt.launch_with_timeout(
-                        k,
-                        *block_dim,
-                        &args,
-                        tiling,
-                        s,
-                        Some(SimTime(*t)),
-                    ),
-                    None => st.rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
+                // The typed launch builder's access set, its addresses in this replica.
+                let access = st.declared.get(&thread).map(|(ranges, exact)| {
+                    Box::new(declared_access(ranges, *exact, |a| st.ptr(device, j, a)))
+                });
+                if j + 1 == st.replicas_here(device).end {
+                    st.declared.remove(&thread);
+                }
+                let timeout = timeout_ns.map(SimTime);
+                let launched = match (timeout, access) {
+                    (Some(SimTime(0)), _) => {
+                        Err(NpuError::InvalidParam("trace: a launch timeout of 0".into()))
+                    }
+                    (timeout, access) => st
+                        .rt
+                        .launch_configured(k, *block_dim, &args, tiling, s, timeout, access),
                 };
                 // Timing-only: the binary launch is priced from what it did when recorded.
                 if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
@@ -1111,6 +1151,7 @@ fn replay_entry(
             }
             // Handled above (and, inside callbacks, by the replayed callback).
             Call::InCallback { .. }
+            | Call::DeclaredAccess { .. }
             | Call::RegisterOp { .. }
             | Call::RegisterNpuOps { .. }
             | Call::SetCoreLimits { .. }
