@@ -175,7 +175,10 @@ fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_o
         "synchronize_event_timeout",
         "synchronize_device_timeout",
     ] {
-        assert!(names.contains(&call), "{call} is not in the trace: {names:?}");
+        assert!(
+            names.contains(&call),
+            "{call} is not in the trace: {names:?}"
+        );
     }
     let timed_out: Vec<bool> = trace
         .entries
@@ -230,7 +233,9 @@ fn double_op() -> OpBuilder {
             Ok(())
         })
         .tiling(|_, _| Ok(Tiling::new(1, 0)))
-        .cost(|s, _| KernelCost::vector(s.inputs[0].numel() as f64, 8.0 * s.inputs[0].numel() as f64))
+        .cost(|s, _| {
+            KernelCost::vector(s.inputs[0].numel() as f64, 8.0 * s.inputs[0].numel() as f64)
+        })
         .kernel(|k, _| {
             let (x, y, n) = (k.ptr(0)?, k.ptr(1)?, k.u64(2)?);
             let v: Vec<f32> = k.load::<f32>(x, n as usize)?;
@@ -411,7 +416,8 @@ fn the_launch_builders_declared_access_sets_are_recorded_and_replayed() {
     assert_eq!(s.clone_dtoh(&c).unwrap(), [3.0; 1024]);
     // A second launch held behind a record that never comes: it stays queued with its set.
     let never = rt.create_event().unwrap();
-    rt.stream_wait_event_record(s.raw(), never, 1, None).unwrap();
+    rt.stream_wait_event_record(s.raw(), never, 1, None)
+        .unwrap();
     let mut d = s.alloc_zeros::<f32>(512).unwrap();
     s.launch_builder(&add)
         .arg(&c)
@@ -427,7 +433,10 @@ fn the_launch_builders_declared_access_sets_are_recorded_and_replayed() {
         .entries
         .iter()
         .filter_map(|e| match &e.call {
-            npusim::record::Call::DeclaredAccess { ranges, exact: true } => Some(ranges.len()),
+            npusim::record::Call::DeclaredAccess {
+                ranges,
+                exact: true,
+            } => Some(ranges.len()),
             _ => None,
         })
         .collect();

@@ -188,7 +188,7 @@ impl Runtime {
         }
         let cost = g.costs.launch_ns;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
-        let seq = submit_with(&mut g, s, extra, cost, |d| {
+        submit_with(&mut g, s, extra, cost, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -198,7 +198,9 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
-        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, seq, timeout));
+        // The recorder finds the launch's sequence number itself: nothing of it stays live here.
+        crate::record::record!(g, |r, w| r
+            .launch(w, kernel, block_dim, args, tiling, s, timeout));
         Ok(())
     }
 

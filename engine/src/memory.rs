@@ -92,7 +92,7 @@ impl Runtime {
         };
         g.charge_driver(device);
         if let Ok(ptr) = result {
-            g.record(|_, _| crate::record::Call::Malloc {
+            crate::record::record!(g, |_, _| crate::record::Call::Malloc {
                 size,
                 policy: crate::record::policy_code(policy),
                 ptr,
@@ -175,7 +175,7 @@ impl Runtime {
                 d.memory.release_now(ptr.0, ctx);
             }
         }
-        g.record(|r, _| crate::record::Call::Free {
+        crate::record::record!(g, |r, _| crate::record::Call::Free {
             ptr: ptr.0,
             stream: after.first().map(|&(s, _)| r.stream(s)),
         });
@@ -396,7 +396,9 @@ impl Runtime {
         };
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, extra, cost);
-        g.record(|r, _| crate::record::host_copy(r, dir, device.0, host, offset, bytes, s));
+        crate::record::record!(g, |r, _| crate::record::host_copy(
+            r, dir, device.0, host, offset, bytes, s
+        ));
         Ok(())
     }
 
@@ -420,7 +422,7 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::CopyDevice {
+        crate::record::record!(g, |r, _| crate::record::Call::CopyDevice {
             dst: dst.0,
             src: src.0,
             bytes,
@@ -447,7 +449,7 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::Memset {
+        crate::record::record!(g, |r, _| crate::record::Call::Memset {
             dst: dst.0,
             value,
             bytes,

@@ -166,7 +166,7 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The stream `e`, if it exists.
-    #[inline]
+    #[inline(always)]
     pub fn stream(&self, e: Entity) -> Option<&StreamState> {
         self.q_streams
             .get_manual(&self.world, e)

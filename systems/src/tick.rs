@@ -129,8 +129,15 @@ pub fn hardware_tick(
     }
     // Device-local work ending now runs first, devices side by side.
     execute_local_batch(&mut w, &batch);
-    for &entity in batch.iter() {
-        finish(&mut w, entity, now);
+    // One branch a frame: the per-task path of a functional, unrecorded run has no mode checks.
+    if w.mode.is_plain() {
+        for &entity in batch.iter() {
+            finish::<false>(&mut w, entity, now);
+        }
+    } else {
+        for &entity in batch.iter() {
+            finish::<true>(&mut w, entity, now);
+        }
     }
 }
 
@@ -230,8 +237,9 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
 }
 
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
-/// context's failure mode.
-fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+/// context's failure mode. `MODED`: the frame is timing-only or logs shapes (see
+/// [`ExecutionMode::is_plain`]); without it those checks compile away.
+fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
         return;
     };
@@ -273,7 +281,7 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         None
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
-    } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
+    } else if MODED && w.mode.timing_only && task.kind() != TaskKind::Collective {
         published_shape(w.completion.devices(), &w.mode, &task);
         // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
         // is not applied, but its pages are translated as the data path would. A collective
@@ -298,7 +306,8 @@ fn finish(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
         Some(execute(w, entity, now))
     };
     // A recording runtime logs the shape a data-dependent op published.
-    if w.mode.shape_log.is_some()
+    if MODED
+        && w.mode.shape_log.is_some()
         && matches!(result, Some(Ok(())))
         && let Ok(task) = w.tasks.get(entity)
     {

@@ -67,9 +67,10 @@ impl Runtime {
         let functions = [load(0)?, load(1)?, load(2)?, load(3)?];
         let ops = self.npu_ops_with(functions)?;
         // The binaries' loads are recorded; this names the functions the ops run.
-        self.lock().record(|r, _| crate::record::Call::RegisterNpuOps {
-            functions: functions.iter().filter_map(|&k| r.function(k)).collect(),
-        });
+        self.lock()
+            .record(|r, _| crate::record::Call::RegisterNpuOps {
+                functions: functions.iter().filter_map(|&k| r.function(k)).collect(),
+            });
         Ok(ops)
     }
 

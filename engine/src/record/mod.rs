@@ -47,8 +47,8 @@ use npusim_components::{
 };
 
 pub use format::{
-    AccessRecord, ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
-    KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
+    AccessRecord, ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord,
+    HostSide, KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
 };
 pub use replay::{ReplayOptions, Replayed, StandInCosts, replay, stand_in_kernel};
 pub use summary::{SETTABLE, Summary, TaskShare, Variant, VariantError, whatif};
@@ -441,15 +441,20 @@ impl Recorder {
         args: &[Arg],
         tiling: &[u32],
         stream: Entity,
-        seq: u64,
         timeout: Option<SimTime>,
     ) -> Call {
-        // The typed launch builder's access set rides in the task just submitted.
-        let declared = world
-            .get::<npusim_components::StreamState>(stream)
+        // The launch is the stream's latest submission, its access set (from the typed launch
+        // builder) in the task just submitted.
+        let st = world.get::<npusim_components::StreamState>(stream);
+        let seq = st.map_or(0, |st| st.submitted);
+        let declared = st
             .and_then(|st| st.doorbell.last())
             .filter(|t| t.seq == seq)
-            .and_then(|t| t.extra.declared_access().map(|a| (t.submit, access_record(a))));
+            .and_then(|t| {
+                t.extra
+                    .declared_access()
+                    .map(|a| (t.submit, access_record(a)))
+            });
         self.before = declared;
         let registry = world.resource::<KernelRegistry>();
         let key = (kernel.index(), kernel.generation());
@@ -498,33 +503,25 @@ impl Recorder {
     }
 }
 
+/// `record!(g, |r, w| call)`: [`Inner::record`] for the API's hot paths, with the closure built
+/// only when recording is on (a closure built before the branch costs its captures' stores on
+/// every call, recording or not).
+macro_rules! record {
+    ($g:ident, $f:expr) => {
+        if $g.recorder.is_some() {
+            $g.record($f)
+        }
+    };
+}
+pub(crate) use record;
+
 impl Inner {
     /// Records the call `f` describes, if recording is on (one branch when it is off). A call
     /// made inside a host callback is recorded as made there (see the module docs).
     #[inline]
     pub(crate) fn record(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Call) {
-        if let Some(r) = self.recorder.as_deref_mut() {
-            let Some(inside) = r.admit(self.runtime_id) else {
-                return;
-            };
-            let call = inside.wrap(f(r, &self.world));
-            if let Some((at, before)) = r.before.take() {
-                r.push(at, inside.wrap(before));
-            }
-            let now = self.host_now();
-            if let Some(r) = self.recorder.as_deref_mut() {
-                r.push(now, call);
-            }
-        }
-    }
-}
-
-impl Inner {
-    /// Mutes (or unmutes) recording of the calling thread's calls while it makes a call that
-    /// is recorded as one entry of its own.
-    pub(crate) fn mute_recording(&mut self, on: bool) {
-        if let Some(r) = self.recorder.as_deref_mut() {
-            r.muted = on.then(|| THREAD.with(|t| *t));
+        if self.recorder.is_some() {
+            self.record_now(|r, w| Some(f(r, w)));
         }
     }
 
@@ -532,18 +529,36 @@ impl Inner {
     /// sees for the first time).
     #[inline]
     pub(crate) fn record_new(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
+        if self.recorder.is_some() {
+            self.record_now(f);
+        }
+    }
+
+    fn record_now(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
+        let Some(r) = self.recorder.as_deref_mut() else {
+            return;
+        };
+        let Some(inside) = r.admit(self.runtime_id) else {
+            return;
+        };
+        let Some(call) = f(r, &self.world) else {
+            return;
+        };
+        let call = inside.wrap(call);
+        if let Some((at, before)) = r.before.take() {
+            r.push(at, inside.wrap(before));
+        }
+        let now = self.host_now();
         if let Some(r) = self.recorder.as_deref_mut() {
-            let Some(inside) = r.admit(self.runtime_id) else {
-                return;
-            };
-            let Some(call) = f(r, &self.world) else {
-                return;
-            };
-            let call = inside.wrap(call);
-            let now = self.host_now();
-            if let Some(r) = self.recorder.as_deref_mut() {
-                r.push(now, call);
-            }
+            r.push(now, call);
+        }
+    }
+
+    /// Mutes (or unmutes) recording of the calling thread's calls while it makes a call that
+    /// is recorded as one entry of its own.
+    pub(crate) fn mute_recording(&mut self, on: bool) {
+        if let Some(r) = self.recorder.as_deref_mut() {
+            r.muted = on.then(|| THREAD.with(|t| *t));
         }
     }
 }

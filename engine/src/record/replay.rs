@@ -938,9 +938,9 @@ fn replay_entry(
                 }
                 let timeout = timeout_ns.map(SimTime);
                 let launched = match (timeout, access) {
-                    (Some(SimTime(0)), _) => {
-                        Err(NpuError::InvalidParam("trace: a launch timeout of 0".into()))
-                    }
+                    (Some(SimTime(0)), _) => Err(NpuError::InvalidParam(
+                        "trace: a launch timeout of 0".into(),
+                    )),
                     (timeout, access) => st
                         .rt
                         .launch_configured(k, *block_dim, &args, tiling, s, timeout, access),
@@ -1129,15 +1129,14 @@ fn replay_entry(
                     st.stream(*stream, j)?,
                 ))
             }
-            Call::RecordStream { ptr, stream } => note(st.rt.record_stream(
-                DevicePtr(st.ptr(device, j, *ptr)),
-                st.stream(*stream, j)?,
-            )),
+            Call::RecordStream { ptr, stream } => note(
+                st.rt
+                    .record_stream(DevicePtr(st.ptr(device, j, *ptr)), st.stream(*stream, j)?),
+            ),
             Call::TrimMemory => note(st.rt.trim_memory().map(drop)),
             Call::SetFailureMode { mode } => {
-                let mode = super::failure_mode(*mode).ok_or_else(|| {
-                    NpuError::InvalidParam(format!("trace: failure mode {mode}"))
-                })?;
+                let mode = super::failure_mode(*mode)
+                    .ok_or_else(|| NpuError::InvalidParam(format!("trace: failure mode {mode}")))?;
                 note(st.rt.set_failure_mode(mode))
             }
             Call::SynchronizeEventTimeout {
