@@ -162,6 +162,9 @@ struct State {
     callbacks: Arc<CallbackCalls>,
 }
 
+/// One callback's calls: (trace entry, thread, call), in order.
+type CallsInside = Arc<Vec<(usize, u32, Call)>>;
+
 /// The calls made inside host callbacks, for the replayed callbacks to make.
 #[derive(Default)]
 struct CallbackCalls {
@@ -170,7 +173,7 @@ struct CallbackCalls {
     /// Callback id by the trace entry that launched it.
     ids: BTreeMap<usize, u32>,
     /// Each callback's calls: (trace entry, thread, call), in order.
-    calls: BTreeMap<u32, Arc<Vec<(usize, u32, Call)>>>,
+    calls: BTreeMap<u32, CallsInside>,
     /// Errors of calls made in replayed callbacks.
     errors: Mutex<Vec<(usize, NpuError)>>,
 }
