@@ -89,6 +89,14 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// Runs the body of the C function `name`: returns ACL_SUCCESS, the error's code, or
 /// ACL_ERROR_RT_INTERNAL_ERROR if it panicked. Failures are recorded for `aclGetRecentErrMsg`.
 pub(crate) fn call(name: &'static str, f: impl FnOnce() -> AclResult<()>) -> aclError {
+    // The stream sanitizer names the ACL function and the call's number as where work came
+    // from.
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+    let _site = npusim_engine::sanitizer::SiteGuard::enter(npusim_engine::EnqueueSite::Acl {
+        function: name,
+        call: n,
+    });
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => ACL_SUCCESS,
         Ok(Err(e)) => {

@@ -14,6 +14,11 @@
 //! - `NPUSIM_KERNEL_WALL_LIMIT`: seconds of wall-clock time the simulator may spend executing
 //!   one binary kernel launch before it stops it as a runaway (default 120; 0 turns it off).
 //!   Kernel timeouts proper are simulated time (`aclrtSetOpExecuteTimeOut`).
+//! - `NPUSIM_SANITIZE`: `report` or `error` turns the stream sanitizer on
+//!   ([`npusim_engine::sanitizer`]): each report is printed to stderr when it is found, and
+//!   `aclFinalize` prints how many there were; in `error` mode the later task of each pair
+//!   fails with `ACL_ERROR_RT_DEVICE_MEM_ERROR` (507053). `NPUSIM_SANITIZE_UNINIT=1` also
+//!   reports uninitialised reads.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char};
@@ -141,12 +146,22 @@ pub(crate) fn config_from_env() -> AclResult<InitConfig> {
                 ))
             })?,
     };
+    let sanitizer = match env("NPUSIM_SANITIZE") {
+        None => npusim_engine::SanitizerConfig::default(),
+        Some(v) => npusim_engine::sanitizer::config_from(&v, env("NPUSIM_SANITIZE_UNINIT"))
+            .ok_or_else(|| {
+                AclError::param(format!(
+                    "NPUSIM_SANITIZE={v:?}: expected off, report or error"
+                ))
+            })?,
+    };
     Ok(InitConfig {
         wall_limit,
         runtime: RuntimeConfig {
             devices,
             device,
             timeline: trace.is_some(),
+            sanitizer,
             ..RuntimeConfig::default()
         },
         trace,
@@ -320,6 +335,10 @@ pub extern "C" fn aclFinalize() -> aclError {
         s.host_funcs.close();
         // Writes the prints not yet written.
         s.flush_prints();
+        if s.rt.sanitizer_config().on() {
+            let n = s.rt.sanitizer_reports().len();
+            eprintln!("npusim sanitizer: {n} report(s)");
+        }
         // With `NPUSIM_RECORD` set, the API trace (see `npusim_engine::record`).
         let recorded =
             s.rt.finish_recording()

@@ -108,6 +108,11 @@ fn compile(source: &str, name: &str, link: Link) -> PathBuf {
 /// Runs `exe` with `args` in the workspace, with a small simulated device unless `env` says
 /// otherwise; returns its standard output. Fails if it fails, or hangs.
 fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
+    run_full(exe, args, env).0
+}
+
+/// As [`run`], returning standard output and standard error.
+fn run_full(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> (String, String) {
     let mut cmd = Command::new(exe);
     cmd.args(args)
         .current_dir(workspace())
@@ -134,14 +139,14 @@ fn run(exe: &Path, args: &[&str], env: &[(&str, &str)]) -> String {
     }
     let out = child.wait_with_output().expect("output");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "{} failed ({}):\n{stdout}{stderr}",
         exe.display(),
         out.status
     );
-    stdout
+    (stdout, stderr)
 }
 
 /// Compiles and runs `tests/c/<name>.c` with the kernels directory as its argument; returns
@@ -152,14 +157,76 @@ fn program(name: &str) -> String {
 
 /// As [`program`], with environment variables.
 fn program_with(name: &str, env: &[(&str, &str)]) -> String {
+    program_full(name, env).0
+}
+
+/// As [`program_with`], returning standard output and standard error.
+fn program_full(name: &str, env: &[(&str, &str)]) -> (String, String) {
     let exe = compile(&format!("tests/c/{name}.c"), name, Link::Shared);
     let kernels = workspace().join("examples/kernels");
-    let stdout = run(&exe, &[kernels.to_str().expect("utf-8 path")], env);
+    let (stdout, stderr) = run_full(&exe, &[kernels.to_str().expect("utf-8 path")], env);
     assert!(
         stdout.contains(&format!("{name}: ok")),
         "{name} did not report ok:\n{stdout}"
     );
-    stdout
+    (stdout, stderr)
+}
+
+#[test]
+fn npusim_sanitize_report_prints_the_race_of_a_c_program_with_its_acl_calls() {
+    let (_, stderr) = program_full("sanitizer", &[("NPUSIM_SANITIZE", "report")]);
+    assert_eq!(
+        stderr.matches("npusim sanitizer: race").count(),
+        1,
+        "{stderr}"
+    );
+    for call in [
+        "aclrtMemcpyAsync (ACL call #",
+        "aclrtLaunchKernel (ACL call #",
+    ] {
+        assert!(stderr.contains(call), "{call} missing:\n{stderr}");
+    }
+    assert!(
+        stderr.contains("npusim sanitizer: 1 report(s)"),
+        "aclFinalize prints the count:\n{stderr}"
+    );
+}
+
+#[test]
+fn npusim_sanitize_error_fails_the_racing_kernel_with_device_mem_error() {
+    program_with("sanitizer", &[("NPUSIM_SANITIZE", "error")]);
+}
+
+#[test]
+fn the_c_test_programs_run_clean_under_npusim_sanitize_report() {
+    for (name, env) in [
+        ("vector_add", None),
+        ("streams_events", None),
+        ("mem_pool", None),
+        ("threads", None),
+        ("faults", None),
+        ("callbacks", None),
+        (
+            "callback_timeouts",
+            Some(("NPUSIM_CALLBACK_TIMEOUT_MS", "300")),
+        ),
+        ("errors", None),
+        ("device_queries", None),
+        ("res_limits", None),
+        ("events_notifies", None),
+        ("host_funcs", None),
+        ("kernel_args", Some(("NPUSIM_DEVICES", "2"))),
+        ("fault_cleanup", None),
+        ("timeouts_prints", None),
+    ] {
+        let mut vars = vec![("NPUSIM_SANITIZE", "report")];
+        vars.extend(env);
+        let (_, stderr) = program_full(name, &vars);
+        assert!(
+            stderr.contains("npusim sanitizer: 0 report(s)"),
+            "{name} was reported:\n{stderr}"
+        );
+    }
 }
 
 #[test]

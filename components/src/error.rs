@@ -58,6 +58,10 @@ pub mod codes {
     pub const RT_AICORE_EXCEPTION: i32 = 507015;
     /// ACL_ERROR_RT_AICORE_TRAP_EXCEPTION
     pub const RT_AICORE_TRAP_EXCEPTION: i32 = 507016;
+    /// ACL_ERROR_RT_DEVICE_MEM_ERROR: what a task fails with when the stream sanitizer, in
+    /// error mode, finds that it races with, uses after free or reuses unordered memory
+    /// another task touched.
+    pub const RT_DEVICE_MEM_ERROR: i32 = 507053;
 }
 
 /// Everything that can go wrong in npusim.
@@ -258,6 +262,10 @@ pub enum NpuError {
         /// The wall-time limit.
         limit: std::time::Duration,
     },
+    /// The stream sanitizer in error mode found this task on the later side of a report
+    /// (`ACL_ERROR_RT_DEVICE_MEM_ERROR`); the message is the report.
+    #[error("{0}")]
+    SanitizerViolation(String),
     /// A bug in npusim (please report it); nothing the caller did.
     #[error("internal error: {0}")]
     Internal(String),
@@ -296,6 +304,7 @@ impl NpuError {
             NpuError::NotSupported(_) => RT_FEATURE_NOT_SUPPORT,
             NpuError::Internal(_) | NpuError::CallbackPanicked { .. } => RT_INTERNAL_ERROR,
             NpuError::CallbackTimeout { .. } => RT_REPORT_TIMEOUT,
+            NpuError::SanitizerViolation(_) => RT_DEVICE_MEM_ERROR,
             NpuError::InvalidBinary(_) => PARSE_FILE,
             NpuError::File { .. } => INVALID_FILE,
         }

@@ -18,6 +18,7 @@ pub mod memory;
 pub mod mode;
 pub mod pool;
 pub mod resources;
+pub mod sanitizer;
 pub mod shape;
 pub mod stream;
 pub mod task;
@@ -44,6 +45,9 @@ pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
+};
+pub use sanitizer::{
+    EnqueueSite, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode, SanitizerReport,
 };
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,

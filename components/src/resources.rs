@@ -69,6 +69,10 @@ impl Running {
 pub struct Finished {
     /// The tasks.
     pub tasks: Vec<Entity>,
+    /// The stream sanitizer, which completion feeds each finishing task (`None`: off). It
+    /// rides here, in a resource completion fetches anyway, so that off it costs a frame no
+    /// fetch.
+    pub sanitizer: Option<Box<crate::sanitizer::Sanitizer>>,
 }
 
 /// A host callback whose turn came: its task has reached the head of its stream and waits,

@@ -54,19 +54,6 @@ thread_local! {
     /// Set while this thread runs a host callback: (runtime id, the callback's context, the
     /// callback's host clock).
     static RUNNING: Cell<Option<(u32, Entity, SimTime)>> = const { Cell::new(None) };
-    /// Set while this thread runs a host callback: (runtime id, the callback task's stream,
-    /// its sequence number there), for the recorder.
-    static RUNNING_TASK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
-}
-
-/// The callback task this thread runs for runtime `runtime`, as (stream, sequence number), if
-/// it runs one.
-pub(crate) fn task_of(runtime: u32) -> Option<(Entity, u64)> {
-    RUNNING_TASK
-        .try_with(|r| r.get())
-        .ok()
-        .flatten()
-        .and_then(|(rt, s, seq)| (rt == runtime).then_some((s, seq)))
 }
 
 /// The host clock of the callback this thread runs for runtime `runtime`, if it runs one.
@@ -357,9 +344,9 @@ fn run_job(runtime: u32, hub: &Hub, job: Job) {
         body,
     } = job;
     let previous = RUNNING.with(|r| r.replace(Some((runtime, context, release))));
-    let previous_task = RUNNING_TASK.with(|r| r.replace(Some((runtime, stream, seq))));
+    let outer = crate::sanitizer::enter_callback(Some((runtime, stream, seq)));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-    RUNNING_TASK.with(|r| r.set(previous_task));
+    crate::sanitizer::enter_callback(outer);
     let end = RUNNING
         .with(|r| r.replace(previous))
         .map_or(release, |(_, _, t)| t);
@@ -397,6 +384,8 @@ pub struct CallbackScope {
     runtime: u32,
     context: Entity,
     clock: SimTime,
+    /// The callback's task, for the stream sanitizer: (runtime, stream, position).
+    task: Option<(u32, Entity, u64)>,
 }
 
 impl CallbackScope {
@@ -410,19 +399,21 @@ impl CallbackScope {
                 runtime,
                 context,
                 clock,
+                task: crate::sanitizer::current_callback(),
             })
     }
 
     /// Runs `f` on this thread inside the scope; the scope's clock moves with what `f` did.
     pub fn run<R>(&mut self, f: impl FnOnce() -> R) -> R {
-        struct Restore(Option<(u32, Entity, SimTime)>);
+        struct Restore(Option<(u32, Entity, SimTime)>, Option<(u32, Entity, u64)>);
         impl Drop for Restore {
             fn drop(&mut self) {
                 let _ = RUNNING.try_with(|r| r.replace(self.0));
+                crate::sanitizer::enter_callback(self.1);
             }
         }
         let previous = RUNNING.with(|r| r.replace(Some((self.runtime, self.context, self.clock))));
-        let restore = Restore(previous);
+        let restore = Restore(previous, crate::sanitizer::enter_callback(self.task));
         let out = f();
         if let Some((_, _, t)) = RUNNING.with(|r| r.get()) {
             self.clock = t;

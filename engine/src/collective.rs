@@ -242,6 +242,7 @@ impl Runtime {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     pub(crate) fn enqueue_collective(
         &self,
         comm: &Communicator,
@@ -375,6 +376,7 @@ impl Runtime {
     /// Enqueues this rank's part of an all-reduce (`HcclAllReduce`): every rank's `recv` gets
     /// the element-wise `op` of every rank's `send` (`count` elements; in place is allowed).
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     pub fn all_reduce(
         &self,
         send: DevicePtr,
@@ -400,6 +402,7 @@ impl Runtime {
 
     /// Enqueues this rank's part of an all-gather (`HcclAllGather`): every rank's `recv`
     /// (`send_count × size` elements) gets every rank's `send_count` elements in rank order.
+    #[track_caller]
     pub fn all_gather(
         &self,
         send: DevicePtr,
@@ -426,6 +429,7 @@ impl Runtime {
     /// (`recv_count` elements) gets block `r` of the element-wise `op` of every rank's `send`
     /// (`recv_count × size` elements).
     #[allow(clippy::too_many_arguments)]
+    #[track_caller]
     pub fn reduce_scatter(
         &self,
         send: DevicePtr,
@@ -451,6 +455,7 @@ impl Runtime {
 
     /// Enqueues this rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` gets
     /// rank `root`'s `count` elements.
+    #[track_caller]
     pub fn broadcast(
         &self,
         buf: DevicePtr,
@@ -476,6 +481,7 @@ impl Runtime {
     /// Enqueues sending `count` elements of `buf` to rank `peer` (`HcclSend`); it pairs with
     /// the peer's matching [`Runtime::recv`] (the k-th send to a peer with its k-th receive
     /// from this rank). `buf` is device memory or pinned host memory.
+    #[track_caller]
     pub fn send(
         &self,
         buf: impl Into<CommBuffer>,
@@ -499,6 +505,7 @@ impl Runtime {
     }
 
     /// Enqueues receiving `count` elements from rank `peer` into `buf` (`HcclRecv`).
+    #[track_caller]
     pub fn recv(
         &self,
         buf: impl Into<CommBuffer>,
@@ -525,6 +532,7 @@ impl Runtime {
     /// `dst_device`, over the links between them (`cudaMemcpyPeerAsync`). `stream` is in the
     /// current context, on one of the two devices; memory on that device belongs to the current
     /// context, memory on the other to that device's primary context.
+    #[track_caller]
     pub fn memcpy_peer_async(
         &self,
         dst: DevicePtr,
@@ -594,6 +602,7 @@ impl Runtime {
 
     /// As [`Runtime::memcpy_peer_async`] on the current context's default stream, waiting for
     /// the copy.
+    #[track_caller]
     pub fn memcpy_peer(
         &self,
         dst: DevicePtr,

@@ -558,6 +558,7 @@ pub(crate) fn teardown_context(inner: &mut Inner, ctx: Entity) {
     let device = c.device;
     let streams = c.streams.clone();
     let events = c.events.clone();
+    crate::sanitizer::context_destroyed(inner, ctx, &streams);
     for s in streams {
         let tasks: Vec<Entity> = inner
             .world

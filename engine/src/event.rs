@@ -37,10 +37,12 @@ impl Runtime {
             .retain(|x| *x != e);
         g.world.despawn(e);
         g.record(|r, _| crate::record::Call::DestroyEvent { event: r.event(e) });
+        crate::sanitizer::event_destroyed(&mut g, e);
         Ok(())
     }
 
     /// Enqueues a record of `event` on `stream`: it fires when the stream's earlier work is done.
+    #[track_caller]
     pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
         let mut g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
@@ -59,6 +61,7 @@ impl Runtime {
 
     /// Makes `stream`'s later work wait until the latest record of `event` (as of now) fires.
     /// If the event was never recorded, nothing waits.
+    #[track_caller]
     pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
@@ -76,9 +79,15 @@ impl Runtime {
 
     /// Whether the latest record of `event` has fired (true if never recorded).
     pub fn query_event(&self, event: Event) -> NpuResult<bool> {
-        let g = self.lock();
+        let mut g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        Ok(g.world.get::<EventState>(e).expect("checked").is_complete())
+        let ev = g.world.get::<EventState>(e).expect("checked");
+        let (done, record) = (ev.is_complete(), ev.recorded);
+        // A query that finds the record fired orders the host after it.
+        if done {
+            crate::sanitizer::synchronized_event(&mut g, e, record);
+        }
+        Ok(done)
     }
 
     /// Waits until the latest record of `event` (as of now) fires; the host clock moves to its
@@ -106,6 +115,7 @@ impl Runtime {
         let sync = SimTime(g.costs.sync_ns);
         let t = g.host_now().max(stamp) + sync;
         g.set_host_now(t);
+        crate::sanitizer::synchronized_event(&mut g, e, record);
         // A fault that aborted the record is reported here.
         self.current_ctx(&g)?;
         Ok(())

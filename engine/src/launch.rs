@@ -14,6 +14,7 @@ pub const MAX_BLOCK_DIM: u32 = 65_535;
 
 /// Pushes a task for stream `s` onto the doorbell, charging `host_cost_ns` to the host clock.
 /// The stream must have been checked.
+#[track_caller]
 pub(crate) fn submit(
     inner: &mut Inner,
     s: bevy_ecs::entity::Entity,
@@ -26,6 +27,7 @@ pub(crate) fn submit(
 
 /// As [`submit`], with the descriptor written in place by `encode` (into zeroed words): a
 /// launch then copies its descriptor once, into the doorbell.
+#[track_caller]
 pub(crate) fn submit_with(
     inner: &mut Inner,
     s: bevy_ecs::entity::Entity,
@@ -50,6 +52,9 @@ pub(crate) fn submit_with(
         extra,
     });
     encode(&mut st.doorbell.last_mut().expect("just pushed").desc);
+    if inner.sanitize {
+        crate::sanitizer::submitted(inner, s, seq, std::panic::Location::caller());
+    }
     seq
 }
 
@@ -83,6 +88,7 @@ impl Runtime {
 
     /// Enqueues `kernel` with `block_dim` blocks and `args` on `stream`. Returns before anything
     /// executes.
+    #[track_caller]
     pub fn launch(
         &self,
         kernel: Kernel,
@@ -101,6 +107,7 @@ impl Runtime {
     /// byte buffer of the op's own layout, by default at most 2048 bytes, the
     /// `max_tiling_data_size` of `OpImplRegisterV2::Tiling`; npusim's 20 words, 80 bytes, ride
     /// in the task descriptor.)
+    #[track_caller]
     pub fn launch_with_tiling(
         &self,
         kernel: Kernel,
@@ -116,6 +123,7 @@ impl Runtime {
     /// `ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`): a binary kernel that runs longer fails with
     /// `ACL_ERROR_RT_AICORE_TIMEOUT` whatever the device's kernel timeout. `None`: the
     /// device's.
+    #[track_caller]
     pub fn launch_with_timeout(
         &self,
         kernel: Kernel,
@@ -135,6 +143,7 @@ impl Runtime {
     /// so the raw path passes one null word).
     #[allow(clippy::too_many_arguments)]
     #[inline]
+    #[track_caller]
     pub(crate) fn launch_configured(
         &self,
         kernel: Kernel,
@@ -207,6 +216,7 @@ impl Runtime {
     /// Enqueues a host callback on `stream`: it runs on the host, in stream order, after the
     /// stream's earlier work; later work on the stream waits for it (`aclrtLaunchCallback`,
     /// blocking). It runs outside the runtime's lock, so it may call the runtime.
+    #[track_caller]
     pub fn launch_host_func(
         &self,
         stream: Stream,

@@ -57,6 +57,7 @@ pub mod ops;
 pub mod record;
 pub mod runtime;
 pub mod safe;
+pub mod sanitizer;
 pub mod stream;
 pub mod timed;
 pub mod timeline;
@@ -69,6 +70,10 @@ pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
+pub use npusim_components::sanitizer::{
+    EnqueueSite, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode, SanitizerReport,
+    ShadowStats,
+};
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
 };

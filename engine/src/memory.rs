@@ -51,6 +51,7 @@ impl Runtime {
 
     /// Allocates `size` bytes of device memory in the current context (64-byte aligned),
     /// huge pages first (`ACL_MEM_MALLOC_HUGE_FIRST`).
+    #[track_caller]
     pub fn malloc(&self, size: u64) -> NpuResult<DevicePtr> {
         self.malloc_with_policy(size, AllocPolicy::HugeFirst)
     }
@@ -59,7 +60,19 @@ impl Runtime {
     /// context's pool: steady-state allocations make no driver call. When memory is exhausted,
     /// frees still waiting for their streams are completed first and the request retried; only
     /// then is it `ACL_ERROR_RT_DEVICE_OOM`, with nothing changed.
+    #[track_caller]
     pub fn malloc_with_policy(&self, size: u64, policy: AllocPolicy) -> NpuResult<DevicePtr> {
+        self.malloc_on(size, policy, None)
+    }
+
+    /// An allocation, stream-ordered behind `stream`'s submitted work when given.
+    #[track_caller]
+    fn malloc_on(
+        &self,
+        size: u64,
+        policy: AllocPolicy,
+        stream: Option<Entity>,
+    ) -> NpuResult<DevicePtr> {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
         let device = self.device_of(&g.world, ctx);
@@ -97,6 +110,8 @@ impl Runtime {
                 policy: crate::record::policy_code(policy),
                 ptr,
             });
+            let caller = std::panic::Location::caller();
+            crate::sanitizer::allocated(&mut g, ctx, ptr, stream, caller);
         }
         result.map(DevicePtr)
     }
@@ -118,17 +133,34 @@ impl Runtime {
     /// Frees device memory. Returns at once; the block stays reserved until every stream
     /// position whose task names it has completed, then the deferred-free stage of a frame
     /// returns it to the pool. A queued kernel that reads the block can never see it reused.
+    #[track_caller]
     pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
-        self.free_after(ptr, None)
+        self.free_after(ptr, None, false)
+    }
+
+    /// As [`Runtime::free`], meant as a free stream-ordered behind every task that names the
+    /// block (what the safe API's drop does, as cudarc's drop frees on its stream): the stream
+    /// sanitizer then does not report work queued before it. [`Runtime::free`] is ACL's
+    /// `aclrtFree`, which a real runtime does at once: work not ordered before it is reported.
+    #[track_caller]
+    pub fn free_behind_uses(&self, ptr: DevicePtr) -> NpuResult<()> {
+        self.free_after(ptr, None, true)
     }
 
     /// Stream-ordered free (`aclrtMemPoolFreeAsync`, `cudaFreeAsync`): as [`Runtime::free`],
     /// and also not before `stream` reaches the position of this call.
+    #[track_caller]
     pub fn free_async(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
-        self.free_after(ptr, Some(stream))
+        self.free_after(ptr, Some(stream), false)
     }
 
-    fn free_after(&self, ptr: DevicePtr, stream: Option<Stream>) -> NpuResult<()> {
+    #[track_caller]
+    fn free_after(
+        &self,
+        ptr: DevicePtr,
+        stream: Option<Stream>,
+        behind_uses: bool,
+    ) -> NpuResult<()> {
         let mut g = self.lock();
         let ctx = self.current_ctx(&g)?;
         let after: smallvec::SmallVec<[(Entity, u64); 1]> = match stream {
@@ -142,6 +174,11 @@ impl Runtime {
         let device = self.validate_free(&g, ctx, ptr)?;
         let cost = g.costs.call_ns;
         g.charge(cost);
+        let on = after.first().map(|&(s, _)| s);
+        let caller = std::panic::Location::caller();
+        if !behind_uses {
+            crate::sanitizer::freed(&mut g, ctx, ptr.0, on, caller);
+        }
         // How far each stream was submitted: only that work keeps the block reserved.
         let enqueued: smallvec::SmallVec<[(Entity, u64); 4]> = g
             .context(ctx)
@@ -157,6 +194,9 @@ impl Runtime {
             .expect("device")
             .memory
             .begin_free_enqueued(ptr.0, ctx, &after, &enqueued)?;
+        if behind_uses {
+            crate::sanitizer::freed_behind_uses(&mut g, ctx, ptr.0, device, &enqueued, caller);
+        }
         // With nothing left on the doorbell, every task that names the block has been seen:
         // if those are all done already, the block goes back to the pool now.
         if !g.doorbell_rung() {
@@ -184,12 +224,13 @@ impl Runtime {
 
     /// Stream-ordered allocation (`aclrtMemPoolMallocAsync`, `cudaMallocAsync`): the memory may
     /// be used by work enqueued on `stream` after this call.
+    #[track_caller]
     pub fn malloc_async(&self, size: u64, stream: Stream) -> NpuResult<DevicePtr> {
-        {
+        let s = {
             let g = self.lock();
-            self.check_stream(&g, stream)?;
-        }
-        self.malloc(size)
+            self.check_stream(&g, stream)?.0
+        };
+        self.malloc_on(size, AllocPolicy::HugeFirst, Some(s))
     }
 
     /// Declares that work on `stream` (enqueued so far) uses the block containing `ptr`, so a
@@ -235,6 +276,7 @@ impl Runtime {
             .memory
             .trim(ctx);
         g.charge_driver(device);
+        crate::sanitizer::trimmed(&mut g, ctx, device);
         g.record(|_, _| crate::record::Call::TrimMemory);
         Ok(released)
     }
@@ -303,6 +345,7 @@ impl Runtime {
     }
 
     /// Enqueues a copy of `bytes` bytes from host buffer `src` to device address `dst`.
+    #[track_caller]
     pub fn memcpy_htod_async(
         &self,
         dst: DevicePtr,
@@ -315,6 +358,7 @@ impl Runtime {
 
     /// As [`Runtime::memcpy_htod_async`], from byte `offset` of `src` on: the bytes are read
     /// when the copy runs, as a DMA engine reads pinned memory.
+    #[track_caller]
     pub fn memcpy_htod_async_at(
         &self,
         dst: DevicePtr,
@@ -328,6 +372,7 @@ impl Runtime {
 
     /// Enqueues a copy from pageable host memory. As CUDA documents for pageable memory, the
     /// bytes are staged at the call (the host pays for it), so `src` may be reused at once.
+    #[track_caller]
     pub fn memcpy_htod_async_pageable<T: bytemuck::Pod>(
         &self,
         dst: DevicePtr,
@@ -343,6 +388,7 @@ impl Runtime {
     }
 
     /// Enqueues a copy of `bytes` bytes from device address `src` to host buffer `dst`.
+    #[track_caller]
     pub fn memcpy_dtoh_async(
         &self,
         dst: &HostBuffer,
@@ -354,6 +400,7 @@ impl Runtime {
     }
 
     /// As [`Runtime::memcpy_dtoh_async`], into `dst` from byte `offset` on.
+    #[track_caller]
     pub fn memcpy_dtoh_async_at(
         &self,
         dst: &HostBuffer,
@@ -367,6 +414,7 @@ impl Runtime {
 
     /// Checks and enqueues a copy between device address `device` and bytes `offset..` of the
     /// host buffer `host`, in direction `dir`.
+    #[track_caller]
     fn enqueue_host_copy(
         &self,
         dir: CopyDir,
@@ -403,6 +451,7 @@ impl Runtime {
     }
 
     /// Enqueues a copy of `bytes` bytes between two device addresses of the current context.
+    #[track_caller]
     pub fn memcpy_dtod_async(
         &self,
         dst: DevicePtr,
@@ -432,6 +481,7 @@ impl Runtime {
     }
 
     /// Enqueues setting `bytes` bytes at `dst` to `value`.
+    #[track_caller]
     pub fn memset_async(
         &self,
         dst: DevicePtr,
@@ -461,7 +511,10 @@ impl Runtime {
     /// Waits for the current context's device to finish its queued work, then runs `f` on the
     /// context's default stream and waits for it: the synchronous copies' ordering, as the
     /// legacy default stream gives them.
+    #[track_caller]
     fn sync_op(&self, f: impl FnOnce(Stream) -> NpuResult<()>) -> NpuResult<()> {
+        // The copy enqueues from a closure: the caller's site is set for it here.
+        let _site = crate::sanitizer::SiteGuard::here();
         self.synchronize_device()?;
         let stream = self.default_stream()?;
         f(stream)?;
@@ -469,6 +522,7 @@ impl Runtime {
     }
 
     /// Copies `src` to device address `dst`, synchronously.
+    #[track_caller]
     pub fn memcpy_htod<T: bytemuck::Pod>(&self, dst: DevicePtr, src: &[T]) -> NpuResult<()> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
         let staged = HostBuffer::staged(bytes);
@@ -476,6 +530,7 @@ impl Runtime {
     }
 
     /// Copies from device address `src` into `dst`, synchronously.
+    #[track_caller]
     pub fn memcpy_dtoh<T: bytemuck::Pod>(&self, dst: &mut [T], src: DevicePtr) -> NpuResult<()> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(dst);
         let staged = HostBuffer::new(out.len(), false);
@@ -485,11 +540,13 @@ impl Runtime {
     }
 
     /// Copies `bytes` bytes between device addresses, synchronously.
+    #[track_caller]
     pub fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: u64) -> NpuResult<()> {
         self.sync_op(|s| self.memcpy_dtod_async(dst, src, bytes, s))
     }
 
     /// Sets `bytes` bytes at `dst` to `value`, synchronously.
+    #[track_caller]
     pub fn memset(&self, dst: DevicePtr, value: u8, bytes: u64) -> NpuResult<()> {
         self.sync_op(|s| self.memset_async(dst, value, bytes, s))
     }

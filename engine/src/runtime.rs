@@ -81,6 +81,9 @@ pub struct RuntimeConfig {
     /// up with `ACL_ERROR_RT_REPORT_TIMEOUT` (a timed wait: at most its own timeout). Default
     /// 60 s, or `NPUSIM_CALLBACK_TIMEOUT_MS` (see [`crate::callback`]).
     pub callback_timeout: std::time::Duration,
+    /// The stream sanitizer ([`crate::sanitizer`]): off by default (and then it costs
+    /// nothing), or what `NPUSIM_SANITIZE` says.
+    pub sanitizer: npusim_components::SanitizerConfig,
     /// Record every API call to a trace (see [`crate::record`]). `None` (the default): record
     /// only if `NPUSIM_RECORD` names a file.
     pub recording: Option<crate::record::Recording>,
@@ -101,6 +104,7 @@ impl Default for RuntimeConfig {
             topology: TopologyConfig::default(),
             threads: 0,
             callback_timeout: crate::callback::default_callback_timeout(),
+            sanitizer: crate::sanitizer::default_config(),
             recording: None,
             timing_only: false,
         }
@@ -160,6 +164,8 @@ pub(crate) struct Inner {
     pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
     /// See `q_streams`.
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
+    /// Whether the stream sanitizer is on (its state is a world resource).
+    pub sanitize: bool,
     /// The recorder, when API calls are recorded.
     pub recorder: Option<Box<crate::record::Recorder>>,
 }
@@ -335,6 +341,9 @@ fn run_schedule(inner: &mut Inner) -> bool {
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
     inner.refresh_queries();
+    if inner.sanitize {
+        crate::sanitizer::flush(inner);
+    }
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
     #[cfg(feature = "tracy")]
@@ -405,8 +414,10 @@ impl Runtime {
             next_comm_id: 0,
             q_streams,
             q_contexts,
+            sanitize: false,
             recorder: None,
         };
+        crate::sanitizer::install(&mut inner, config.sanitizer);
         let topology = Topology::new(config.topology.clone(), config.devices)
             .map_err(|e| NpuError::InvalidParam(format!("topology: {e}")))?;
         inner
@@ -615,6 +626,7 @@ impl Runtime {
         let now = g.world.resource::<SimClock>().now;
         let t = g.host_now().max(now);
         g.set_host_now(t);
+        crate::sanitizer::synchronized_device(&mut g, None);
         Ok(())
     }
 

@@ -65,6 +65,8 @@ impl Runtime {
             return result;
         }
         g.callbacks.forget_stream(s);
+        crate::sanitizer::synchronized_stream(&mut g, s);
+        crate::sanitizer::stream_destroyed(&mut g, s);
         if let Some(mut c) = g.world.get_mut::<ContextState>(ctx) {
             c.streams.retain(|x| *x != s);
         }
@@ -86,9 +88,14 @@ impl Runtime {
     /// Whether every task submitted to the stream has finished (`aclrtStreamQuery`). Does not
     /// advance the device: a task stays pending until the frames that run it.
     pub fn query_stream(&self, stream: Stream) -> NpuResult<bool> {
-        let g = self.lock();
+        let mut g = self.lock();
         let (s, _) = self.check_stream(&g, stream)?;
-        Ok(g.world.get::<StreamState>(s).expect("checked").is_idle())
+        let idle = g.world.get::<StreamState>(s).expect("checked").is_idle();
+        // A query that finds the work done orders the host after it, as a synchronize does.
+        if idle {
+            crate::sanitizer::synchronized_stream(&mut g, s);
+        }
+        Ok(idle)
     }
 
     /// Waits until every task submitted to the stream so far has finished; the host clock moves
@@ -129,6 +136,7 @@ impl Runtime {
         let err = st.error.take();
         let t = g.host_now().max(end) + sync;
         g.set_host_now(t);
+        crate::sanitizer::synchronized_stream(&mut g, s);
         match err {
             Some(e) => Err(e),
             None => Ok(()),
@@ -168,6 +176,7 @@ impl Runtime {
         let sync = SimTime(g.costs.sync_ns);
         let t = g.host_now().max(end) + sync;
         g.set_host_now(t);
+        crate::sanitizer::synchronized_device(&mut g, Some(device_index));
         // A faulted context reports its sticky error.
         self.current_ctx(&g)?;
         match first_err {

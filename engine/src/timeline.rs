@@ -315,6 +315,22 @@ impl Runtime {
                 us(r.start)
             ));
         }
+        // Stream-sanitizer reports: a marker on the later side's stream (the host's API track
+        // for a free).
+        if let Some(san) = crate::sanitizer::sanitizer_ref(world) {
+            for r in san.reports() {
+                let (pid, tid) = match r.later.stream {
+                    Some(s) => (device_pid(r.later.device), stream_tid(s.entity())),
+                    None => (HOST_PID, HOST_API_TID),
+                };
+                w.event(format_args!(
+                    r#"{{"ph":"i","s":"p","cat":"sanitizer","name":{},"pid":{pid},"tid":{tid},"ts":{},"args":{{"report":{}}}}}"#,
+                    json_str(&format!("sanitizer: {}", r.kind.name())),
+                    us(r.at),
+                    json_str(&r.to_string())
+                ));
+            }
+        }
         w.out.push_str("\n]}\n");
         w.out
     }

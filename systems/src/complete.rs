@@ -51,9 +51,13 @@ impl<'w, 's> Completion<'w, 's> {
         entity: Entity,
         task: &mut Task,
         stream: &mut StreamState,
-        outcome: Outcome,
+        mut outcome: Outcome,
         now: SimTime,
     ) {
+        // Read through `Deref` first: the test costs one load and branch when it is off.
+        if self.finished.sanitizer.is_some() {
+            self.sanitize(task, &mut outcome, now);
+        }
         let ran = task.status == TaskStatus::Running;
         if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
             let busy = (task.end - task.start).as_ns();
@@ -117,6 +121,17 @@ impl<'w, 's> Completion<'w, 's> {
         }
         self.finished.tasks.push(entity);
         self.stats.last_frame_progressed = true;
+    }
+
+    /// Feeds the stream sanitizer the finishing task; in error mode a task it reports fails.
+    #[cold]
+    #[inline(never)]
+    fn sanitize(&mut self, task: &Task, outcome: &mut Outcome, now: SimTime) {
+        if let Some(san) = self.finished.sanitizer.as_deref_mut()
+            && let Some(err) = san.completed(task, *outcome == Outcome::Done, now)
+        {
+            *outcome = Outcome::Failed(err);
+        }
     }
 
     /// The devices (their units and memory), for the stage that completes tasks.
@@ -239,6 +254,64 @@ mod tests {
         );
         assert_eq!(world.resource::<Faults>().pending[0].error, err);
         assert_eq!(world.get::<Task>(t).unwrap().status, TaskStatus::Failed);
+    }
+
+    #[test]
+    fn with_the_sanitizer_in_error_mode_the_later_of_two_unordered_writes_fails() {
+        use npusim_components::access::Access;
+        use npusim_components::sanitizer::Actor;
+        use npusim_components::task::MemsetView;
+        use npusim_components::{EnqueueSite, Sanitizer, SanitizerConfig};
+        let (mut world, s1) = world_with_stream();
+        let s2 = world
+            .spawn(StreamState::new(
+                Entity::PLACEHOLDER,
+                Entity::PLACEHOLDER,
+                0,
+                0,
+                StreamKind::Compute,
+                1,
+            ))
+            .id();
+        world.resource_mut::<Finished>().sanitizer =
+            Some(Box::new(Sanitizer::new(SanitizerConfig::error(), 1)));
+        let memset = TaskDescriptor::memset(MemsetView {
+            dst: 0x1000,
+            value: 0,
+            bytes: 64,
+        });
+        let mut tasks = Vec::new();
+        for s in [s1, s2] {
+            let mut finished = world.resource_mut::<Finished>();
+            finished.sanitizer.as_mut().unwrap().submitted(
+                Actor::Host,
+                s,
+                0,
+                1,
+                None,
+                None,
+                "memset".into(),
+                EnqueueSite::Unknown,
+            );
+            let t = task(&mut world, s, 1, memset);
+            world
+                .get_mut::<Task>(t)
+                .unwrap()
+                .access
+                .push(Access::write(0x1000, 64));
+            tasks.push(t);
+        }
+        complete(&mut world, s1, tasks[0], Outcome::Done, 5);
+        complete(&mut world, s2, tasks[1], Outcome::Done, 6);
+        assert_eq!(
+            world.get::<Task>(tasks[0]).unwrap().status,
+            TaskStatus::Done
+        );
+        let later = world.get::<Task>(tasks[1]).unwrap();
+        assert_eq!(later.status, TaskStatus::Failed);
+        assert_eq!(later.error.as_ref().unwrap().code(), 507053);
+        let finished = world.resource::<Finished>();
+        assert_eq!(finished.sanitizer.as_ref().unwrap().reports().len(), 1);
     }
 
     #[test]

@@ -85,13 +85,21 @@ int main(int argc, char **argv) {
     aclrtFuncHandle vadd;
     CHECK(aclrtBinaryGetFunction(bin, "vadd_f32", &vadd));
     const size_t bytes = N * sizeof(float);
-    void *a, *c;
+    void *a, *c, *c2;
     CHECK(aclrtMalloc(&a, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtMalloc(&c, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&c2, bytes, ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtMemsetAsync(a, bytes, 0, bytes, def));
+    /* The second stream reads `a` only after the memset (an event), and writes its own output
+     * (the stream sanitizer finds the race otherwise). */
+    aclrtEvent set;
+    CHECK(aclrtCreateEvent(&set));
+    CHECK(aclrtRecordEvent(set, def));
+    CHECK(aclrtStreamWaitEvent(stream, set));
     VaddArgs args = {a, a, c, N};
+    VaddArgs args2 = {a, a, c2, N};
     CHECK(aclrtLaunchKernel(vadd, 4, &args, sizeof args, def));
-    CHECK(aclrtLaunchKernel(vadd, 4, &args, sizeof args, stream));
+    CHECK(aclrtLaunchKernel(vadd, 4, &args2, sizeof args2, stream));
     EXPECT_CODE(aclrtSynchronizeDeviceWithTimeout(0), ACL_ERROR_INVALID_PARAM);
     CHECK(aclrtSynchronizeDeviceWithTimeout(-1));
     aclrtUtilizationInfo util = {0};
@@ -116,6 +124,8 @@ int main(int argc, char **argv) {
     /* Teardown, the CANN samples' way. */
     CHECK(aclrtFree(a));
     CHECK(aclrtFree(c));
+    CHECK(aclrtFree(c2));
+    CHECK(aclrtDestroyEvent(set));
     CHECK(aclrtFree(big));
     CHECK(aclrtBinaryUnLoad(bin));
     CHECK(aclrtDestroyStreamForce(stream));

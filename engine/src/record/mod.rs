@@ -311,9 +311,12 @@ impl Recorder {
         if self.muted.is_some_and(|t| THREAD.with(|me| *me == t)) {
             return None;
         }
-        match crate::callback::task_of(runtime) {
-            None => Some(Inside(None)),
-            Some(task) => self.callbacks.get(&task).map(|&id| Inside(Some(id))),
+        match crate::sanitizer::current_callback() {
+            Some((rt, stream, seq)) if rt == runtime => self
+                .callbacks
+                .get(&(stream, seq))
+                .map(|&id| Inside(Some(id))),
+            _ => Some(Inside(None)),
         }
     }
 

@@ -275,7 +275,7 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
         if self.check().is_err() {
             return; // the memory went with its context, or with a fault
         }
-        if let Err(e) = self.ctx.with(|rt| rt.free(self.ptr)) {
+        if let Err(e) = self.ctx.with(|rt| rt.free_behind_uses(self.ptr)) {
             // A faulted context (its memory already released) is nothing to report.
             if self
                 .ctx

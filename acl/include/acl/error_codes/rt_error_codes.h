@@ -31,5 +31,8 @@
 #define ACL_ERROR_RT_AICORE_TRAP_EXCEPTION 507016   /* a kernel trapped (e.g. divide by zero) */
 #define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046     /* aclrtSynchronizeStreamWithTimeout */
 #define ACL_ERROR_RT_EVENT_SYNC_TIMEOUT 507047      /* aclrtSynchronizeEventWithTimeout */
+#define ACL_ERROR_RT_DEVICE_MEM_ERROR 507053        /* NPUSIM_SANITIZE=error: a task the stream
+                                                       sanitizer found racing, using freed
+                                                       memory or reusing it unordered */
 
 #endif /* NPUSIM_ACL_ERROR_CODES_RT_ERROR_CODES_H_ */

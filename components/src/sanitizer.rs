@@ -1,0 +1,1916 @@
+//! The stream sanitizer's data: exact happens-before as vector clocks, interval shadow memory,
+//! and the reports. One concept over three layers: this file holds the state and every rule
+//! (what orders what, what is a race, a use after free, an unordered reuse, an uninitialised
+//! read); completion (`systems/src/complete.rs`) feeds it each task as the task finishes, and
+//! the API (`engine/src/sanitizer.rs`) feeds it the host's side — submissions, synchronizes,
+//! allocations and frees — and hands out the reports.
+//!
+//! **Clocks.** Every stream is a thread of the clock: its task at position `seq` has epoch
+//! `(stream, seq)`. A task's clock is the join of its stream predecessor's, the host's clock
+//! when it was enqueued (so a synchronize orders the host's later enqueues), the clock of the
+//! event record a wait captured at enqueue (ACL's capture semantics), a callback's own clock
+//! (what its body synchronized with), and for a collective the clocks of every rank as they
+//! reached the rendezvous. The host is one thread of its own in lock order (synchronization
+//! between host threads outside the runtime is invisible to it, so treating them as one never
+//! reports a hand-off as a race); a host callback's body runs with its task's clock. Clocks are
+//! computed as tasks complete, which every order the simulation takes respects: a task never
+//! completes before a task that happens before it.
+//!
+//! **Shadow.** Per address space (a context), a map of disjoint byte intervals, each holding
+//! the last write and the reads since that are not ordered with each other (FastTrack's rule,
+//! per interval instead of per byte): a 1 GiB buffer copied whole is one interval.
+//!
+//! **Reports** name the kind, the range, its block and offset, both sides (device, stream,
+//! position, kernel or copy name, argument, where it was enqueued) and the event that would
+//! order them.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+
+use bevy_ecs::entity::{Entity, EntityHashMap};
+use smallvec::SmallVec;
+
+use crate::access::{Access, AccessMode, Space};
+use crate::collective::{CollectiveCall, CollectiveKind, PeerCopy};
+use crate::error::NpuError;
+use crate::handle::Stream;
+use crate::task::{Task, TaskKind};
+use crate::time::SimTime;
+
+/// What the sanitizer does with a finding.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SanitizerMode {
+    /// Off: nothing is allocated, tracked or checked (the default).
+    #[default]
+    Off,
+    /// Collect reports and go on.
+    Report,
+    /// Collect reports, and the later task of each pair fails with
+    /// [`NpuError::SanitizerViolation`] (`ACL_ERROR_RT_DEVICE_MEM_ERROR`, 507053).
+    Error,
+}
+
+impl SanitizerMode {
+    /// From the `NPUSIM_SANITIZE` spelling: `off`, `report` or `error` (`None` otherwise).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "0" | "off" | "none" => Some(SanitizerMode::Off),
+            "report" | "1" | "on" => Some(SanitizerMode::Report),
+            "error" => Some(SanitizerMode::Error),
+            _ => None,
+        }
+    }
+}
+
+/// How the sanitizer runs ([`crate::sanitizer`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SanitizerConfig {
+    /// Off, report or error.
+    pub mode: SanitizerMode,
+    /// Also report reads of device bytes nothing wrote since they were allocated (off by
+    /// default: many programs read padding on purpose).
+    pub uninitialized: bool,
+    /// Print each report to standard error when it is found (C programs run with
+    /// `NPUSIM_SANITIZE` set this).
+    pub print: bool,
+}
+
+impl SanitizerConfig {
+    /// Report mode, without uninitialised-read checks.
+    pub fn report() -> Self {
+        Self {
+            mode: SanitizerMode::Report,
+            ..Self::default()
+        }
+    }
+
+    /// Error mode, without uninitialised-read checks.
+    pub fn error() -> Self {
+        Self {
+            mode: SanitizerMode::Error,
+            ..Self::default()
+        }
+    }
+
+    /// Whether the sanitizer runs at all.
+    pub fn on(&self) -> bool {
+        self.mode != SanitizerMode::Off
+    }
+}
+
+/// What kind of bug a report is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ReportKind {
+    /// Two accesses to overlapping bytes, at least one a write, that nothing orders.
+    Race,
+    /// An access to a block not ordered before the block's free.
+    UseAfterFree,
+    /// A read of bytes nothing wrote since they were allocated.
+    UninitializedRead,
+    /// A stream-ordered allocation used by work not ordered after it, or reused memory
+    /// touched by work not ordered after its earlier owner's last access.
+    UnorderedReuse,
+}
+
+impl ReportKind {
+    /// A short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReportKind::Race => "race",
+            ReportKind::UseAfterFree => "use after free",
+            ReportKind::UninitializedRead => "uninitialised read",
+            ReportKind::UnorderedReuse => "unordered reuse",
+        }
+    }
+}
+
+/// Where a call was made: the Rust caller's file and line, or the ACL function and the
+/// call's sequence number from C.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EnqueueSite {
+    /// A Rust API call.
+    Rust {
+        /// Source file of the caller.
+        file: &'static str,
+        /// Line.
+        line: u32,
+    },
+    /// A call through the C API.
+    Acl {
+        /// The ACL function.
+        function: &'static str,
+        /// Its sequence number among the process's ACL calls (1-based).
+        call: u64,
+    },
+    /// Not known (a task submitted by an embedder's own system).
+    Unknown,
+}
+
+impl std::fmt::Display for EnqueueSite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EnqueueSite::Rust { file, line } => write!(f, "{file}:{line}"),
+            EnqueueSite::Acl { function, call } => write!(f, "{function} (ACL call #{call})"),
+            EnqueueSite::Unknown => write!(f, "an unknown call"),
+        }
+    }
+}
+
+/// Which operand of a task a range is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Operand {
+    /// Kernel argument `i` (0-based).
+    Arg(u8),
+    /// A copy's source.
+    Source,
+    /// A copy's or memset's destination.
+    Destination,
+    /// A collective's send buffer.
+    Send,
+    /// A collective's receive buffer.
+    Receive,
+    /// The block named by a free or an allocation.
+    Block,
+    /// Not known.
+    Unknown,
+}
+
+impl std::fmt::Display for Operand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Operand::Arg(i) => write!(f, "argument {i}"),
+            Operand::Source => write!(f, "source"),
+            Operand::Destination => write!(f, "destination"),
+            Operand::Send => write!(f, "send buffer"),
+            Operand::Receive => write!(f, "receive buffer"),
+            Operand::Block => write!(f, "block"),
+            Operand::Unknown => write!(f, "operand"),
+        }
+    }
+}
+
+/// One side of a report: a task (or a host call: a free, an allocation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReportSide {
+    /// Device index.
+    pub device: u32,
+    /// The stream (`None` for a host call that is not stream-ordered).
+    pub stream: Option<Stream>,
+    /// Position on the stream (1-based; for a host call, how far the stream was submitted).
+    pub position: u64,
+    /// Kernel name, copy direction, or the host call (`free`, `malloc`).
+    pub name: String,
+    /// Which operand touched the range.
+    pub operand: Operand,
+    /// Whether it read, wrote or both (`None` for a free or an allocation).
+    pub mode: Option<AccessMode>,
+    /// Where it was enqueued or called.
+    pub site: EnqueueSite,
+}
+
+impl std::fmt::Display for ReportSide {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let how = match self.mode {
+            Some(AccessMode::Read) => "read by ",
+            Some(AccessMode::Write) => "written by ",
+            Some(AccessMode::ReadWrite) => "read and written by ",
+            None => "",
+        };
+        match self.stream {
+            Some(s) => write!(
+                f,
+                "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
+                self.name, self.operand, self.device, self.position, self.site
+            ),
+            None => write!(
+                f,
+                "{how}{} on device {} (host), called at {}",
+                self.name, self.device, self.site
+            ),
+        }
+    }
+}
+
+/// One finding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SanitizerReport {
+    /// What kind of bug.
+    pub kind: ReportKind,
+    /// Device virtual address of the first byte involved.
+    pub addr: u64,
+    /// Bytes involved.
+    pub bytes: u64,
+    /// The block the range belongs to (base, size), when known.
+    pub block: Option<(u64, u64)>,
+    /// The side that came first in the run (for an uninitialised read: the allocation).
+    pub earlier: ReportSide,
+    /// The side whose access or free found it (in error mode, the task that fails).
+    pub later: ReportSide,
+    /// What would order them.
+    pub fix: String,
+    /// Simulated time the later side was checked (for timeline markers).
+    pub at: SimTime,
+    /// How many times the same bug was found: the same kind between the same two sites (calls,
+    /// names and operands); this report describes the first.
+    pub count: u64,
+}
+
+impl SanitizerReport {
+    /// Offset of the range in its block.
+    pub fn offset(&self) -> Option<u64> {
+        self.block.map(|(base, _)| self.addr - base)
+    }
+}
+
+impl std::fmt::Display for SanitizerReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "npusim sanitizer: {} on bytes {:#x}..{:#x} ({} bytes",
+            self.kind.name(),
+            self.addr,
+            self.addr + self.bytes,
+            self.bytes
+        )?;
+        if let Some((base, size)) = self.block {
+            write!(
+                f,
+                ", offset {} in block {base:#x} of {size} bytes",
+                self.addr - base
+            )?;
+        }
+        write!(
+            f,
+            ")\n  first:  {}\n  then:   {}\n  fix:    {}",
+            self.earlier, self.later, self.fix
+        )?;
+        if self.count > 1 {
+            write!(f, "\n  seen:   {} times (the first is shown)", self.count)?;
+        }
+        Ok(())
+    }
+}
+
+/// A vector clock: per clock thread (a stream's slot), the latest position known to happen
+/// before.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VectorClock(Vec<u64>);
+
+impl VectorClock {
+    /// The position of `slot` this clock has seen.
+    #[inline]
+    pub fn get(&self, slot: u32) -> u64 {
+        self.0.get(slot as usize).copied().unwrap_or(0)
+    }
+
+    /// Raises `slot` to `v`.
+    pub fn set(&mut self, slot: u32, v: u64) {
+        let i = slot as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, 0);
+        }
+        self.0[i] = self.0[i].max(v);
+    }
+
+    /// Joins `other` in (element-wise maximum).
+    pub fn join(&mut self, other: &VectorClock) {
+        if self.0.len() < other.0.len() {
+            self.0.resize(other.0.len(), 0);
+        }
+        for (a, b) in self.0.iter_mut().zip(&other.0) {
+            *a = (*a).max(*b);
+        }
+    }
+
+    /// Whether epoch `(slot, clock)` happens before (or is) this clock.
+    #[inline]
+    pub fn covers(&self, slot: u32, clock: u64) -> bool {
+        self.get(slot) >= clock
+    }
+
+    /// Bytes this clock uses.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.capacity() * 8
+    }
+}
+
+/// What a side of an access names, shared by the shadow intervals it left behind.
+#[derive(Debug)]
+struct TaskInfo {
+    device: u32,
+    stream: Option<Entity>,
+    position: u64,
+    name: Arc<str>,
+    site: EnqueueSite,
+}
+
+/// One access left in the shadow.
+#[derive(Debug)]
+struct AccessRec {
+    slot: u32,
+    clock: u64,
+    task: Arc<TaskInfo>,
+    operand: Operand,
+    mode: AccessMode,
+    /// The allocation generation the bytes belonged to.
+    generation: u64,
+}
+
+/// One interval of shadow state.
+#[derive(Clone, Debug)]
+struct Segment {
+    end: u64,
+    write: Option<Arc<AccessRec>>,
+    reads: SmallVec<[Arc<AccessRec>; 2]>,
+    init: bool,
+}
+
+impl Segment {
+    fn same_state(&self, other: &Segment) -> bool {
+        let same = |a: &Option<Arc<AccessRec>>, b: &Option<Arc<AccessRec>>| match (a, b) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        self.init == other.init
+            && same(&self.write, &other.write)
+            && self.reads.len() == other.reads.len()
+            && self
+                .reads
+                .iter()
+                .zip(&other.reads)
+                .all(|(a, b)| Arc::ptr_eq(a, b))
+    }
+}
+
+/// How a block stands, as the sanitizer sees it.
+#[derive(Clone, Debug)]
+enum BlockLife {
+    Live,
+    /// A stream-ordered free waiting for its stream position.
+    Freeing,
+    /// Freed: accesses must happen before this clock.
+    Freed {
+        clock: Arc<VectorClock>,
+        side: Arc<TaskInfo>,
+    },
+}
+
+#[derive(Clone, Debug)]
+struct Block {
+    size: u64,
+    generation: u64,
+    life: BlockLife,
+    /// A stream-ordered allocation: accesses must be ordered after this stream position.
+    after: Option<StreamOrder>,
+    alloc: Arc<TaskInfo>,
+}
+
+/// Where a stream-ordered allocation was made: its stream's slot, the epoch and position.
+#[derive(Clone, Copy, Debug)]
+struct StreamOrder {
+    slot: u32,
+    epoch: u64,
+    stream: Entity,
+    position: u64,
+}
+
+/// A free waiting for its stream position.
+#[derive(Debug)]
+struct PendingFree {
+    position: u64,
+    context: Entity,
+    base: u64,
+    host: Arc<VectorClock>,
+    side: Arc<TaskInfo>,
+    /// Further stream positions the free waits for (a free behind every use).
+    rest: Vec<(Entity, u64)>,
+}
+
+/// What a submission left for its completion.
+#[derive(Debug)]
+struct Submitted {
+    seq: u64,
+    host: Arc<VectorClock>,
+    name: Arc<str>,
+    site: EnqueueSite,
+}
+
+/// A stream as a thread of the clock.
+#[derive(Debug)]
+struct StreamClock {
+    slot: u32,
+    /// Epoch of position 0: a slot freed by a destroyed stream goes on counting from where
+    /// that stream ended (everything after its destroy is ordered after all of its work).
+    base: u64,
+    device: u32,
+    clock: Arc<VectorClock>,
+    /// The host clock last joined in (most tasks carry the same one: joined once).
+    joined_host: Option<Arc<VectorClock>>,
+    processed: u64,
+    submitted: VecDeque<Submitted>,
+    frees: Vec<PendingFree>,
+    /// Recent event records (position, event), newest last, for fix suggestions.
+    records: VecDeque<(u64, Entity)>,
+}
+
+/// An event's fired records.
+#[derive(Debug, Default)]
+struct EventClocks {
+    /// Record number → (clock, waits enqueued that captured it and have not completed).
+    records: BTreeMap<u64, (Option<Arc<VectorClock>>, u32)>,
+    latest: u64,
+}
+
+/// A collective's ranks as they were enqueued.
+#[derive(Debug, Default)]
+struct Group {
+    members: SmallVec<[(Entity, u64); 8]>,
+    joined: Option<Arc<VectorClock>>,
+    done: usize,
+}
+
+/// Which operation of a communicator a collective task belongs to (the rendezvous key).
+type GroupKey = (Entity, u8, u32, u32, u64);
+
+fn group_key(c: &CollectiveCall) -> GroupKey {
+    match c.kind {
+        CollectiveKind::Send => (c.comm, 1, c.rank, c.peer, c.seq),
+        CollectiveKind::Recv => (c.comm, 1, c.peer, c.rank, c.seq),
+        _ => (c.comm, 0, 0, 0, c.seq),
+    }
+}
+
+/// What a name in reports is of ([`Sanitizer::name`] keeps one copy of each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NameKey {
+    /// A kernel: its registry slot and generation.
+    Kernel(u32, u32),
+    /// A task kind or host call, by its fixed name.
+    Call(&'static str),
+}
+
+/// One copy of each name, found without hashing (a launch looks its kernel's up).
+#[derive(Debug, Default)]
+struct Names {
+    /// By kernel slot: the generation the name is of, and the name.
+    kernels: Vec<Option<(u32, Arc<str>)>>,
+    /// Fixed names (a handful).
+    calls: Vec<(&'static str, Arc<str>)>,
+}
+
+impl Names {
+    fn get(&self, key: NameKey) -> Option<&Arc<str>> {
+        match key {
+            NameKey::Kernel(k, g) => match self.kernels.get(k as usize) {
+                Some(Some((gen_, n))) if *gen_ == g => Some(n),
+                _ => None,
+            },
+            NameKey::Call(c) => self.calls.iter().find(|(k, _)| *k == c).map(|(_, n)| n),
+        }
+    }
+
+    fn insert(&mut self, key: NameKey, name: Arc<str>) {
+        match key {
+            NameKey::Kernel(k, g) => {
+                let i = k as usize;
+                if self.kernels.len() <= i {
+                    self.kernels.resize(i + 1, None);
+                }
+                self.kernels[i] = Some((g, name));
+            }
+            NameKey::Call(c) => self.calls.push((c, name)),
+        }
+    }
+}
+
+/// Who is calling the API: the host program, or the body of a host callback (its task).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Actor {
+    /// The host program (every host thread, in lock order).
+    Host,
+    /// The callback of the task at `seq` on `stream`.
+    Callback {
+        /// Its stream.
+        stream: Entity,
+        /// Its position.
+        seq: u64,
+    },
+}
+
+/// Shadow memory in use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShadowStats {
+    /// Intervals in the shadow.
+    pub intervals: usize,
+    /// Distinct accesses the intervals hold.
+    pub accesses: usize,
+    /// Blocks tracked.
+    pub blocks: usize,
+    /// Approximate bytes of host memory all of it takes (intervals, accesses, clocks).
+    pub bytes: usize,
+}
+
+/// The sanitizer, held by [`Finished::sanitizer`](crate::resources::Finished) only when it
+/// is on.
+#[derive(Debug)]
+pub struct Sanitizer {
+    config: SanitizerConfig,
+    runtime: u32,
+    streams: EntityHashMap<StreamClock>,
+    names: Names,
+    /// An empty clock to stand in while a stream's own is updated in place.
+    empty: Arc<VectorClock>,
+    next_slot: u32,
+    /// Slots of destroyed streams, with the epoch they ended at.
+    free_slots: Vec<(u32, u64)>,
+    host: Arc<VectorClock>,
+    callbacks: HashMap<(Entity, u64), VectorClock>,
+    events: EntityHashMap<EventClocks>,
+    groups: HashMap<GroupKey, Group>,
+    shadow: BTreeMap<Entity, BTreeMap<u64, Segment>>,
+    blocks: BTreeMap<Entity, BTreeMap<u64, Block>>,
+    next_generation: u64,
+    reports: Vec<SanitizerReport>,
+    /// Where each distinct bug's report is in `reports`.
+    distinct: HashMap<ReportKey, usize>,
+    /// Findings so far, repeats included.
+    found: u64,
+    /// The report of the latest finding.
+    last: Option<usize>,
+    /// Reports not yet printed or logged by the runtime.
+    fresh: usize,
+}
+
+/// What makes two findings the same bug.
+type ReportKey = (
+    ReportKind,
+    EnqueueSite,
+    EnqueueSite,
+    Arc<str>,
+    Arc<str>,
+    Operand,
+    Operand,
+);
+
+/// Part of a range inside one block (or between blocks): start, end, the block.
+type Piece = (u64, u64, Option<(u64, Block)>);
+
+/// A conflict found while checking one range.
+struct Conflict {
+    kind: ReportKind,
+    start: u64,
+    end: u64,
+    earlier: Arc<AccessRec>,
+}
+
+impl Sanitizer {
+    /// A sanitizer for runtime `runtime` (whose id stream handles in reports carry).
+    pub fn new(config: SanitizerConfig, runtime: u32) -> Self {
+        Self {
+            config,
+            runtime,
+            streams: EntityHashMap::default(),
+            names: Names::default(),
+            empty: Arc::new(VectorClock::default()),
+            next_slot: 0,
+            free_slots: Vec::new(),
+            host: Arc::new(VectorClock::default()),
+            callbacks: HashMap::new(),
+            events: EntityHashMap::default(),
+            groups: HashMap::new(),
+            shadow: BTreeMap::new(),
+            blocks: BTreeMap::new(),
+            next_generation: 1,
+            reports: Vec::new(),
+            distinct: HashMap::new(),
+            found: 0,
+            last: None,
+            fresh: 0,
+        }
+    }
+
+    /// How it runs.
+    pub fn config(&self) -> SanitizerConfig {
+        self.config
+    }
+
+    /// Every report so far, in the order they were found.
+    pub fn reports(&self) -> &[SanitizerReport] {
+        &self.reports
+    }
+
+    /// Takes the reports, leaving none.
+    pub fn take_reports(&mut self) -> Vec<SanitizerReport> {
+        self.fresh = 0;
+        self.last = None;
+        self.distinct.clear();
+        std::mem::take(&mut self.reports)
+    }
+
+    /// Findings so far, each repeat of a bug counted (the reports keep one per bug).
+    pub fn findings(&self) -> u64 {
+        self.found
+    }
+
+    /// The reports found since the last call (for printing them as they happen).
+    pub fn fresh_reports(&mut self) -> &[SanitizerReport] {
+        let from = self.reports.len() - self.fresh.min(self.reports.len());
+        self.fresh = 0;
+        &self.reports[from..]
+    }
+
+    /// Shadow memory in use.
+    pub fn shadow_stats(&self) -> ShadowStats {
+        let mut s = ShadowStats::default();
+        let mut seen = std::collections::HashSet::new();
+        for space in self.shadow.values() {
+            s.intervals += space.len();
+            for seg in space.values() {
+                for r in seg.write.iter().chain(seg.reads.iter()) {
+                    if seen.insert(Arc::as_ptr(r) as usize) {
+                        s.accesses += 1;
+                    }
+                }
+            }
+        }
+        s.blocks = self.blocks.values().map(BTreeMap::len).sum();
+        // A B-tree entry costs about its key and value plus a share of node overhead.
+        let interval = std::mem::size_of::<(u64, Segment)>() + 16;
+        let access = std::mem::size_of::<AccessRec>() + 16;
+        let block = std::mem::size_of::<(u64, Block)>() + 16;
+        let clocks: usize = self
+            .streams
+            .values()
+            .map(|st| st.clock.heap_bytes() + std::mem::size_of::<StreamClock>())
+            .sum();
+        s.bytes = s.intervals * interval + s.accesses * access + s.blocks * block + clocks;
+        s
+    }
+
+    /// The shared name of `key`, if it was made before.
+    pub fn cached_name(&self, key: NameKey) -> Option<Arc<str>> {
+        self.names.get(key).cloned()
+    }
+
+    /// The shared name of a kernel or call (made once by `make`).
+    pub fn name(&mut self, key: NameKey, make: impl FnOnce() -> String) -> Arc<str> {
+        if let Some(n) = self.names.get(key) {
+            return n.clone();
+        }
+        let n: Arc<str> = Arc::from(make());
+        self.names.insert(key, n.clone());
+        n
+    }
+
+    /// The side of a host call (`name`: an allocation or a free), stream-ordered behind
+    /// `stream`'s position when given.
+    fn host_call(
+        &mut self,
+        device: u32,
+        stream: Option<(Entity, u64)>,
+        name: &'static str,
+        site: EnqueueSite,
+    ) -> Arc<TaskInfo> {
+        Arc::new(TaskInfo {
+            device,
+            stream: stream.map(|s| s.0),
+            position: stream.map_or(0, |s| s.1),
+            name: self.name(NameKey::Call(name), || name.into()),
+            site,
+        })
+    }
+
+    fn stream(&mut self, stream: Entity, device: u32) -> &mut StreamClock {
+        let next = &mut self.next_slot;
+        let free = &mut self.free_slots;
+        self.streams.entry(stream).or_insert_with(|| {
+            let (slot, base) = free.pop().unwrap_or_else(|| {
+                *next += 1;
+                (*next - 1, 0)
+            });
+            StreamClock {
+                slot,
+                base,
+                device,
+                clock: Arc::new(VectorClock::default()),
+                joined_host: None,
+                processed: 0,
+                submitted: VecDeque::new(),
+                frees: Vec::new(),
+                records: VecDeque::new(),
+            }
+        })
+    }
+
+    /// The clock of `actor` now (a callback's: its task's clock, with what it synchronized).
+    fn actor_clock(&mut self, actor: Actor) -> VectorClock {
+        match actor {
+            Actor::Host => (*self.host).clone(),
+            Actor::Callback { stream, seq } => {
+                if let Some(c) = self.callbacks.get(&(stream, seq)) {
+                    return c.clone();
+                }
+                let mut c = VectorClock::default();
+                if let Some(st) = self.streams.get(&stream) {
+                    c.join(&st.clock);
+                    if let Some(s) = st.submitted.iter().find(|s| s.seq == seq) {
+                        c.join(&s.host);
+                    }
+                    c.set(st.slot, st.base + seq);
+                }
+                self.callbacks.insert((stream, seq), c.clone());
+                c
+            }
+        }
+    }
+
+    fn actor_join(&mut self, actor: Actor, other: &VectorClock) {
+        match actor {
+            Actor::Host => Arc::make_mut(&mut self.host).join(other),
+            Actor::Callback { stream, seq } => {
+                let mut c = self.actor_clock(actor);
+                c.join(other);
+                self.callbacks.insert((stream, seq), c);
+            }
+        }
+    }
+
+    /// A task was enqueued at `seq` on `stream` (of device `device`) by `actor`: it happens
+    /// after everything the actor has synchronized with. `name` and `site` are for reports.
+    #[allow(clippy::too_many_arguments)]
+    pub fn submitted(
+        &mut self,
+        actor: Actor,
+        stream: Entity,
+        device: u32,
+        seq: u64,
+        wait: Option<(Entity, u64)>,
+        collective: Option<&CollectiveCall>,
+        name: Arc<str>,
+        site: EnqueueSite,
+    ) {
+        let host = match actor {
+            Actor::Host => self.host.clone(),
+            Actor::Callback { .. } => Arc::new(self.actor_clock(actor)),
+        };
+        if let Some((event, record)) = wait
+            && record != 0
+        {
+            let ev = self.events.entry(event).or_default();
+            ev.records.entry(record).or_insert((None, 0)).1 += 1;
+        }
+        if let Some(c) = collective {
+            self.groups
+                .entry(group_key(c))
+                .or_default()
+                .members
+                .push((stream, seq));
+        }
+        self.stream(stream, device).submitted.push_back(Submitted {
+            seq,
+            host,
+            name,
+            site,
+        });
+    }
+
+    /// The host (or a callback) synchronized with everything `stream` completed (a stream
+    /// synchronize, a query that found it idle).
+    pub fn synchronized_stream(&mut self, actor: Actor, stream: Entity) {
+        if let Some(c) = self.streams.get(&stream).map(|s| s.clock.clone()) {
+            self.actor_join(actor, &c);
+        }
+    }
+
+    /// The host synchronized with every stream of device `device` (`None`: of every device).
+    pub fn synchronized_device(&mut self, actor: Actor, device: Option<u32>) {
+        let mut c = VectorClock::default();
+        for st in self.streams.values() {
+            if device.is_none_or(|d| d == st.device) {
+                c.join(&st.clock);
+            }
+        }
+        self.actor_join(actor, &c);
+    }
+
+    /// The host synchronized with record `record` of `event` (an event synchronize, a query
+    /// that found it complete).
+    pub fn synchronized_event(&mut self, actor: Actor, event: Entity, record: u64) {
+        let c = self
+            .events
+            .get(&event)
+            .and_then(|e| e.records.get(&record))
+            .and_then(|r| r.0.clone());
+        if let Some(c) = c {
+            self.actor_join(actor, &c);
+        }
+    }
+
+    /// Forgets a destroyed stream (drained, and synchronized with by the host): its slot
+    /// goes to the next new stream, which counts on from where this one ended.
+    pub fn stream_destroyed(&mut self, stream: Entity) {
+        if let Some(st) = self.streams.remove(&stream) {
+            self.free_slots.push((st.slot, st.base + st.processed));
+        }
+    }
+
+    /// Forgets the freed blocks of `context` that `released` says went back to the pool
+    /// (no queued task can reach them any more), and their shadow.
+    pub fn forget_released(&mut self, context: Entity, released: impl Fn(u64) -> bool) {
+        let Some(blocks) = self.blocks.get_mut(&context) else {
+            return;
+        };
+        let gone: Vec<(u64, u64)> = blocks
+            .iter()
+            .filter(|(b, blk)| matches!(blk.life, BlockLife::Freed { .. }) && released(**b))
+            .map(|(b, blk)| (*b, blk.size))
+            .collect();
+        for &(b, _) in &gone {
+            blocks.remove(&b);
+        }
+        if let Some(space) = self.shadow.get_mut(&context) {
+            for (b, size) in gone {
+                split(space, b);
+                split(space, b + size);
+                let keys: Vec<u64> = space.range(b..b + size).map(|(k, _)| *k).collect();
+                for k in keys {
+                    space.remove(&k);
+                }
+            }
+        }
+    }
+
+    /// Forgets a destroyed context: its blocks, its shadow and its streams (whose slots are
+    /// not reused: their work may have been aborted rather than waited for).
+    pub fn context_destroyed(&mut self, context: Entity, streams: &[Entity]) {
+        self.blocks.remove(&context);
+        self.shadow.remove(&context);
+        for s in streams {
+            self.streams.remove(s);
+        }
+    }
+
+    /// Forgets a destroyed event's records that no queued wait captured.
+    pub fn event_destroyed(&mut self, event: Entity) {
+        if let Some(e) = self.events.get_mut(&event) {
+            e.records.retain(|_, r| r.1 > 0);
+            if e.records.is_empty() {
+                self.events.remove(&event);
+            }
+        }
+    }
+
+    /// A block of `size` bytes at `base` in `context` was allocated by `actor`; with
+    /// `stream = Some((stream, position))` it is stream-ordered: work must be ordered after
+    /// that position of that stream to use it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn allocated(
+        &mut self,
+        actor: Actor,
+        context: Entity,
+        device: u32,
+        base: u64,
+        size: u64,
+        stream: Option<(Entity, u64)>,
+        site: EnqueueSite,
+    ) {
+        let _ = actor;
+        let generation = self.next_generation;
+        self.next_generation += 1;
+        let after = stream.map(|(s, position)| {
+            let st = self.stream(s, device);
+            StreamOrder {
+                slot: st.slot,
+                epoch: st.base + position,
+                stream: s,
+                position,
+            }
+        });
+        let ordered = if stream.is_some() {
+            "malloc_async"
+        } else {
+            "malloc"
+        };
+        let alloc = self.host_call(device, stream, ordered, site);
+        let end = base.saturating_add(size);
+        let blocks = self.blocks.entry(context).or_default();
+        let stale: Vec<u64> = blocks
+            .range(..end)
+            .rev()
+            .take_while(|(b, blk)| **b + blk.size > base)
+            .map(|(b, _)| *b)
+            .collect();
+        for b in stale {
+            blocks.remove(&b);
+        }
+        blocks.insert(
+            base,
+            Block {
+                size,
+                generation,
+                life: BlockLife::Live,
+                after,
+                alloc,
+            },
+        );
+        // Fresh memory is uninitialised; what the bytes' earlier owner did stays in the
+        // shadow, so a reuse that is not ordered after it is still found.
+        let space = self.shadow.entry(context).or_default();
+        split(space, base);
+        split(space, end);
+        for (_, seg) in space.range_mut(base..end) {
+            seg.init = false;
+        }
+    }
+
+    /// `actor` freed the block at `base` in `context`; with `stream = Some((stream,
+    /// position))`, stream-ordered behind that position. Reports accesses not ordered before
+    /// the free (once its position is reached, for a stream-ordered one).
+    #[allow(clippy::too_many_arguments)]
+    pub fn freed(
+        &mut self,
+        actor: Actor,
+        context: Entity,
+        device: u32,
+        base: u64,
+        stream: Option<(Entity, u64)>,
+        site: EnqueueSite,
+        now: SimTime,
+    ) {
+        let host = Arc::new(self.actor_clock(actor));
+        let ordered = if stream.is_some() {
+            "free_async"
+        } else {
+            "free"
+        };
+        let side = self.host_call(device, stream, ordered, site);
+        let Some((s, position)) = stream else {
+            self.finish_free(context, base, (host.clone(), host), side, now);
+            return;
+        };
+        let st = self.stream(s, device);
+        if st.processed >= position {
+            let mut c = (*st.clock).clone();
+            c.join(&host);
+            self.finish_free(context, base, (Arc::new(c), host), side, now);
+            return;
+        }
+        st.frees.push(PendingFree {
+            position,
+            context,
+            base,
+            host,
+            side,
+            rest: Vec::new(),
+        });
+        if let Some(b) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) {
+            b.life = BlockLife::Freeing;
+        }
+    }
+
+    /// `actor` freed the block at `base` in `context` behind every stream position in
+    /// `positions` (npusim's deferred free): accesses ordered before any of them, or before
+    /// the call, are fine. The block is already pending, so the sanitizer checks it when the
+    /// last position is reached.
+    #[allow(clippy::too_many_arguments)]
+    pub fn freed_behind(
+        &mut self,
+        actor: Actor,
+        context: Entity,
+        device: u32,
+        base: u64,
+        positions: &[(Entity, u64)],
+        site: EnqueueSite,
+        now: SimTime,
+    ) {
+        let mut clock = self.actor_clock(actor);
+        let mut waiting = Vec::new();
+        for &(s, p) in positions {
+            match self.streams.get(&s) {
+                Some(st) if st.processed >= p => clock.join(&st.clock),
+                Some(_) => waiting.push((s, p)),
+                None => {}
+            }
+        }
+        let side = Arc::new(TaskInfo {
+            device,
+            stream: None,
+            position: 0,
+            name: self.name(NameKey::Call("free"), || "free".into()),
+            site,
+        });
+        if waiting.is_empty() {
+            let c = Arc::new(clock);
+            self.finish_free(context, base, (c.clone(), c), side, now);
+            return;
+        }
+        if let Some(b) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) {
+            b.life = BlockLife::Freeing;
+        }
+        // Chained: each position's completion joins its clock and passes the free on to the
+        // next one; the last finishes it.
+        let host = Arc::new(clock);
+        let (s, p) = waiting[0];
+        let rest: Vec<(Entity, u64)> = waiting[1..].to_vec();
+        self.streams
+            .get_mut(&s)
+            .expect("looked up")
+            .frees
+            .push(PendingFree {
+                position: p,
+                context,
+                base,
+                host,
+                side,
+                rest,
+            });
+    }
+
+    fn finish_free(
+        &mut self,
+        context: Entity,
+        base: u64,
+        (clock, host): (Arc<VectorClock>, Arc<VectorClock>),
+        side: Arc<TaskInfo>,
+        now: SimTime,
+    ) {
+        let Some(block) = self.blocks.get_mut(&context).and_then(|m| m.get_mut(&base)) else {
+            return;
+        };
+        block.life = BlockLife::Freed {
+            clock: clock.clone(),
+            side: side.clone(),
+        };
+        let (size, generation) = (block.size, block.generation);
+        let end = base.saturating_add(size);
+        let mut found: Vec<Conflict> = Vec::new();
+        if let Some(space) = self.shadow.get(&context) {
+            for (&start, seg) in space.range(..end).rev() {
+                if seg.end <= base {
+                    break;
+                }
+                let (a, b) = (start.max(base), seg.end.min(end));
+                for r in seg.write.iter().chain(seg.reads.iter()) {
+                    if r.generation == generation && !clock.covers(r.slot, r.clock) {
+                        push_conflict(&mut found, ReportKind::UseAfterFree, a, b, r);
+                    }
+                }
+            }
+        }
+        found.sort_by_key(|c| c.start);
+        for c in found {
+            let later = self.side_of(&side, Operand::Block, None);
+            let earlier = self.side_of(&c.earlier.task, c.earlier.operand, Some(c.earlier.mode));
+            let fix = format!(
+                "the free does not wait for {}: synchronize {} (or an event recorded after \
+                 position {}) before freeing, or free with free_async on that stream",
+                earlier.name,
+                stream_name(&earlier),
+                earlier.position
+            );
+            self.push_report(
+                SanitizerReport {
+                    kind: ReportKind::UseAfterFree,
+                    addr: c.start,
+                    bytes: c.end - c.start,
+                    block: Some((base, size)),
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    count: 1,
+                },
+                &c.earlier.task,
+                &side,
+            );
+        }
+        // Every task the host enqueues from now on is ordered after what its clock covers:
+        // those accesses can never conflict again, so they leave the shadow (what it does not
+        // cover stays, for a reuse that is not ordered after it).
+        prune(self.shadow.get_mut(&context), base, end, &host);
+    }
+
+    /// Completes `task` (which ended well when `ok`) at `now`: computes its clock and checks
+    /// its accesses. In error mode, returns the error it fails with.
+    pub fn completed(&mut self, task: &Task, ok: bool, now: SimTime) -> Option<NpuError> {
+        let st = self.streams.get_mut(&task.stream)?;
+        while st.submitted.front().is_some_and(|s| s.seq < task.seq) {
+            st.submitted.pop_front();
+        }
+        let sub = if st.submitted.front().is_some_and(|s| s.seq == task.seq) {
+            st.submitted.pop_front()
+        } else {
+            None
+        };
+        let slot = st.slot;
+        let epoch = st.base + task.seq;
+        // The stream's clock, updated in place unless an event record still shares it.
+        let mut arc = std::mem::replace(&mut st.clock, self.empty.clone());
+        let clock = Arc::make_mut(&mut arc);
+        if let Some(s) = &sub
+            && !st
+                .joined_host
+                .as_ref()
+                .is_some_and(|h| Arc::ptr_eq(h, &s.host))
+        {
+            clock.join(&s.host);
+            st.joined_host = Some(s.host.clone());
+        }
+        let kind = task.kind();
+        match kind {
+            TaskKind::EventWait => {
+                if let Some(ev) = task.desc.as_event()
+                    && ev.record != 0
+                    && let Some(e) = self.events.get_mut(&ev.event)
+                    && let Some(r) = e.records.get_mut(&ev.record)
+                {
+                    if let Some(c) = &r.0 {
+                        clock.join(c);
+                    }
+                    r.1 = r.1.saturating_sub(1);
+                    let latest = e.latest;
+                    if r.1 == 0 && ev.record < latest {
+                        e.records.remove(&ev.record);
+                    }
+                }
+            }
+            TaskKind::HostCallback => {
+                if let Some(c) = self.callbacks.remove(&(task.stream, task.seq)) {
+                    clock.join(&c);
+                }
+            }
+            TaskKind::Collective => {
+                if let Some(call) = CollectiveCall::decode(&task.desc) {
+                    let key = group_key(&call);
+                    let joined = self.group_clock(key);
+                    if let Some(j) = joined {
+                        clock.join(&j);
+                    }
+                    if let Some(g) = self.groups.get_mut(&key) {
+                        g.done += 1;
+                        if g.done >= g.members.len() {
+                            self.groups.remove(&key);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        clock.set(slot, epoch);
+        let st = self.streams.get_mut(&task.stream).expect("looked up above");
+        st.clock = arc;
+        let clock = st.clock.clone();
+        st.processed = task.seq;
+        if kind == TaskKind::EventRecord
+            && let Some(ev) = task.desc.as_event()
+        {
+            st.records.push_back((task.seq, ev.event));
+            if st.records.len() > 8 {
+                st.records.pop_front();
+            }
+            let e = self.events.entry(ev.event).or_default();
+            if ok {
+                e.records.entry(ev.record).or_insert((None, 0)).0 = Some(clock.clone());
+            }
+            e.latest = e.latest.max(ev.record);
+            let latest = e.latest;
+            e.records.retain(|&r, v| r >= latest || v.1 > 0);
+        }
+        // Stream-ordered frees behind this position happen now.
+        let st = self.streams.get_mut(&task.stream).expect("looked up above");
+        if !st.frees.is_empty() {
+            let (due, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut st.frees)
+                .into_iter()
+                .partition(|f| f.position <= task.seq);
+            st.frees = rest;
+            for mut f in due {
+                let mut c = (*clock).clone();
+                c.join(&f.host);
+                // Pass it on to the next position it waits for, if any is still ahead.
+                let mut next = None;
+                while let Some((s, p)) = f.rest.pop() {
+                    match self.streams.get(&s) {
+                        Some(st) if st.processed < p => {
+                            next = Some((s, p));
+                            break;
+                        }
+                        Some(st) => c.join(&st.clock),
+                        None => {}
+                    }
+                }
+                match next {
+                    Some((s, p)) => {
+                        let st = self.streams.get_mut(&s).expect("looked up");
+                        st.frees.push(PendingFree {
+                            position: p,
+                            host: Arc::new(c),
+                            ..f
+                        });
+                    }
+                    None => {
+                        let clocks = (Arc::new(c), f.host.clone());
+                        self.finish_free(f.context, f.base, clocks, f.side, now)
+                    }
+                }
+            }
+        }
+        if !ok || task.access.is_empty() {
+            return None;
+        }
+        let device = self.streams.get(&task.stream).map_or(0, |s| s.device);
+        let (name, site) = match sub {
+            Some(s) => (s.name, s.site),
+            None => (
+                self.name(NameKey::Call(kind.name()), || kind.name().into()),
+                EnqueueSite::Unknown,
+            ),
+        };
+        let info = Arc::new(TaskInfo {
+            device,
+            stream: Some(task.stream),
+            position: task.seq,
+            name,
+            site,
+        });
+        let before = self.found;
+        for &access in task.access.ranges() {
+            self.check_access(task, access, (slot, epoch), &clock, &info, now);
+        }
+        if self.config.mode == SanitizerMode::Error
+            && self.found > before
+            && let Some(r) = self.last.and_then(|i| self.reports.get(i))
+        {
+            return Some(NpuError::SanitizerViolation(r.to_string()));
+        }
+        None
+    }
+
+    /// The join of a collective's ranks' clocks as they reached the rendezvous (computed when
+    /// the first rank completes: every other rank is then still at its collective).
+    fn group_clock(&mut self, key: GroupKey) -> Option<Arc<VectorClock>> {
+        let g = self.groups.get(&key)?;
+        if let Some(j) = &g.joined {
+            return Some(j.clone());
+        }
+        let mut c = VectorClock::default();
+        for &(s, seq) in &g.members {
+            if let Some(st) = self.streams.get(&s)
+                && st.processed + 1 == seq
+            {
+                c.join(&st.clock);
+                if let Some(sub) = st.submitted.iter().find(|x| x.seq == seq) {
+                    c.join(&sub.host);
+                }
+            }
+        }
+        let c = Arc::new(c);
+        self.groups.get_mut(&key).expect("looked up").joined = Some(c.clone());
+        Some(c)
+    }
+
+    fn operand_of(&self, task: &Task, access: &Access, block: Option<(u64, u64)>) -> Operand {
+        match task.kind() {
+            TaskKind::Kernel => {
+                let Some((base, size)) = block else {
+                    return Operand::Unknown;
+                };
+                task.desc
+                    .arg_words()
+                    .iter()
+                    .enumerate()
+                    .filter(|&(i, &w)| !task.desc.arg_is_float(i) && w >= base && w < base + size)
+                    .min_by_key(|&(_, &w)| access.addr.abs_diff(w))
+                    .map_or(Operand::Unknown, |(i, _)| Operand::Arg(i as u8))
+            }
+            TaskKind::Memcpy | TaskKind::Memset => {
+                if access.mode.writes() {
+                    Operand::Destination
+                } else {
+                    Operand::Source
+                }
+            }
+            TaskKind::Collective => {
+                if access.mode.writes() {
+                    Operand::Receive
+                } else {
+                    Operand::Send
+                }
+            }
+            _ => Operand::Unknown,
+        }
+    }
+
+    fn check_access(
+        &mut self,
+        task: &Task,
+        access: Access,
+        slot: (u32, u64),
+        clock: &Arc<VectorClock>,
+        info: &Arc<TaskInfo>,
+        now: SimTime,
+    ) {
+        let context = match access.space {
+            Space::Local => task.context,
+            Space::Peer => match PeerCopy::decode(&task.desc) {
+                Some(p) if p.src_ctx == task.context => p.dst_ctx,
+                Some(p) => p.src_ctx,
+                None => return,
+            },
+        };
+        let (start, end) = match access.bytes {
+            // The whole block behind the address (an inexact set).
+            0 => match self.block_at(context, access.addr) {
+                Some((base, b)) => (base, base + b.size),
+                None => return,
+            },
+            n => (access.addr, access.addr.saturating_add(n)),
+        };
+        // One piece per block the range crosses (a binary kernel writing past its buffer
+        // reaches the next one), and one per gap between blocks.
+        let mut pieces: SmallVec<[Piece; 2]> = SmallVec::new();
+        let mut cursor = start;
+        if let Some(blocks) = self.blocks.get(&context) {
+            let first = blocks
+                .range(..=start)
+                .next_back()
+                .filter(|(b, blk)| **b + blk.size > start)
+                .map(|(b, _)| *b)
+                .unwrap_or(start);
+            for (&base, b) in blocks.range(first..end) {
+                let (a, e) = (base.max(start), (base + b.size).min(end));
+                if a >= e {
+                    continue;
+                }
+                if a > cursor {
+                    pieces.push((cursor, a, None));
+                }
+                pieces.push((a, e, Some((base, b.clone()))));
+                cursor = e;
+            }
+        }
+        if cursor < end {
+            pieces.push((cursor, end, None));
+        }
+        for (a, e, found) in pieces {
+            let found = found.as_ref().map(|(base, b)| (*base, b));
+            self.check_piece(task, context, access, (a, e), found, slot, clock, info, now);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_piece(
+        &mut self,
+        task: &Task,
+        context: Entity,
+        access: Access,
+        (start, end): (u64, u64),
+        found: Option<(u64, &Block)>,
+        (slot, epoch): (u32, u64),
+        clock: &Arc<VectorClock>,
+        info: &Arc<TaskInfo>,
+        now: SimTime,
+    ) {
+        let access = Access {
+            addr: start,
+            bytes: end - start,
+            ..access
+        };
+        let block = found.map(|(base, b)| (base, b.size));
+        let generation = found.map_or(0, |(_, b)| b.generation);
+        let operand = self.operand_of(task, &access, block);
+        let rec = Arc::new(AccessRec {
+            slot,
+            clock: epoch,
+            task: info.clone(),
+            operand,
+            mode: access.mode,
+            generation,
+        });
+        let mut conflicts: Vec<Conflict> = Vec::new();
+        let mut uninit: Vec<(u64, u64)> = Vec::new();
+        // The block's own life: freed, or stream-ordered after a position this is not after.
+        if let Some((_, b)) = found {
+            match &b.life {
+                BlockLife::Freed { clock: fc, side } if !fc.covers(slot, epoch) => {
+                    let earlier = self.side_of(side, Operand::Block, None);
+                    let later = self.side_of(info, operand, Some(access.mode));
+                    let fix = format!(
+                        "{} is not ordered before the free: synchronize {} (or an event \
+                         recorded after position {}) before freeing, or free with free_async \
+                         on that stream; work enqueued after the free needs a live buffer",
+                        later.name,
+                        stream_name(&later),
+                        later.position
+                    );
+                    let report = SanitizerReport {
+                        kind: ReportKind::UseAfterFree,
+                        addr: start,
+                        bytes: end - start,
+                        block,
+                        earlier,
+                        later,
+                        fix,
+                        at: now,
+                        count: 1,
+                    };
+                    let side = side.clone();
+                    self.push_report(report, &side, info);
+                }
+                _ => {}
+            }
+            if let Some(order) = b.after
+                && !clock.covers(order.slot, order.epoch)
+            {
+                let alloc = b.alloc.clone();
+                let earlier = self.side_of(&alloc, Operand::Block, None);
+                let later = self.side_of(info, operand, Some(access.mode));
+                let fix = self.fix_for(order.stream, order.position, &later);
+                self.push_report(
+                    SanitizerReport {
+                        kind: ReportKind::UnorderedReuse,
+                        addr: start,
+                        bytes: end - start,
+                        block,
+                        earlier,
+                        later,
+                        fix,
+                        at: now,
+                        count: 1,
+                    },
+                    &alloc,
+                    info,
+                );
+            }
+        }
+        let check_uninit = self.config.uninitialized && access.mode.reads();
+        let space = self.shadow.entry(context).or_default();
+        split(space, start);
+        split(space, end);
+        // Fill the gaps, so every byte of the range has an interval.
+        let mut cursor = start;
+        let mut gaps: Vec<(u64, u64)> = Vec::new();
+        for (&s, seg) in space.range(start..end) {
+            if s > cursor {
+                gaps.push((cursor, s));
+            }
+            cursor = seg.end;
+        }
+        if cursor < end {
+            gaps.push((cursor, end));
+        }
+        for (a, b) in gaps {
+            space.insert(
+                a,
+                Segment {
+                    end: b,
+                    write: None,
+                    reads: SmallVec::new(),
+                    init: false,
+                },
+            );
+        }
+        for (&s, seg) in space.range_mut(start..end) {
+            let kind_of = |r: &AccessRec| {
+                if r.generation != generation {
+                    ReportKind::UnorderedReuse
+                } else {
+                    ReportKind::Race
+                }
+            };
+            if let Some(w) = &seg.write
+                && !clock.covers(w.slot, w.clock)
+            {
+                push_conflict(&mut conflicts, kind_of(w), s, seg.end, w);
+            }
+            if access.mode.writes() {
+                for r in &seg.reads {
+                    if !clock.covers(r.slot, r.clock) {
+                        push_conflict(&mut conflicts, kind_of(r), s, seg.end, r);
+                    }
+                }
+            }
+            if check_uninit && !seg.init {
+                match uninit.last_mut() {
+                    Some(last) if last.1 == s => last.1 = seg.end,
+                    _ => uninit.push((s, seg.end)),
+                }
+            }
+            if access.mode.writes() {
+                seg.write = Some(rec.clone());
+                seg.reads.clear();
+                seg.init = true;
+            } else {
+                seg.reads.retain(|r| !clock.covers(r.slot, r.clock));
+                seg.reads.push(rec.clone());
+            }
+        }
+        coalesce(space, start, end);
+        for c in conflicts {
+            let earlier = self.side_of(&c.earlier.task, c.earlier.operand, Some(c.earlier.mode));
+            let later = self.side_of(info, operand, Some(access.mode));
+            let fix = match c.earlier.task.stream {
+                Some(s) => self.fix_for(s, c.earlier.task.position, &later),
+                None => "synchronize before the later call".into(),
+            };
+            self.push_report(
+                SanitizerReport {
+                    kind: c.kind,
+                    addr: c.start,
+                    bytes: c.end - c.start,
+                    block,
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    count: 1,
+                },
+                &c.earlier.task,
+                info,
+            );
+        }
+        if let Some((base, b)) = found {
+            let alloc = b.alloc.clone();
+            for (a, e) in uninit {
+                let earlier = self.side_of(&alloc, Operand::Block, None);
+                let later = self.side_of(info, operand, Some(access.mode));
+                let fix = format!(
+                    "write the bytes (a memset or a copy ordered before position {} of {}) \
+                     before reading them",
+                    later.position,
+                    stream_name(&later)
+                );
+                self.push_report(
+                    SanitizerReport {
+                        kind: ReportKind::UninitializedRead,
+                        addr: a,
+                        bytes: e - a,
+                        block: Some((base, b.size)),
+                        earlier,
+                        later,
+                        fix,
+                        at: now,
+                        count: 1,
+                    },
+                    &alloc,
+                    info,
+                );
+            }
+        }
+    }
+
+    /// What would order position `pos` of `earlier` before `later`.
+    fn fix_for(&self, earlier: Entity, pos: u64, later: &ReportSide) -> String {
+        let a = Stream::new(self.runtime, earlier);
+        let existing = self.streams.get(&earlier).and_then(|st| {
+            // The first record after it (records are kept oldest first).
+            st.records.iter().find(|(p, _)| *p >= pos).copied()
+        });
+        let Some(b) = later.stream else {
+            return format!("synchronize {a} (or an event recorded on it after position {pos})");
+        };
+        match existing {
+            Some((p, e)) => format!(
+                "make {b} wait for event {e} (recorded on {a} at position {p}, after position \
+                 {pos}) before position {}: stream_wait_event / aclrtStreamWaitEvent",
+                later.position
+            ),
+            None => format!(
+                "record an event on {a} after position {pos} (record_event / aclrtRecordEvent) \
+                 and make {b} wait for it before position {} (stream_wait_event / \
+                 aclrtStreamWaitEvent)",
+                later.position
+            ),
+        }
+    }
+
+    fn side_of(&self, t: &TaskInfo, operand: Operand, mode: Option<AccessMode>) -> ReportSide {
+        ReportSide {
+            device: t.device,
+            stream: t.stream.map(|s| Stream::new(self.runtime, s)),
+            position: t.position,
+            name: t.name.to_string(),
+            operand,
+            mode,
+            site: t.site,
+        }
+    }
+
+    fn block_at(&self, context: Entity, addr: u64) -> Option<(u64, &Block)> {
+        let (&base, b) = self.blocks.get(&context)?.range(..=addr).next_back()?;
+        (addr < base + b.size.max(1)).then_some((base, b))
+    }
+
+    fn push_report(&mut self, report: SanitizerReport, earlier: &TaskInfo, later: &TaskInfo) {
+        self.found += 1;
+        let key = (
+            report.kind,
+            earlier.site,
+            later.site,
+            earlier.name.clone(),
+            later.name.clone(),
+            report.earlier.operand,
+            report.later.operand,
+        );
+        if let Some(&i) = self.distinct.get(&key) {
+            self.reports[i].count += 1;
+            self.last = Some(i);
+            return;
+        }
+        self.distinct.insert(key, self.reports.len());
+        self.last = Some(self.reports.len());
+        self.reports.push(report);
+        self.fresh += 1;
+    }
+}
+
+fn stream_name(side: &ReportSide) -> String {
+    side.stream
+        .map_or_else(|| "the host".to_string(), |s| s.to_string())
+}
+
+/// Notes a conflict with `rec` on `[a, b)`, extending the previous one when it continues it.
+fn push_conflict(out: &mut Vec<Conflict>, kind: ReportKind, a: u64, b: u64, rec: &Arc<AccessRec>) {
+    if let Some(last) = out
+        .iter_mut()
+        .rev()
+        .find(|c| c.kind == kind && Arc::ptr_eq(&c.earlier.task, &rec.task))
+        && (last.end == a || last.start == b)
+    {
+        last.start = last.start.min(a);
+        last.end = last.end.max(b);
+        return;
+    }
+    out.push(Conflict {
+        kind,
+        start: a,
+        end: b,
+        earlier: rec.clone(),
+    });
+}
+
+/// Drops from `[start, end)` of `space` the accesses `host` covers, and the intervals left
+/// empty.
+fn prune(space: Option<&mut BTreeMap<u64, Segment>>, start: u64, end: u64, host: &VectorClock) {
+    let Some(space) = space else {
+        return;
+    };
+    split(space, start);
+    split(space, end);
+    let mut empty = Vec::new();
+    for (&k, seg) in space.range_mut(start..end) {
+        if seg
+            .write
+            .as_ref()
+            .is_some_and(|w| host.covers(w.slot, w.clock))
+        {
+            seg.write = None;
+        }
+        seg.reads.retain(|r| !host.covers(r.slot, r.clock));
+        if seg.write.is_none() && seg.reads.is_empty() {
+            empty.push(k);
+        }
+    }
+    for k in empty {
+        space.remove(&k);
+    }
+    coalesce(space, start, end);
+}
+
+/// Splits the interval that holds `at` so that one starts there.
+fn split(space: &mut BTreeMap<u64, Segment>, at: u64) {
+    let Some((&s, seg)) = space.range_mut(..at).next_back() else {
+        return;
+    };
+    if seg.end <= at {
+        return;
+    }
+    let mut right = seg.clone();
+    seg.end = at;
+    right.end = right.end.max(at);
+    let _ = s;
+    space.insert(at, right);
+}
+
+/// Merges neighbouring intervals around `[start, end)` that hold the same state.
+fn coalesce(space: &mut BTreeMap<u64, Segment>, start: u64, end: u64) {
+    let from = space.range(..start).next_back().map_or(start, |(&s, _)| s);
+    let keys: Vec<u64> = space.range(from..=end).map(|(&k, _)| k).collect();
+    let mut prev: Option<u64> = None;
+    for k in keys {
+        if let Some(p) = prev {
+            let (pe, same) = {
+                let a = &space[&p];
+                let b = &space[&k];
+                (a.end, a.end == k && a.same_state(b))
+            };
+            let _ = pe;
+            if same {
+                let seg = space.remove(&k).expect("listed");
+                space.get_mut(&p).expect("listed").end = seg.end;
+                continue;
+            }
+        }
+        prev = Some(k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{EventView, MemsetView, NewTask, TaskDescriptor, TaskExtra};
+
+    /// Streams as entities (nothing else of the world is needed).
+    fn entities(n: u32) -> Vec<Entity> {
+        (1..=n).map(|i| Entity::from_raw_u32(i).unwrap()).collect()
+    }
+
+    /// A finished task at `seq` on `stream` with `desc` and, for a memset, its write.
+    fn task(stream: Entity, seq: u64, desc: TaskDescriptor) -> Task {
+        let mut t = Task::from_new(
+            NewTask {
+                stream,
+                seq,
+                submit: SimTime::ZERO,
+                desc,
+                extra: TaskExtra::None,
+            },
+            Entity::PLACEHOLDER,
+            Entity::PLACEHOLDER,
+        );
+        if let Some(m) = desc.as_memset() {
+            t.access.push(Access::write(m.dst, m.bytes));
+        }
+        t
+    }
+
+    fn submit(san: &mut Sanitizer, stream: Entity, seq: u64, wait: Option<(Entity, u64)>) {
+        san.submitted(
+            Actor::Host,
+            stream,
+            0,
+            seq,
+            wait,
+            None,
+            "t".into(),
+            EnqueueSite::Unknown,
+        );
+    }
+
+    /// A memset of 64 bytes at 0x1000.
+    fn write() -> TaskDescriptor {
+        TaskDescriptor::memset(MemsetView {
+            dst: 0x1000,
+            value: 0,
+            bytes: 64,
+        })
+    }
+
+    #[test]
+    fn a_wait_orders_its_stream_after_the_record_it_captured_and_nothing_else() {
+        let s = entities(3);
+        let (a, b, ev) = (s[0], s[1], s[2]);
+        let record = TaskDescriptor::event(
+            EventView {
+                event: ev,
+                record: 1,
+            },
+            false,
+        );
+        let wait = TaskDescriptor::event(
+            EventView {
+                event: ev,
+                record: 1,
+            },
+            true,
+        );
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        // a: write, record; b: wait, write; then a: a second write nobody waited for.
+        submit(&mut san, a, 1, None);
+        submit(&mut san, a, 2, None);
+        submit(&mut san, b, 1, Some((ev, 1)));
+        submit(&mut san, b, 2, None);
+        submit(&mut san, a, 3, None);
+        for (t, now) in [
+            (task(a, 1, write()), 1),
+            (task(a, 2, record), 2),
+            (task(b, 1, wait), 3),
+            (task(b, 2, write()), 4),
+        ] {
+            assert_eq!(san.completed(&t, true, SimTime(now)), None);
+        }
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        san.completed(&task(a, 3, write()), true, SimTime(5));
+        assert_eq!(san.reports().len(), 1);
+        assert_eq!(san.reports()[0].kind, ReportKind::Race);
+        assert_eq!(
+            (san.reports()[0].addr, san.reports()[0].bytes),
+            (0x1000, 64)
+        );
+    }
+
+    #[test]
+    fn a_free_in_host_order_reports_the_queued_write_that_completes_after_it() {
+        let s = entities(1);
+        let a = s[0];
+        let ctx = Entity::PLACEHOLDER;
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        san.allocated(Actor::Host, ctx, 0, 0x1000, 64, None, EnqueueSite::Unknown);
+        submit(&mut san, a, 1, None);
+        san.freed(
+            Actor::Host,
+            ctx,
+            0,
+            0x1000,
+            None,
+            EnqueueSite::Unknown,
+            SimTime(1),
+        );
+        assert!(san.reports().is_empty(), "nothing had touched it yet");
+        san.completed(&task(a, 1, write()), true, SimTime(2));
+        let r = &san.reports()[0];
+        assert_eq!(r.kind, ReportKind::UseAfterFree);
+        assert_eq!(
+            (r.earlier.name.as_str(), r.block),
+            ("free", Some((0x1000, 64)))
+        );
+    }
+
+    #[test]
+    fn a_clock_covers_what_it_joined() {
+        let mut a = VectorClock::default();
+        a.set(0, 3);
+        let mut b = VectorClock::default();
+        b.set(2, 5);
+        a.join(&b);
+        assert!(a.covers(0, 3) && a.covers(2, 5) && !a.covers(2, 6) && !a.covers(1, 1));
+    }
+
+    #[test]
+    fn writes_over_a_range_leave_one_interval() {
+        let mut space = BTreeMap::new();
+        space.insert(
+            0,
+            Segment {
+                end: 100,
+                write: None,
+                reads: SmallVec::new(),
+                init: true,
+            },
+        );
+        split(&mut space, 40);
+        split(&mut space, 60);
+        assert_eq!(space.len(), 3);
+        coalesce(&mut space, 40, 60);
+        assert_eq!(space.len(), 1);
+        assert_eq!(space[&0].end, 100);
+    }
+
+    #[test]
+    fn modes_parse_from_the_environment_spelling() {
+        assert_eq!(SanitizerMode::parse("report"), Some(SanitizerMode::Report));
+        assert_eq!(SanitizerMode::parse("ERROR"), Some(SanitizerMode::Error));
+        assert_eq!(SanitizerMode::parse("off"), Some(SanitizerMode::Off));
+        assert_eq!(SanitizerMode::parse("loud"), None);
+    }
+}

@@ -1,0 +1,437 @@
+//! The stream sanitizer's API and the host's side of it: what the program reads (the reports,
+//! the shadow's size) and the calls that feed the checker from the host — submissions (with
+//! where they were made), synchronizes, allocations and frees. The rules live in
+//! [`npusim_components::sanitizer`]; completion feeds it each finished task.
+//!
+//! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer), or
+//! `NPUSIM_SANITIZE`): no sanitizer state then exists, and each hook is one test of a flag.
+//!
+//! ```
+//! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
+//! let rt = Runtime::new(RuntimeConfig {
+//!     sanitizer: SanitizerConfig::report(),
+//!     ..RuntimeConfig::default()
+//! })
+//! .unwrap();
+//! let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+//! let buf = rt.malloc(4096).unwrap();
+//! rt.memset_async(buf, 1, 4096, a).unwrap(); // writes on a ...
+//! rt.memset_async(buf, 2, 4096, b).unwrap(); // ... and on b, with no event between
+//! rt.synchronize_device().unwrap();
+//! let reports = rt.sanitizer_reports();
+//! assert_eq!(reports.len(), 1);
+//! assert_eq!(reports[0].kind, npusim_engine::ReportKind::Race);
+//! assert_eq!((reports[0].addr, reports[0].bytes), (buf.0, 4096));
+//! ```
+
+use std::cell::Cell;
+use std::panic::Location;
+
+use bevy_ecs::entity::Entity;
+use bevy_ecs::world::World;
+use npusim_components::collective::CollectiveCall;
+use npusim_components::resources::Finished;
+use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
+use npusim_components::task::CopyDir;
+use npusim_components::{
+    DeviceState, EnqueueSite, KernelRegistry, Sanitizer, SanitizerConfig, SanitizerReport, TaskKind,
+};
+
+use crate::runtime::{Inner, Runtime};
+
+thread_local! {
+    /// Where the current API call was made, when the caller knows better than
+    /// `#[track_caller]` (the C API, a synchronous copy that enqueues through a closure).
+    static SITE: Cell<Option<EnqueueSite>> = const { Cell::new(None) };
+    /// The host callback this thread runs: (runtime id, its stream, its position).
+    static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
+}
+
+/// While alive, API calls on this thread are reported as made at `site` (the C API sets the
+/// ACL function and its call number; an outer call keeps its own site for the calls it makes).
+#[must_use = "the site holds only while the guard lives"]
+pub struct SiteGuard(Option<EnqueueSite>);
+
+impl SiteGuard {
+    /// Reports calls on this thread as made at `site` until the guard drops (an enclosing
+    /// guard's site wins).
+    pub fn enter(site: EnqueueSite) -> Self {
+        let previous = SITE.with(|s| s.get());
+        if previous.is_none() {
+            SITE.with(|s| s.set(Some(site)));
+        }
+        SiteGuard(previous)
+    }
+
+    /// As [`SiteGuard::enter`] with the Rust caller's location.
+    #[track_caller]
+    pub fn here() -> Self {
+        let l = Location::caller();
+        Self::enter(EnqueueSite::Rust {
+            file: l.file(),
+            line: l.line(),
+        })
+    }
+}
+
+impl Drop for SiteGuard {
+    fn drop(&mut self) {
+        SITE.with(|s| s.set(self.0));
+    }
+}
+
+/// Reports logged by every runtime of the process so far (a test of whole programs reads it).
+static FOUND: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many sanitizer reports every runtime of this process has found so far.
+pub fn reports_found() -> u64 {
+    FOUND.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// The configuration `NPUSIM_SANITIZE` (`off`, `report` or `error`) and
+/// `NPUSIM_SANITIZE_UNINIT` (`1`: also uninitialised reads) spell, printing each report as it
+/// is found; `None` for a mode it does not know.
+pub fn config_from(mode: &str, uninit: Option<String>) -> Option<SanitizerConfig> {
+    let mode = npusim_components::SanitizerMode::parse(mode)?;
+    Some(SanitizerConfig {
+        mode,
+        uninitialized: uninit.is_some_and(|v| matches!(v.trim(), "1" | "on" | "true")),
+        print: true,
+    })
+}
+
+/// The default of [`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer): off, or what
+/// `NPUSIM_SANITIZE` says (so any program can be run under the sanitizer without a change).
+pub fn default_config() -> SanitizerConfig {
+    std::env::var("NPUSIM_SANITIZE")
+        .ok()
+        .and_then(|m| config_from(&m, std::env::var("NPUSIM_SANITIZE_UNINIT").ok()))
+        .unwrap_or_default()
+}
+
+/// The site of a call whose `#[track_caller]` location is `caller`.
+fn site(caller: &'static Location<'static>) -> EnqueueSite {
+    SITE.with(|s| s.get()).unwrap_or(EnqueueSite::Rust {
+        file: caller.file(),
+        line: caller.line(),
+    })
+}
+
+/// Marks this thread as running the host callback at `seq` on `stream` of runtime `runtime`
+/// (or none) and returns what it ran before.
+pub(crate) fn enter_callback(task: Option<(u32, Entity, u64)>) -> Option<(u32, Entity, u64)> {
+    CALLBACK.with(|c| c.replace(task))
+}
+
+/// The callback this thread runs, if any.
+pub(crate) fn current_callback() -> Option<(u32, Entity, u64)> {
+    CALLBACK.try_with(|c| c.get()).ok().flatten()
+}
+
+fn actor(inner: &Inner) -> Actor {
+    match current_callback() {
+        Some((rt, stream, seq)) if rt == inner.runtime_id => Actor::Callback { stream, seq },
+        _ => Actor::Host,
+    }
+}
+
+/// The sanitizer, when it is on.
+fn sanitizer(inner: &mut Inner) -> Option<bevy_ecs::world::Mut<'_, Sanitizer>> {
+    if !inner.sanitize {
+        return None;
+    }
+    sanitizer_of(&mut inner.world)
+}
+
+/// The sanitizer in `world`, if it is on.
+fn sanitizer_of(world: &mut World) -> Option<bevy_ecs::world::Mut<'_, Sanitizer>> {
+    let f = world.get_resource_mut::<Finished>()?;
+    f.sanitizer.as_ref()?;
+    Some(f.map_unchanged(|f| &mut **f.sanitizer.as_mut().expect("checked")))
+}
+
+/// The sanitizer in `world`, read-only, if it is on.
+pub(crate) fn sanitizer_ref(world: &World) -> Option<&Sanitizer> {
+    world.get_resource::<Finished>()?.sanitizer.as_deref()
+}
+
+/// Installs the sanitizer in a new runtime's world when `config` turns it on.
+pub(crate) fn install(inner: &mut Inner, config: SanitizerConfig) {
+    if config.on() {
+        let id = inner.runtime_id;
+        inner.world.resource_mut::<Finished>().sanitizer =
+            Some(Box::new(Sanitizer::new(config, id)));
+        inner.sanitize = true;
+    }
+}
+
+/// A task was just pushed at `seq` on `stream`'s doorbell, by a call made at `caller`.
+/// (Kept out of line: the submission path it hangs off stays as small as without it.)
+#[cold]
+#[inline(never)]
+pub(crate) fn submitted(
+    inner: &mut Inner,
+    stream: Entity,
+    seq: u64,
+    caller: &'static Location<'static>,
+) {
+    let actor = actor(inner);
+    let Some(st) = inner.stream(stream) else {
+        return;
+    };
+    let device = st.device_index;
+    let Some(new) = st.doorbell.last() else {
+        return;
+    };
+    let desc = new.desc;
+    let kind = desc.task_kind().unwrap_or(TaskKind::Kernel);
+    let wait = (kind == TaskKind::EventWait)
+        .then(|| desc.as_event().map(|e| (e.event, e.record)))
+        .flatten();
+    let collective = CollectiveCall::decode(&desc);
+    let site = site(caller);
+    let key = match kind {
+        TaskKind::Kernel => NameKey::Kernel(desc.kernel, desc.kernel_generation),
+        TaskKind::Memcpy => NameKey::Call(match desc.copy_dir() {
+            Some(CopyDir::HostToDevice) => "memcpy host to device",
+            Some(CopyDir::DeviceToHost) => "memcpy device to host",
+            Some(CopyDir::DeviceToDevice) => "memcpy device to device",
+            _ => "memcpy_peer",
+        }),
+        TaskKind::Collective => {
+            NameKey::Call(collective.as_ref().map_or("collective", |c| c.kind.name()))
+        }
+        TaskKind::HostCallback => NameKey::Call("host callback"),
+        other => NameKey::Call(other.name()),
+    };
+    let world = &mut inner.world;
+    let Some(cached) = sanitizer_ref(world).map(|s| s.cached_name(key)) else {
+        return;
+    };
+    // A kernel's name is looked up in the registry once per kernel.
+    let made = cached.is_none().then(|| match key {
+        NameKey::Kernel(k, g) => world
+            .resource::<KernelRegistry>()
+            .resolve(k, g)
+            .map_or_else(|| "unknown kernel".to_string(), |e| e.name.clone()),
+        NameKey::Call(n) => n.to_string(),
+    });
+    let Some(mut san) = sanitizer_of(world) else {
+        return;
+    };
+    let name = match cached {
+        Some(n) => n,
+        None => san.name(key, || made.unwrap_or_default()),
+    };
+    san.submitted(
+        actor,
+        stream,
+        device,
+        seq,
+        wait,
+        collective.as_ref(),
+        name,
+        site,
+    );
+}
+
+/// The calling thread synchronized with everything `stream` has completed.
+pub(crate) fn synchronized_stream(inner: &mut Inner, stream: Entity) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_stream(actor, stream);
+    }
+}
+
+/// The calling thread synchronized with device `device` (`None`: every device).
+pub(crate) fn synchronized_device(inner: &mut Inner, device: Option<u32>) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_device(actor, device);
+    }
+}
+
+/// The calling thread synchronized with record `record` of `event`.
+pub(crate) fn synchronized_event(inner: &mut Inner, event: Entity, record: u64) {
+    let actor = actor(inner);
+    if let Some(mut san) = sanitizer(inner) {
+        san.synchronized_event(actor, event, record);
+    }
+}
+
+/// What a host call on the block at `base` in `ctx` tells the sanitizer: who calls, the
+/// block's device and size, the stream position it is ordered behind, and the call's site.
+fn host_call(
+    inner: &Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) -> Option<HostCall> {
+    let (device, size) = block_of(inner, ctx, base)?;
+    let at = stream.and_then(|s| inner.stream(s).map(|st| (s, st.submitted)));
+    Some((actor(inner), device, size, at, site(caller)))
+}
+
+/// (who, device index, block size, stream position, site) of a host call on a block.
+type HostCall = (Actor, u32, u64, Option<(Entity, u64)>, EnqueueSite);
+
+/// A block at `base` was allocated in `ctx` (stream-ordered behind `stream`'s submitted
+/// position when given).
+pub(crate) fn allocated(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let Some((actor, device, size, at, site)) = host_call(inner, ctx, base, stream, caller) else {
+        return;
+    };
+    if let Some(mut san) = sanitizer(inner) {
+        san.allocated(actor, ctx, device, base, size, at, site);
+    }
+}
+
+/// The block at `base` in `ctx` is being freed (behind `stream`'s submitted position when
+/// given). Called before the free, while the block is still live.
+pub(crate) fn freed(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    stream: Option<Entity>,
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let Some((actor, device, _, at, site)) = host_call(inner, ctx, base, stream, caller) else {
+        return;
+    };
+    let now = inner.host_now();
+    if let Some(mut san) = sanitizer(inner) {
+        san.freed(actor, ctx, device, base, at, site, now);
+    }
+    flush(inner);
+}
+
+/// The block at `base` in `ctx` (on device entity `device`) was just freed behind every
+/// stream position that may name it: `positions`, how far each stream of the context was
+/// submitted.
+pub(crate) fn freed_behind_uses(
+    inner: &mut Inner,
+    ctx: Entity,
+    base: u64,
+    device: Entity,
+    positions: &[(Entity, u64)],
+    caller: &'static Location<'static>,
+) {
+    if !inner.sanitize {
+        return;
+    }
+    let actor = actor(inner);
+    let Some(d) = inner.world.get::<DeviceState>(device) else {
+        return;
+    };
+    let index = d.index;
+    let site = site(caller);
+    let now = inner.host_now();
+    if let Some(mut san) = sanitizer(inner) {
+        san.freed_behind(actor, ctx, index, base, positions, site, now);
+    }
+    flush(inner);
+}
+
+/// A stream is being destroyed.
+pub(crate) fn stream_destroyed(inner: &mut Inner, stream: Entity) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.stream_destroyed(stream);
+    }
+}
+
+/// Context `ctx` is being destroyed, with its `streams`.
+pub(crate) fn context_destroyed(inner: &mut Inner, ctx: Entity, streams: &[Entity]) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.context_destroyed(ctx, streams);
+    }
+}
+
+/// `ctx`'s memory on device entity `device` was trimmed: freed blocks that went back to the
+/// pool are forgotten (their addresses may come back only through a new allocation).
+pub(crate) fn trimmed(inner: &mut Inner, ctx: Entity, device: Entity) {
+    if !inner.sanitize {
+        return;
+    }
+    let world = &mut inner.world;
+    world.resource_scope(|world, mut finished: bevy_ecs::world::Mut<Finished>| {
+        let (Some(san), Some(d)) = (
+            finished.sanitizer.as_deref_mut(),
+            world.get::<DeviceState>(device),
+        ) else {
+            return;
+        };
+        let m = &d.memory;
+        san.forget_released(ctx, |base| {
+            m.block_containing(base, ctx).is_none() && m.pending_positions(base, ctx).is_empty()
+        });
+    });
+}
+
+/// An event is being destroyed.
+pub(crate) fn event_destroyed(inner: &mut Inner, event: Entity) {
+    if let Some(mut san) = sanitizer(inner) {
+        san.event_destroyed(event);
+    }
+}
+
+/// Logs (and prints, when asked) the reports found since the last flush.
+pub(crate) fn flush(inner: &mut Inner) {
+    let Some(mut san) = sanitizer(inner) else {
+        return;
+    };
+    let print = san.config().print;
+    for r in san.fresh_reports() {
+        FOUND.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        log::warn!("{r}");
+        if print {
+            eprintln!("{r}");
+        }
+    }
+}
+
+/// (device index, block size) of the live block at `base` in `ctx`.
+fn block_of(inner: &Inner, ctx: Entity, base: u64) -> Option<(u32, u64)> {
+    let device = inner
+        .world
+        .get::<npusim_components::ContextState>(ctx)?
+        .device;
+    let d = inner.world.get::<DeviceState>(device)?;
+    let b = d.memory.block_containing(base, ctx)?;
+    Some((d.index, b.size))
+}
+
+impl Runtime {
+    /// Every stream-sanitizer report so far, in the order they were found (empty when the
+    /// sanitizer is off).
+    pub fn sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        sanitizer_ref(&self.lock().world).map_or_else(Vec::new, |s| s.reports().to_vec())
+    }
+
+    /// Takes the stream-sanitizer reports, leaving none.
+    pub fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
+        sanitizer_of(&mut self.lock().world).map_or_else(Vec::new, |mut s| s.take_reports())
+    }
+
+    /// How the stream sanitizer runs (off unless the runtime was built with it).
+    pub fn sanitizer_config(&self) -> SanitizerConfig {
+        sanitizer_ref(&self.lock().world).map_or_else(SanitizerConfig::default, |s| s.config())
+    }
+
+    /// The sanitizer's shadow memory in use (all zero when it is off).
+    pub fn sanitizer_shadow(&self) -> ShadowStats {
+        sanitizer_ref(&self.lock().world).map_or_else(ShadowStats::default, |s| s.shadow_stats())
+    }
+}

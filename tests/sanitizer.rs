@@ -1,0 +1,809 @@
+//! The stream sanitizer on a corpus of seeded bugs: each program has one bug and must get the
+//! report of the right kind on the right bytes; each has a fixed twin (or a disjoint case)
+//! that must get none. Then random well-synchronized programs, which must never be reported.
+
+use npusim::prelude::*;
+use npusim::{
+    Arg, CommConfig, DataType, ReduceOp, ReportKind, SanitizerConfig, SanitizerMode,
+    SanitizerReport,
+};
+use proptest::prelude::*;
+
+const N: u64 = 4096;
+
+fn runtime(devices: u32, config: SanitizerConfig) -> Runtime {
+    Runtime::new(RuntimeConfig {
+        devices,
+        sanitizer: config,
+        ..RuntimeConfig::default()
+    })
+    .unwrap()
+}
+
+fn report_mode() -> Runtime {
+    runtime(1, SanitizerConfig::report())
+}
+
+/// The one report, of `kind`, on `[addr, addr + bytes)`.
+fn one(rt: &Runtime, kind: ReportKind, addr: u64, bytes: u64) -> SanitizerReport {
+    let reports = rt.sanitizer_reports();
+    assert_eq!(reports.len(), 1, "expected one report, got {reports:#?}");
+    let r = reports[0].clone();
+    assert_eq!(r.kind, kind, "{r}");
+    assert_eq!((r.addr, r.bytes), (addr, bytes), "{r}");
+    r
+}
+
+fn none(rt: &Runtime) {
+    let reports = rt.sanitizer_reports();
+    assert!(reports.is_empty(), "expected no report, got {reports:#?}");
+}
+
+fn streams(rt: &Runtime) -> (Stream, Stream) {
+    (rt.create_stream().unwrap(), rt.create_stream().unwrap())
+}
+
+/// A consumer on `b` reads what a producer on `a` wrote (a device-to-device copy).
+fn produce_consume(rt: &Runtime, a: Stream, b: Stream, sync: impl FnOnce(&Runtime)) -> u64 {
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    sync(rt);
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    buf.0
+}
+
+#[test]
+fn a_consumer_with_no_event_wait_races_with_its_producer() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = produce_consume(&rt, a, b, |_| {});
+    let r = one(&rt, ReportKind::Race, buf, N);
+    assert_eq!(r.block, Some((buf, N)));
+    assert_eq!(r.earlier.stream, Some(a));
+    assert_eq!(r.later.stream, Some(b));
+    assert_eq!((r.earlier.position, r.later.position), (1, 1));
+    assert_eq!(r.earlier.operand, npusim::Operand::Destination);
+    assert_eq!(r.later.operand, npusim::Operand::Source);
+    assert!(r.fix.contains("record an event"), "{}", r.fix);
+}
+
+#[test]
+fn the_same_program_with_the_event_wait_reports_nothing() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let ev = rt.create_event().unwrap();
+    produce_consume(&rt, a, b, |rt| {
+        rt.record_event(ev, a).unwrap();
+        rt.stream_wait_event(b, ev).unwrap();
+    });
+    none(&rt);
+}
+
+#[test]
+fn a_report_names_the_lines_that_enqueued_both_tasks() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    let first = line!() + 1;
+    rt.memset_async(buf, 1, N, a).unwrap();
+    let second = line!() + 1;
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0, N);
+    let here = |line| npusim::EnqueueSite::Rust {
+        file: file!(),
+        line,
+    };
+    assert_eq!(r.earlier.site, here(first));
+    assert_eq!(r.later.site, here(second));
+    let text = r.to_string();
+    assert!(text.contains(&format!("{}:{first}", file!())), "{text}");
+}
+
+#[test]
+fn waiting_on_the_wrong_event_is_a_race() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let (right, wrong) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    rt.record_event(wrong, a).unwrap();
+    let buf = produce_consume(&rt, a, b, |rt| {
+        rt.record_event(right, a).unwrap();
+        rt.stream_wait_event(b, wrong).unwrap();
+    });
+    let r = one(&rt, ReportKind::Race, buf, N);
+    // The fix names the event that does follow the write.
+    assert!(r.fix.contains("wait for event"), "{}", r.fix);
+}
+
+#[test]
+fn a_record_placed_before_the_write_does_not_order_it() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let ev = rt.create_event().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.stream_wait_event(b, ev).unwrap();
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    one(&rt, ReportKind::Race, buf.0, N);
+}
+
+#[test]
+fn a_wait_on_a_never_recorded_event_orders_nothing() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let ev = rt.create_event().unwrap();
+    let buf = produce_consume(&rt, a, b, |rt| rt.stream_wait_event(b, ev).unwrap());
+    one(&rt, ReportKind::Race, buf, N);
+}
+
+#[test]
+fn a_wait_captures_the_record_that_was_latest_when_it_was_enqueued() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let ev = rt.create_event().unwrap();
+    let (first, second, out) = (
+        rt.malloc(N).unwrap(),
+        rt.malloc(N).unwrap(),
+        rt.malloc(N).unwrap(),
+    );
+    rt.memset_async(first, 1, N, a).unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.stream_wait_event(b, ev).unwrap();
+    // Recorded again after the wait was enqueued: the wait still means the first record.
+    rt.memset_async(second, 2, N, a).unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.memcpy_dtod_async(out, first, N, b).unwrap();
+    rt.memcpy_dtod_async(out, second, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    one(&rt, ReportKind::Race, second.0, N);
+}
+
+#[test]
+fn two_readers_of_the_same_bytes_do_not_race() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    let (o1, o2) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
+    rt.memset(buf, 3, N).unwrap();
+    rt.memcpy_dtod_async(o1, buf, N, a).unwrap();
+    rt.memcpy_dtod_async(o2, buf, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn writes_to_disjoint_halves_of_a_buffer_are_not_reported() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N / 2, a).unwrap();
+    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+        .unwrap();
+    rt.synchronize_device().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn a_race_on_part_of_a_buffer_is_reported_on_exactly_the_overlap() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, 3 * N / 4, a).unwrap();
+    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+        .unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0 + N / 2, N / 4);
+    assert_eq!(r.offset(), Some(N / 2));
+}
+
+#[test]
+fn the_host_reading_after_synchronizing_the_wrong_stream_races() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let host = rt.malloc_host(N).unwrap();
+    let buf = rt.malloc(N).unwrap();
+    let copy = rt.create_stream().unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.synchronize_stream(b).unwrap(); // the wrong one
+    rt.memcpy_dtoh_async(&host, buf, N, copy).unwrap();
+    rt.synchronize_stream(copy).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0, N);
+    assert_eq!(r.later.name, "memcpy device to host");
+}
+
+#[test]
+fn synchronizing_the_right_stream_orders_the_host_and_its_later_calls() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    produce_consume(&rt, a, b, |rt| rt.synchronize_stream(a).unwrap());
+    let ev = rt.create_event().unwrap();
+    produce_consume(&rt, a, b, |rt| {
+        rt.record_event(ev, a).unwrap();
+        rt.synchronize_event(ev).unwrap();
+    });
+    produce_consume(&rt, a, b, |rt| rt.synchronize_device().unwrap());
+    produce_consume(&rt, a, b, |rt| {
+        while !rt.query_stream(a).unwrap() {
+            rt.step();
+        }
+    });
+    none(&rt);
+}
+
+#[test]
+fn stepping_the_device_without_a_synchronize_orders_nothing() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = produce_consume(&rt, a, b, |rt| {
+        rt.run_until_idle().unwrap();
+    });
+    // run_until_idle is the host waiting for everything: ordered.
+    assert!(rt.sanitizer_reports().is_empty(), "{buf}");
+    let buf = produce_consume(&rt, a, b, |rt| {
+        for _ in 0..5 {
+            rt.step();
+        }
+    });
+    one(&rt, ReportKind::Race, buf, N);
+}
+
+#[test]
+fn a_host_callback_that_writes_device_memory_races_with_another_stream() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let side = rt.create_stream().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    let rt2 = rt.clone();
+    rt.launch_host_func(a, move || {
+        rt2.memset_async(buf, 9, N, side).unwrap();
+    })
+    .unwrap();
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    rt.run_until_idle().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0, N);
+    assert_eq!(
+        [r.earlier.stream, r.later.stream]
+            .iter()
+            .filter(|s| **s == Some(side))
+            .count(),
+        1,
+        "{r}"
+    );
+}
+
+#[test]
+fn work_a_callback_enqueues_is_ordered_after_what_its_stream_did() {
+    let rt = report_mode();
+    let a = rt.create_stream().unwrap();
+    let side = rt.create_stream().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    let rt2 = rt.clone();
+    rt.launch_host_func(a, move || {
+        rt2.memcpy_dtod_async(out, buf, N, side).unwrap();
+    })
+    .unwrap();
+    rt.synchronize_stream(a).unwrap();
+    rt.synchronize_device().unwrap();
+    rt.run_until_idle().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn freeing_a_buffer_a_queued_task_still_writes_is_a_use_after_free() {
+    let rt = report_mode();
+    let a = rt.create_stream().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.free(buf).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
+    assert_eq!(r.earlier.name, "free");
+    assert_eq!(r.later.stream, Some(a));
+}
+
+#[test]
+fn freeing_after_work_that_finished_but_was_never_synchronized_is_a_use_after_free() {
+    let rt = report_mode();
+    let a = rt.create_stream().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    for _ in 0..5 {
+        rt.step();
+    }
+    rt.free(buf).unwrap();
+    let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
+    assert_eq!(r.later.name, "free");
+    assert_eq!(r.earlier.stream, Some(a));
+}
+
+#[test]
+fn freeing_after_a_synchronize_is_clean_and_so_is_free_async_on_the_same_stream() {
+    let rt = report_mode();
+    let a = rt.create_stream().unwrap();
+    let buf = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.synchronize_stream(a).unwrap();
+    rt.free(buf).unwrap();
+    let buf = rt.malloc_async(N, a).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.free_async(buf, a).unwrap();
+    rt.synchronize_device().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn free_async_on_one_stream_while_another_still_uses_the_block_is_a_use_after_free() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset(buf, 1, N).unwrap();
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap(); // b still reads it ...
+    rt.free_async(buf, a).unwrap(); // ... when a frees it
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
+    // a had nothing queued: the free happened at once, and b's read came after it.
+    assert_eq!(r.earlier.name, "free_async");
+    assert_eq!(r.earlier.stream, Some(a));
+    assert_eq!(r.later.stream, Some(b));
+}
+
+#[test]
+fn a_kernel_launched_after_a_free_async_uses_freed_memory() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    rt.memset(buf, 0, N).unwrap();
+    // Long work queued on a keeps the block mapped until a gets there (so the kernel does not
+    // fault); the kernel on b is not ordered before that position.
+    let other = rt.malloc(64 << 20).unwrap();
+    rt.memset_async(other, 0, 64 << 20, a).unwrap();
+    rt.free_async(buf, a).unwrap();
+    let fill = rt.kernel("fill_f32").unwrap();
+    rt.launch(fill, 1, &[Arg::Ptr(buf), Arg::U64(N / 4), Arg::F32(1.0)], b)
+        .unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
+    // The kernel ran first; the free's position came after it, unordered.
+    assert_eq!(r.earlier.name, "fill_f32");
+    assert_eq!(r.earlier.operand, npusim::Operand::Arg(0));
+    assert_eq!(r.later.name, "free_async");
+}
+
+#[test]
+fn a_stream_ordered_allocation_used_on_another_stream_unordered_is_reported() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    rt.memset_async(rt.malloc(N).unwrap(), 0, N, a).unwrap();
+    let buf = rt.malloc_async(N, a).unwrap();
+    rt.memset_async(buf, 1, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::UnorderedReuse, buf.0, N);
+    assert_eq!(r.earlier.name, "malloc_async");
+    // Ordered by an event: clean.
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let ev = rt.create_event().unwrap();
+    rt.memset_async(rt.malloc(N).unwrap(), 0, N, a).unwrap();
+    let buf = rt.malloc_async(N, a).unwrap();
+    rt.record_event(ev, a).unwrap();
+    rt.stream_wait_event(b, ev).unwrap();
+    rt.memset_async(buf, 1, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    none(&rt);
+}
+
+#[test]
+fn memory_freed_on_one_stream_and_reused_on_another_without_an_event_is_reported() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc_async(N, a).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.free_async(buf, a).unwrap();
+    // The device gets there on its own; nothing orders b after it.
+    for _ in 0..5 {
+        rt.step();
+    }
+    let again = rt.malloc_async(N, b).unwrap();
+    assert_eq!(again, buf, "the pool hands the block out again");
+    rt.memset_async(again, 2, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::UnorderedReuse, buf.0, N);
+    assert_eq!(r.earlier.stream, Some(a));
+    assert_eq!(r.later.stream, Some(b));
+}
+
+#[test]
+fn uninitialised_reads_are_reported_only_when_asked_for() {
+    let check = |uninitialized: bool, init_first: bool| {
+        let rt = runtime(
+            1,
+            SanitizerConfig {
+                uninitialized,
+                ..SanitizerConfig::report()
+            },
+        );
+        let a = rt.create_stream().unwrap();
+        let buf = rt.malloc(N).unwrap();
+        let out = rt.malloc(N).unwrap();
+        if init_first {
+            rt.memset_async(buf, 0, N / 2, a).unwrap();
+        }
+        rt.memcpy_dtod_async(out, buf, N, a).unwrap();
+        rt.synchronize_device().unwrap();
+        (rt, buf)
+    };
+    let (rt, _) = check(false, false);
+    none(&rt);
+    let (rt, buf) = check(true, false);
+    let r = one(&rt, ReportKind::UninitializedRead, buf.0, N);
+    assert_eq!(r.earlier.name, "malloc");
+    let (rt, buf) = check(true, true);
+    one(&rt, ReportKind::UninitializedRead, buf.0 + N / 2, N / 2);
+}
+
+/// Two devices, a buffer on each; the current device is `d` afterwards.
+fn two_devices(rt: &Runtime) -> [(Stream, DevicePtr); 2] {
+    [0, 1].map(|d| {
+        rt.set_device(d).unwrap();
+        (rt.create_stream().unwrap(), rt.malloc(N).unwrap())
+    })
+}
+
+#[test]
+fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
+    let rt = runtime(2, SanitizerConfig::report());
+    let [(s0, b0), (s1, b1)] = two_devices(&rt);
+    rt.set_device(0).unwrap();
+    rt.memset_async(b0, 1, N, s0).unwrap();
+    rt.set_device(1).unwrap();
+    rt.memcpy_peer_async(b1, 1, b0, 0, N, s1).unwrap();
+    rt.run_until_idle().unwrap();
+    let r = one(&rt, ReportKind::Race, b0.0, N);
+    assert_eq!((r.earlier.device, r.later.device), (0, 1));
+    assert_eq!(r.later.name, "memcpy_peer");
+    // Ordered through the host (it synchronized device 0's stream first): clean.
+    let rt = runtime(2, SanitizerConfig::report());
+    let [(s0, b0), (s1, b1)] = two_devices(&rt);
+    rt.set_device(0).unwrap();
+    rt.memset_async(b0, 1, N, s0).unwrap();
+    rt.synchronize_stream(s0).unwrap();
+    rt.set_device(1).unwrap();
+    rt.memcpy_peer_async(b1, 1, b0, 0, N, s1).unwrap();
+    rt.run_until_idle().unwrap();
+    none(&rt);
+}
+
+fn all_reduce_program(rt: &Runtime, ordered: bool) -> DevicePtr {
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let mut first_send = DevicePtr(0);
+    for d in 0..2u32 {
+        rt.set_device(d).unwrap();
+        let compute = rt.create_stream().unwrap();
+        let comm_stream = rt.create_stream().unwrap();
+        let (send, recv) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
+        if d == 0 {
+            first_send = send;
+        }
+        rt.memset_async(send, 0, N, compute).unwrap();
+        if ordered {
+            let ev = rt.create_event().unwrap();
+            rt.record_event(ev, compute).unwrap();
+            rt.stream_wait_event(comm_stream, ev).unwrap();
+        }
+        rt.all_reduce(
+            send,
+            recv,
+            N / 4,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[d as usize],
+            comm_stream,
+        )
+        .unwrap();
+    }
+    rt.run_until_idle().unwrap();
+    first_send
+}
+
+#[test]
+fn a_collective_on_a_buffer_still_being_written_races() {
+    let rt = runtime(2, SanitizerConfig::report());
+    all_reduce_program(&rt, false);
+    // One bug (the same two calls, in a loop over the ranks), found on both ranks.
+    let reports = rt.sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:#?}");
+    let r = &reports[0];
+    assert_eq!((r.kind, r.bytes, r.count), (ReportKind::Race, N, 2));
+    assert_eq!(r.later.name, "all_reduce");
+    assert_eq!(r.later.operand, npusim::Operand::Send);
+    let rt = runtime(2, SanitizerConfig::report());
+    all_reduce_program(&rt, true);
+    none(&rt);
+}
+
+#[test]
+fn a_collective_orders_every_rank_after_every_rank_s_earlier_work() {
+    // Rank 1 writes the buffer of device 1 after the all-reduce on its own stream; rank 0's
+    // compute stream, ordered after rank 0's all-reduce, then reads it: the rendezvous orders
+    // the two.
+    let rt = runtime(2, SanitizerConfig::report());
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let mut comm_streams = Vec::new();
+    let mut bufs = Vec::new();
+    for d in 0..2u32 {
+        rt.set_device(d).unwrap();
+        let s = rt.create_stream().unwrap();
+        let (send, recv) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
+        rt.memset_async(send, 0, N, s).unwrap();
+        rt.memset_async(recv, 0, N, s).unwrap();
+        comm_streams.push(s);
+        bufs.push((send, recv));
+    }
+    for d in 0..2usize {
+        rt.set_device(d as u32).unwrap();
+        rt.all_reduce(
+            bufs[d].0,
+            bufs[d].1,
+            N / 4,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[d],
+            comm_streams[d],
+        )
+        .unwrap();
+    }
+    rt.run_until_idle().unwrap();
+    none(&rt);
+    let _ = CommConfig::default();
+}
+
+#[test]
+fn error_mode_fails_the_later_task_with_the_documented_code() {
+    let rt = runtime(1, SanitizerConfig::error());
+    assert_eq!(rt.sanitizer_config().mode, SanitizerMode::Error);
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.synchronize_stream(a).unwrap();
+    let err = rt.synchronize_stream(b).unwrap_err();
+    assert_eq!(err.code(), 507053);
+    assert_eq!(err.code(), npusim::codes::RT_DEVICE_MEM_ERROR);
+    assert!(err.to_string().contains("race"), "{err}");
+}
+
+#[test]
+fn with_the_sanitizer_off_nothing_is_tracked() {
+    let rt = runtime(1, SanitizerConfig::default());
+    let (a, b) = streams(&rt);
+    produce_consume(&rt, a, b, |_| {});
+    assert!(rt.sanitizer_reports().is_empty());
+    assert_eq!(rt.sanitizer_shadow(), npusim::ShadowStats::default());
+}
+
+#[test]
+fn a_gigabyte_copied_whole_is_one_interval_of_shadow() {
+    let rt = runtime(
+        1,
+        SanitizerConfig {
+            mode: SanitizerMode::Report,
+            ..SanitizerConfig::default()
+        },
+    );
+    let a = rt.create_stream().unwrap();
+    let big = 1u64 << 30;
+    let (src, dst) = (rt.malloc(big).unwrap(), rt.malloc(big).unwrap());
+    rt.memset_async(src, 0, big, a).unwrap();
+    rt.memcpy_dtod_async(dst, src, big, a).unwrap();
+    rt.synchronize_stream(a).unwrap();
+    let shadow = rt.sanitizer_shadow();
+    assert_eq!(shadow.intervals, 2, "{shadow:?}");
+    assert!(shadow.bytes < 4096, "{shadow:?}");
+}
+
+#[test]
+fn reports_are_markers_on_the_exported_timeline() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    produce_consume(&rt, a, b, |_| {});
+    let json = rt.timeline_json();
+    assert!(json.contains("sanitizer: race"), "{json}");
+}
+
+/// One step of a random program: a write or read of part of a buffer on a stream.
+#[derive(Clone, Debug)]
+struct Step {
+    stream: usize,
+    buffer: usize,
+    write: bool,
+    part: (u64, u64),
+    host_sync: bool,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    (
+        0..3usize,
+        0..2usize,
+        any::<bool>(),
+        0..4u64,
+        1..4u64,
+        0..8u8,
+    )
+        .prop_map(|(stream, buffer, write, start, len, sync)| Step {
+            stream,
+            buffer,
+            write,
+            part: (start, len.min(4 - start).max(1)),
+            host_sync: sync == 0,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Every conflicting pair is ordered by an event recorded after the earlier access (or by
+    /// a host synchronize): the sanitizer must stay silent.
+    #[test]
+    fn random_well_synchronized_programs_get_no_report(steps in proptest::collection::vec(step(), 1..24)) {
+        let rt = report_mode();
+        let s: Vec<Stream> = (0..3).map(|_| rt.create_stream().unwrap()).collect();
+        let bufs: Vec<DevicePtr> = (0..2).map(|_| rt.malloc(N).unwrap()).collect();
+        let scratch = rt.malloc(N).unwrap();
+        // Per buffer: (stream, write) of every access since the last host synchronize.
+        let mut seen: Vec<Vec<(usize, bool)>> = vec![Vec::new(); 2];
+        for st in &steps {
+            if st.host_sync {
+                rt.synchronize_device().unwrap();
+                seen.iter_mut().for_each(Vec::clear);
+            }
+            // Order after every earlier conflicting access on another stream.
+            let others: Vec<usize> = seen[st.buffer]
+                .iter()
+                .filter(|(o, w)| *o != st.stream && (*w || st.write))
+                .map(|(o, _)| *o)
+                .collect();
+            for o in others {
+                let ev = rt.create_event().unwrap();
+                rt.record_event(ev, s[o]).unwrap();
+                rt.stream_wait_event(s[st.stream], ev).unwrap();
+            }
+            let q = N / 4;
+            let at = DevicePtr(bufs[st.buffer].0 + st.part.0 * q);
+            let len = st.part.1 * q;
+            if st.write {
+                rt.memset_async(at, 1, len, s[st.stream]).unwrap();
+            } else {
+                let out = DevicePtr(scratch.0 + st.stream as u64 * (N / 3 / 64 * 64));
+                rt.memcpy_dtod_async(out, at, len.min(N / 3 / 64 * 64), s[st.stream]).unwrap();
+            }
+            seen[st.buffer].push((st.stream, st.write));
+        }
+        rt.synchronize_device().unwrap();
+        let reports = rt.sanitizer_reports();
+        prop_assert!(reports.is_empty(), "{:#?}", reports);
+    }
+}
+
+#[test]
+fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
+    // vadd_f32(a, b, c, n) with n twice what c holds: the core writes past c into the block
+    // after it (mapped, so no fault), while another stream writes that block.
+    let rt = runtime(1, SanitizerConfig::report());
+    let path = format!(
+        "{}/examples/kernels/vector_add.o",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let bin = rt.load_binary(&std::fs::read(path).unwrap()).unwrap();
+    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let (a, b) = streams(&rt);
+    let (x, y) = (rt.malloc(2 * N).unwrap(), rt.malloc(2 * N).unwrap());
+    rt.memset(x, 0, 2 * N).unwrap();
+    rt.memset(y, 0, 2 * N).unwrap();
+    let c = rt.malloc(N).unwrap();
+    let victim = rt.malloc(N).unwrap();
+    assert_eq!(
+        victim.0,
+        c.0 + N,
+        "the pool places the victim right after c"
+    );
+    rt.memset_async(victim, 7, N, b).unwrap();
+    let n = 2 * N / 4;
+    rt.launch(
+        vadd,
+        2,
+        &[x.into(), y.into(), c.into(), (n as usize).into()],
+        a,
+    )
+    .unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, victim.0, N);
+    assert_eq!(r.block, Some((victim.0, N)), "the block it hit, not c's");
+    let kernel = if r.later.stream == Some(a) {
+        &r.later
+    } else {
+        &r.earlier
+    };
+    assert_eq!(kernel.name, "vadd_f32");
+    assert_eq!(kernel.mode, Some(npusim::components::AccessMode::Write));
+}
+
+#[test]
+fn the_c_api_names_the_acl_function_and_call_number_as_the_site() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    {
+        let _site = npusim::sanitizer::SiteGuard::enter(npusim::EnqueueSite::Acl {
+            function: "aclrtMemsetAsync",
+            call: 41,
+        });
+        rt.memset_async(buf, 1, N, a).unwrap();
+    }
+    rt.memset_async(buf, 2, N, b).unwrap();
+    rt.synchronize_device().unwrap();
+    let r = one(&rt, ReportKind::Race, buf.0, N);
+    assert_eq!(
+        r.earlier.site,
+        npusim::EnqueueSite::Acl {
+            function: "aclrtMemsetAsync",
+            call: 41
+        }
+    );
+    assert!(r.to_string().contains("aclrtMemsetAsync (ACL call #41)"));
+    assert!(matches!(r.later.site, npusim::EnqueueSite::Rust { .. }));
+}
+
+#[test]
+fn a_bug_in_a_loop_is_one_report_that_counts_its_repeats() {
+    let rt = report_mode();
+    let (a, b) = streams(&rt);
+    let buf = rt.malloc(N).unwrap();
+    for _ in 0..10 {
+        rt.memset_async(buf, 1, N, a).unwrap();
+        rt.memset_async(buf, 2, N, b).unwrap();
+    }
+    rt.synchronize_device().unwrap();
+    let reports = rt.sanitizer_reports();
+    // Each memset races with the other stream's before and after it: two directions of one
+    // pair of calls.
+    assert!(reports.len() <= 2, "{reports:#?}");
+    let total: u64 = reports.iter().map(|r| r.count).sum();
+    assert!(total >= 10, "{reports:#?}");
+    assert!(
+        reports[0]
+            .to_string()
+            .contains("times (the first is shown)")
+    );
+}
+
+#[test]
+fn streams_made_after_a_destroyed_one_are_ordered_after_its_work_and_no_further() {
+    let rt = report_mode();
+    let old = rt.create_stream().unwrap();
+    let other = rt.create_stream().unwrap();
+    let (buf, out) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
+    rt.memset_async(buf, 1, N, old).unwrap();
+    rt.destroy_stream(old).unwrap(); // waits for it: the host is ordered after its work
+    let new = rt.create_stream().unwrap(); // may take the old stream's clock slot
+    rt.memcpy_dtod_async(out, buf, N, new).unwrap();
+    rt.synchronize_device().unwrap();
+    none(&rt);
+    // The new stream's own work is still unordered with another stream's.
+    rt.memset_async(buf, 3, N, new).unwrap();
+    rt.memcpy_dtod_async(out, buf, N, other).unwrap();
+    rt.synchronize_device().unwrap();
+    one(&rt, ReportKind::Race, buf.0, N);
+}
