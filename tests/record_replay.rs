@@ -275,15 +275,7 @@ fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
     assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
     assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
     assert_eq!(replayed.runtime.host_now(), rt.host_now());
-    let zp = trace
-        .entries
-        .iter()
-        .filter_map(|e| match e.call {
-            npusim::record::Call::Malloc { ptr, .. } => Some(DevicePtr(ptr)),
-            _ => None,
-        })
-        .nth(2)
-        .unwrap();
+    let zp = common::recorded_malloc(&trace, 2);
     let mut v = vec![0f32; n];
     replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
     assert_eq!(v, z);
@@ -344,15 +336,7 @@ fn calls_made_inside_a_host_callback_are_replayed_when_the_replayed_callback_run
     assert_eq!(got, want);
     assert!(got.iter().filter(|t| t.0 == "vector_add_f32").count() == 2);
     assert_eq!(replayed.runtime.host_now(), rt.host_now());
-    let zp = trace
-        .entries
-        .iter()
-        .filter_map(|e| match e.call {
-            npusim::record::Call::Malloc { ptr, .. } => Some(DevicePtr(ptr)),
-            _ => None,
-        })
-        .nth(2)
-        .unwrap();
+    let zp = common::recorded_malloc(&trace, 2);
     let mut v = vec![0f32; n];
     replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
     assert_eq!(v, z);

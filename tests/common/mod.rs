@@ -1,6 +1,7 @@
 //! Helpers the recording tests share.
 
-use npusim::TaskRecord;
+use npusim::record::{Call, Trace};
+use npusim::{DevicePtr, TaskRecord};
 
 /// One task as a user compares it: name, device, stream position, submit, start, end, cores,
 /// success.
@@ -23,4 +24,19 @@ pub fn times(tl: &[TaskRecord]) -> Vec<TaskTimes> {
             )
         })
         .collect()
+}
+
+/// The address the trace's `n`-th allocation returned (a replay on the same preset puts it at
+/// the same place).
+#[allow(dead_code)]
+pub fn recorded_malloc(trace: &Trace, n: usize) -> DevicePtr {
+    trace
+        .entries
+        .iter()
+        .filter_map(|e| match e.call {
+            Call::Malloc { ptr, .. } => Some(DevicePtr(ptr)),
+            _ => None,
+        })
+        .nth(n)
+        .expect("the program allocates that often")
 }
