@@ -315,3 +315,33 @@ fn launching_an_unknown_kernel_or_a_bad_block_dim_is_refused() {
     rt.launch(noop, 1, &[], s).unwrap();
     rt.synchronize_stream(s).unwrap();
 }
+
+#[test]
+fn a_launch_with_a_bad_stream_and_a_bad_kernel_reports_the_stream_and_costs_no_host_time() {
+    let rt = runtime();
+    let other = runtime();
+    let foreign_kernel = other.kernel("noop").unwrap();
+    let s = rt.create_stream().unwrap();
+    rt.destroy_stream(s).unwrap();
+    let before = rt.host_now();
+    // The stream is checked before the kernel, whichever is wrong.
+    assert_code(
+        rt.launch(foreign_kernel, 1, &[], s),
+        codes::RT_INVALID_HANDLE,
+    );
+    let live = rt.create_stream().unwrap();
+    rt.create_context(0).unwrap();
+    assert_code(
+        rt.launch(foreign_kernel, 1, &[], live),
+        codes::RT_STREAM_CONTEXT,
+    );
+    // A refused launch does not move the host clock (creating the context may).
+    let after_create = rt.host_now();
+    assert_code(
+        rt.launch(foreign_kernel, 1, &[], live),
+        codes::RT_STREAM_CONTEXT,
+    );
+    assert_eq!(rt.host_now(), after_create);
+    assert!(after_create >= before);
+    still_works(&rt);
+}

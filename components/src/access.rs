@@ -111,6 +111,7 @@ pub struct AccessSet {
 
 impl AccessSet {
     /// An empty, exact set.
+    #[inline]
     pub fn new() -> Self {
         Self {
             ranges: SmallVec::new(),
@@ -119,6 +120,7 @@ impl AccessSet {
     }
 
     /// Empties the set (keeping its allocation) and marks it exact.
+    #[inline]
     pub fn clear(&mut self) {
         self.ranges.clear();
         self.inexact = false;
@@ -205,21 +207,25 @@ impl AccessSet {
 
     /// Marks the set as an upper bound by blocks: ranges with `bytes == 0` stand for the whole
     /// block that holds their address.
+    #[inline]
     pub fn mark_inexact(&mut self) {
         self.inexact = true;
     }
 
     /// Whether every range is exact (bytes known); otherwise some stand for whole blocks.
+    #[inline]
     pub fn exact(&self) -> bool {
         !self.inexact
     }
 
     /// The ranges, in the order they were added.
+    #[inline]
     pub fn ranges(&self) -> &[Access] {
         &self.ranges
     }
 
     /// Whether the set names no memory.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.ranges.is_empty()
     }

@@ -37,6 +37,7 @@ impl EventState {
     }
 
     /// Whether record number `record` has finished (record 0, "never recorded", always has).
+    #[inline]
     pub fn record_done(&self, record: u64) -> bool {
         record == 0 || (record <= self.recorded && self.pending.binary_search(&record).is_err())
     }
@@ -47,6 +48,7 @@ impl EventState {
     }
 
     /// Notes that record `record` fired at `now`.
+    #[inline]
     pub fn fire(&mut self, record: u64, now: SimTime) {
         self.remove_pending(record);
         if record >= self.last_done {
@@ -56,11 +58,13 @@ impl EventState {
     }
 
     /// Notes that record `record` will never fire (its stream was aborted): waiters stop waiting.
+    #[inline]
     pub fn cancel(&mut self, record: u64) {
         self.remove_pending(record);
     }
 
     /// Notes a new record enqueued; returns its number.
+    #[inline]
     pub fn push_record(&mut self) -> u64 {
         self.recorded += 1;
         self.pending.push_back(self.recorded);

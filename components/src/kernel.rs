@@ -150,6 +150,7 @@ pub struct KernelCtx<'a> {
 
 impl<'a> KernelCtx<'a> {
     /// A view for a launch in `context` on `memory`.
+    #[inline]
     pub fn new(
         args: &'a [u64],
         block_dim: u32,
@@ -338,6 +339,7 @@ impl NativeKernel {
     }
 
     /// The access set of a launch with `args` and `block_dim`.
+    #[inline]
     pub fn accesses(&self, args: &[u64], float_mask: u32, block_dim: u32, out: &mut AccessSet) {
         match &self.access {
             Some(f) => f(args, block_dim, out),
@@ -413,6 +415,7 @@ impl KernelEntry {
     /// The access set of a launch before it runs (exact for a native kernel that declares its
     /// accesses; for a binary kernel, the blocks behind its argument words until the cores
     /// record what it really touched).
+    #[inline]
     pub fn accesses(&self, args: &[u64], float_mask: u32, block_dim: u32, out: &mut AccessSet) {
         match &self.body {
             KernelBody::Native(k) => k.accesses(args, float_mask, block_dim, out),

@@ -37,6 +37,7 @@ impl DeviceLimits {
     /// The most AI cores one kernel may occupy on a device (at least 1): its AI cores, capped
     /// by the cube limit and by the vector limit over the vector cores each AI core carries
     /// ([`DeviceConfig::vector_cores`]: two on the 910B, the AI core itself on `small`).
+    #[inline]
     pub fn core_cap(&self, config: &DeviceConfig) -> u32 {
         let mut cap = config.ai_cores;
         if let Some(c) = self.cube_cores {

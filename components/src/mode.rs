@@ -52,12 +52,3 @@ pub struct ExecutionMode {
     /// slot's bytes), by (stream, sequence number), published again at their end.
     pub recorded_shapes: BTreeMap<(Entity, u64), Vec<u8>>,
 }
-
-impl ExecutionMode {
-    /// Functional and logging nothing: the frame's per-task paths skip every mode check
-    /// (systems test this once a frame).
-    #[inline]
-    pub fn is_plain(&self) -> bool {
-        !self.timing_only && self.binary_log.is_none() && self.shape_log.is_none()
-    }
-}

@@ -55,6 +55,7 @@ pub struct Running {
 
 impl Running {
     /// When the next thing happens on the device, if anything is pending.
+    #[inline]
     pub fn next_event(&self) -> Option<SimTime> {
         let done = self.heap.peek().map(|Reverse((t, _, _))| *t);
         match (done, self.next_wake) {

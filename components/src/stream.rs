@@ -82,6 +82,7 @@ impl StreamState {
     }
 
     /// Whether every submitted task has finished.
+    #[inline]
     pub fn is_idle(&self) -> bool {
         self.completed >= self.submitted
     }

@@ -42,6 +42,7 @@ pub enum TaskKind {
 
 impl TaskKind {
     /// From the descriptor's `kind` word.
+    #[inline]
     pub fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             1 => TaskKind::Kernel,
@@ -85,6 +86,7 @@ pub enum CopyDir {
 }
 
 impl CopyDir {
+    #[inline]
     fn from_u32(v: u32) -> Option<Self> {
         Some(match v {
             1 => CopyDir::HostToDevice,
@@ -170,6 +172,7 @@ pub struct EventView {
 
 impl TaskDescriptor {
     /// An all-zero descriptor of `kind`.
+    #[inline]
     pub fn new(kind: TaskKind) -> Self {
         Self {
             kind: kind as u32,
@@ -178,6 +181,7 @@ impl TaskDescriptor {
     }
 
     /// The kind, if the word is valid.
+    #[inline]
     pub fn task_kind(&self) -> Option<TaskKind> {
         TaskKind::from_u32(self.kind)
     }
@@ -200,6 +204,7 @@ impl TaskDescriptor {
 
     /// Writes a kernel launch's words into an all-zero descriptor in place (what
     /// [`TaskDescriptor::kernel`] returns), so a launch need not copy it.
+    #[inline]
     pub fn encode_kernel(
         &mut self,
         kernel: u32,
@@ -224,12 +229,14 @@ impl TaskDescriptor {
 
     /// Sets the task's own time limit (see `timeout_us`; `None`: its device's). Limits past
     /// `u32::MAX` µs (about 71 minutes) are held at that.
+    #[inline]
     pub fn set_timeout(&mut self, timeout: Option<SimTime>) {
         self.timeout_us =
             timeout.map_or(0, |t| (t.as_ns() / 1_000).clamp(1, u32::MAX as u64) as u32);
     }
 
     /// The task's own time limit, if it has one.
+    #[inline]
     pub fn timeout(&self) -> Option<SimTime> {
         (self.timeout_us != 0).then(|| SimTime::from_us(self.timeout_us as u64))
     }
@@ -243,16 +250,19 @@ impl TaskDescriptor {
     }
 
     /// The argument words in use.
+    #[inline]
     pub fn arg_words(&self) -> &[u64] {
         &self.args[..(self.arg_count as usize).min(MAX_ARGS)]
     }
 
     /// Whether argument `i` is a float.
+    #[inline]
     pub fn arg_is_float(&self, i: usize) -> bool {
         i < 32 && self.float_mask & (1 << i) != 0
     }
 
     /// The tiling words in use.
+    #[inline]
     pub fn tiling_words(&self) -> &[u32] {
         &self.tiling[..(self.tiling_len as usize).min(MAX_TILING)]
     }
@@ -267,6 +277,7 @@ impl TaskDescriptor {
     }
 
     /// The copy direction of a memcpy (`None` for other kinds or a corrupt word).
+    #[inline]
     pub fn copy_dir(&self) -> Option<CopyDir> {
         match self.task_kind() {
             Some(TaskKind::Memcpy) => CopyDir::from_u32(self.flags),
@@ -275,11 +286,13 @@ impl TaskDescriptor {
     }
 
     /// Whether this is a copy between devices.
+    #[inline]
     pub fn is_peer_copy(&self) -> bool {
         self.copy_dir() == Some(CopyDir::Peer)
     }
 
     /// The words of a copy within one device.
+    #[inline]
     pub fn as_copy(&self) -> Option<CopyView> {
         let dir = self.copy_dir().filter(|d| *d != CopyDir::Peer)?;
         Some(CopyView {
@@ -299,6 +312,7 @@ impl TaskDescriptor {
     }
 
     /// The words of a memset.
+    #[inline]
     pub fn as_memset(&self) -> Option<MemsetView> {
         (self.task_kind() == Some(TaskKind::Memset)).then(|| MemsetView {
             dst: self.args[0],
@@ -322,6 +336,7 @@ impl TaskDescriptor {
 
     /// The words of an event record or wait (`None` for other kinds; a corrupt event word
     /// names no event).
+    #[inline]
     pub fn as_event(&self) -> Option<EventView> {
         match self.task_kind() {
             Some(TaskKind::EventRecord | TaskKind::EventWait) => Some(EventView {
@@ -507,6 +522,7 @@ impl Task {
 
     /// Reuses a retired task's entity for a doorbell entry (whose cold part it takes), keeping
     /// its allocations.
+    #[inline]
     pub fn reuse(&mut self, n: &mut NewTask, context: Entity, device: Entity) {
         self.desc = n.desc;
         self.stream = n.stream;
@@ -526,11 +542,13 @@ impl Task {
     }
 
     /// The kind (a corrupt descriptor word reads as a kernel, which then fails cleanly).
+    #[inline]
     pub fn kind(&self) -> TaskKind {
         self.desc.task_kind().unwrap_or(TaskKind::Kernel)
     }
 
     /// Whether it ends in failure (a fault, or an abort).
+    #[inline]
     pub fn failed(&self) -> bool {
         matches!(self.status, TaskStatus::Failed | TaskStatus::Aborted)
     }

@@ -13,11 +13,13 @@ impl SimTime {
     pub const ZERO: SimTime = SimTime(0);
 
     /// From nanoseconds.
+    #[inline]
     pub const fn from_ns(ns: u64) -> Self {
         SimTime(ns)
     }
 
     /// From microseconds.
+    #[inline]
     pub const fn from_us(us: u64) -> Self {
         SimTime(us * 1_000)
     }
@@ -28,6 +30,7 @@ impl SimTime {
     }
 
     /// In nanoseconds.
+    #[inline]
     pub const fn as_ns(self) -> u64 {
         self.0
     }
@@ -43,6 +46,7 @@ impl SimTime {
     }
 
     /// `self - earlier`, or zero if `earlier` is later.
+    #[inline]
     pub fn saturating_sub(self, earlier: SimTime) -> SimTime {
         SimTime(self.0.saturating_sub(earlier.0))
     }
@@ -50,12 +54,14 @@ impl SimTime {
 
 impl Add for SimTime {
     type Output = SimTime;
+    #[inline]
     fn add(self, rhs: SimTime) -> SimTime {
         SimTime(self.0.saturating_add(rhs.0))
     }
 }
 
 impl AddAssign for SimTime {
+    #[inline]
     fn add_assign(&mut self, rhs: SimTime) {
         self.0 = self.0.saturating_add(rhs.0);
     }
@@ -63,6 +69,7 @@ impl AddAssign for SimTime {
 
 impl Sub for SimTime {
     type Output = SimTime;
+    #[inline]
     fn sub(self, rhs: SimTime) -> SimTime {
         self.saturating_sub(rhs)
     }

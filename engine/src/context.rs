@@ -254,12 +254,11 @@ impl Runtime {
 
     /// The context entity current on this thread, checked live (not necessarily healthy).
     pub(crate) fn current_ctx_entity(&self, inner: &Inner) -> NpuResult<Entity> {
-        let world = &inner.world;
         let ctx = match top_for(self.id()) {
             Some(c) => c,
             None => inner.default_contexts[0],
         };
-        if world.get::<ContextState>(ctx).is_none() {
+        if inner.context(ctx).is_none() {
             return Err(NpuError::ContextNull(format!(
                 "context {ctx} current on this thread was destroyed; set another"
             )));
@@ -281,25 +280,105 @@ impl Runtime {
         inner: &Inner,
         stream: Stream,
     ) -> NpuResult<(Entity, Entity)> {
-        let world = &inner.world;
+        let (s, ctx) = self.check_stream_of(inner, stream, || {
+            top_for(self.id()).unwrap_or(inner.default_contexts[0])
+        })?;
+        healthy_ctx(inner.context(ctx), ctx)?;
+        Ok((s, ctx))
+    }
+
+    /// As `check_stream`, for a call that then writes to the stream: the stream is looked up
+    /// once, mutably, last. `more` checks the call's other handles against the current context
+    /// first, but its error is reported after the stream's, as if checked after `check_stream`.
+    /// Returns the stream and the current context.
+    pub(crate) fn check_stream_for_write<'a>(
+        &self,
+        inner: &'a mut Inner,
+        stream: Stream,
+        more: impl FnOnce(&Inner, Entity) -> NpuResult<()>,
+    ) -> NpuResult<(bevy_ecs::change_detection::Mut<'a, StreamState>, Entity)> {
         if stream.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(stream.to_string()));
         }
-        let _ = world;
+        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let c = inner.context(ctx);
+        let ctx_gone = c.is_none();
+        let health = healthy_ctx(c, ctx);
+        let others = more(inner, ctx);
+        let Some(st) = inner.stream_mut(stream.entity()) else {
+            return Err(NpuError::Destroyed(stream.to_string()));
+        };
+        if st.context != ctx {
+            // What `stream_outside` says, from what was looked up above.
+            return Err(if ctx_gone {
+                health.expect_err("no context")
+            } else {
+                NpuError::WrongContext {
+                    handle: stream.to_string(),
+                    owner: format!("context {}", st.context),
+                    current: format!("context {ctx}"),
+                }
+            });
+        }
+        health?;
+        others?;
+        Ok((st, ctx))
+    }
+
+    /// Checks a stream handle against the current context, which `current` names (asked only
+    /// once the stream is found); whether that context is there and healthy is the caller's to
+    /// check. Returns (stream, context).
+    #[inline(always)]
+    fn check_stream_of(
+        &self,
+        inner: &Inner,
+        stream: Stream,
+        current: impl FnOnce() -> Entity,
+    ) -> NpuResult<(Entity, Entity)> {
+        if stream.runtime() != self.id() {
+            return Err(NpuError::ForeignHandle(stream.to_string()));
+        }
         let s = inner
             .stream(stream.entity())
             .ok_or_else(|| NpuError::Destroyed(stream.to_string()))?;
-        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let ctx = current();
         if s.context != ctx {
-            self.current_ctx_entity(inner)?;
-            return Err(NpuError::WrongContext {
-                handle: stream.to_string(),
-                owner: format!("context {}", s.context),
-                current: format!("context {ctx}"),
-            });
+            return Err(self.stream_outside(inner, stream, s.context, ctx));
         }
-        healthy_ctx(inner.context(ctx), ctx)?;
         Ok((stream.entity(), ctx))
+    }
+
+    /// The error for a stream of context `owner` used with current context `ctx`.
+    #[cold]
+    fn stream_outside(
+        &self,
+        inner: &Inner,
+        stream: Stream,
+        owner: Entity,
+        ctx: Entity,
+    ) -> NpuError {
+        if let Err(e) = self.current_ctx_entity(inner) {
+            return e;
+        }
+        NpuError::WrongContext {
+            handle: stream.to_string(),
+            owner: format!("context {owner}"),
+            current: format!("context {ctx}"),
+        }
+    }
+
+    /// Checks an event handle, then a stream handle, against the current context, as
+    /// `check_event` and then `check_stream` would (the same errors),
+    /// looking at the context once; returns (event, stream).
+    pub(crate) fn check_event_and_stream(
+        &self,
+        inner: &Inner,
+        event: Event,
+        stream: Stream,
+    ) -> NpuResult<(Entity, Entity)> {
+        let (e, ctx) = self.check_event(inner, event)?;
+        let (s, _) = self.check_stream_of(inner, stream, || ctx)?;
+        Ok((e, s))
     }
 
     /// Checks an event handle against the current context; returns (event, context).
@@ -311,7 +390,12 @@ impl Runtime {
         let e = world
             .get::<EventState>(event.entity())
             .ok_or_else(|| NpuError::Destroyed(event.to_string()))?;
-        let ctx = self.current_ctx_entity(inner)?;
+        // The current context, looked up once for being there and being healthy.
+        let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
+        let c = inner.context(ctx);
+        if c.is_none() {
+            self.current_ctx_entity(inner)?;
+        }
         if e.context != ctx {
             return Err(NpuError::WrongContext {
                 handle: event.to_string(),
@@ -319,7 +403,7 @@ impl Runtime {
                 current: format!("context {ctx}"),
             });
         }
-        healthy(world, ctx)?;
+        healthy_ctx(c, ctx)?;
         Ok((event.entity(), ctx))
     }
 

@@ -45,8 +45,7 @@ impl Runtime {
     #[track_caller]
     pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let (s, _) = self.check_stream(&g, stream)?;
+        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
         let record = ev.push_record();
         let desc = TaskDescriptor::event(EventView { event: e, record }, false);
@@ -64,8 +63,7 @@ impl Runtime {
     #[track_caller]
     pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let (s, _) = self.check_stream(&g, stream)?;
+        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
         let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;

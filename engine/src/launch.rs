@@ -2,9 +2,10 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
-use npusim_components::task::{MAX_ARGS, NewTask, TaskDescriptor, TaskExtra};
+use npusim_components::task::{MAX_ARGS, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, TaskKind,
+    Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
+    TaskKind,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -36,24 +37,44 @@ pub(crate) fn submit_with(
     encode: impl FnOnce(&mut TaskDescriptor),
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
-    let Inner {
-        world, q_streams, ..
-    } = inner;
-    let mut st = q_streams
-        .get_mut(world, s)
-        .expect("stream checked by caller");
-    st.submitted += 1;
-    let seq = st.submitted;
-    st.doorbell.push(NewTask {
-        stream: s,
-        seq,
-        submit,
-        desc: bytemuck::Zeroable::zeroed(),
-        extra,
-    });
-    encode(&mut st.doorbell.last_mut().expect("just pushed").desc);
+    let mut st = inner.stream_mut(s).expect("stream checked by caller");
+    let seq = ring(&mut st, s, submit, extra, encode);
     if inner.sanitize {
         crate::sanitizer::submitted(inner, s, seq, std::panic::Location::caller());
+    }
+    seq
+}
+
+/// Takes the stream's next sequence number and pushes the entry onto its doorbell (submitted at
+/// host time `submit`, already charged or about to be); returns the sequence number.
+#[inline]
+fn ring(
+    st: &mut StreamState,
+    s: bevy_ecs::entity::Entity,
+    submit: SimTime,
+    extra: TaskExtra,
+    encode: impl FnOnce(&mut TaskDescriptor),
+) -> u64 {
+    st.submitted += 1;
+    let seq = st.submitted;
+    let doorbell = &mut st.doorbell;
+    doorbell.reserve(1);
+    let slot = doorbell.spare_capacity_mut()[0].as_mut_ptr();
+    // The entry is written in place, field by field: built by value, its ~300 bytes would be
+    // copied twice on the way into the vector.
+    // SAFETY: `slot` is the vector's first spare slot (reserved above). The descriptor is plain
+    // data, so zero bytes are a valid one to hand to `encode`; every other field is written
+    // before the length grows over the slot (if `encode` panics, nothing else was written and
+    // `extra` is dropped as usual).
+    unsafe {
+        std::ptr::addr_of_mut!((*slot).desc).write_bytes(0, 1);
+        encode(&mut *std::ptr::addr_of_mut!((*slot).desc));
+        std::ptr::addr_of_mut!((*slot).stream).write(s);
+        std::ptr::addr_of_mut!((*slot).seq).write(seq);
+        std::ptr::addr_of_mut!((*slot).submit).write(submit);
+        std::ptr::addr_of_mut!((*slot).extra).write(extra);
+        let len = doorbell.len();
+        doorbell.set_len(len + 1);
     }
     seq
 }
@@ -173,31 +194,38 @@ impl Runtime {
             )));
         }
         let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        // The one lookup of the kernel: later stages use the slot the descriptor names.
-        let entry = g.world.resource::<KernelRegistry>().get(kernel)?;
-        // A binary kernel runs in its binary's context, while the binary is loaded.
-        if let Some(code) = entry.code() {
-            if g.world
-                .get::<npusim_components::binary::BinaryState>(code.binary)
-                .is_none()
-            {
-                return Err(NpuError::Destroyed(format!(
-                    "the binary of kernel {}",
-                    entry.name
-                )));
-            }
-            if code.context != ctx {
-                return Err(NpuError::WrongContext {
-                    handle: format!("kernel {}", entry.name),
-                    owner: format!("context {}", code.context),
-                    current: format!("context {ctx}"),
-                });
-            }
-        }
         let cost = g.costs.launch_ns;
+        // The host time the charge below returns (nothing moves the clock in between).
+        let submit = g.host_now() + SimTime(cost);
+        // The stream is checked first, its one lookup is the write; then the kernel, once:
+        // later stages use the slot the descriptor names.
+        let (mut st, _) = self.check_stream_for_write(&mut g, stream, |inner, ctx| {
+            let entry = inner.registry().get(kernel)?;
+            // A binary kernel runs in its binary's context, while the binary is loaded.
+            if let Some(code) = entry.code() {
+                if inner
+                    .world
+                    .get::<npusim_components::binary::BinaryState>(code.binary)
+                    .is_none()
+                {
+                    return Err(NpuError::Destroyed(format!(
+                        "the binary of kernel {}",
+                        entry.name
+                    )));
+                }
+                if code.context != ctx {
+                    return Err(NpuError::WrongContext {
+                        handle: format!("kernel {}", entry.name),
+                        owner: format!("context {}", code.context),
+                        current: format!("context {ctx}"),
+                    });
+                }
+            }
+            Ok(())
+        })?;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
-        submit_with(&mut g, s, extra, cost, |d| {
+        let s = stream.entity();
+        let seq = ring(&mut st, s, submit, extra, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),
@@ -207,7 +235,10 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
-        // The recorder finds the launch's sequence number itself: nothing of it stays live here.
+        g.charge(cost);
+        if g.sanitize {
+            crate::sanitizer::submitted(&mut g, s, seq, std::panic::Location::caller());
+        }
         crate::record::record!(g, |r, w| r
             .launch(w, kernel, block_dim, args, tiling, s, timeout));
         Ok(())

@@ -28,8 +28,7 @@ impl Runtime {
             ));
         }
         let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let (s, _) = self.check_stream(&g, stream)?;
+        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         debug_assert!(g.world.get::<EventState>(e).is_some());
         let mut desc = TaskDescriptor::event(EventView { event: e, record }, true);
         desc.set_timeout(timeout);

@@ -164,6 +164,10 @@ pub(crate) struct Inner {
     pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
     /// See `q_streams`.
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
+    /// The kernel registry's resource id, so a launch finds it without a type lookup.
+    registry_id: bevy_ecs::component::ComponentId,
+    /// The world's archetype generation when the cached queries were last refreshed.
+    archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
     /// Whether the stream sanitizer is on (its state is a world resource).
     pub sanitize: bool,
     /// The recorder, when API calls are recorded.
@@ -180,6 +184,31 @@ impl Inner {
             .or_else(|| self.world.get::<StreamState>(e))
     }
 
+    /// The stream `e`, mutably, if it exists (the submission path's one mutable lookup).
+    #[inline]
+    pub fn stream_mut(&mut self, e: Entity) -> Option<Mut<'_, StreamState>> {
+        // SAFETY: `&mut self` is exclusive access to the world, the only world `q_streams` was
+        // made for; its archetype list is refreshed after every frame and spawn (a stale one
+        // misses, and the fallback finds the stream), so skipping the refresh here is sound.
+        let cell = self.world.as_unsafe_world_cell();
+        unsafe {
+            match self.q_streams.query_unchecked_manual(cell).get_inner(e) {
+                Ok(s) => Some(s),
+                Err(_) => cell.world_mut().get_mut::<StreamState>(e),
+            }
+        }
+    }
+
+    /// The kernel registry.
+    #[inline]
+    pub fn registry(&self) -> &KernelRegistry {
+        match self.world.get_resource_by_id(self.registry_id) {
+            // SAFETY: `registry_id` is the resource id of `KernelRegistry` in this world.
+            Some(p) => unsafe { p.deref::<KernelRegistry>() },
+            None => self.world.resource::<KernelRegistry>(),
+        }
+    }
+
     /// The context `e`, if it exists.
     #[inline]
     pub fn context(&self, e: Entity) -> Option<&ContextState> {
@@ -189,10 +218,16 @@ impl Inner {
             .or_else(|| self.world.get::<ContextState>(e))
     }
 
-    /// Brings the cached queries up to date with new archetypes.
+    /// Brings the cached queries up to date with new archetypes (nothing to do, and nearly
+    /// free, when no archetype was added since the last refresh).
     pub fn refresh_queries(&mut self) {
+        let generation = self.world.archetypes().generation();
+        if self.archetypes_seen == Some(generation) {
+            return;
+        }
         self.q_streams.update_archetypes(&self.world);
         self.q_contexts.update_archetypes(&self.world);
+        self.archetypes_seen = Some(generation);
     }
 
     /// The host's simulated clock (only the runtime keeps it: no system reads host time). On
@@ -396,6 +431,9 @@ impl Runtime {
         npusim_systems::install(&mut schedule);
         let q_streams = bevy_ecs::query::QueryState::new(&mut world);
         let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
+        let registry_id = world
+            .component_id::<KernelRegistry>()
+            .expect("registry inserted above");
 
         let mut inner = Inner {
             runtime_id: id,
@@ -414,6 +452,8 @@ impl Runtime {
             next_comm_id: 0,
             q_streams,
             q_contexts,
+            registry_id,
+            archetypes_seen: None,
             sanitize: false,
             recorder: None,
         };

@@ -44,9 +44,62 @@ pub struct Completion<'w, 's> {
     faults: ResMut<'w, Faults>,
 }
 
+/// Gives a running task's units back to its device and counts their busy time.
+fn release_units(task: &Task, device: &mut DeviceState) {
+    let busy = (task.end - task.start).as_ns();
+    let units = &mut device.units;
+    units.free_cores += task.cores;
+    units.free_dma += task.dma;
+    units.core_busy_ns += busy * task.cores as u64;
+    units.dma_busy_ns += busy * task.dma as u64;
+}
+
 impl<'w, 's> Completion<'w, 's> {
     /// Completes `task` (entity `entity`, the head of `stream`) at `now` with `outcome`.
     pub fn complete(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
+        outcome: Outcome,
+        now: SimTime,
+    ) {
+        if task.status == TaskStatus::Running
+            && let Ok(mut device) = self.devices.get_mut(task.device)
+        {
+            release_units(task, &mut device);
+        }
+        self.settle(entity, task, stream, outcome, now);
+    }
+
+    /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
+    /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
+    /// it failed with, if it did.
+    pub fn run_and_complete(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
+        now: SimTime,
+        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
+    ) -> Option<NpuError> {
+        let result = match self.devices.get_mut(task.device) {
+            Ok(mut device) => {
+                let result = run(task, &mut device);
+                if task.status == TaskStatus::Running {
+                    release_units(task, &mut device);
+                }
+                result
+            }
+            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+        };
+        let failure = result.as_ref().err().cloned();
+        self.settle(entity, task, stream, Outcome::from(result), now);
+        failure
+    }
+
+    /// Everything of completing but giving back the units.
+    fn settle(
         &mut self,
         entity: Entity,
         task: &mut Task,
@@ -59,14 +112,6 @@ impl<'w, 's> Completion<'w, 's> {
             self.sanitize(task, &mut outcome, now);
         }
         let ran = task.status == TaskStatus::Running;
-        if ran && let Ok(mut device) = self.devices.get_mut(task.device) {
-            let busy = (task.end - task.start).as_ns();
-            let units = &mut device.units;
-            units.free_cores += task.cores;
-            units.free_dma += task.dma;
-            units.core_busy_ns += busy * task.cores as u64;
-            units.dma_busy_ns += busy * task.dma as u64;
-        }
         if !ran {
             // Completed at the instant it became ready (or never ran): no unit, no time.
             task.start = now;
@@ -331,5 +376,38 @@ mod tests {
         let e = world.get::<EventState>(ev).unwrap();
         assert!(e.record_done(r2), "an aborted record releases its waiters");
         assert_eq!(e.timestamp, Some(SimTime(7)), "but it never fired");
+    }
+
+    #[test]
+    fn running_and_completing_a_task_gives_its_result_and_its_units_back() {
+        use crate::test_support::*;
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1.0, |_| Ok(()));
+        let ok = enqueue(&mut s.world, s.stream, launch(k, 2, &[]));
+        start_running(&mut s.world, ok, 2, 0, 0, 100);
+        let mut state: bevy_ecs::system::SystemState<(
+            Completion,
+            Query<&mut Task>,
+            Query<&mut StreamState>,
+        )> = bevy_ecs::system::SystemState::new(&mut s.world);
+        let mut seen = None;
+        {
+            let (mut c, mut tasks, mut streams) = state.get_mut(&mut s.world).unwrap();
+            let mut task = tasks.get_mut(ok).unwrap();
+            let mut st = streams.get_mut(s.stream).unwrap();
+            let failure = c.run_and_complete(ok, &mut task, &mut st, SimTime(100), |t, d| {
+                // The task still holds its cores while it runs.
+                seen = Some((t.cores, d.units.free_cores));
+                Err(NpuError::Internal("fault".into()))
+            });
+            assert_eq!(failure, Some(NpuError::Internal("fault".into())));
+            assert_eq!(task.status, TaskStatus::Failed);
+            assert_eq!(st.completed, 1);
+        }
+        assert_eq!(seen, Some((2, 2)));
+        let units = &device(&s.world, s.device).units;
+        assert_eq!((units.free_cores, units.core_busy_ns), (4, 200));
+        assert_eq!(s.world.resource::<Faults>().pending.len(), 1);
+        assert_eq!(s.world.resource::<Finished>().tasks, vec![ok]);
     }
 }

@@ -32,6 +32,7 @@ pub fn resolve_dependencies(
     // A record fired in this pass may release a wait on a stream visited before it: pass again
     // until no record fires, so the whole chain resolves at this instant.
     ready.new_ops = 0;
+    let mut made_ready = false;
     let mut fired = true;
     while fired {
         fired = false;
@@ -102,10 +103,13 @@ pub fn resolve_dependencies(
                 ready
                     .tasks
                     .push(((stream.priority, stream.order, task.seq), head));
-                completion.progressed();
+                made_ready = true;
                 break;
             }
         }
+    }
+    if made_ready {
+        completion.progressed();
     }
     running.next_wake = wake;
 }

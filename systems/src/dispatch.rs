@@ -50,120 +50,138 @@ pub fn dispatch(
     ready.tasks.sort_unstable_by_key(|(key, _)| *key);
     let running = &mut *running;
     let mut dispatched = 0u64;
-    ready.tasks.retain(|&(_, e)| {
-        let Ok(mut task) = tasks.get_mut(e) else {
-            return false;
+    let mut queue = std::mem::take(&mut ready.tasks);
+    let mut device: Option<(Entity, Mut<DeviceState>)> = None;
+    let mut kept = 0;
+    for i in 0..queue.len() {
+        let (key, e) = queue[i];
+        let keep = 'one: {
+            let Ok(mut task) = tasks.get_mut(e) else {
+                break 'one false;
+            };
+            if task.status != TaskStatus::Ready {
+                break 'one false;
+            }
+            // Ready tasks are mostly of one device: look it up again only when it changes.
+            if device.as_ref().is_none_or(|(d, _)| *d != task.device) {
+                device = None;
+                match devices.get_mut(task.device) {
+                    Ok(d) => device = Some((task.device, d)),
+                    Err(_) => break 'one false,
+                }
+            }
+            let device = &mut *device.as_mut().expect("looked up above").1;
+            let task = &mut *task;
+            let (cores, dma, duration) = match task.kind() {
+                TaskKind::Kernel => {
+                    if device.units.free_cores == 0 {
+                        break 'one true;
+                    }
+                    let block_dim = task.desc.block_dim.max(1);
+                    let cap = device.limits.core_cap(&device.config);
+                    let cores = block_dim.min(device.units.free_cores).min(cap);
+                    let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
+                    let duration = match entry.map(|k| (&k.name, &k.body)) {
+                        // Rejected by a shape stage, or its kernel is gone: costs only the launch,
+                        // fails at its end.
+                        _ if task.error.is_some() => {
+                            task.applied = true;
+                            device.config.kernel_launch_ns
+                        }
+                        None => device.config.kernel_launch_ns,
+                        // Timing-only, recorded: priced from the recording, not run.
+                        Some((_, KernelBody::Binary(code)))
+                            if mode.timing_only
+                                && !mode.recorded.is_empty()
+                                && let Some(run) =
+                                    mode.recorded.remove(&(task.stream, task.seq)) =>
+                        {
+                            task.applied = true;
+                            crate::binary::price_recorded(device, task, code, cores, &run)
+                        }
+                        Some((name, KernelBody::Binary(code))) => {
+                            let (d, outcome) = crate::binary::run_binary(
+                                &mut core_cache,
+                                device,
+                                task,
+                                name,
+                                code,
+                                cores,
+                                &mut log,
+                                mode.binary_log.as_ref(),
+                            );
+                            // Raised when the task completes, like any fault.
+                            task.applied = true;
+                            task.error = outcome.err().map(Box::new);
+                            d
+                        }
+                        Some((_, KernelBody::Native(k))) => {
+                            let cost = match task.extra.op() {
+                                Some(op) => op.cost,
+                                None => (k.cost)(task.desc.arg_words(), block_dim),
+                            };
+                            device.config.kernel_duration_ns(&cost, block_dim, cores)
+                        }
+                    };
+                    (cores, 0, duration)
+                }
+                TaskKind::Memcpy | TaskKind::Memset => {
+                    if device.units.free_dma == 0 {
+                        break 'one true;
+                    }
+                    let duration = if let Some(m) = task.desc.as_memset() {
+                        crate::copy::memset_duration_ns(&device.config, &m)
+                    } else if let Some(c) = task.desc.as_copy() {
+                        crate::copy::copy_duration_ns(&device.config, &c)
+                    } else if let Some(p) = PeerCopy::decode(&task.desc) {
+                        // Over the interconnect: waits while a link of its route is held.
+                        let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
+                        match crate::collective::reserve_peer_copy(
+                            &mut comm.interconnect,
+                            tl,
+                            &p,
+                            device.config.dma_setup_ns,
+                            now,
+                        ) {
+                            Some(d) => d,
+                            None => break 'one true,
+                        }
+                    } else {
+                        // Corrupt words: fails at its end (the tick cannot decode it either).
+                        0
+                    };
+                    (0, 1, duration)
+                }
+                TaskKind::HostCallback => (0, 0, device.config.callback_ns),
+                // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
+                TaskKind::Collective => {
+                    comm.rendezvous.arriving.push(e);
+                    break 'one false;
+                }
+                // Completed by dependency resolution; never queued here.
+                TaskKind::EventRecord | TaskKind::EventWait => break 'one false,
+            };
+            device.units.free_cores -= cores;
+            device.units.free_dma -= dma;
+            task.cores = cores;
+            task.dma = dma;
+            task.start = now;
+            task.end = now + SimTime(duration);
+            task.status = TaskStatus::Running;
+            running
+                .heap
+                .push(Reverse((task.end, running.next_order, e)));
+            running.next_order += 1;
+            dispatched += 1;
+            false
         };
-        if task.status != TaskStatus::Ready {
-            return false;
+        if keep {
+            queue[kept] = (key, e);
+            kept += 1;
         }
-        let Ok(mut device) = devices.get_mut(task.device) else {
-            return false;
-        };
-        let device = &mut *device;
-        let task = &mut *task;
-        let (cores, dma, duration) = match task.kind() {
-            TaskKind::Kernel => {
-                if device.units.free_cores == 0 {
-                    return true;
-                }
-                let block_dim = task.desc.block_dim.max(1);
-                let cap = device.limits.core_cap(&device.config);
-                let cores = block_dim.min(device.units.free_cores).min(cap);
-                let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
-                let duration = match entry.map(|k| (&k.name, &k.body)) {
-                    // Rejected by a shape stage, or its kernel is gone: costs only the launch,
-                    // fails at its end.
-                    _ if task.error.is_some() => {
-                        task.applied = true;
-                        device.config.kernel_launch_ns
-                    }
-                    None => device.config.kernel_launch_ns,
-                    // Timing-only, recorded: priced from the recording, not run.
-                    Some((_, KernelBody::Binary(code)))
-                        if mode.timing_only
-                            && !mode.recorded.is_empty()
-                            && let Some(run) = mode.recorded.remove(&(task.stream, task.seq)) =>
-                    {
-                        task.applied = true;
-                        crate::binary::price_recorded(device, task, code, cores, &run)
-                    }
-                    Some((name, KernelBody::Binary(code))) => {
-                        let (d, outcome) = crate::binary::run_binary(
-                            &mut core_cache,
-                            device,
-                            task,
-                            name,
-                            code,
-                            cores,
-                            &mut log,
-                            mode.binary_log.as_ref(),
-                        );
-                        // Raised when the task completes, like any fault.
-                        task.applied = true;
-                        task.error = outcome.err().map(Box::new);
-                        d
-                    }
-                    Some((_, KernelBody::Native(k))) => {
-                        let cost = match task.extra.op() {
-                            Some(op) => op.cost,
-                            None => (k.cost)(task.desc.arg_words(), block_dim),
-                        };
-                        device.config.kernel_duration_ns(&cost, block_dim, cores)
-                    }
-                };
-                (cores, 0, duration)
-            }
-            TaskKind::Memcpy | TaskKind::Memset => {
-                if device.units.free_dma == 0 {
-                    return true;
-                }
-                let duration = if let Some(m) = task.desc.as_memset() {
-                    crate::copy::memset_duration_ns(&device.config, &m)
-                } else if let Some(c) = task.desc.as_copy() {
-                    crate::copy::copy_duration_ns(&device.config, &c)
-                } else if let Some(p) = PeerCopy::decode(&task.desc) {
-                    // Over the interconnect: waits while a link of its route is held.
-                    let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
-                    match crate::collective::reserve_peer_copy(
-                        &mut comm.interconnect,
-                        tl,
-                        &p,
-                        device.config.dma_setup_ns,
-                        now,
-                    ) {
-                        Some(d) => d,
-                        None => return true,
-                    }
-                } else {
-                    // Corrupt words: fails at its end (the tick cannot decode it either).
-                    0
-                };
-                (0, 1, duration)
-            }
-            TaskKind::HostCallback => (0, 0, device.config.callback_ns),
-            // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
-            TaskKind::Collective => {
-                comm.rendezvous.arriving.push(e);
-                return false;
-            }
-            // Completed by dependency resolution; never queued here.
-            TaskKind::EventRecord | TaskKind::EventWait => return false,
-        };
-        device.units.free_cores -= cores;
-        device.units.free_dma -= dma;
-        task.cores = cores;
-        task.dma = dma;
-        task.start = now;
-        task.end = now + SimTime(duration);
-        task.status = TaskStatus::Running;
-        running
-            .heap
-            .push(Reverse((task.end, running.next_order, e)));
-        running.next_order += 1;
-        dispatched += 1;
-        false
-    });
+    }
+    queue.truncate(kept);
+    ready.tasks = queue;
     if dispatched > 0 {
         stats.tasks_dispatched += dispatched;
         stats.last_frame_progressed = true;
@@ -443,5 +461,29 @@ mod tests {
             t.end - t.start,
             SimTime(config.kernel_duration_ns(&cost, 2, 2))
         );
+    }
+
+    #[test]
+    fn tasks_of_two_devices_interleaved_by_priority_each_take_their_own_devices_units() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1e3, |_| Ok(()));
+        let far = spawn_device(&mut s.world);
+        let far_ctx = spawn_context(&mut s.world, far);
+        let a0 = spawn_stream(&mut s.world, s.ctx, 0);
+        let b = spawn_stream(&mut s.world, far_ctx, 1);
+        let a1 = spawn_stream(&mut s.world, s.ctx, 2);
+        let cores = device(&s.world, s.device).config.ai_cores;
+        let first = ready_task(&mut s.world, a0, launch(k, cores, &[]));
+        let other = ready_task(&mut s.world, b, launch(k, cores, &[]));
+        let last = ready_task(&mut s.world, a1, launch(k, 1, &[]));
+        run(&mut s.world, dispatch);
+
+        assert_eq!(task(&s.world, first).status, TaskStatus::Running);
+        assert_eq!(task(&s.world, other).status, TaskStatus::Running);
+        // Its device's cores are all taken; the other device's being free does not help it.
+        assert_eq!(task(&s.world, last).status, TaskStatus::Ready);
+        assert_eq!(waiting(&s.world), vec![last]);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 0);
+        assert_eq!(device(&s.world, far).units.free_cores, 0);
     }
 }

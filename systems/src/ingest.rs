@@ -28,6 +28,7 @@ pub struct IngestScratch {
     spare: Vec<Vec<NewTask>>,
     entities: Vec<Entity>,
     missing: Vec<(usize, Task)>,
+    fresh: Vec<Task>,
     uses: Vec<Use>,
 }
 
@@ -57,64 +58,63 @@ pub fn ingest(
         return;
     }
     let count: usize = scratch.rung.iter().map(|r| r.3.len()).sum();
-    world.resource_scope(|world, registry: Mut<KernelRegistry>| {
-        let peers = std::mem::take(&mut world.resource_mut::<Devices>().entities);
-        let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
-        scratch.entities.clear();
-        scratch.uses.clear();
-        let mut rest = scratch
-            .rung
-            .iter_mut()
-            .flat_map(|(_, ctx, dev, entries)| entries.iter_mut().map(|n| (n, *ctx, *dev)));
-        // Reuse retired task entities first (one archetype update for the whole batch) ...
-        {
-            let mut q = tasks.query_mut(&mut *world);
-            while !pool.is_empty() {
-                let Some((new, context, device)) = rest.next() else {
-                    break;
-                };
-                let e = pool.pop().expect("not empty");
-                match q.get_mut(e) {
-                    Ok(mut t) => {
-                        t.reuse(new, context, device);
-                        declare_access(&mut t, &registry);
-                        note_uses(&t, &peers, &mut scratch.uses);
-                        scratch.entities.push(e);
-                    }
-                    // Someone despawned a pooled entity by hand: spawn a new one below.
-                    Err(_) => {
-                        let mut t = Task::from_new(take(new), context, device);
-                        declare_access(&mut t, &registry);
-                        note_uses(&t, &peers, &mut scratch.uses);
-                        scratch.missing.push((scratch.entities.len(), t));
-                        scratch.entities.push(Entity::PLACEHOLDER);
-                    }
+    // The registry, peers and pool are moved out for the batch (and back after it): cheaper
+    // than a resource scope, which moves the resource out of its entity and back.
+    let registry = std::mem::take(&mut *world.resource_mut::<KernelRegistry>());
+    let peers = std::mem::take(&mut world.resource_mut::<Devices>().entities);
+    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
+    scratch.entities.clear();
+    scratch.uses.clear();
+    scratch.fresh.clear();
+    {
+        // Retired task entities are reused first (one archetype update for the whole batch);
+        // once the pool is empty, the rest are spawned below, in one batch.
+        let mut q = tasks.query_mut(&mut *world);
+        for (_, context, device, entries) in scratch.rung.iter_mut() {
+            let (context, device) = (*context, *device);
+            for new in entries.iter_mut() {
+                let reused = pool.pop().map(|e| (e, q.get_mut(e)));
+                if let Some((e, Ok(mut t))) = reused {
+                    t.reuse(new, context, device);
+                    declare_access(&mut t, &registry);
+                    note_uses(&t, &peers, &mut scratch.uses);
+                    scratch.entities.push(e);
+                    continue;
+                }
+                let mut t = Task::from_new(take(new), context, device);
+                declare_access(&mut t, &registry);
+                note_uses(&t, &peers, &mut scratch.uses);
+                if reused.is_some() {
+                    // Someone despawned a pooled entity by hand: a new one takes its place.
+                    scratch.missing.push((scratch.entities.len(), t));
+                    scratch.entities.push(Entity::PLACEHOLDER);
+                } else {
+                    scratch.fresh.push(t);
                 }
             }
         }
-        // ... then spawn the rest in one batch.
-        let uses = &mut scratch.uses;
-        let fresh = rest.map(|(new, context, device)| {
-            let mut t = Task::from_new(take(new), context, device);
-            declare_access(&mut t, &registry);
-            note_uses(&t, &peers, uses);
-            t
-        });
-        scratch.entities.extend(world.spawn_batch(fresh));
-        for (i, t) in scratch.missing.drain(..) {
-            scratch.entities[i] = world.spawn(t).id();
-        }
-        world.resource_mut::<TaskPool>().free = pool;
-        world.resource_mut::<Devices>().entities = peers;
-    });
+    }
+    if !scratch.fresh.is_empty() {
+        scratch
+            .entities
+            .extend(world.spawn_batch(scratch.fresh.drain(..)));
+    }
+    for (i, t) in scratch.missing.drain(..) {
+        scratch.entities[i] = world.spawn(t).id();
+    }
+    world.resource_mut::<TaskPool>().free = pool;
+    world.resource_mut::<Devices>().entities = peers;
+    *world.resource_mut::<KernelRegistry>() = registry;
     {
         let mut q = streams.query_mut(&mut *world);
-        let mut entities = scratch.entities.iter();
+        let mut first = 0;
         for (stream, _, _, mut entries) in scratch.rung.drain(..) {
             let n = entries.len();
             if let Ok((_, mut s)) = q.get_mut(stream) {
-                s.queue.extend(entities.by_ref().take(n));
+                s.queue
+                    .extend(scratch.entities[first..first + n].iter().copied());
             }
+            first += n;
             entries.clear();
             scratch.spare.push(entries);
         }
@@ -221,7 +221,15 @@ fn block_of(addr: u64, mode: AccessMode) -> Access {
 }
 
 /// The block uses a task's access set implies, with the device and context each is in.
+#[inline]
 fn note_uses(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
+    if task.access.is_empty() {
+        return;
+    }
+    note_ranges(task, devices, out);
+}
+
+fn note_ranges(task: &Task, devices: &[Entity], out: &mut Vec<Use>) {
     let pos = (task.stream, task.seq);
     for a in task.access.ranges() {
         if a.addr < npusim_device::abi::HEAP_BASE {

@@ -9,8 +9,9 @@
 //! this moment execute first, one device per worker job, each device's tasks in completion
 //! order; then every task ending now completes in order (and cross-device work — collectives,
 //! peer copies — moves its data). Devices share no memory, so the split never depends on the
-//! thread count. Without workers the same order holds; when every task ending now is
-//! device-local, that order is simply one by one, and each executes as it completes.
+//! thread count. Without workers the same order holds, with each task executing as it completes
+//! until a cross-device task ends at the same moment: the device-local tasks after it then
+//! execute before it does.
 
 use std::cmp::Reverse;
 
@@ -127,16 +128,20 @@ pub fn hardware_tick(
         running.heap.pop();
         batch.push(entity);
     }
-    // Device-local work ending now runs first, devices side by side.
-    execute_local_batch(&mut w, &batch);
-    // One branch a frame: the per-task path of a functional, unrecorded run has no mode checks.
-    if w.mode.is_plain() {
-        for &entity in batch.iter() {
-            finish::<false>(&mut w, entity, now);
-        }
-    } else {
-        for &entity in batch.iter() {
-            finish::<true>(&mut w, entity, now);
+    // Device-local work ending now runs before cross-device work: with workers all of it
+    // first, devices side by side; without, each task as it completes, until a cross-device
+    // task ends now too: the device-local tasks after it then execute ahead of it.
+    let mut locals_done = w.workers.is_parallel();
+    if locals_done {
+        execute_local_batch(&mut w, &batch);
+    }
+    // The context last seen healthy: tasks ending together are mostly of one context.
+    let mut healthy = None;
+    for (i, &entity) in batch.iter().enumerate() {
+        if finish(&mut w, entity, now, locals_done, &mut healthy) == Finish::AfterLocalWork {
+            locals_done = true;
+            execute_local_batch(&mut w, &batch[i..]);
+            finish(&mut w, entity, now, true, &mut healthy);
         }
     }
 }
@@ -152,9 +157,7 @@ fn is_device_local(task: &Task) -> bool {
 
 /// Executes the device-local tasks of `batch` (tasks ending now, in completion order) ahead of
 /// its completions: on the worker threads, one device per job, each device's tasks in batch
-/// order. Outcomes are kept on the tasks for their completion. Without workers, this is needed
-/// only when a cross-device task ends now too (the device-local work must go first); otherwise
-/// every task executes as it completes.
+/// order; without workers, one by one. Outcomes are kept on the tasks for their completion.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     // Timing-only: nothing to execute (see `finish`).
     if batch.is_empty() || w.mode.timing_only {
@@ -162,25 +165,19 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     }
     let registry: &KernelRegistry = &w.registry;
     if !w.workers.is_parallel() {
-        if batch
-            .iter()
-            .all(|&e| w.tasks.get(e).is_ok_and(is_device_local))
-        {
-            return;
-        }
         for &e in batch {
-            let Ok(task) = w.tasks.get(e) else { continue };
-            if task.applied || !is_device_local(task) {
+            let Ok(mut task) = w.tasks.get_mut(e) else {
+                continue;
+            };
+            if task.applied || !is_device_local(&task) {
                 continue;
             }
             let result = match w.completion.devices().get_mut(task.device) {
-                Ok(mut d) => execute_local(task, &mut d, registry),
+                Ok(mut d) => execute_local(&task, &mut d, registry),
                 Err(_) => Err(NpuError::Internal("task on a missing device".into())),
             };
-            if let Ok(mut task) = w.tasks.get_mut(e) {
-                task.applied = true;
-                task.error = result.err().map(Box::new);
-            }
+            task.applied = true;
+            task.error = result.err().map(Box::new);
         }
         return;
     }
@@ -236,19 +233,39 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     }
 }
 
+/// What [`finish`] did with a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Finish {
+    /// It completed, was handed to the host, or is gone.
+    Handled,
+    /// It is cross-device work and the device-local work ending with it has not executed yet:
+    /// nothing happened; the caller executes that first, then finishes it again.
+    AfterLocalWork,
+}
+
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
-/// context's failure mode. `MODED`: the frame is timing-only or logs shapes (see
-/// [`ExecutionMode::is_plain`]); without it those checks compile away.
-fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_components::SimTime) {
+/// context's failure mode. `locals_done`: the device-local tasks ending now have executed;
+/// `healthy`: a context known not to have faulted (forgotten when a task fails). Looks the task
+/// up once (twice for cross-device work).
+fn finish(
+    w: &mut TickWorld,
+    entity: Entity,
+    now: npusim_components::SimTime,
+    locals_done: bool,
+    healthy: &mut Option<Entity>,
+) -> Finish {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return;
+        return Finish::Handled;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
-    let faulted = w
-        .contexts
-        .get(task.context)
-        .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    let faulted = *healthy != Some(task.context)
+        && w.contexts
+            .get(task.context)
+            .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    if !faulted {
+        *healthy = Some(task.context);
+    }
     // A host callback reaching its end is released to the host: its task stays running until
     // the runtime hears the callback returned (then it comes back here, applied).
     if !faulted
@@ -270,7 +287,7 @@ fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_comp
                 body,
             });
         w.completion.progressed();
-        return;
+        return Finish::Handled;
     }
     let result = if faulted {
         let (stream, seq) = (task.stream, task.seq);
@@ -281,7 +298,7 @@ fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_comp
         None
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
-    } else if MODED && w.mode.timing_only && task.kind() != TaskKind::Collective {
+    } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
         published_shape(w.completion.devices(), &w.mode, &task);
         // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
         // is not applied, but its pages are translated as the data path would. A collective
@@ -298,26 +315,45 @@ fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_comp
         }
         Some(Ok(()))
     } else if is_device_local(&task) {
-        Some(match w.completion.devices().get_mut(task.device) {
-            Ok(mut d) => execute_local(&task, &mut d, &w.registry),
-            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
-        })
+        // Executed and completed with one look at its device.
+        let registry = &w.registry;
+        let Ok(mut stream) = w.streams.get_mut(task.stream) else {
+            if let Ok(mut d) = w.completion.devices().get_mut(task.device) {
+                let _ = execute_local(&task, &mut d, registry);
+            }
+            return Finish::Handled;
+        };
+        let context = task.context;
+        let failure =
+            w.completion
+                .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
+                    execute_local(task, device, registry)
+                });
+        // A recording runtime logs the shape a data-dependent op published.
+        if w.mode.shape_log.is_some() && failure.is_none() {
+            published_shape(w.completion.devices(), &w.mode, &task);
+        }
+        if let Some(err) = failure {
+            *healthy = None;
+            apply_failure_mode(w, context, err);
+        }
+        return Finish::Handled;
+    } else if !locals_done {
+        return Finish::AfterLocalWork;
     } else {
-        Some(execute(w, entity, now))
+        let r = execute(w, entity, now);
+        let Ok(t) = w.tasks.get_mut(entity) else {
+            return Finish::Handled;
+        };
+        task = t;
+        Some(r)
     };
     // A recording runtime logs the shape a data-dependent op published.
-    if MODED
-        && w.mode.shape_log.is_some()
-        && matches!(result, Some(Ok(())))
-        && let Ok(task) = w.tasks.get(entity)
-    {
-        published_shape(w.completion.devices(), &w.mode, task);
+    if w.mode.shape_log.is_some() && matches!(result, Some(Ok(()))) {
+        published_shape(w.completion.devices(), &w.mode, &task);
     }
-    let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return;
-    };
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
-        return;
+        return Finish::Handled;
     };
     let outcome = match result {
         None => Outcome::Aborted,
@@ -333,8 +369,10 @@ fn finish<const MODED: bool>(w: &mut TickWorld, entity: Entity, now: npusim_comp
     w.completion
         .complete(entity, &mut task, &mut stream, outcome, now);
     if let Some((context, err)) = failure {
+        *healthy = None;
         apply_failure_mode(w, context, err);
     }
+    Finish::Handled
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
@@ -982,5 +1020,71 @@ mod tests {
         }
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], vec![vec![3; 64], vec![5; 64]]);
+    }
+
+    #[test]
+    fn a_peer_copy_ending_with_a_memset_listed_after_it_copies_what_the_memset_wrote() {
+        for threads in [1, 2] {
+            let mut s = setup();
+            s.world.insert_resource(Workers::new(threads).unwrap());
+            let far = spawn_device(&mut s.world);
+            let far_ctx = spawn_context(&mut s.world, far);
+            let other = spawn_stream(&mut s.world, s.ctx, 0);
+            let src = alloc(&mut s.world, s.device, s.ctx, 64);
+            let dst = alloc(&mut s.world, far, far_ctx, 64);
+            let copy = PeerCopy {
+                dst,
+                src,
+                bytes: 64,
+                src_device: 0,
+                dst_device: 1,
+                src_ctx: s.ctx,
+                dst_ctx: far_ctx,
+            };
+            // The copy is first in the running order; the memset of its source ends with it.
+            let c = enqueue(&mut s.world, s.stream, copy.encode());
+            let m = enqueue(
+                &mut s.world,
+                other,
+                TaskDescriptor::memset(MemsetView {
+                    dst: src,
+                    value: 9,
+                    bytes: 64,
+                }),
+            );
+            start_running(&mut s.world, c, 0, 1, 0, 100);
+            start_running(&mut s.world, m, 0, 1, 0, 100);
+            run(&mut s.world, hardware_tick);
+
+            assert_eq!(status(&s.world, c), TaskStatus::Done);
+            assert_eq!(status(&s.world, m), TaskStatus::Done);
+            assert_eq!(
+                read(&mut s.world, far, far_ctx, dst, 64),
+                vec![9; 64],
+                "{threads} thread(s)"
+            );
+            // Completed in the running order all the same.
+            assert_eq!(s.world.resource::<Finished>().tasks, vec![c, m]);
+        }
+    }
+
+    #[test]
+    fn a_fault_in_a_batch_aborts_the_later_tasks_of_its_context_ending_with_it() {
+        let mut s = setup();
+        let other = spawn_stream(&mut s.world, s.ctx, 0);
+        let bad = register_kernel(&mut s.world, "bad", 1.0, |_| {
+            Err(KernelFault::Trap("boom".into()))
+        });
+        let ok = register_kernel(&mut s.world, "ok", 1.0, |_| Ok(()));
+        let first = enqueue(&mut s.world, s.stream, launch(bad, 1, &[]));
+        let second = enqueue(&mut s.world, other, launch(ok, 1, &[]));
+        start_running(&mut s.world, first, 1, 0, 0, 100);
+        start_running(&mut s.world, second, 1, 0, 0, 100);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, first), TaskStatus::Failed);
+        // Its context faulted (stop is the default mode): the task ending with it does not
+        // count, whatever context was seen healthy before.
+        assert_eq!(status(&s.world, second), TaskStatus::Aborted);
+        assert_eq!(device(&s.world, s.device).units.free_cores, 4);
     }
 }
