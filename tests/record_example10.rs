@@ -9,23 +9,9 @@
 #[path = "../examples/10_data_parallel.rs"]
 mod example;
 
-use npusim::TaskRecord;
+mod common;
+use common::times;
 use npusim::record::{ReplayOptions, Trace, replay};
-
-fn times(tl: &[TaskRecord]) -> Vec<(String, u32, u64, u64, u64, u64)> {
-    tl.iter()
-        .map(|r| {
-            (
-                r.name.clone(),
-                r.device,
-                r.seq,
-                r.submit.as_ns(),
-                r.start.as_ns(),
-                r.end.as_ns(),
-            )
-        })
-        .collect()
-}
 
 #[test]
 fn example_10_recorded_through_the_environment_replays_to_its_timeline() {

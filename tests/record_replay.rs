@@ -9,28 +9,8 @@ use npusim::record::{Recording, ReplayOptions, Trace, Variant, replay, whatif};
 use npusim::{DataType, HostCosts, LinkConfig, ReduceOp, StreamKind, TaskRecord, TopologyConfig};
 use proptest::prelude::*;
 
-/// One task as a user compares it: name, device, stream position, submit, start, end, cores,
-/// success.
-type TaskTimes = (String, u32, u64, u64, u64, u64, u32, bool);
-
-/// What a user compares between two timelines: every task's name, device, stream position,
-/// times, cores and outcome.
-fn times(tl: &[TaskRecord]) -> Vec<TaskTimes> {
-    tl.iter()
-        .map(|r| {
-            (
-                r.name.clone(),
-                r.device,
-                r.seq,
-                r.submit.as_ns(),
-                r.start.as_ns(),
-                r.end.as_ns(),
-                r.cores,
-                r.ok,
-            )
-        })
-        .collect()
-}
+mod common;
+use common::times;
 
 fn recording_config(devices: u32) -> RuntimeConfig {
     RuntimeConfig {
@@ -114,6 +94,320 @@ fn a_recorded_program_replays_to_the_identical_timeline_and_results() {
     let mut v = vec![0f32; 4096];
     rr.memcpy_dtoh(&mut v, x0).unwrap();
     assert_eq!(v, results[0]);
+}
+
+/// Two devices: run-time limits, timeouts and a failure mode; a numbered event wait enqueued
+/// before its record; a peer copy; `record_stream` and a trim; one timed wait that gives up and
+/// one that does not. Returns what the peer copy delivered.
+fn settings_program(rt: &Runtime) -> NpuResult<Vec<f32>> {
+    rt.set_kernel_timeout(SimTime::from_ms(50))?;
+    rt.set_kernel_wall_limit(std::time::Duration::from_secs(60));
+    rt.set_event_wait_timeout(Some(SimTime::from_ms(20)));
+    rt.set_callback_timeout(std::time::Duration::from_secs(30));
+    rt.set_core_limits(0, Some(4), None)?;
+    rt.set_device(1)?;
+    let dst = rt.malloc(4 << 20)?;
+    rt.set_device(0)?;
+    rt.set_failure_mode(npusim::FailureMode::Continue)?;
+    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
+    let ev = rt.create_event()?;
+    let big = rt.malloc(64 << 20)?;
+    let src = rt.malloc(4 << 20)?;
+    let data: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
+    rt.memcpy_htod(src, &data)?;
+    // b waits for the first record, which a enqueues only after a long memset.
+    rt.stream_wait_event_record(b, ev, 1, Some(SimTime::from_ms(10)))?;
+    rt.memcpy_peer_async(dst, 1, src, 0, 4 << 20, b)?;
+    rt.memset_async(big, 3, 64 << 20, a)?;
+    rt.record_event(ev, a)?;
+    rt.record_stream(big, b)?;
+    // Gives up: the memset takes longer than a microsecond.
+    let early = rt.synchronize_event_timeout(ev, SimTime::from_us(1));
+    assert_eq!(early.unwrap_err().code(), 107019);
+    rt.synchronize_event_timeout(ev, SimTime::from_ms(1000))?;
+    rt.synchronize_device_timeout(SimTime::from_ms(1000))?;
+    rt.free(big)?;
+    rt.trim_memory()?;
+    rt.set_device(1)?;
+    let mut out = vec![0f32; 1 << 20];
+    rt.memcpy_dtoh(&mut out, dst)?;
+    Ok(out)
+}
+
+#[test]
+fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_outcomes() {
+    let rt = Runtime::new(recording_config(2)).unwrap();
+    let delivered = settings_program(&rt).unwrap();
+    assert_eq!(delivered[12345], 12345.0);
+    let trace = rt.take_trace().unwrap();
+    let names: Vec<&str> = trace.entries.iter().map(|e| e.call.name()).collect();
+    for call in [
+        "set_kernel_timeout",
+        "set_kernel_wall_limit",
+        "set_event_wait_timeout",
+        "set_callback_timeout",
+        "set_core_limits",
+        "set_failure_mode",
+        "stream_wait_event_record",
+        "memcpy_peer",
+        "record_stream",
+        "trim_memory",
+        "synchronize_event_timeout",
+        "synchronize_device_timeout",
+    ] {
+        assert!(
+            names.contains(&call),
+            "{call} is not in the trace: {names:?}"
+        );
+    }
+    let timed_out: Vec<bool> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match e.call {
+            npusim::record::Call::SynchronizeEventTimeout { timed_out, .. } => Some(timed_out),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(timed_out, [true, false]);
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    // The one error the program saw, the early timed wait, is the replay's one error too.
+    let codes: Vec<(usize, i32)> = replayed
+        .errors
+        .iter()
+        .map(|(i, e)| (*i, e.code()))
+        .collect();
+    let early = names
+        .iter()
+        .position(|&n| n == "synchronize_event_timeout")
+        .unwrap();
+    assert_eq!(codes, [(early, 107019)]);
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let rr = &replayed.runtime;
+    assert_eq!(rr.device_limits(0).unwrap(), rt.device_limits(0).unwrap());
+    assert_eq!(rr.device_limits(1).unwrap(), rt.device_limits(1).unwrap());
+    assert_eq!(rr.callback_timeout(), rt.callback_timeout());
+    // The peer copy delivered the same data in the replay.
+    let dst = trace
+        .entries
+        .iter()
+        .find_map(|e| match e.call {
+            npusim::record::Call::CopyPeer { dst, .. } => Some(DevicePtr(dst)),
+            _ => None,
+        })
+        .unwrap();
+    rr.set_device(1).unwrap();
+    let mut v = vec![0f32; 1 << 20];
+    rr.memcpy_dtoh(&mut v, dst).unwrap();
+    assert_eq!(v, delivered);
+}
+
+/// The program's own op: `y = 2x`, on one block.
+fn double_op() -> OpBuilder {
+    OpBuilder::new("double_f32")
+        .input("x", 4)
+        .output("y", 4)
+        .attr("n")
+        .infer(|i, _, o| {
+            o[0] = i[0];
+            Ok(())
+        })
+        .tiling(|_, _| Ok(Tiling::new(1, 0)))
+        .cost(|s, _| {
+            KernelCost::vector(s.inputs[0].numel() as f64, 8.0 * s.inputs[0].numel() as f64)
+        })
+        .kernel(|k, _| {
+            let (x, y, n) = (k.ptr(0)?, k.ptr(1)?, k.u64(2)?);
+            let v: Vec<f32> = k.load::<f32>(x, n as usize)?;
+            let v: Vec<f32> = v.iter().map(|e| 2.0 * e).collect();
+            k.store(y, &v)
+        })
+}
+
+/// Registers its own op and the Ascend-style ops, and runs both: `z = x + 2x`.
+fn ops_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
+    let double = rt.register_op(double_op())?;
+    let npu = rt.register_npu_ops(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))?;
+    let s = rt.create_stream()?;
+    let bytes = 4 * n as u64;
+    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    rt.memcpy_htod(x, &data)?;
+    let dims = [n as i64];
+    rt.launch_op(
+        double,
+        &[TensorArg::new(x, &dims)],
+        &[TensorArg::new(y, &dims)],
+        &[(n as u64).into()],
+        s,
+    )?;
+    rt.launch_op(
+        npu.vadd,
+        &[TensorArg::new(x, &dims), TensorArg::new(y, &dims)],
+        &[TensorArg::new(z, &dims)],
+        &[],
+        s,
+    )?;
+    rt.synchronize_stream(s)?;
+    let mut out = vec![0f32; n];
+    rt.memcpy_dtoh(&mut out, z)?;
+    Ok(out)
+}
+
+#[test]
+fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let n = 8192;
+    let z = ops_program(&rt, n).unwrap();
+    assert_eq!(z[100], 300.0);
+    let trace = rt.take_trace().unwrap();
+    let names: Vec<&str> = trace.entries.iter().map(|e| e.call.name()).collect();
+    assert!(names.contains(&"register_op"), "{names:?}");
+    assert!(names.contains(&"register_npu_ops"), "{names:?}");
+    let replayed = replay(
+        &trace,
+        ReplayOptions {
+            ops: vec![double_op()],
+            ..ReplayOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let zp = common::recorded_malloc(&trace, 2);
+    let mut v = vec![0f32; n];
+    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    assert_eq!(v, z);
+    // Without the program's op, the replay says which op it needs.
+    let err = replay(&trace, ReplayOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("double_f32"), "{err}");
+    assert!(err.to_string().contains("ReplayOptions::ops"), "{err}");
+}
+
+/// A host callback that enqueues work: when stream `a`'s copy is done, the callback spends
+/// host time, sets a buffer on stream `b`, adds into it and records an event the program's
+/// stream `a` then waits for.
+fn callback_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
+    let add = rt.kernel("vector_add_f32")?;
+    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
+    let bytes = 4 * n as u64;
+    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    rt.memcpy_htod(x, &data)?;
+    let ready = rt.create_event()?;
+    let inner = rt.clone();
+    rt.launch_host_func(a, move || {
+        inner.host_work(SimTime(7_000));
+        inner.memset_async(y, 0, bytes, b).unwrap();
+        inner
+            .launch(add, 2, &[x.into(), x.into(), y.into(), n.into()], b)
+            .unwrap();
+        inner.record_event(ready, b).unwrap();
+    })?;
+    rt.stream_wait_event(a, ready)?;
+    rt.launch(add, 2, &[x.into(), y.into(), z.into(), n.into()], a)?;
+    rt.synchronize_stream(a)?;
+    rt.synchronize_stream(b)?;
+    let mut out = vec![0f32; n];
+    rt.memcpy_dtoh(&mut out, z)?;
+    Ok(out)
+}
+
+#[test]
+fn calls_made_inside_a_host_callback_are_replayed_when_the_replayed_callback_runs() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let n = 4096;
+    let z = callback_program(&rt, n).unwrap();
+    assert_eq!(z[10], 30.0);
+    let trace = rt.take_trace().unwrap();
+    let inside: Vec<&str> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match &e.call {
+            npusim::record::Call::InCallback { callback: 0, call } => Some(call.name()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(inside, ["host_work", "memset", "launch", "record_event"]);
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    assert!(replayed.errors.is_empty(), "{:?}", replayed.errors);
+    let (got, want) = (times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(got, want);
+    assert!(got.iter().filter(|t| t.0 == "vector_add_f32").count() == 2);
+    assert_eq!(replayed.runtime.host_now(), rt.host_now());
+    let zp = common::recorded_malloc(&trace, 2);
+    let mut v = vec![0f32; n];
+    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    assert_eq!(v, z);
+}
+
+/// The declared access sets of the tasks still queued, as (address, bytes) per range.
+fn declared_ranges(rt: &Runtime) -> Vec<Vec<(u64, u64, bool)>> {
+    let mut g = rt.lock_world();
+    g.run_frame();
+    let world = g.world_mut();
+    let mut q = world.query::<&npusim::components::task::Task>();
+    q.iter(world)
+        .filter_map(|t| t.extra.declared_access())
+        .map(|a| {
+            a.ranges()
+                .iter()
+                .map(|r| (r.addr, r.bytes, r.mode.writes()))
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn the_launch_builders_declared_access_sets_are_recorded_and_replayed() {
+    let rt = Runtime::new(recording_config(1)).unwrap();
+    let ctx = rt.device_context(0).unwrap();
+    let s = ctx.stream().unwrap();
+    let (a, b) = (
+        s.clone_htod(&[1.0f32; 1024]).unwrap(),
+        s.clone_htod(&[2.0f32; 1024]).unwrap(),
+    );
+    let mut c = s.alloc_zeros::<f32>(1024).unwrap();
+    let add = rt.kernel("vector_add_f32").unwrap();
+    s.launch_builder(&add)
+        .arg(&a)
+        .arg(&b)
+        .arg(&mut c)
+        .arg(1024)
+        .launch()
+        .unwrap();
+    assert_eq!(s.clone_dtoh(&c).unwrap(), [3.0; 1024]);
+    // A second launch held behind a record that never comes: it stays queued with its set.
+    let never = rt.create_event().unwrap();
+    rt.stream_wait_event_record(s.raw(), never, 1, None)
+        .unwrap();
+    let mut d = s.alloc_zeros::<f32>(512).unwrap();
+    s.launch_builder(&add)
+        .arg(&c)
+        .arg(&b)
+        .arg(&mut d)
+        .arg(512)
+        .launch()
+        .unwrap();
+    let recorded = declared_ranges(&rt);
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    let trace = rt.take_trace().unwrap();
+    let declared: Vec<usize> = trace
+        .entries
+        .iter()
+        .filter_map(|e| match &e.call {
+            npusim::record::Call::DeclaredAccess {
+                ranges,
+                exact: true,
+            } => Some(ranges.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(declared.len(), 2, "one set per typed launch");
+    let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+    assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
+    assert_eq!(declared_ranges(&replayed.runtime), recorded);
 }
 
 #[test]

@@ -589,6 +589,14 @@ impl Runtime {
         };
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::CopyPeer {
+            dst: dst.0,
+            dst_device,
+            src: src.0,
+            src_device,
+            bytes,
+            stream: r.stream(s),
+        });
         Ok(())
     }
 

@@ -539,6 +539,9 @@ impl Runtime {
             .get_mut::<ContextState>(ctx)
             .expect("checked")
             .failure_mode = mode;
+        g.record(|_, _| crate::record::Call::SetFailureMode {
+            mode: crate::record::failure_mode_code(mode),
+        });
         Ok(())
     }
 

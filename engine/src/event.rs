@@ -51,7 +51,7 @@ impl Runtime {
         let desc = TaskDescriptor::event(EventView { event: e, record }, false);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::RecordEvent {
+        crate::record::record!(g, |r, _| crate::record::Call::RecordEvent {
             event: r.event(e),
             stream: r.stream(s),
         });
@@ -68,7 +68,7 @@ impl Runtime {
         let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::StreamWaitEvent {
+        crate::record::record!(g, |r, _| crate::record::Call::StreamWaitEvent {
             stream: r.stream(s),
             event: r.event(e),
         });
@@ -101,7 +101,9 @@ impl Runtime {
                 .is_none_or(|ev| ev.record_done(record))
         };
         let (mut g, result) = self.drive(g, &what, &done, None);
-        g.record(|r, _| crate::record::Call::SynchronizeEvent { event: r.event(e) });
+        crate::record::record!(g, |r, _| crate::record::Call::SynchronizeEvent {
+            event: r.event(e)
+        });
         result?;
         let stamp = g
             .world

@@ -239,7 +239,8 @@ impl Runtime {
         if g.sanitize {
             crate::sanitizer::submitted(&mut g, s, seq, std::panic::Location::caller());
         }
-        g.record(|r, w| r.launch(w, kernel, block_dim, args, tiling, s, seq, timeout));
+        crate::record::record!(g, |r, w| r
+            .launch(w, kernel, block_dim, args, tiling, s, timeout));
         Ok(())
     }
 
@@ -257,10 +258,8 @@ impl Runtime {
         let desc = TaskDescriptor::new(TaskKind::HostCallback);
         let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
         let cost = g.costs.call_ns;
-        submit(&mut g, s, desc, extra, cost);
-        g.record(|r, _| crate::record::Call::HostFunc {
-            stream: r.stream(s),
-        });
+        let seq = submit(&mut g, s, desc, extra, cost);
+        g.record(|r, _| r.host_func(s, seq));
         Ok(())
     }
 }

@@ -56,6 +56,11 @@ impl Runtime {
         }
         d.limits.cube_cores = cube;
         d.limits.vector_cores = vector;
+        g.record(|_, _| crate::record::Call::SetCoreLimits {
+            device,
+            cube,
+            vector,
+        });
         Ok(())
     }
 
@@ -69,6 +74,9 @@ impl Runtime {
         for d in 0..g.devices.len() as u32 {
             self.device_limits_mut(&mut g, d)?.limits.kernel_timeout = timeout;
         }
+        g.record(|_, _| crate::record::Call::SetKernelTimeout {
+            ns: timeout.as_ns(),
+        });
         Ok(())
     }
 
@@ -82,6 +90,9 @@ impl Runtime {
                 s.limits.kernel_wall_limit = limit;
             }
         }
+        g.record(|_, _| crate::record::Call::SetKernelWallLimit {
+            ns: limit.as_nanos().min(u64::MAX as u128) as u64,
+        });
     }
 
     /// Sets how long an event wait may block its stream, in simulated time, on every device
@@ -95,6 +106,9 @@ impl Runtime {
                 s.limits.event_wait_timeout = timeout;
             }
         }
+        g.record(|_, _| crate::record::Call::SetEventWaitTimeout {
+            ns: timeout.map(SimTime::as_ns),
+        });
     }
 
     /// Writes the lines kernels printed since the last call (see [`Runtime::take_kernel_log`])

@@ -105,7 +105,7 @@ impl Runtime {
         };
         g.charge_driver(device);
         if let Ok(ptr) = result {
-            g.record(|_, _| crate::record::Call::Malloc {
+            crate::record::record!(g, |_, _| crate::record::Call::Malloc {
                 size,
                 policy: crate::record::policy_code(policy),
                 ptr,
@@ -215,7 +215,7 @@ impl Runtime {
                 d.memory.release_now(ptr.0, ctx);
             }
         }
-        g.record(|r, _| crate::record::Call::Free {
+        crate::record::record!(g, |r, _| crate::record::Call::Free {
             ptr: ptr.0,
             stream: after.first().map(|&(s, _)| r.stream(s)),
         });
@@ -243,6 +243,10 @@ impl Runtime {
         let device = self.device_of(&g.world, ctx);
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
         d.memory.note_use(ctx, ptr.0, (s, pos));
+        g.record(|r, _| crate::record::Call::RecordStream {
+            ptr: ptr.0,
+            stream: r.stream(s),
+        });
         Ok(())
     }
 
@@ -273,6 +277,7 @@ impl Runtime {
             .trim(ctx);
         g.charge_driver(device);
         crate::sanitizer::trimmed(&mut g, ctx, device);
+        g.record(|_, _| crate::record::Call::TrimMemory);
         Ok(released)
     }
 
@@ -444,7 +449,9 @@ impl Runtime {
             let writes = dir == CopyDir::DeviceToHost;
             crate::sanitizer::host_copy(&mut g, s, seq, (host, offset, bytes), writes);
         }
-        g.record(|r, _| crate::record::host_copy(r, dir, device.0, host, offset, bytes, s));
+        crate::record::record!(g, |r, _| crate::record::host_copy(
+            r, dir, device.0, host, offset, bytes, s
+        ));
         Ok(())
     }
 
@@ -469,7 +476,7 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::CopyDevice {
+        crate::record::record!(g, |r, _| crate::record::Call::CopyDevice {
             dst: dst.0,
             src: src.0,
             bytes,
@@ -497,7 +504,7 @@ impl Runtime {
         });
         let cost = g.costs.copy_call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
-        g.record(|r, _| crate::record::Call::Memset {
+        crate::record::record!(g, |r, _| crate::record::Call::Memset {
             dst: dst.0,
             value,
             bytes,

@@ -34,6 +34,12 @@ impl Runtime {
         desc.set_timeout(timeout);
         let cost = g.costs.call_ns;
         crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        g.record(|r, _| crate::record::Call::StreamWaitEventRecord {
+            stream: r.stream(s),
+            event: r.event(e),
+            record,
+            timeout_ns: timeout.map(SimTime::as_ns),
+        });
         Ok(())
     }
 

@@ -176,7 +176,7 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The stream `e`, if it exists.
-    #[inline]
+    #[inline(always)]
     pub fn stream(&self, e: Entity) -> Option<&StreamState> {
         self.q_streams
             .get_manual(&self.world, e)
@@ -568,7 +568,7 @@ impl Runtime {
     }
 
     /// Locks without closing an open wait (the waiting call itself re-locking).
-    fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
+    pub(crate) fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
         self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -580,7 +580,11 @@ impl Runtime {
     /// Sets how long a wait gives a host callback that has not returned (wall time); see
     /// [`RuntimeConfig::callback_timeout`].
     pub fn set_callback_timeout(&self, limit: std::time::Duration) {
-        self.lock().callbacks.timeout = limit;
+        let mut g = self.lock();
+        g.callbacks.timeout = limit;
+        g.record(|_, _| crate::record::Call::SetCallbackTimeout {
+            ns: limit.as_nanos().min(u64::MAX as u128) as u64,
+        });
     }
 
     /// Exclusive access to the world and schedule, for embedding.

@@ -122,7 +122,7 @@ impl Runtime {
                 .is_none_or(|st| st.completed >= target)
         };
         let (mut g, result) = self.drive(g, &what, &done, timeout);
-        g.record(|r, _| crate::record::Call::SynchronizeStream {
+        crate::record::record!(g, |r, _| crate::record::Call::SynchronizeStream {
             stream: r.stream(s),
             timeout_ns: timeout.map(SimTime::as_ns),
         });
@@ -157,7 +157,7 @@ impl Runtime {
         let what = || format!("device of context {ctx}");
         let done = |i: &Inner| i.device_idle(device_index);
         let (mut g, result) = self.drive(g, &what, &done, None);
-        g.record(|_, _| crate::record::Call::SynchronizeDevice);
+        crate::record::record!(g, |_, _| crate::record::Call::SynchronizeDevice);
         result?;
         let mut end = SimTime::ZERO;
         let mut first_err = None;

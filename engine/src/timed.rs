@@ -21,13 +21,24 @@ impl Runtime {
                 .get::<EventState>(e)
                 .is_none_or(|ev| ev.record_done(record))
         };
-        let (g, result) = self.drive(g, &what, &done, Some(timeout));
+        let (mut g, result) = self.drive(g, &what, &done, Some(timeout));
+        let timed_out = matches!(result, Err(NpuError::WaitTimeout { .. }));
+        // The plain wait below is part of this call: it is recorded as this call, once.
+        g.mute_recording(true);
         drop(g);
-        match result {
+        let out = match result {
             Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
             // Done, or a record that can never fire: the plain wait reports it.
             _ => self.synchronize_event(event),
-        }
+        };
+        let mut g = self.lock_quiet();
+        g.mute_recording(false);
+        g.record(|r, _| crate::record::Call::SynchronizeEventTimeout {
+            event: r.event(e),
+            timeout_ns: timeout.as_ns(),
+            timed_out,
+        });
+        out
     }
 
     /// As [`Runtime::synchronize_device`], giving up after `timeout` of simulated time.
@@ -41,12 +52,21 @@ impl Runtime {
             .device_index;
         let what = || format!("device {index}");
         let done = |i: &Inner| i.device_idle(index);
-        let (g, result) = self.drive(g, &what, &done, Some(timeout));
+        let (mut g, result) = self.drive(g, &what, &done, Some(timeout));
+        let timed_out = matches!(result, Err(NpuError::WaitTimeout { .. }));
+        g.mute_recording(true);
         drop(g);
-        match result {
+        let out = match result {
             Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
             _ => self.synchronize_device(),
-        }
+        };
+        let mut g = self.lock_quiet();
+        g.mute_recording(false);
+        g.record(|_, _| crate::record::Call::SynchronizeDeviceTimeout {
+            timeout_ns: timeout.as_ns(),
+            timed_out,
+        });
+        out
     }
 }
 

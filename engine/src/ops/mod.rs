@@ -107,6 +107,11 @@ impl std::fmt::Debug for OpBuilder {
 }
 
 impl OpBuilder {
+    /// The op's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// An op named `name`, with no tensors yet.
     pub fn new(name: impl Into<String>) -> Self {
         Self {
@@ -367,6 +372,15 @@ pub(crate) enum RecordedShape<'a> {
 impl Runtime {
     /// Registers an op; launches find it by the returned id or with [`Runtime::op`].
     pub fn register_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
+        let name = op.name.clone();
+        let k = self.add_op(op)?;
+        self.lock()
+            .record(|_, _| crate::record::Call::RegisterOp { name });
+        Ok(k)
+    }
+
+    /// [`Runtime::register_op`], unrecorded (for ops a recorded call of its own registers).
+    pub(crate) fn add_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
         let mut g = self.lock();
         g.world.resource_scope(|world, mut ops: Mut<OpRegistry>| {
             op.register(&mut world.resource_mut::<KernelRegistry>(), &mut ops)

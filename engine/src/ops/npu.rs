@@ -46,21 +46,44 @@ fn blocks_for(work: u64, dev: &DeviceConfig) -> u32 {
     work.clamp(1, dev.ai_cores.max(1) as u64) as u32
 }
 
+/// The kernel objects and functions the Ascend-style ops run, in [`NpuOps`] order.
+const NPU_KERNELS: [(&str, &str); 4] = [
+    ("ext_vadd.o", "ext_vadd_double"),
+    ("ext_softmax.o", "ext_softmax"),
+    ("ext_layernorm.o", "ext_layernorm"),
+    ("ext_matmul.o", "ext_matmul_f16"),
+];
+
 impl Runtime {
     /// Loads the Ascend-style kernel objects from `dir` (the committed `examples/kernels/`)
     /// into the current context and registers them as ops with their tiling functions.
     pub fn register_npu_ops(&self, dir: impl AsRef<Path>) -> NpuResult<NpuOps> {
         let dir = dir.as_ref();
-        let function = |object: &str, name: &str| -> NpuResult<Kernel> {
+        let load = |i: usize| -> NpuResult<Kernel> {
+            let (object, name) = NPU_KERNELS[i];
             let bin = self.load_binary_file(dir.join(object))?;
             self.get_function(bin, name)
         };
+        let functions = [load(0)?, load(1)?, load(2)?, load(3)?];
+        let ops = self.npu_ops_with(functions)?;
+        // The binaries' loads are recorded; this names the functions the ops run.
+        self.lock()
+            .record(|r, _| crate::record::Call::RegisterNpuOps {
+                functions: functions.iter().filter_map(|&k| r.function(k)).collect(),
+            });
+        Ok(ops)
+    }
+
+    /// Registers the Ascend-style ops over `functions`, the kernels of [`NPU_KERNELS`] in
+    /// their order (unrecorded: [`Runtime::register_npu_ops`] records itself).
+    pub(crate) fn npu_ops_with(&self, functions: [Kernel; 4]) -> NpuResult<NpuOps> {
+        let [vadd_fn, softmax_fn, layernorm_fn, matmul_fn] = functions;
         let same_shape = |ins: &[Shape], _: &[u64], outs: &mut [Shape]| -> Result<(), String> {
             outs[0] = ins[0];
             Ok(())
         };
 
-        let vadd = self.register_op(
+        let vadd = self.add_op(
             OpBuilder::new("npu_vadd_f32")
                 .input("x", 4)
                 .input("y", 4)
@@ -83,10 +106,10 @@ impl Runtime {
                     let n = s.inputs[0].numel() as f64;
                     KernelCost::vector(n, 12.0 * n)
                 })
-                .binary_kernel(function("ext_vadd.o", "ext_vadd_double")?),
+                .binary_kernel(vadd_fn),
         )?;
 
-        let softmax = self.register_op(
+        let softmax = self.add_op(
             OpBuilder::new("npu_softmax_f32")
                 .input("x", 4)
                 .output("y", 4)
@@ -102,10 +125,10 @@ impl Runtime {
                     let n = s.inputs[0].numel() as f64;
                     KernelCost::vector(5.0 * n, 8.0 * n)
                 })
-                .binary_kernel(function("ext_softmax.o", "ext_softmax")?),
+                .binary_kernel(softmax_fn),
         )?;
 
-        let layernorm = self.register_op(
+        let layernorm = self.add_op(
             OpBuilder::new("npu_layernorm_f32")
                 .input("x", 4)
                 .input("gamma", 4)
@@ -130,10 +153,10 @@ impl Runtime {
                     let n = s.inputs[0].numel() as f64;
                     KernelCost::vector(8.0 * n, 8.0 * n)
                 })
-                .binary_kernel(function("ext_layernorm.o", "ext_layernorm")?),
+                .binary_kernel(layernorm_fn),
         )?;
 
-        let matmul = self.register_op(
+        let matmul = self.add_op(
             OpBuilder::new("npu_matmul_f16")
                 .input("a", 2)
                 .input("b", 2)
@@ -164,7 +187,7 @@ impl Runtime {
                         unit: ComputeUnit::CubeF16,
                     }
                 })
-                .binary_kernel(function("ext_matmul.o", "ext_matmul_f16")?),
+                .binary_kernel(matmul_fn),
         )?;
         Ok(NpuOps {
             vadd,

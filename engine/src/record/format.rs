@@ -14,7 +14,10 @@
 //! length (u64) and its FNV-1a 64 checksum (u64), then the payload: the [`Trace`] in
 //! `postcard` encoding. [`Trace::to_json`] gives the same content as JSON for reading.
 //!
-//! Version history: 1 — the first format.
+//! Version history: 1 — the first format; 2 — adds (at the end of [`Call`], so version 1
+//! traces still read) numbered event waits, peer copies, `record_stream`, `trim_memory`,
+//! failure modes, core limits, run-time timeouts, timed event and device waits, op
+//! registrations, calls made inside host callbacks and the launch builder's access sets.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,7 +31,7 @@ use serde::{Deserialize, Serialize};
 pub const MAGIC: &[u8; 8] = b"NPUSIMTR";
 
 /// The format version this build writes (and the newest it reads).
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The bytes before the payload: magic, version, payload length, checksum.
 const PREFIX: usize = 8 + 4 + 8 + 8;
@@ -489,6 +492,133 @@ pub enum Call {
         /// The stream.
         stream: u32,
     },
+    /// `stream_wait_event_record`: a wait for one numbered record of an event.
+    StreamWaitEventRecord {
+        /// The waiting stream.
+        stream: u32,
+        /// The event.
+        event: u32,
+        /// The record's number (1-based).
+        record: u64,
+        /// The wait's own timeout, in ns.
+        timeout_ns: Option<u64>,
+    },
+    /// `memcpy_peer_async`.
+    CopyPeer {
+        /// Destination.
+        dst: u64,
+        /// The destination's device.
+        dst_device: u32,
+        /// Source.
+        src: u64,
+        /// The source's device.
+        src_device: u32,
+        /// Bytes.
+        bytes: u64,
+        /// The stream.
+        stream: u32,
+    },
+    /// `record_stream`.
+    RecordStream {
+        /// An address inside the block.
+        ptr: u64,
+        /// The stream.
+        stream: u32,
+    },
+    /// `trim_memory` of the current context's pool.
+    TrimMemory,
+    /// `set_failure_mode` of the current context: 0 stop on failure, 1 continue.
+    SetFailureMode {
+        /// The mode's code.
+        mode: u8,
+    },
+    /// `set_core_limits`.
+    SetCoreLimits {
+        /// Device index.
+        device: u32,
+        /// Cube cores, `None` for no cap.
+        cube: Option<u32>,
+        /// Vector cores, `None` for no cap.
+        vector: Option<u32>,
+    },
+    /// `set_kernel_timeout` (every device).
+    SetKernelTimeout {
+        /// Simulated nanoseconds.
+        ns: u64,
+    },
+    /// `set_kernel_wall_limit` (every device).
+    SetKernelWallLimit {
+        /// Wall-clock nanoseconds (0: off).
+        ns: u64,
+    },
+    /// `set_event_wait_timeout` (every device).
+    SetEventWaitTimeout {
+        /// Simulated nanoseconds; `None` waits for ever.
+        ns: Option<u64>,
+    },
+    /// `set_callback_timeout`.
+    SetCallbackTimeout {
+        /// Wall-clock nanoseconds.
+        ns: u64,
+    },
+    /// `synchronize_event_timeout`, with its outcome.
+    SynchronizeEventTimeout {
+        /// The event.
+        event: u32,
+        /// The timeout, in ns.
+        timeout_ns: u64,
+        /// Whether it gave up at its deadline (`ACL_ERROR_RT_WAIT_TIMEOUT`).
+        timed_out: bool,
+    },
+    /// `synchronize_device_timeout`, with its outcome.
+    SynchronizeDeviceTimeout {
+        /// The timeout, in ns.
+        timeout_ns: u64,
+        /// Whether it gave up at its deadline (`ACL_ERROR_RT_WAIT_TIMEOUT`).
+        timed_out: bool,
+    },
+    /// `register_op`: an op the program registered, by name (its shape inference, tiling and
+    /// kernel are code: a replay gets it from [`super::ReplayOptions::ops`]).
+    RegisterOp {
+        /// The op's name.
+        name: String,
+    },
+    /// `register_npu_ops`: the Ascend-style ops over the functions of the binaries the call
+    /// loaded (recorded before it), in `NpuOps` order; a replay registers them itself.
+    RegisterNpuOps {
+        /// The functions (trace-local ids): vadd, softmax, layernorm, matmul.
+        functions: Vec<u32>,
+    },
+    /// A call made inside a host callback, on its thread, at the point it was made (the
+    /// entry's host time is the callback's own clock); a replay makes it when the replayed
+    /// callback runs.
+    InCallback {
+        /// The callback: the n-th `launch_host_func` of the trace (0-based).
+        callback: u32,
+        /// The call.
+        call: Box<Call>,
+    },
+    /// The access set the typed launch builder declared for the thread's next launch (the
+    /// entry right after this one).
+    DeclaredAccess {
+        /// The ranges, as declared.
+        ranges: Vec<AccessRecord>,
+        /// Whether every range is exact (else some stand for their whole block).
+        exact: bool,
+    },
+}
+
+/// One range of a declared access set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessRecord {
+    /// Device address of the first byte (as the program saw it).
+    pub addr: u64,
+    /// Bytes (0: the whole block behind `addr`).
+    pub bytes: u64,
+    /// Direction: 0 read, 1 write, 2 both.
+    pub mode: u8,
+    /// In the peer's address space (else the task's own context).
+    pub peer: bool,
 }
 
 impl Call {
@@ -533,6 +663,22 @@ impl Call {
             Call::CommInit { .. } => "comm_init",
             Call::CommDestroy { .. } => "comm_destroy",
             Call::Collective { .. } => "collective",
+            Call::StreamWaitEventRecord { .. } => "stream_wait_event_record",
+            Call::CopyPeer { .. } => "memcpy_peer",
+            Call::RecordStream { .. } => "record_stream",
+            Call::TrimMemory => "trim_memory",
+            Call::SetFailureMode { .. } => "set_failure_mode",
+            Call::SetCoreLimits { .. } => "set_core_limits",
+            Call::SetKernelTimeout { .. } => "set_kernel_timeout",
+            Call::SetKernelWallLimit { .. } => "set_kernel_wall_limit",
+            Call::SetEventWaitTimeout { .. } => "set_event_wait_timeout",
+            Call::SetCallbackTimeout { .. } => "set_callback_timeout",
+            Call::SynchronizeEventTimeout { .. } => "synchronize_event_timeout",
+            Call::SynchronizeDeviceTimeout { .. } => "synchronize_device_timeout",
+            Call::RegisterOp { .. } => "register_op",
+            Call::RegisterNpuOps { .. } => "register_npu_ops",
+            Call::InCallback { call, .. } => call.name(),
+            Call::DeclaredAccess { .. } => "declared_access",
         }
     }
 }

@@ -11,11 +11,18 @@
 //! off pays one branch on an `Option`. Queries (stream or event status, memory statistics)
 //! change nothing and are not recorded; waits are, since they move the host clock.
 //!
-//! Out of scope: the bodies of host callbacks and native kernels are code, not data — a
-//! replay runs no callback, and gets native kernels the program registered from
-//! [`ReplayOptions::kernels`] or replays them by their recorded cost. Calls made from inside a
-//! host callback are not recorded (their order against the program's own calls depends on
-//! thread timing).
+//! **Host callbacks.** A call made inside a host callback is recorded on the callback's thread,
+//! at the point it was made, as made inside that callback ([`Call::InCallback`]); a replay
+//! makes it when the replayed callback runs, so a callback that enqueues work replays it. A
+//! replayed callback resolves handles as they are when it is launched; a handle it makes is
+//! its own (the program's later calls cannot name it in a replay). Like the recorded program,
+//! a callback whose calls race the program's own (neither waits for the other) may interleave
+//! with them differently in a replay.
+//!
+//! Out of scope: the bodies of native kernels and ops are code, not data — a replay gets the
+//! native kernels the program registered from [`ReplayOptions::kernels`] (or replays them by
+//! their recorded cost) and its ops from [`ReplayOptions::ops`]; what a callback computes on
+//! the host, besides its API calls, is not replayed.
 //!
 //! [`RuntimeConfig::record`]: crate::RuntimeConfig::record
 //! [`RuntimeConfig::timing_only`]: crate::RuntimeConfig::timing_only
@@ -40,8 +47,8 @@ use npusim_components::{
 };
 
 pub use format::{
-    ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord, HostSide,
-    KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
+    AccessRecord, ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord,
+    HostSide, KernelRef, MAGIC, ShapeRecord, TensorRecord, Trace, TraceError, TraceHeader, fnv1a64,
 };
 pub use replay::{ReplayOptions, Replayed, StandInCosts, replay, stand_in_kernel};
 pub use summary::{SETTABLE, Summary, TaskShare, Variant, VariantError, whatif};
@@ -117,6 +124,32 @@ pub(crate) struct Recorder {
     shapes: BTreeMap<(Entity, u32, u32), u32>,
     kernel_ids: BTreeMap<(u32, u32), u32>,
     program_kernels: std::collections::BTreeSet<(u32, u32)>,
+    /// Host callbacks launched, by (stream, sequence number) → trace-local callback id (the
+    /// order of their launches).
+    callbacks: BTreeMap<(Entity, u64), u32>,
+    /// An entry that goes right before the call being recorded, with its host time (a
+    /// launch's declared access set).
+    before: Option<(SimTime, Call)>,
+    /// The thread whose calls are part of a call being recorded as one (a timed wait's plain
+    /// wait), and so not recorded themselves.
+    muted: Option<u64>,
+}
+
+/// Where a call is made: on a program's thread, or inside the host callback of this id.
+#[derive(Clone, Copy)]
+struct Inside(Option<u32>);
+
+impl Inside {
+    /// The call as recorded where it was made.
+    fn wrap(self, call: Call) -> Call {
+        match self.0 {
+            None => call,
+            Some(callback) => Call::InCallback {
+                callback,
+                call: Box::new(call),
+            },
+        }
+    }
 }
 
 /// A kernel argument, as recorded.
@@ -126,6 +159,29 @@ fn arg_record(a: Arg) -> ArgRecord {
         Arg::U64(v) => ArgRecord::U64(v),
         Arg::I64(v) => ArgRecord::I64(v),
         Arg::F32(v) => ArgRecord::F32(v.to_bits()),
+    }
+}
+
+/// A declared access set, as recorded.
+fn access_record(set: &npusim_components::AccessSet) -> Call {
+    use npusim_components::AccessMode;
+    use npusim_components::access::Space;
+    Call::DeclaredAccess {
+        ranges: set
+            .ranges()
+            .iter()
+            .map(|a| AccessRecord {
+                addr: a.addr,
+                bytes: a.bytes,
+                mode: match a.mode {
+                    AccessMode::Read => 0,
+                    AccessMode::Write => 1,
+                    AccessMode::ReadWrite => 2,
+                },
+                peer: a.space == Space::Peer,
+            })
+            .collect(),
+        exact: set.exact(),
     }
 }
 
@@ -167,6 +223,9 @@ impl Recorder {
             shapes: BTreeMap::new(),
             kernel_ids: BTreeMap::new(),
             program_kernels: Default::default(),
+            callbacks: BTreeMap::new(),
+            before: None,
+            muted: None,
         }
     }
 
@@ -246,6 +305,21 @@ impl Recorder {
         }
     }
 
+    /// Whether the calling thread's calls are recorded, and where: `None` when muted (see
+    /// [`Recorder::muted`]) or inside a callback the trace did not see launched.
+    fn admit(&self, runtime: u32) -> Option<Inside> {
+        if self.muted.is_some_and(|t| THREAD.with(|me| *me == t)) {
+            return None;
+        }
+        match crate::sanitizer::current_callback() {
+            Some((rt, stream, seq)) if rt == runtime => self
+                .callbacks
+                .get(&(stream, seq))
+                .map(|&id| Inside(Some(id))),
+            _ => Some(Inside(None)),
+        }
+    }
+
     fn push(&mut self, host_now: SimTime, call: Call) {
         let next = self.threads.len() as u32;
         let thread = *self.threads.entry(THREAD.with(|t| *t)).or_insert(next);
@@ -295,6 +369,23 @@ impl Recorder {
         self.functions
             .insert((kernel.index(), kernel.generation()), id);
         id
+    }
+
+    /// The launch of a host callback at `seq` on `stream`, as recorded; the calls its body
+    /// makes are recorded as made inside it.
+    pub(crate) fn host_func(&mut self, stream: Entity, seq: u64) -> Call {
+        let id = self.callbacks.len() as u32;
+        self.callbacks.insert((stream, seq), id);
+        Call::HostFunc {
+            stream: self.stream(stream),
+        }
+    }
+
+    /// The trace-local id of a loaded binary's function.
+    pub(crate) fn function(&self, kernel: Kernel) -> Option<u32> {
+        self.functions
+            .get(&(kernel.index(), kernel.generation()))
+            .copied()
     }
 
     pub(crate) fn new_host(&mut self, buffer: &HostBuffer) -> u32 {
@@ -353,9 +444,21 @@ impl Recorder {
         args: &[Arg],
         tiling: &[u32],
         stream: Entity,
-        seq: u64,
         timeout: Option<SimTime>,
     ) -> Call {
+        // The launch is the stream's latest submission, its access set (from the typed launch
+        // builder) in the task just submitted.
+        let st = world.get::<npusim_components::StreamState>(stream);
+        let seq = st.map_or(0, |st| st.submitted);
+        let declared = st
+            .and_then(|st| st.doorbell.last())
+            .filter(|t| t.seq == seq)
+            .and_then(|t| {
+                t.extra
+                    .declared_access()
+                    .map(|a| (t.submit, access_record(a)))
+            });
+        self.before = declared;
         let registry = world.resource::<KernelRegistry>();
         let key = (kernel.index(), kernel.generation());
         let (kref, cost) = match registry.get(kernel) {
@@ -403,40 +506,62 @@ impl Recorder {
     }
 }
 
-impl Inner {
-    /// Records the call `f` describes, if recording is on (one branch when it is off). Calls
-    /// made on a host callback's thread are not recorded (see the module docs).
-    #[inline]
-    pub(crate) fn record(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Call) {
-        if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() {
-                return;
-            }
-            let call = f(r, &self.world);
-            let now = self.host_now();
-            if let Some(r) = self.recorder.as_deref_mut() {
-                r.push(now, call);
-            }
+/// `record!(g, |r, w| call)`: [`Inner::record`] for the API's hot paths, with the closure built
+/// only when recording is on (a closure built before the branch costs its captures' stores on
+/// every call, recording or not).
+macro_rules! record {
+    ($g:ident, $f:expr) => {
+        if $g.recorder.is_some() {
+            $g.record($f)
         }
-    }
+    };
 }
+pub(crate) use record;
 
 impl Inner {
+    /// Records the call `f` describes, if recording is on (one branch when it is off). A call
+    /// made inside a host callback is recorded as made there (see the module docs).
+    #[inline]
+    pub(crate) fn record(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Call) {
+        if self.recorder.is_some() {
+            self.record_now(|r, w| Some(f(r, w)));
+        }
+    }
+
     /// As [`Inner::record`], for a call that is recorded only sometimes (a handle the trace
     /// sees for the first time).
     #[inline]
     pub(crate) fn record_new(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
+        if self.recorder.is_some() {
+            self.record_now(f);
+        }
+    }
+
+    fn record_now(&mut self, f: impl FnOnce(&mut Recorder, &World) -> Option<Call>) {
+        let Some(r) = self.recorder.as_deref_mut() else {
+            return;
+        };
+        let Some(inside) = r.admit(self.runtime_id) else {
+            return;
+        };
+        let Some(call) = f(r, &self.world) else {
+            return;
+        };
+        let call = inside.wrap(call);
+        if let Some((at, before)) = r.before.take() {
+            r.push(at, inside.wrap(before));
+        }
+        let now = self.host_now();
         if let Some(r) = self.recorder.as_deref_mut() {
-            if crate::callback::clock_of(self.runtime_id).is_some() {
-                return;
-            }
-            let Some(call) = f(r, &self.world) else {
-                return;
-            };
-            let now = self.host_now();
-            if let Some(r) = self.recorder.as_deref_mut() {
-                r.push(now, call);
-            }
+            r.push(now, call);
+        }
+    }
+
+    /// Mutes (or unmutes) recording of the calling thread's calls while it makes a call that
+    /// is recorded as one entry of its own.
+    pub(crate) fn mute_recording(&mut self, on: bool) {
+        if let Some(r) = self.recorder.as_deref_mut() {
+            r.muted = on.then(|| THREAD.with(|t| *t));
         }
     }
 }
@@ -456,6 +581,23 @@ pub(crate) fn stream_kind(code: u8) -> Option<StreamKind> {
         0 => StreamKind::Compute,
         1 => StreamKind::Copy,
         2 => StreamKind::Communication,
+        _ => return None,
+    })
+}
+
+/// A failure mode's code in a trace.
+pub(crate) fn failure_mode_code(mode: crate::FailureMode) -> u8 {
+    match mode {
+        crate::FailureMode::StopOnFailure => 0,
+        crate::FailureMode::Continue => 1,
+    }
+}
+
+/// The failure mode a trace's code names.
+pub(crate) fn failure_mode(code: u8) -> Option<crate::FailureMode> {
+    Some(match code {
+        0 => crate::FailureMode::StopOnFailure,
+        1 => crate::FailureMode::Continue,
         _ => return None,
     })
 }

@@ -50,6 +50,12 @@ pub struct ReplayOptions {
     /// The program's own native kernels, for a functional replay; a kernel not given here is
     /// replayed by a stand-in with its recorded cost that computes nothing.
     pub kernels: Vec<NativeKernel>,
+    /// The program's own ops ([`Runtime::register_op`]), registered when the trace's
+    /// registration of the op of the same name comes; a trace registering an op not given
+    /// here is refused, naming the op. (An op whose kernel is a binary function names a
+    /// kernel of the recording runtime: such ops are out of scope, except the Ascend-style
+    /// ops of [`Runtime::register_npu_ops`], which a replay registers itself.)
+    pub ops: Vec<crate::OpBuilder>,
     /// Called every few thousand calls with (calls done, calls in all).
     pub progress: Option<Box<dyn FnMut(usize, usize)>>,
 }
@@ -64,6 +70,7 @@ impl Default for ReplayOptions {
             timeline: true,
             threads: 0,
             kernels: Vec::new(),
+            ops: Vec::new(),
             progress: None,
         }
     }
@@ -76,6 +83,7 @@ impl std::fmt::Debug for ReplayOptions {
             .field("device", &self.device.as_ref().map(|d| &d.name))
             .field("timing_only", &self.timing_only)
             .field("kernels", &self.kernels.len())
+            .field("ops", &self.ops)
             .finish_non_exhaustive()
     }
 }
@@ -144,6 +152,58 @@ struct State {
     calls: u64,
     timing_only: bool,
     shapes: BTreeMap<(u32, u32), ShapeHandle>,
+    /// The program's own ops, by name, until their registration comes.
+    ops: BTreeMap<String, crate::OpBuilder>,
+    /// Inside a replayed callback: the replica it belongs to.
+    only: Option<u32>,
+    /// Each thread's declared access set for its next launch.
+    declared: BTreeMap<u32, (Vec<super::AccessRecord>, bool)>,
+    /// What replayed callbacks need.
+    callbacks: Arc<CallbackCalls>,
+}
+
+/// One callback's calls: (trace entry, thread, call), in order.
+type CallsInside = Arc<Vec<(usize, u32, Call)>>;
+
+/// The calls made inside host callbacks, for the replayed callbacks to make.
+#[derive(Default)]
+struct CallbackCalls {
+    /// A copy of the trace (its blobs and kernel names), when any call was made inside one.
+    trace: Option<Arc<Trace>>,
+    /// Callback id by the trace entry that launched it.
+    ids: BTreeMap<usize, u32>,
+    /// Each callback's calls: (trace entry, thread, call), in order.
+    calls: BTreeMap<u32, CallsInside>,
+    /// Errors of calls made in replayed callbacks.
+    errors: Mutex<Vec<(usize, NpuError)>>,
+}
+
+impl CallbackCalls {
+    fn of(trace: &Trace) -> Self {
+        let mut out = CallbackCalls::default();
+        let mut calls: BTreeMap<u32, Vec<(usize, u32, Call)>> = BTreeMap::new();
+        for (i, e) in trace.entries.iter().enumerate() {
+            let call = match &e.call {
+                Call::InCallback { callback, call } => {
+                    calls
+                        .entry(*callback)
+                        .or_default()
+                        .push((i, e.thread, (**call).clone()));
+                    call
+                }
+                call => call,
+            };
+            if let Call::HostFunc { .. } = call {
+                let id = out.ids.len() as u32;
+                out.ids.insert(i, id);
+            }
+        }
+        if !calls.is_empty() {
+            out.trace = Some(Arc::new(trace.clone()));
+        }
+        out.calls = calls.into_iter().map(|(k, v)| (k, Arc::new(v))).collect();
+        out
+    }
 }
 
 fn kernel_name(trace: &Trace, id: u32) -> NpuResult<&str> {
@@ -165,6 +225,53 @@ impl State {
             0
         } else {
             (self.m - d).div_ceil(self.n)
+        }
+    }
+
+    /// The replicas of recorded device `d` a call replays on: all of them, or inside a
+    /// replayed callback only the callback's own.
+    fn replicas_here(&self, d: u32) -> std::ops::Range<u32> {
+        let all = self.replicas(d);
+        match self.only {
+            Some(j) if j < all => j..j + 1,
+            Some(_) => 0..0,
+            None => 0..all,
+        }
+    }
+
+    /// The state a replayed callback of replica `j` replays its calls with: the handles as
+    /// they are now (handles the callback makes stay its own), every thread of its calls in
+    /// `ctx`, the context current where it was launched.
+    fn for_callback(&self, j: u32, ctx: CtxRef, calls: &[(usize, u32, Call)]) -> State {
+        let threads = calls.iter().map(|&(_, t, _)| (t, vec![ctx])).collect();
+        State {
+            rt: self.rt.clone(),
+            n: self.n,
+            m: self.m,
+            threads,
+            applied: None,
+            ctx_alias: self.ctx_alias.clone(),
+            ctx_device: self.ctx_device.clone(),
+            contexts: self.contexts.clone(),
+            streams: self.streams.clone(),
+            stream_device: self.stream_device.clone(),
+            events: self.events.clone(),
+            event_device: self.event_device.clone(),
+            allocs: self.allocs.clone(),
+            hosts: self.hosts.clone(),
+            binaries: self.binaries.clone(),
+            functions: self.functions.clone(),
+            comms: self.comms.clone(),
+            kernels: self.kernels.clone(),
+            stand_in_costs: self.stand_in_costs.clone(),
+            stand_ins: self.stand_ins.clone(),
+            calls: 0,
+            timing_only: self.timing_only,
+            shapes: self.shapes.clone(),
+            ops: BTreeMap::new(),
+            only: Some(j),
+            declared: BTreeMap::new(),
+            callbacks: self.callbacks.clone(),
         }
     }
 
@@ -371,6 +478,13 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         calls: 0,
         timing_only: options.timing_only,
         shapes: BTreeMap::new(),
+        ops: std::mem::take(&mut options.ops)
+            .into_iter()
+            .map(|op| (op.name().to_string(), op))
+            .collect(),
+        only: None,
+        declared: BTreeMap::new(),
+        callbacks: Arc::new(CallbackCalls::of(trace)),
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
@@ -385,6 +499,10 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
         {
             p(i, total);
         }
+        // Made by the replayed callback instead.
+        if let Call::InCallback { .. } = entry.call {
+            continue;
+        }
         replay_entry(&mut st, trace, entry.thread, &entry.call, i, &mut errors)?;
     }
     if let Some(p) = options.progress.as_mut() {
@@ -393,11 +511,46 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     if let Err(e) = st.rt.run_until_idle() {
         errors.push((total, e));
     }
+    errors.extend(std::mem::take(
+        &mut *st
+            .callbacks
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()),
+    ));
+    errors.sort_by_key(|(i, _)| *i);
     Ok(Replayed {
         runtime: st.rt,
         calls: st.calls,
         errors,
     })
+}
+
+/// A declared access set from its record, addresses mapped by `ptr`.
+fn declared_access(
+    ranges: &[super::AccessRecord],
+    exact: bool,
+    ptr: impl Fn(u64) -> u64,
+) -> npusim_components::AccessSet {
+    use npusim_components::access::Space;
+    use npusim_components::{Access, AccessMode, AccessSet};
+    let mut set = AccessSet::new();
+    if !exact {
+        set.mark_inexact();
+    }
+    for r in ranges {
+        set.push(Access {
+            addr: if r.peer { r.addr } else { ptr(r.addr) },
+            bytes: r.bytes,
+            mode: match r.mode {
+                0 => AccessMode::Read,
+                1 => AccessMode::Write,
+                _ => AccessMode::ReadWrite,
+            },
+            space: if r.peer { Space::Peer } else { Space::Local },
+        });
+    }
+    set
 }
 
 /// Replays one call, on every replica of the device it concerns.
@@ -481,6 +634,69 @@ fn replay_entry(
             st.comms.insert(*comm, (devices.clone(), by_device));
             return Ok(());
         }
+        Call::SetCoreLimits {
+            device,
+            cube,
+            vector,
+        } => {
+            for j in st.replicas_here(*device) {
+                st.calls += 1;
+                note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
+            }
+            return Ok(());
+        }
+        Call::DeclaredAccess { ranges, exact } => {
+            st.declared.insert(thread, (ranges.clone(), *exact));
+            return Ok(());
+        }
+        Call::RegisterOp { name } => {
+            st.calls += 1;
+            let op = st.ops.remove(name).ok_or_else(|| {
+                NpuError::KernelNotFound(format!(
+                    "trace: the program registered op {name}, whose code a trace does not \
+                     hold: give it in ReplayOptions::ops"
+                ))
+            })?;
+            note(st.rt.register_op(op).map(drop));
+            return Ok(());
+        }
+        Call::RegisterNpuOps { functions } => {
+            st.calls += 1;
+            let k = |i: usize| -> NpuResult<Kernel> {
+                let f = *functions.get(i).ok_or_else(|| {
+                    NpuError::InvalidParam("trace: register_npu_ops names too few functions".into())
+                })?;
+                st.functions
+                    .get(&(f, 0))
+                    .copied()
+                    .ok_or_else(|| unknown("function", f))
+            };
+            let functions = [k(0)?, k(1)?, k(2)?, k(3)?];
+            note(st.rt.npu_ops_with(functions).map(drop));
+            return Ok(());
+        }
+        Call::SetKernelTimeout { ns } => {
+            st.calls += 1;
+            note(st.rt.set_kernel_timeout(SimTime(*ns)));
+            return Ok(());
+        }
+        Call::SetKernelWallLimit { ns } => {
+            st.calls += 1;
+            st.rt
+                .set_kernel_wall_limit(std::time::Duration::from_nanos(*ns));
+            return Ok(());
+        }
+        Call::SetEventWaitTimeout { ns } => {
+            st.calls += 1;
+            st.rt.set_event_wait_timeout(ns.map(SimTime));
+            return Ok(());
+        }
+        Call::SetCallbackTimeout { ns } => {
+            st.calls += 1;
+            st.rt
+                .set_callback_timeout(std::time::Duration::from_nanos(*ns));
+            return Ok(());
+        }
         _ => {}
     }
     // The device the call concerns: its stream's or event's, else the current context's.
@@ -489,6 +705,9 @@ fn replay_entry(
         | Call::SynchronizeStream { stream, .. }
         | Call::RecordEvent { stream, .. }
         | Call::StreamWaitEvent { stream, .. }
+        | Call::StreamWaitEventRecord { stream, .. }
+        | Call::CopyPeer { stream, .. }
+        | Call::RecordStream { stream, .. }
         | Call::CopyHost { stream, .. }
         | Call::CopyDevice { stream, .. }
         | Call::Memset { stream, .. }
@@ -496,7 +715,9 @@ fn replay_entry(
         | Call::HostFunc { stream }
         | Call::LaunchOp { stream, .. }
         | Call::Collective { stream, .. } => st.stream_dev(*stream)?,
-        Call::DestroyEvent { event } | Call::SynchronizeEvent { event } => *st
+        Call::DestroyEvent { event }
+        | Call::SynchronizeEvent { event }
+        | Call::SynchronizeEventTimeout { event, .. } => *st
             .event_device
             .get(event)
             .ok_or_else(|| unknown("event", *event))?,
@@ -511,7 +732,7 @@ fn replay_entry(
         }
         _ => st.current_device(thread)?,
     };
-    for j in 0..st.replicas(device) {
+    for j in st.replicas_here(device) {
         st.calls += 1;
         if !matches!(call, Call::CreateContext { .. }) {
             st.enter(thread, device, j)?;
@@ -522,7 +743,7 @@ fn replay_entry(
                 st.contexts.insert((*ctx, j), c);
                 st.ctx_device.insert(*ctx, *device);
                 st.applied = Some((CtxRef::Made(*ctx), j));
-                if j + 1 == st.replicas(*device) {
+                if j + 1 == st.replicas_here(*device).end {
                     st.set_top(thread, CtxRef::Made(*ctx));
                 }
             }
@@ -711,16 +932,21 @@ fn replay_entry(
                         .insert((words, *block_dim), *c);
                 }
                 let s = st.stream(*stream, j)?;
-                let launched = match timeout_ns {
-                    Some(t) => st.rt.launch_with_timeout(
-                        k,
-                        *block_dim,
-                        &args,
-                        tiling,
-                        s,
-                        Some(SimTime(*t)),
-                    ),
-                    None => st.rt.launch_with_tiling(k, *block_dim, &args, tiling, s),
+                // The typed launch builder's access set, its addresses in this replica.
+                let access = st.declared.get(&thread).map(|(ranges, exact)| {
+                    Box::new(declared_access(ranges, *exact, |a| st.ptr(device, j, a)))
+                });
+                if j + 1 == st.replicas_here(device).end {
+                    st.declared.remove(&thread);
+                }
+                let timeout = timeout_ns.map(SimTime);
+                let launched = match (timeout, access) {
+                    (Some(SimTime(0)), _) => Err(NpuError::InvalidParam(
+                        "trace: a launch timeout of 0".into(),
+                    )),
+                    (timeout, access) => st
+                        .rt
+                        .launch_configured(k, *block_dim, &args, tiling, s, timeout, access),
                 };
                 // Timing-only: the binary launch is priced from what it did when recorded.
                 if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
@@ -738,7 +964,33 @@ fn replay_entry(
                 note(launched)
             }
             Call::HostFunc { stream } => {
-                note(st.rt.launch_host_func(st.stream(*stream, j)?, || {}))
+                let s = st.stream(*stream, j)?;
+                let cb = st.callbacks.clone();
+                let calls = cb.ids.get(&index).and_then(|id| cb.calls.get(id));
+                match (calls, &cb.trace) {
+                    (Some(calls), Some(trace)) => {
+                        // The callback makes the calls the recorded one made, on its thread.
+                        let ctx = st.top(thread).unwrap_or(CtxRef::Primary(0));
+                        let mut local = st.for_callback(j, ctx, calls);
+                        let (calls, trace, shared) = (calls.clone(), trace.clone(), cb.clone());
+                        note(st.rt.launch_host_func(s, move || {
+                            let mut errors = Vec::new();
+                            for (i, t, call) in calls.iter() {
+                                if let Err(e) =
+                                    replay_entry(&mut local, &trace, *t, call, *i, &mut errors)
+                                {
+                                    errors.push((*i, e));
+                                }
+                            }
+                            shared
+                                .errors
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .extend(errors);
+                        }))
+                    }
+                    _ => note(st.rt.launch_host_func(s, || {})),
+                }
             }
             Call::CreateShape { shape } => {
                 let h = st.rt.create_shape()?;
@@ -848,8 +1100,68 @@ fn replay_entry(
                         .enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv),
                 )
             }
-            // Handled above.
-            Call::SetDevice { .. }
+            Call::StreamWaitEventRecord {
+                stream,
+                event,
+                record,
+                timeout_ns,
+            } => note(st.rt.stream_wait_event_record(
+                st.stream(*stream, j)?,
+                st.event(*event, j)?,
+                *record,
+                timeout_ns.map(SimTime),
+            )),
+            Call::CopyPeer {
+                dst,
+                dst_device,
+                src,
+                src_device,
+                bytes,
+                stream,
+            } => {
+                // The peer's replica is this one's (or its last, on fewer devices).
+                let lane_of = |d: u32| (d, j.min(st.replicas(d).saturating_sub(1)));
+                let (dd, dj) = lane_of(*dst_device);
+                let (sd, sj) = lane_of(*src_device);
+                note(st.rt.memcpy_peer_async(
+                    DevicePtr(st.ptr(dd, dj, *dst)),
+                    st.lane(dd, dj),
+                    DevicePtr(st.ptr(sd, sj, *src)),
+                    st.lane(sd, sj),
+                    *bytes,
+                    st.stream(*stream, j)?,
+                ))
+            }
+            Call::RecordStream { ptr, stream } => note(
+                st.rt
+                    .record_stream(DevicePtr(st.ptr(device, j, *ptr)), st.stream(*stream, j)?),
+            ),
+            Call::TrimMemory => note(st.rt.trim_memory().map(drop)),
+            Call::SetFailureMode { mode } => {
+                let mode = super::failure_mode(*mode)
+                    .ok_or_else(|| NpuError::InvalidParam(format!("trace: failure mode {mode}")))?;
+                note(st.rt.set_failure_mode(mode))
+            }
+            Call::SynchronizeEventTimeout {
+                event, timeout_ns, ..
+            } => note(
+                st.rt
+                    .synchronize_event_timeout(st.event(*event, j)?, SimTime(*timeout_ns)),
+            ),
+            Call::SynchronizeDeviceTimeout { timeout_ns, .. } => {
+                note(st.rt.synchronize_device_timeout(SimTime(*timeout_ns)))
+            }
+            // Handled above (and, inside callbacks, by the replayed callback).
+            Call::InCallback { .. }
+            | Call::DeclaredAccess { .. }
+            | Call::RegisterOp { .. }
+            | Call::RegisterNpuOps { .. }
+            | Call::SetCoreLimits { .. }
+            | Call::SetKernelTimeout { .. }
+            | Call::SetKernelWallLimit { .. }
+            | Call::SetEventWaitTimeout { .. }
+            | Call::SetCallbackTimeout { .. }
+            | Call::SetDevice { .. }
             | Call::CurrentContext { .. }
             | Call::SetCurrentContext { .. }
             | Call::PushContext { .. }
