@@ -316,14 +316,13 @@ impl Runtime {
         let others = more(inner, ctx);
         let inner: *mut Inner = inner;
         // SAFETY: `inner` came from a `&'a mut Inner`; the stream borrowed from it here is either
-        // returned (and `inner` not used again) or dropped before `inner` is read again below.
+        // returned (and `inner` not used again) or no longer used when `inner` is read below.
         let Some(st) = (unsafe { &mut *inner }).stream_mut(stream.entity()) else {
             return Err(NpuError::Destroyed(stream.to_string()));
         };
         if st.context != ctx {
             let owner = st.context;
-            drop(st);
-            // SAFETY: the stream's borrow ended above.
+            // SAFETY: the stream borrowed above is not used again.
             return Err(self.stream_outside(unsafe { &*inner }, stream, owner, ctx));
         }
         if let Some(health) = health {
