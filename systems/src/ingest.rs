@@ -50,15 +50,16 @@ pub fn ingest(
         // streams query), `Task` components (the tasks query), the `TaskPool` resource
         // (mutably) and the `KernelRegistry` and `Devices` resources (read only); nothing
         // else touches the world until they end with this block.
-        let (mut streams, mut tasks) =
-            unsafe { (streams.query_unchecked(cell), tasks.query_unchecked(cell)) };
-        // The resources, fetched at the first rung doorbell (an idle frame fetches none).
+        let mut streams = unsafe { streams.query_unchecked(cell) };
+        let tasks_state: *mut QueryState<&mut Task> = tasks;
+        // The tasks and resources, fetched at the first rung doorbell (an idle frame fetches
+        // none of them).
         let mut res = None;
         for (stream, mut s) in streams.iter_mut() {
             if s.doorbell.is_empty() {
                 continue;
             }
-            let (pool, registry, peers) = match &mut res {
+            let (tasks, pool, registry, peers) = match &mut res {
                 Some(r) => r,
                 None => {
                     // SAFETY: as above.
@@ -71,7 +72,10 @@ pub fn ingest(
                     }) else {
                         return;
                     };
-                    res.insert((pool, registry, peers.entities.as_slice()))
+                    // SAFETY: as above; this arm runs once (it fills `res`), so the query
+                    // state is borrowed once.
+                    let tasks = unsafe { (*tasks_state).query_unchecked(cell) };
+                    res.insert((tasks, pool, registry, peers.entities.as_slice()))
                 }
             };
             let registry: &KernelRegistry = registry;
