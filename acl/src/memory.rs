@@ -176,6 +176,10 @@ unsafe fn copy(
 ) -> AclResult<()> {
     let len = usize::try_from(count).map_err(|_| AclError::param("count too large"))?;
     let on = |st: Option<Stream>| st.map_or_else(|| s.copy_stream(), Ok);
+    // A synchronous copy is the calling thread's own access to the sanitizer.
+    let _sync = stream
+        .is_none()
+        .then(npusim_engine::sanitizer::SyncCallGuard::enter);
     match (dst_dev, src_dev) {
         (false, false) => {
             // SAFETY: both host ranges are valid for `len` bytes (the caller's contract);
@@ -336,6 +340,10 @@ fn memset(
         Some(st) => st,
         None => s.copy_stream()?,
     };
+    // A synchronous memset is the calling thread's own access to the sanitizer.
+    let _sync = stream
+        .is_none()
+        .then(npusim_engine::sanitizer::SyncCallGuard::enter);
     s.rt.memset_async(dev(dst), value as u8, count as u64, st)?;
     if stream.is_none() {
         s.rt.synchronize_stream(st)?;

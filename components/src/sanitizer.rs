@@ -209,6 +209,29 @@ pub struct ReportSide {
     pub mode: Option<AccessMode>,
     /// Where it was enqueued or called.
     pub site: EnqueueSite,
+    /// The host thread whose own access or call it is (a free, an allocation, a pinned
+    /// buffer's read or write, a synchronous copy or memset); `None` for a task's access.
+    pub thread: Option<HostThread>,
+}
+
+/// A host thread as reports name it: its index among the threads that called the runtime
+/// (0 for the first, in the order of their first call) and its name, when it has one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostThread {
+    /// Index in the order the threads first called the runtime.
+    pub index: u32,
+    /// The thread's name ([`std::thread::Thread::name`]), if it has one.
+    pub name: Option<Arc<str>>,
+}
+
+impl std::fmt::Display for HostThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "host thread {}", self.index)?;
+        if let Some(n) = &self.name {
+            write!(f, " ({n:?})")?;
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Display for ReportSide {
@@ -225,11 +248,18 @@ impl std::fmt::Display for ReportSide {
                 "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
                 self.name, self.operand, self.device, self.position, self.site
             ),
-            None => write!(
-                f,
-                "{how}{} on device {} (host), called at {}",
-                self.name, self.device, self.site
-            ),
+            None => match &self.thread {
+                Some(t) => write!(
+                    f,
+                    "{how}{} on device {} by {t}, called at {}",
+                    self.name, self.device, self.site
+                ),
+                None => write!(
+                    f,
+                    "{how}{} on device {} (host), called at {}",
+                    self.name, self.device, self.site
+                ),
+            },
         }
     }
 }
@@ -355,6 +385,8 @@ struct TaskInfo {
     position: u64,
     name: Arc<str>,
     site: EnqueueSite,
+    /// The host thread whose own access or call this is (index into `Sanitizer::threads`).
+    thread: Option<u32>,
 }
 
 /// One access left in the shadow.
@@ -468,6 +500,11 @@ struct Submitted {
     host: Arc<VectorClock>,
     name: Arc<str>,
     site: EnqueueSite,
+    /// The host thread whose work it is: the thread that enqueued it, or that enqueued the
+    /// host callback that did.
+    owner: Option<u32>,
+    /// A synchronous call's task: its accesses are its owner thread's own.
+    sync: bool,
 }
 
 /// A stream as a thread of the clock.
@@ -486,6 +523,8 @@ struct StreamClock {
     frees: Vec<PendingFree>,
     /// Recent event records (position, event), newest last, for fix suggestions.
     records: VecDeque<(u64, Entity)>,
+    /// Per host thread that enqueued on it, the position of its latest task here.
+    owner_last: SmallVec<[(u32, u64); 2]>,
 }
 
 /// An event's fired records.
@@ -554,11 +593,13 @@ impl Names {
     }
 }
 
-/// Who is calling the API: the host program, or the body of a host callback (its task).
+/// Who is calling the API: a host thread, or the body of a host callback (its task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Actor {
-    /// The host program (every host thread, in lock order).
+    /// The first host thread (host thread 0): a caller that does not tell threads apart.
     Host,
+    /// Host thread `n`, as [`Sanitizer::host_thread`] numbered it.
+    Thread(u32),
     /// The callback of the task at `seq` on `stream`.
     Callback {
         /// Its stream.
@@ -581,6 +622,25 @@ pub struct ShadowStats {
     pub bytes: usize,
 }
 
+/// A host thread as a thread of the clock.
+#[derive(Debug)]
+struct ThreadClock {
+    name: Option<Arc<str>>,
+    slot: u32,
+    /// What the thread has synchronized with; its own slot counts its epochs.
+    clock: Arc<VectorClock>,
+    /// Whether the clock's current epoch was handed on (to a task it enqueued, an annotation
+    /// or another thread) since it last began one: the thread's next own access begins a new
+    /// epoch, so that what was handed on does not cover it.
+    published: bool,
+    /// Per device, the join of the clocks of the thread's own completed work (what a
+    /// synchronous call's implicit device synchronize orders it after).
+    own: SmallVec<[(u32, VectorClock); 1]>,
+}
+
+/// Process-unique sanitizer numbers (a host thread's cached slot names the sanitizer it is of).
+static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The sanitizer, held by [`Finished::sanitizer`](crate::resources::Finished) only when it
 /// is on.
 #[derive(Debug)]
@@ -594,7 +654,13 @@ pub struct Sanitizer {
     next_slot: u32,
     /// Slots of destroyed streams, with the epoch they ended at.
     free_slots: Vec<(u32, u64)>,
-    host: Arc<VectorClock>,
+    /// Host threads, in the order of their first call.
+    threads: Vec<ThreadClock>,
+    /// Host thread by the caller's key for it.
+    thread_keys: HashMap<u64, u32>,
+    /// Clocks published by [`Sanitizer::release`], by key.
+    released: HashMap<u64, VectorClock>,
+    instance: u64,
     callbacks: HashMap<(Entity, u64), VectorClock>,
     events: EntityHashMap<EventClocks>,
     groups: HashMap<GroupKey, Group>,
@@ -647,7 +713,10 @@ impl Sanitizer {
             empty: Arc::new(VectorClock::default()),
             next_slot: 0,
             free_slots: Vec::new(),
-            host: Arc::new(VectorClock::default()),
+            threads: Vec::new(),
+            thread_keys: HashMap::new(),
+            released: HashMap::new(),
+            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             callbacks: HashMap::new(),
             events: EntityHashMap::default(),
             groups: HashMap::new(),
@@ -743,10 +812,11 @@ impl Sanitizer {
         n
     }
 
-    /// The side of a host call (`name`: an allocation or a free), stream-ordered behind
-    /// `stream`'s position when given.
+    /// The side of a host call (`name`: an allocation or a free) by `actor`, stream-ordered
+    /// behind `stream`'s position when given.
     fn host_call(
         &mut self,
+        actor: Actor,
         device: u32,
         stream: Option<(Entity, u64)>,
         name: &'static str,
@@ -758,6 +828,7 @@ impl Sanitizer {
             position: stream.map_or(0, |s| s.1),
             name: self.name(NameKey::Call(name), || name.into()),
             site,
+            thread: self.thread_of(actor),
         })
     }
 
@@ -779,14 +850,102 @@ impl Sanitizer {
                 submitted: VecDeque::new(),
                 frees: Vec::new(),
                 records: VecDeque::new(),
+                owner_last: SmallVec::new(),
             }
         })
+    }
+
+    /// This sanitizer's process-unique number (a caller caching a thread's index for it
+    /// checks the number first: another runtime's sanitizer numbers its threads apart).
+    pub fn instance(&self) -> u64 {
+        self.instance
+    }
+
+    /// The index of the host thread the caller knows as `key` (any number unique to the
+    /// thread, e.g. a process-wide counter read from a thread-local), numbering it on its
+    /// first call: the new thread starts ordered after everything every host thread did so
+    /// far, as a thread spawned at that moment would be (the runtime cannot see a spawn).
+    /// Threads that end keep their index: it is never handed to another thread.
+    pub fn host_thread(&mut self, key: u64, name: Option<&str>) -> u32 {
+        if let Some(&i) = self.thread_keys.get(&key) {
+            return i;
+        }
+        let i = self.new_thread(name.map(Arc::from));
+        self.thread_keys.insert(key, i);
+        i
+    }
+
+    /// Host threads numbered so far.
+    pub fn host_threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    fn new_thread(&mut self, name: Option<Arc<str>>) -> u32 {
+        let mut clock = VectorClock::default();
+        for t in &mut self.threads {
+            clock.join(&t.clock);
+            t.published = true;
+        }
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        clock.set(slot, 1);
+        self.threads.push(ThreadClock {
+            name,
+            slot,
+            clock: Arc::new(clock),
+            published: false,
+            own: SmallVec::new(),
+        });
+        (self.threads.len() - 1) as u32
+    }
+
+    /// The thread index `actor` is (host thread 0 is made for [`Actor::Host`] if no thread
+    /// was numbered yet); `None` for a callback.
+    fn thread_of(&mut self, actor: Actor) -> Option<u32> {
+        match actor {
+            Actor::Host => {
+                if self.threads.is_empty() {
+                    self.new_thread(None);
+                }
+                Some(0)
+            }
+            Actor::Thread(i) => {
+                while self.threads.len() <= i as usize {
+                    self.new_thread(None);
+                }
+                Some(i)
+            }
+            Actor::Callback { .. } => None,
+        }
+    }
+
+    /// Thread `t`'s clock, handed on: its next own access begins a new epoch.
+    fn publish(&mut self, t: u32) -> Arc<VectorClock> {
+        let th = &mut self.threads[t as usize];
+        th.published = true;
+        th.clock.clone()
+    }
+
+    /// The epoch thread `t`'s own access is made at: `(its slot, epoch)`, beginning a new
+    /// epoch if the current one was handed on.
+    fn own_epoch(&mut self, t: u32) -> (u32, u64) {
+        let th = &mut self.threads[t as usize];
+        let now = th.clock.get(th.slot);
+        if th.published {
+            Arc::make_mut(&mut th.clock).set(th.slot, now + 1);
+            th.published = false;
+            return (th.slot, now + 1);
+        }
+        (th.slot, now)
     }
 
     /// The clock of `actor` now (a callback's: its task's clock, with what it synchronized).
     fn actor_clock(&mut self, actor: Actor) -> VectorClock {
         match actor {
-            Actor::Host => (*self.host).clone(),
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                (*self.threads[t as usize].clock).clone()
+            }
             Actor::Callback { stream, seq } => {
                 if let Some(c) = self.callbacks.get(&(stream, seq)) {
                     return c.clone();
@@ -807,13 +966,38 @@ impl Sanitizer {
 
     fn actor_join(&mut self, actor: Actor, other: &VectorClock) {
         match actor {
-            Actor::Host => Arc::make_mut(&mut self.host).join(other),
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                Arc::make_mut(&mut self.threads[t as usize].clock).join(other);
+            }
             Actor::Callback { stream, seq } => {
                 let mut c = self.actor_clock(actor);
                 c.join(other);
                 self.callbacks.insert((stream, seq), c);
             }
         }
+    }
+
+    /// The accesses every host thread is ordered after: the element-wise minimum of their
+    /// clocks, and of `with` (what no thread, present or future, can still race with: a new
+    /// thread starts from the join of them all).
+    fn host_floor(&self, with: Option<&VectorClock>) -> VectorClock {
+        let mut clocks = self
+            .threads
+            .iter()
+            .map(|t| &*t.clock)
+            .chain(with)
+            .peekable();
+        let Some(first) = clocks.next() else {
+            return VectorClock::default();
+        };
+        let mut floor = first.clone();
+        for c in clocks {
+            for (i, v) in floor.0.iter_mut().enumerate() {
+                *v = (*v).min(c.0.get(i).copied().unwrap_or(0));
+            }
+        }
+        floor
     }
 
     /// A task was enqueued at `seq` on `stream` (of device `device`) by `actor`: it happens
@@ -830,9 +1014,23 @@ impl Sanitizer {
         name: Arc<str>,
         site: EnqueueSite,
     ) {
-        let host = match actor {
-            Actor::Host => self.host.clone(),
-            Actor::Callback { .. } => Arc::new(self.actor_clock(actor)),
+        let (host, owner) = match actor {
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                (self.publish(t), Some(t))
+            }
+            Actor::Callback {
+                stream: cs,
+                seq: cseq,
+            } => {
+                // Work a callback enqueues is the work of the thread that enqueued it.
+                let owner = self
+                    .streams
+                    .get(&cs)
+                    .and_then(|st| st.submitted.iter().find(|s| s.seq == cseq))
+                    .and_then(|s| s.owner);
+                (Arc::new(self.actor_clock(actor)), owner)
+            }
         };
         if let Some((event, record)) = wait
             && record != 0
@@ -847,12 +1045,66 @@ impl Sanitizer {
                 .members
                 .push((stream, seq));
         }
-        self.stream(stream, device).submitted.push_back(Submitted {
+        let st = self.stream(stream, device);
+        if let Some(t) = owner {
+            match st.owner_last.iter_mut().find(|(o, _)| *o == t) {
+                Some(last) => last.1 = seq,
+                None => st.owner_last.push((t, seq)),
+            }
+        }
+        st.submitted.push_back(Submitted {
             seq,
             host,
             name,
             site,
+            owner,
+            sync: false,
         });
+    }
+
+    /// The task just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) is the
+    /// work of a synchronous call (a copy or memset that returns when done): its accesses are
+    /// its host thread's own, checked against what that thread is ordered after when it made
+    /// the call and recorded at the thread's epoch. The stream it runs on orders it with
+    /// nothing else: which thread's synchronous call reaches the runtime first is not an
+    /// order the program chose.
+    pub fn sync_call_submitted(&mut self, stream: Entity, seq: u64) {
+        if let Some(sub) = self
+            .streams
+            .get_mut(&stream)
+            .and_then(|st| st.submitted.iter_mut().rev().find(|s| s.seq == seq))
+            && sub.owner.is_some()
+        {
+            sub.sync = true;
+        }
+    }
+
+    /// `actor` publishes what it is ordered after under `key`
+    /// ([`Sanitizer::acquire`] of the same key orders the acquirer after it): synchronization
+    /// the runtime cannot see, such as a channel or a lock between host threads.
+    pub fn release(&mut self, actor: Actor, key: u64) {
+        let c = match self.thread_of(actor) {
+            Some(t) => self.publish(t),
+            None => Arc::new(self.actor_clock(actor)),
+        };
+        self.released.entry(key).or_default().join(&c);
+    }
+
+    /// `actor` is ordered after everything published under `key` so far.
+    pub fn acquire(&mut self, actor: Actor, key: u64) {
+        if let Some(c) = self.released.get(&key).cloned() {
+            self.actor_join(actor, &c);
+        }
+    }
+
+    /// `actor` is ordered after everything every host thread did so far (after the threads
+    /// were joined, or met at a barrier).
+    pub fn host_sync(&mut self, actor: Actor) {
+        let mut c = VectorClock::default();
+        for t in 0..self.threads.len() as u32 {
+            c.join(&self.publish(t));
+        }
+        self.actor_join(actor, &c);
     }
 
     /// The copy just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) reads
@@ -879,13 +1131,14 @@ impl Sanitizer {
             position: seq,
             name: sub.name.clone(),
             site: sub.site,
+            thread: None,
         });
         let (slot, epoch) = (st.slot, st.base + seq);
-        let host = &self.host;
+        let floor = self.host_floor(None);
         let shadow = self.host_buffers.entry(buffer).or_default();
         shadow.len = len;
-        // Copies the host is already ordered after need no checking any more.
-        shadow.uses.retain(|u| !host.covers(u.slot, u.epoch));
+        // Copies every host thread is already ordered after need no checking any more.
+        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
         shadow.uses.push(HostUse {
             start: range.0,
             end: range.1,
@@ -912,13 +1165,20 @@ impl Sanitizer {
             return None;
         }
         let clock = self.actor_clock(actor);
+        let thread = self.thread_of(actor);
+        let floor = self.host_floor(None);
         let shadow = self.host_buffers.get_mut(&buffer).expect("looked up");
-        shadow.uses.retain(|u| !clock.covers(u.slot, u.epoch));
+        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
         let len = shadow.len;
         let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
             .uses
             .iter()
-            .filter(|u| (u.writes || writes) && u.start < range.1 && range.0 < u.end)
+            .filter(|u| {
+                (u.writes || writes)
+                    && u.start < range.1
+                    && range.0 < u.end
+                    && !clock.covers(u.slot, u.epoch)
+            })
             .map(|u| {
                 (
                     u.start.max(range.0),
@@ -937,7 +1197,7 @@ impl Sanitizer {
             "host read of a pinned buffer"
         };
         let (stream, position) = match actor {
-            Actor::Host => (None, 0),
+            Actor::Host | Actor::Thread(_) => (None, 0),
             Actor::Callback { stream, seq } => (Some(stream), seq),
         };
         let before = self.found;
@@ -948,6 +1208,7 @@ impl Sanitizer {
                 position,
                 name: self.name(NameKey::Call(name), || name.into()),
                 site,
+                thread,
             });
             let (copy_operand, copy_mode) = if copy_writes {
                 (Operand::Destination, AccessMode::Write)
@@ -1018,6 +1279,24 @@ impl Sanitizer {
             }
         }
         self.actor_join(actor, &c);
+    }
+
+    /// The host thread `actor` made a synchronous call, which waits for device `device`'s
+    /// queued work before it runs: the thread is ordered after the work it enqueued there
+    /// itself (with what the host callbacks it enqueued enqueued), not after other threads'
+    /// work — which of that was queued first depends on which thread reached the runtime
+    /// first. A callback is ordered after all of the device's work, as by a device
+    /// synchronize.
+    pub fn synchronized_own_work(&mut self, actor: Actor, device: u32) {
+        let Some(t) = self.thread_of(actor) else {
+            self.synchronized_device(actor, Some(device));
+            return;
+        };
+        let th = &mut self.threads[t as usize];
+        if let Some((_, own)) = th.own.iter().find(|(d, _)| *d == device) {
+            let own = own.clone();
+            Arc::make_mut(&mut th.clock).join(&own);
+        }
     }
 
     /// The host synchronized with record `record` of `event` (an event synchronize, a query
@@ -1101,7 +1380,6 @@ impl Sanitizer {
         stream: Option<(Entity, u64)>,
         site: EnqueueSite,
     ) {
-        let _ = actor;
         let generation = self.next_generation;
         self.next_generation += 1;
         let after = stream.map(|(s, position)| {
@@ -1118,7 +1396,7 @@ impl Sanitizer {
         } else {
             "malloc"
         };
-        let alloc = self.host_call(device, stream, ordered, site);
+        let alloc = self.host_call(actor, device, stream, ordered, site);
         let end = base.saturating_add(size);
         let blocks = self.blocks.entry(context).or_default();
         let stale: Vec<u64> = blocks
@@ -1164,13 +1442,16 @@ impl Sanitizer {
         site: EnqueueSite,
         now: SimTime,
     ) {
-        let host = Arc::new(self.actor_clock(actor));
+        let host = match self.thread_of(actor) {
+            Some(t) => self.publish(t),
+            None => Arc::new(self.actor_clock(actor)),
+        };
         let ordered = if stream.is_some() {
             "free_async"
         } else {
             "free"
         };
-        let side = self.host_call(device, stream, ordered, site);
+        let side = self.host_call(actor, device, stream, ordered, site);
         let Some((s, position)) = stream else {
             self.finish_free(context, base, (host.clone(), host), side, now);
             return;
@@ -1211,6 +1492,9 @@ impl Sanitizer {
         now: SimTime,
     ) {
         let mut clock = self.actor_clock(actor);
+        if let Some(t) = self.thread_of(actor) {
+            self.threads[t as usize].published = true;
+        }
         let mut waiting = Vec::new();
         for &(s, p) in positions {
             match self.streams.get(&s) {
@@ -1225,6 +1509,7 @@ impl Sanitizer {
             position: 0,
             name: self.name(NameKey::Call("free"), || "free".into()),
             site,
+            thread: self.thread_of(actor),
         });
         if waiting.is_empty() {
             let c = Arc::new(clock);
@@ -1312,10 +1597,11 @@ impl Sanitizer {
                 &side,
             );
         }
-        // Every task the host enqueues from now on is ordered after what its clock covers:
-        // those accesses can never conflict again, so they leave the shadow (what it does not
-        // cover stays, for a reuse that is not ordered after it).
-        prune(self.shadow.get_mut(&context), base, end, &host);
+        // Every task a host thread enqueues from now on is ordered after what all their clocks
+        // and the free's cover: those accesses can never conflict again, so they leave the
+        // shadow (what is not covered stays, for a reuse that is not ordered after it).
+        let floor = self.host_floor(Some(&host));
+        prune(self.shadow.get_mut(&context), base, end, &floor);
     }
 
     /// Completes `task` (which ended well when `ok`) at `now`: computes its clock and checks
@@ -1389,6 +1675,17 @@ impl Sanitizer {
         st.clock = arc;
         let clock = st.clock.clone();
         st.processed = task.seq;
+        // The owner's latest task on this stream: its own work on the device now reaches here.
+        if let Some(t) = sub.as_ref().and_then(|s| s.owner)
+            && st.owner_last.contains(&(t, task.seq))
+            && let Some(th) = self.threads.get_mut(t as usize)
+        {
+            let device = st.device;
+            match th.own.iter_mut().find(|(d, _)| *d == device) {
+                Some((_, own)) => own.join(&clock),
+                None => th.own.push((device, (*clock).clone())),
+            }
+        }
         if kind == TaskKind::EventRecord
             && let Some(ev) = task.desc.as_event()
         {
@@ -1446,6 +1743,12 @@ impl Sanitizer {
             return None;
         }
         let device = self.streams.get(&task.stream).map_or(0, |s| s.device);
+        // A synchronous call's accesses are its thread's own: checked against what the thread
+        // was ordered after at the call, at the thread's epoch.
+        let own = sub
+            .as_ref()
+            .filter(|s| s.sync)
+            .and_then(|s| Some((s.owner?, s.host.clone())));
         let (name, site) = match sub {
             Some(s) => (s.name, s.site),
             None => (
@@ -1453,16 +1756,35 @@ impl Sanitizer {
                 EnqueueSite::Unknown,
             ),
         };
-        let info = Arc::new(TaskInfo {
-            device,
-            stream: Some(task.stream),
-            position: task.seq,
-            name,
-            site,
-        });
+        let (info, at, clock) = match own {
+            Some((t, host)) => (
+                Arc::new(TaskInfo {
+                    device,
+                    stream: None,
+                    position: 0,
+                    name,
+                    site,
+                    thread: Some(t),
+                }),
+                self.own_epoch(t),
+                host,
+            ),
+            None => (
+                Arc::new(TaskInfo {
+                    device,
+                    stream: Some(task.stream),
+                    position: task.seq,
+                    name,
+                    site,
+                    thread: None,
+                }),
+                (slot, epoch),
+                clock,
+            ),
+        };
         let before = self.found;
         for &access in task.access.ranges() {
-            self.check_access(task, access, (slot, epoch), &clock, &info, now);
+            self.check_access(task, access, at, &clock, &info, now);
         }
         if self.config.mode == SanitizerMode::Error
             && self.found > before
@@ -1740,7 +2062,7 @@ impl Sanitizer {
             let later = self.side_of(info, operand, Some(access.mode));
             let fix = match c.earlier.task.stream {
                 Some(s) => self.fix_for(s, c.earlier.task.position, &later),
-                None => "synchronize before the later call".into(),
+                None => self.fix_after_thread(&earlier, &later),
             };
             self.push_report(
                 SanitizerReport {
@@ -1824,7 +2146,39 @@ impl Sanitizer {
             operand,
             mode,
             site: t.site,
+            thread: t.thread.map(|i| HostThread {
+                index: i,
+                name: self.threads.get(i as usize).and_then(|th| th.name.clone()),
+            }),
         }
+    }
+
+    /// What would order host thread `earlier`'s own access before `later`.
+    fn fix_after_thread(&self, earlier: &ReportSide, later: &ReportSide) -> String {
+        let a = earlier
+            .thread
+            .as_ref()
+            .map_or_else(|| "the host".to_string(), |t| t.to_string());
+        let b = match (&later.thread, later.stream) {
+            (Some(t), _) if Some(t) == earlier.thread.as_ref() => {
+                return "synchronize before the later call".into();
+            }
+            (Some(t), _) => t.to_string(),
+            (None, Some(s)) => format!(
+                "the thread that enqueued position {} of {s}",
+                later.position
+            ),
+            (None, None) => "the later caller".into(),
+        };
+        format!(
+            "order {a}'s {} before {b}'s call: hand the work over through the runtime (work {a} \
+             enqueues afterwards, then a synchronize or an event wait on it), or tell the \
+             sanitizer of the hand-off the program makes itself (sanitizer_release / \
+             npusimSanitizerRelease after it in {a}, sanitizer_acquire / \
+             npusimSanitizerAcquire before it in the other; sanitizer_host_sync after joining \
+             threads)",
+            earlier.name
+        )
     }
 
     fn block_at(&self, context: Entity, addr: u64) -> Option<(u64, &Block)> {
@@ -2102,6 +2456,113 @@ mod tests {
             san.shadow_stats().intervals,
             kept - 1,
             "and the copy is forgotten"
+        );
+    }
+
+    /// `actor` enqueues a 64-byte write at 0x1000 at `seq` on `stream` (a synchronous
+    /// call's when `sync`), and it completes at `now`.
+    fn write_by(san: &mut Sanitizer, actor: Actor, stream: Entity, seq: u64, sync: bool, now: u64) {
+        san.submitted(
+            actor,
+            stream,
+            0,
+            seq,
+            None,
+            None,
+            format!("{actor:?}").into(),
+            EnqueueSite::Unknown,
+        );
+        if sync {
+            san.sync_call_submitted(stream, seq);
+        }
+        san.completed(&task(stream, seq, write()), true, SimTime(now));
+    }
+
+    #[test]
+    fn synchronous_writes_from_two_threads_race_and_the_report_names_both_threads() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, Some("a")));
+        let b = Actor::Thread(san.host_thread(11, Some("b")));
+        // Both on one stream (the one synchronous calls run on): its order is the runtime's
+        // lock order, not the program's.
+        write_by(&mut san, a, d, 1, true, 1);
+        write_by(&mut san, b, d, 2, true, 2);
+        let r = &san.reports()[0];
+        assert_eq!((r.kind, r.addr, r.bytes), (ReportKind::Race, 0x1000, 64));
+        let names = [&r.earlier.thread, &r.later.thread].map(|t| t.as_ref().map(|t| t.index));
+        assert_eq!(names, [Some(0), Some(1)]);
+        assert_eq!(
+            r.earlier.thread.as_ref().unwrap().name.as_deref(),
+            Some("a")
+        );
+        assert!(r.to_string().contains("host thread 1 (\"b\")"), "{r}");
+        assert!(r.fix.contains("sanitizer_release"), "{}", r.fix);
+    }
+
+    #[test]
+    fn a_release_and_an_acquire_order_one_thread_s_calls_after_another_s() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        write_by(&mut san, a, d, 1, true, 1);
+        san.release(a, 5);
+        san.acquire(b, 4); // another key: nothing
+        san.acquire(b, 5);
+        write_by(&mut san, b, d, 2, true, 2);
+        // And back, through a host sync.
+        san.host_sync(a);
+        write_by(&mut san, a, d, 3, true, 3);
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        // A write a made after its release is not covered by what b acquired.
+        write_by(&mut san, a, d, 4, true, 4);
+        san.acquire(b, 5);
+        write_by(&mut san, b, d, 5, true, 5);
+        assert_eq!(san.reports().len(), 1, "{:?}", san.reports());
+    }
+
+    #[test]
+    fn a_thread_starts_ordered_after_what_every_thread_did_before_its_first_call() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        write_by(&mut san, a, d, 1, true, 1);
+        let b = Actor::Thread(san.host_thread(11, None));
+        assert_eq!(san.host_thread(11, None), 1, "numbered once");
+        write_by(&mut san, b, d, 2, true, 2);
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        assert_eq!(san.host_threads(), 2);
+    }
+
+    #[test]
+    fn a_synchronous_call_is_ordered_after_its_own_thread_s_device_work_only() {
+        let s = entities(2);
+        let (stream, d) = (s[0], s[1]);
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        // a: an asynchronous write on its stream, done; b's synchronous write after the
+        // implicit device synchronize is not ordered after it.
+        write_by(&mut san, a, stream, 1, false, 1);
+        san.synchronized_own_work(b, 0);
+        write_by(&mut san, b, d, 1, true, 2);
+        let r = san.reports()[0].clone();
+        assert_eq!(r.kind, ReportKind::Race);
+        assert!(r.earlier.stream.is_some(), "{r}");
+        assert_eq!(r.later.thread.as_ref().map(|t| t.index), Some(1), "{r}");
+        // a's own synchronous call is.
+        san.synchronized_own_work(a, 0);
+        write_by(&mut san, a, d, 2, true, 3);
+        assert_eq!(
+            san.reports().len(),
+            2,
+            "only b's write races with a's: {:?}",
+            san.reports()
+        );
+        assert_eq!(
+            san.reports()[1].earlier.thread.as_ref().map(|t| t.index),
+            Some(1)
         );
     }
 
