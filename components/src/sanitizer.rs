@@ -209,8 +209,11 @@ pub struct ReportSide {
     pub mode: Option<AccessMode>,
     /// Where it was enqueued or called.
     pub site: EnqueueSite,
-    /// The host thread whose own access or call it is (a free, an allocation, a pinned
-    /// buffer's read or write, a synchronous copy or memset); `None` for a task's access.
+    /// The host thread whose call it is: for a side with no stream, the thread whose own
+    /// access or call it is (a free, an allocation, a pinned buffer's read or write, a
+    /// synchronous copy or memset); for a task, the thread that enqueued it (or enqueued the
+    /// host callback that did). `None` when no host thread is known (a task an embedder's
+    /// system submitted, a host callback's own access).
     pub thread: Option<HostThread>,
 }
 
@@ -243,11 +246,17 @@ impl std::fmt::Display for ReportSide {
             None => "",
         };
         match self.stream {
-            Some(s) => write!(
-                f,
-                "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
-                self.name, self.operand, self.device, self.position, self.site
-            ),
+            Some(s) => {
+                write!(
+                    f,
+                    "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
+                    self.name, self.operand, self.device, self.position, self.site
+                )?;
+                match &self.thread {
+                    Some(t) => write!(f, " by {t}"),
+                    None => Ok(()),
+                }
+            }
             None => match &self.thread {
                 Some(t) => write!(
                     f,
@@ -385,7 +394,8 @@ struct TaskInfo {
     position: u64,
     name: Arc<str>,
     site: EnqueueSite,
-    /// The host thread whose own access or call this is (index into `Sanitizer::threads`).
+    /// The host thread whose call this is, or that enqueued the task (index into
+    /// `Sanitizer::threads`).
     thread: Option<u32>,
 }
 
@@ -1131,7 +1141,7 @@ impl Sanitizer {
             position: seq,
             name: sub.name.clone(),
             site: sub.site,
-            thread: None,
+            thread: sub.owner,
         });
         let (slot, epoch) = (st.slot, st.base + seq);
         let floor = self.host_floor(None);
@@ -1676,7 +1686,9 @@ impl Sanitizer {
         let clock = st.clock.clone();
         st.processed = task.seq;
         // The owner's latest task on this stream: its own work on the device now reaches here.
-        if let Some(t) = sub.as_ref().and_then(|s| s.owner)
+        // (Not a synchronous call's: that is the thread's own access already, and the stream
+        // it ran on carries other threads' calls, in an order the program did not choose.)
+        if let Some(t) = sub.as_ref().filter(|s| !s.sync).and_then(|s| s.owner)
             && st.owner_last.contains(&(t, task.seq))
             && let Some(th) = self.threads.get_mut(t as usize)
         {
@@ -1745,6 +1757,7 @@ impl Sanitizer {
         let device = self.streams.get(&task.stream).map_or(0, |s| s.device);
         // A synchronous call's accesses are its thread's own: checked against what the thread
         // was ordered after at the call, at the thread's epoch.
+        let owner = sub.as_ref().and_then(|s| s.owner);
         let own = sub
             .as_ref()
             .filter(|s| s.sync)
@@ -1776,7 +1789,7 @@ impl Sanitizer {
                     position: task.seq,
                     name,
                     site,
-                    thread: None,
+                    thread: owner,
                 }),
                 (slot, epoch),
                 clock,
@@ -2171,12 +2184,12 @@ impl Sanitizer {
             (None, None) => "the later caller".into(),
         };
         format!(
-            "order {a}'s {} before {b}'s call: hand the work over through the runtime (work {a} \
-             enqueues afterwards, then a synchronize or an event wait on it), or tell the \
-             sanitizer of the hand-off the program makes itself (sanitizer_release / \
-             npusimSanitizerRelease after it in {a}, sanitizer_acquire / \
-             npusimSanitizerAcquire before it in the other; sanitizer_host_sync after joining \
-             threads)",
+            "order {a}'s {} before {b}'s call: through the runtime ({b} synchronizes work {a} \
+             enqueued after it, or waits for an event {a} recorded after it), or, for a \
+             hand-off the runtime cannot see (a channel, a lock, a join), with \
+             sanitizer_release after it in {a} and sanitizer_acquire before the call in {b} \
+             (C: npusimSanitizerRelease / npusimSanitizerAcquire; after joining threads: \
+             sanitizer_host_sync)",
             earlier.name
         )
     }
