@@ -1232,3 +1232,61 @@ fn annotations_are_no_ops_with_the_sanitizer_off() {
     assert!(rt.sanitizer_reports().is_empty());
     assert_eq!(rt.sanitizer_shadow(), npusim::ShadowStats::default());
 }
+
+#[test]
+fn a_pinned_buffer_one_thread_writes_and_another_copies_from_unordered_races() {
+    let PinnedProgram {
+        rt,
+        s2,
+        mut dev,
+        host,
+        ..
+    } = pinned_program(SanitizerConfig::report(), 1024);
+    two_threads(
+        &rt,
+        |_| host.write(&[1.0f32; 256]).unwrap(),
+        |_| {
+            s2.memcpy_htod_pinned(&host, &mut dev).unwrap();
+            s2.synchronize().unwrap();
+        },
+    );
+    let r = one(&rt, ReportKind::Race, 0, 1024);
+    assert!(r.host_buffer.is_some(), "{r}");
+    assert_eq!(
+        (thread_name(&r.earlier), thread_name(&r.later)),
+        (Some("a"), Some("b")),
+        "{r}"
+    );
+    assert_eq!(r.earlier.operand, npusim::Operand::HostBuffer);
+    assert_eq!(r.later.name, "memcpy host to device");
+}
+
+#[test]
+fn two_threads_writing_a_pinned_buffer_race_unless_the_hand_off_is_annotated() {
+    let PinnedProgram { rt, host, .. } = pinned_program(SanitizerConfig::report(), 1024);
+    two_threads(
+        &rt,
+        |_| host.write(&[1.0f32; 1024]).unwrap(),
+        |_| host.write(&[2.0f32; 512]).unwrap(),
+    );
+    let r = one(&rt, ReportKind::Race, 0, 2048);
+    assert_eq!(
+        (thread_name(&r.earlier), thread_name(&r.later)),
+        (Some("a"), Some("b")),
+        "{r}"
+    );
+    rt.take_sanitizer_reports();
+    two_threads(
+        &rt,
+        |rt| {
+            host.write(&[1.0f32; 1024]).unwrap();
+            rt.sanitizer_release(9);
+        },
+        |rt| {
+            rt.sanitizer_acquire(9);
+            host.write(&[2.0f32; 512]).unwrap();
+            assert_eq!(host.read().unwrap()[1023], 1.0);
+        },
+    );
+    none(&rt);
+}

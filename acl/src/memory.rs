@@ -182,6 +182,13 @@ unsafe fn copy(
         .then(npusim_engine::sanitizer::SyncCallGuard::enter);
     match (dst_dev, src_dev) {
         (false, false) => {
+            // The thread's own reads and writes of pinned memory, as the sanitizer sees them.
+            if let Some((buf, offset)) = pinned(src, count) {
+                npusim_engine::sanitizer::host_access(&buf, offset, count, false)?;
+            }
+            if let Some((buf, offset)) = pinned(dst, count) {
+                npusim_engine::sanitizer::host_access(&buf, offset, count, true)?;
+            }
             // SAFETY: both host ranges are valid for `len` bytes (the caller's contract);
             // `copy` allows them to overlap.
             unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
@@ -331,7 +338,9 @@ fn memset(
         return Ok(());
     }
     // Holding the buffer keeps the memory alive while it is written.
-    if let Some((_buffer, _)) = pinned(dst, count as u64) {
+    if let Some((buffer, offset)) = pinned(dst, count as u64) {
+        // The thread's own write, as the sanitizer sees it.
+        npusim_engine::sanitizer::host_access(&buffer, offset, count as u64, true)?;
         // SAFETY: the range lies inside a live aclrtMallocHost allocation.
         unsafe { std::ptr::write_bytes(dst.cast::<u8>(), value as u8, count) };
         return Ok(());

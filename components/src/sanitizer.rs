@@ -484,11 +484,14 @@ struct HostUse {
     task: Arc<TaskInfo>,
 }
 
-/// A pinned host buffer's queued copies not yet ordered before the host.
+/// A pinned host buffer's queued copies not yet ordered before every host thread, and the
+/// host threads' own reads and writes of it not yet ordered before every other thread.
 #[derive(Debug, Default)]
 struct HostShadow {
     len: u64,
     uses: Vec<HostUse>,
+    /// Host threads' accesses (`slot` and `epoch` are the thread's; `task` its call).
+    host: Vec<HostUse>,
 }
 
 /// A free waiting for its stream position.
@@ -1120,7 +1123,8 @@ impl Sanitizer {
     /// The copy just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) reads
     /// (host to device) or writes (device to host, `writes`) bytes `range` of pinned host
     /// buffer `buffer`, `len` bytes long: the host must not touch them until it is ordered
-    /// after the copy.
+    /// after the copy. A host thread's own access to those bytes that the copy's enqueuer is
+    /// not ordered after (one side writing) is a race, reported now.
     pub fn host_copy_submitted(
         &mut self,
         stream: Entity,
@@ -1128,6 +1132,7 @@ impl Sanitizer {
         (buffer, len): (u64, u64),
         range: (u64, u64),
         writes: bool,
+        now: SimTime,
     ) {
         let Some(st) = self.streams.get(&stream) else {
             return;
@@ -1143,64 +1148,88 @@ impl Sanitizer {
             site: sub.site,
             thread: sub.owner,
         });
+        let enqueuer = sub.host.clone();
         let (slot, epoch) = (st.slot, st.base + seq);
         let floor = self.host_floor(None);
         let shadow = self.host_buffers.entry(buffer).or_default();
         shadow.len = len;
-        // Copies every host thread is already ordered after need no checking any more.
+        // Copies and host accesses every host thread is already ordered after need no
+        // checking any more.
         shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
+        shadow.host.retain(|u| !floor.covers(u.slot, u.epoch));
+        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
+            .host
+            .iter()
+            .filter(|h| {
+                (h.writes || writes)
+                    && h.start < range.1
+                    && range.0 < h.end
+                    && !enqueuer.covers(h.slot, h.epoch)
+            })
+            .map(|h| {
+                (
+                    h.start.max(range.0),
+                    h.end.min(range.1),
+                    h.task.clone(),
+                    h.writes,
+                )
+            })
+            .collect();
         shadow.uses.push(HostUse {
             start: range.0,
             end: range.1,
             writes,
             slot,
             epoch,
-            task,
+            task: task.clone(),
         });
+        let (copy_operand, copy_mode) = copy_side(writes);
+        for (start, end, host, host_writes) in conflicts {
+            let earlier = self.side_of(&host, Operand::HostBuffer, Some(host_mode(host_writes)));
+            let later = self.side_of(&task, copy_operand, Some(copy_mode));
+            let fix = self.fix_after_thread(&earlier, &later);
+            self.push_report(
+                SanitizerReport {
+                    kind: ReportKind::Race,
+                    addr: start,
+                    bytes: end - start,
+                    block: Some((0, len)),
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    host_buffer: Some(buffer),
+                    count: 1,
+                },
+                &host,
+                &task,
+            );
+        }
     }
 
-    /// `actor` reads (or writes, `writes`) bytes `range` of pinned host buffer `buffer` itself,
-    /// at a call made at `site`: a queued copy of overlapping bytes (one side writing) that it
-    /// is not ordered after is a race. In error mode the error the access fails with.
+    /// `actor` reads (or writes, `writes`) bytes `range` of pinned host buffer `buffer` (`len`
+    /// bytes long) itself, at a call made at `site`: a queued copy of overlapping bytes (one
+    /// side writing) that it is not ordered after is a race, and so is another host thread's
+    /// access it is not ordered after. In error mode the error the access fails with.
+    #[allow(clippy::too_many_arguments)]
     pub fn host_accessed(
         &mut self,
         actor: Actor,
-        buffer: u64,
+        (buffer, len): (u64, u64),
         range: (u64, u64),
         writes: bool,
         site: EnqueueSite,
         now: SimTime,
     ) -> Option<NpuError> {
-        if !self.host_buffers.contains_key(&buffer) {
+        let thread = self.thread_of(actor);
+        // A callback's access is checked, not kept: its clock is its task's, which every
+        // later enqueue of its stream's order covers.
+        if thread.is_none() && !self.host_buffers.contains_key(&buffer) {
             return None;
         }
         let clock = self.actor_clock(actor);
-        let thread = self.thread_of(actor);
         let floor = self.host_floor(None);
-        let shadow = self.host_buffers.get_mut(&buffer).expect("looked up");
-        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
-        let len = shadow.len;
-        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
-            .uses
-            .iter()
-            .filter(|u| {
-                (u.writes || writes)
-                    && u.start < range.1
-                    && range.0 < u.end
-                    && !clock.covers(u.slot, u.epoch)
-            })
-            .map(|u| {
-                (
-                    u.start.max(range.0),
-                    u.end.min(range.1),
-                    u.task.clone(),
-                    u.writes,
-                )
-            })
-            .collect();
-        if shadow.uses.is_empty() {
-            self.host_buffers.remove(&buffer);
-        }
+        let at = thread.map(|t| self.own_epoch(t));
         let name = if writes {
             "host write of a pinned buffer"
         } else {
@@ -1210,36 +1239,82 @@ impl Sanitizer {
             Actor::Host | Actor::Thread(_) => (None, 0),
             Actor::Callback { stream, seq } => (Some(stream), seq),
         };
-        let before = self.found;
-        for (start, end, task, copy_writes) in conflicts {
-            let info = Arc::new(TaskInfo {
-                device: task.device,
-                stream,
-                position,
-                name: self.name(NameKey::Call(name), || name.into()),
-                site,
-                thread,
+        let device = self
+            .host_buffers
+            .get(&buffer)
+            .and_then(|h| h.uses.first().or(h.host.first()))
+            .map_or(0, |u| u.task.device);
+        let info = Arc::new(TaskInfo {
+            device,
+            stream,
+            position,
+            name: self.name(NameKey::Call(name), || name.into()),
+            site,
+            thread,
+        });
+        let shadow = self.host_buffers.entry(buffer).or_default();
+        shadow.len = shadow.len.max(len);
+        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
+        shadow.host.retain(|u| !floor.covers(u.slot, u.epoch));
+        let len = shadow.len;
+        let overlaps = |u: &&HostUse| {
+            (u.writes || writes)
+                && u.start < range.1
+                && range.0 < u.end
+                && !clock.covers(u.slot, u.epoch)
+        };
+        // (start, end, the other side, whether it writes, whether it is a copy)
+        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool, bool)> = shadow
+            .uses
+            .iter()
+            .filter(overlaps)
+            .map(|u| (u, true))
+            .chain(shadow.host.iter().filter(overlaps).map(|u| (u, false)))
+            .map(|(u, copy)| {
+                (
+                    u.start.max(range.0),
+                    u.end.min(range.1),
+                    u.task.clone(),
+                    u.writes,
+                    copy,
+                )
+            })
+            .collect();
+        if let Some((slot, epoch)) = at {
+            // The thread's older accesses this one supersedes go.
+            shadow.host.retain(|u| {
+                !(u.slot == slot && range.0 <= u.start && u.end <= range.1 && (writes || !u.writes))
             });
-            let (copy_operand, copy_mode) = if copy_writes {
-                (Operand::Destination, AccessMode::Write)
+            shadow.host.push(HostUse {
+                start: range.0,
+                end: range.1,
+                writes,
+                slot,
+                epoch,
+                task: info.clone(),
+            });
+        }
+        if shadow.uses.is_empty() && shadow.host.is_empty() {
+            self.host_buffers.remove(&buffer);
+        }
+        let before = self.found;
+        for (start, end, task, other_writes, copy) in conflicts {
+            let (operand, mode) = if copy {
+                copy_side(other_writes)
             } else {
-                (Operand::Source, AccessMode::Read)
+                (Operand::HostBuffer, host_mode(other_writes))
             };
-            let host_mode = if writes {
-                AccessMode::Write
-            } else {
-                AccessMode::Read
-            };
-            let earlier = self.side_of(&task, copy_operand, Some(copy_mode));
-            let later = self.side_of(&info, Operand::HostBuffer, Some(host_mode));
-            let a = task.stream.map(|s| Stream::new(self.runtime, s));
-            let fix = match a {
-                Some(a) => format!(
-                    "synchronize {a} (or an event recorded on it after position {}) before \
+            let earlier = self.side_of(&task, operand, Some(mode));
+            let later = self.side_of(&info, Operand::HostBuffer, Some(host_mode(writes)));
+            let fix = match (copy, task.stream) {
+                (true, Some(a)) => format!(
+                    "synchronize {} (or an event recorded on it after position {}) before \
                      the host touches the buffer",
+                    Stream::new(self.runtime, a),
                     task.position
                 ),
-                None => "synchronize before the host touches the buffer".into(),
+                (true, None) => "synchronize before the host touches the buffer".into(),
+                (false, _) => self.fix_after_thread(&earlier, &later),
             };
             self.push_report(
                 SanitizerReport {
@@ -2222,6 +2297,23 @@ impl Sanitizer {
     }
 }
 
+/// A copy's operand and mode on its host bytes (device to host when `writes`).
+fn copy_side(writes: bool) -> (Operand, AccessMode) {
+    if writes {
+        (Operand::Destination, AccessMode::Write)
+    } else {
+        (Operand::Source, AccessMode::Read)
+    }
+}
+
+fn host_mode(writes: bool) -> AccessMode {
+    if writes {
+        AccessMode::Write
+    } else {
+        AccessMode::Read
+    }
+}
+
 fn stream_name(side: &ReportSide) -> String {
     side.stream
         .map_or_else(|| "the host".to_string(), |s| s.to_string())
@@ -2440,11 +2532,11 @@ mod tests {
         let a = s[0];
         let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
         submit(&mut san, a, 1, None);
-        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true);
+        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true, SimTime(1));
         let read = |san: &mut Sanitizer, range| {
             san.host_accessed(
                 Actor::Host,
-                7,
+                (7, 256),
                 range,
                 false,
                 EnqueueSite::Unknown,

@@ -174,10 +174,12 @@ pub(crate) fn host_copy(
         return;
     }
     let len = host.len() as u64;
+    let now = inner.host_now();
     if let Some(mut san) = sanitizer(inner) {
         let range = (offset, offset.saturating_add(bytes));
-        san.host_copy_submitted(stream, seq, (host.id(), len), range, writes);
+        san.host_copy_submitted(stream, seq, (host.id(), len), range, writes, now);
     }
+    flush(inner);
 }
 
 /// Pinned host buffer `host` was freed.
@@ -213,14 +215,27 @@ pub(crate) fn host_accessed(
         let mut g = rt.lock();
         let who = actor(&mut g);
         let now = g.host_now();
-        let err = sanitizer(&mut g)
-            .and_then(|mut san| san.host_accessed(who, host.id(), range, writes, site, now));
+        let err = sanitizer(&mut g).and_then(|mut san| {
+            let buffer = (host.id(), host.len() as u64);
+            san.host_accessed(who, buffer, range, writes, site, now)
+        });
         flush(&mut g);
         if let Some(e) = err {
             return Err(e);
         }
     }
     Ok(())
+}
+
+/// The calling thread reads (or writes, `writes`) `bytes` bytes at `offset` of pinned host
+/// buffer `host` itself, outside a copy (the C API's `aclrtMemset` and host-to-host
+/// `aclrtMemcpy` on `aclrtMallocHost` memory): checked, and kept as the thread's own access,
+/// as [`PinnedBuffer`](crate::safe::PinnedBuffer)'s reads and writes are. In error mode a
+/// race fails the access with `SanitizerViolation`. One load when no sanitizer is on.
+#[track_caller]
+pub fn host_access(host: &HostBuffer, offset: u64, bytes: u64, writes: bool) -> NpuResult<()> {
+    let range = (offset, offset.saturating_add(bytes));
+    host_accessed(host, range, writes, Location::caller())
 }
 
 /// The site of a call whose `#[track_caller]` location is `caller`.
