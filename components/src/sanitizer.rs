@@ -6,23 +6,30 @@
 //! allocations and frees — and hands out the reports.
 //!
 //! **Clocks.** Every stream is a thread of the clock: its task at position `seq` has epoch
-//! `(stream, seq)`. A task's clock is the join of its stream predecessor's, the host's clock
-//! when it was enqueued (so a synchronize orders the host's later enqueues), the clock of the
-//! event record a wait captured at enqueue (ACL's capture semantics), a callback's own clock
-//! (what its body synchronized with), and for a collective the clocks of every rank as they
-//! reached the rendezvous. The host is one thread of its own in lock order (synchronization
-//! between host threads outside the runtime is invisible to it, so treating them as one never
-//! reports a hand-off as a race); a host callback's body runs with its task's clock. Clocks are
-//! computed as tasks complete, which every order the simulation takes respects: a task never
-//! completes before a task that happens before it.
+//! `(stream, seq)`. So is every host thread, as in ThreadSanitizer: numbered on its first call
+//! ([`Sanitizer::host_thread`]), it starts after what every thread did until then (the runtime
+//! cannot see a spawn). A task's clock is the join of its stream predecessor's, the clock of the
+//! host thread that enqueued it, as it was then (so a synchronize orders that thread's later
+//! enqueues, and no other thread's), the clock of the event record a wait captured at enqueue
+//! (ACL's capture semantics), a callback's own clock (what its body synchronized with), and for
+//! a collective the clocks of every rank as they reached the rendezvous. Synchronizes join into
+//! the calling thread only. A thread's own accesses — frees, pinned-buffer reads and writes,
+//! synchronous copies and memsets — are made at the thread's epoch; a synchronous call is not
+//! ordered by the stream it happens to run on (other threads' calls reach it in lock order),
+//! and the device synchronize a Rust one begins with orders the thread after its own work only.
+//! Hand-offs the runtime cannot see (channels, locks, joins) are told with
+//! [`Sanitizer::release`] / [`Sanitizer::acquire`] / [`Sanitizer::host_sync`]. A host
+//! callback's body runs with its task's clock. Clocks are computed as tasks complete, which
+//! every order the simulation takes respects: a task never completes before a task that
+//! happens before it.
 //!
 //! **Shadow.** Per address space (a context), a map of disjoint byte intervals, each holding
 //! the last write and the reads since that are not ordered with each other (FastTrack's rule,
 //! per interval instead of per byte): a 1 GiB buffer copied whole is one interval.
 //!
 //! **Reports** name the kind, the range, its block and offset, both sides (device, stream,
-//! position, kernel or copy name, argument, where it was enqueued) and the event that would
-//! order them.
+//! position, kernel or copy name, argument, where it was enqueued, the host thread) and the
+//! event (or, between threads, the synchronization) that would order them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;

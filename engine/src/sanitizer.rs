@@ -6,6 +6,12 @@
 //! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer), or
 //! `NPUSIM_SANITIZE`): no sanitizer state then exists, and each hook is one test of a flag.
 //!
+//! Each host thread is a thread of the clock: this file numbers the calling thread (cached in
+//! a thread-local per sanitizer instance), marks the parts of a synchronous copy or memset
+//! ([`SyncCallGuard`]) and serves the annotations for hand-offs between threads the runtime
+//! cannot see ([`Runtime::sanitizer_release`], [`Runtime::sanitizer_acquire`],
+//! [`Runtime::sanitizer_host_sync`]).
+//!
 //! ```
 //! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
 //! let rt = Runtime::new(RuntimeConfig {
