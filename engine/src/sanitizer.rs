@@ -630,17 +630,21 @@ impl Runtime {
     /// })
     /// .unwrap();
     /// let buf = rt.malloc(256).unwrap();
-    /// rt.memcpy_htod(buf, &[1u8; 256]).unwrap();
-    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let (ready, ready_rx) = std::sync::mpsc::channel();
+    /// let (done, done_rx) = std::sync::mpsc::channel();
     /// std::thread::scope(|s| {
-    ///     s.spawn(|| {
-    ///         rt.set_device(0).unwrap();
-    ///         rx.recv().unwrap(); // the main thread's copy is done ...
+    ///     let rt = &rt;
+    ///     s.spawn(move || {
+    ///         rt.set_device(0).unwrap(); // the sanitizer knows this thread from here on
+    ///         ready.send(()).unwrap();
+    ///         done_rx.recv().unwrap(); // the main thread's copy is done ...
     ///         rt.sanitizer_acquire(7); // ... and the sanitizer is told so
     ///         rt.memcpy_htod(buf, &[2u8; 256]).unwrap();
     ///     });
+    ///     ready_rx.recv().unwrap();
+    ///     rt.memcpy_htod(buf, &[1u8; 256]).unwrap();
     ///     rt.sanitizer_release(7);
-    ///     tx.send(()).unwrap();
+    ///     done.send(()).unwrap();
     /// });
     /// assert!(rt.sanitizer_reports().is_empty());
     /// ```
