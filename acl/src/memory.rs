@@ -197,6 +197,10 @@ unsafe fn copy(
             let st = on(stream)?;
             match pinned(src, count) {
                 Some((buf, offset)) => {
+                    if stream.is_none() {
+                        // Synchronous: the thread's own read of its pinned memory.
+                        npusim_engine::sanitizer::host_access(&buf, offset, count, false)?;
+                    }
                     s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
                 }
                 None => {
@@ -219,6 +223,10 @@ unsafe fn copy(
             let st = on(stream)?;
             match pinned(dst, count) {
                 Some((buf, offset)) => {
+                    if stream.is_none() {
+                        // Synchronous: the thread's own write of its pinned memory.
+                        npusim_engine::sanitizer::host_access(&buf, offset, count, true)?;
+                    }
                     s.rt.memcpy_dtoh_async_at(&buf, offset, dev(src), count, st)?;
                     if stream.is_none() {
                         s.rt.synchronize_stream(st)?;

@@ -176,7 +176,7 @@ pub(crate) fn host_copy(
     writes: bool,
 ) {
     // A synchronous call's copy is done when the call returns: nothing is left queued.
-    if !host.is_pinned() || !inner.sanitize || in_sync_call() && current_callback().is_none() {
+    if !host.is_pinned() || !inner.sanitize || (in_sync_call() && current_callback().is_none()) {
         return;
     }
     let len = host.len() as u64;
