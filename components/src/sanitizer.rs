@@ -658,9 +658,6 @@ struct ThreadClock {
     own: SmallVec<[(u32, VectorClock); 1]>,
 }
 
-/// Process-unique sanitizer numbers (a host thread's cached slot names the sanitizer it is of).
-static NEXT_INSTANCE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-
 /// The sanitizer, held by [`Finished::sanitizer`](crate::resources::Finished) only when it
 /// is on.
 #[derive(Debug)]
@@ -680,7 +677,6 @@ pub struct Sanitizer {
     thread_keys: HashMap<u64, u32>,
     /// Clocks published by [`Sanitizer::release`], by key.
     released: HashMap<u64, VectorClock>,
-    instance: u64,
     callbacks: HashMap<(Entity, u64), VectorClock>,
     events: EntityHashMap<EventClocks>,
     groups: HashMap<GroupKey, Group>,
@@ -736,7 +732,6 @@ impl Sanitizer {
             threads: Vec::new(),
             thread_keys: HashMap::new(),
             released: HashMap::new(),
-            instance: NEXT_INSTANCE.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             callbacks: HashMap::new(),
             events: EntityHashMap::default(),
             groups: HashMap::new(),
@@ -873,12 +868,6 @@ impl Sanitizer {
                 owner_last: SmallVec::new(),
             }
         })
-    }
-
-    /// This sanitizer's process-unique number (a caller caching a thread's index for it
-    /// checks the number first: another runtime's sanitizer numbers its threads apart).
-    pub fn instance(&self) -> u64 {
-        self.instance
     }
 
     /// The index of the host thread the caller knows as `key` (any number unique to the

@@ -7,7 +7,7 @@
 //! `NPUSIM_SANITIZE`): no sanitizer state then exists, and each hook is one test of a flag.
 //!
 //! Each host thread is a thread of the clock: this file numbers the calling thread (cached in
-//! a thread-local per sanitizer instance), marks the parts of a synchronous copy or memset
+//! a thread-local per runtime), marks the parts of a synchronous copy or memset
 //! ([`SyncCallGuard`]) and serves the annotations for hand-offs between threads the runtime
 //! cannot see ([`Runtime::sanitizer_release`], [`Runtime::sanitizer_acquire`],
 //! [`Runtime::sanitizer_host_sync`]).
@@ -57,9 +57,11 @@ thread_local! {
     static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
     /// This thread's process-unique number, by which each sanitizer numbers it.
     static THREAD: u64 = NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    /// This thread's index in the sanitizer that last numbered it: (its instance, the index).
-    /// A thread usually calls one runtime, so one entry answers almost every lookup.
-    static THREAD_INDEX: Cell<(u64, u32)> = const { Cell::new((0, 0)) };
+    /// This thread's index in the sanitizer that last numbered it: (its runtime's id, the
+    /// index). Runtime ids are never reused and a runtime's sanitizer is made with it, so the
+    /// id names the sanitizer; a thread usually calls one runtime, so one entry answers almost
+    /// every lookup without touching the world.
+    static THREAD_INDEX: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
     /// Whether this thread is inside a synchronous call (a copy or memset that returns when
     /// done), whose task is the thread's own access.
     static SYNC_CALL: Cell<bool> = const { Cell::new(false) };
@@ -274,11 +276,9 @@ fn actor(inner: &mut Inner) -> Actor {
 
 /// The calling host thread, as the sanitizer numbers it.
 fn host_thread(inner: &mut Inner) -> Actor {
-    let Some(instance) = sanitizer_ref(&inner.world).map(Sanitizer::instance) else {
-        return Actor::Host;
-    };
+    let runtime = inner.runtime_id;
     let (cached, index) = THREAD_INDEX.with(|c| c.get());
-    if cached == instance {
+    if cached == runtime {
         return Actor::Thread(index);
     }
     let key = THREAD.with(|k| *k);
@@ -286,7 +286,7 @@ fn host_thread(inner: &mut Inner) -> Actor {
         return Actor::Host;
     };
     let index = san.host_thread(key, std::thread::current().name());
-    THREAD_INDEX.with(|c| c.set((instance, index)));
+    THREAD_INDEX.with(|c| c.set((runtime, index)));
     Actor::Thread(index)
 }
 
