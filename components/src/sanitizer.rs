@@ -1055,10 +1055,18 @@ impl Sanitizer {
                 .push((stream, seq));
         }
         let st = self.stream(stream, device);
+        let mut shared_now = None;
         if let Some(t) = owner {
             match st.owner_last.iter_mut().find(|(o, _)| *o == t) {
                 Some(last) => last.1 = seq,
-                None => st.owner_last.push((t, seq)),
+                None => {
+                    // A second thread enqueues here: the stream's clock stops standing for its
+                    // first thread's own work, which keeps what it has so far.
+                    if let [(first, _)] = st.owner_last[..] {
+                        shared_now = Some((first, st.clock.clone()));
+                    }
+                    st.owner_last.push((t, seq));
+                }
             }
         }
         st.submitted.push_back(Submitted {
@@ -1069,6 +1077,20 @@ impl Sanitizer {
             owner,
             sync: false,
         });
+        if let Some((first, clock)) = shared_now {
+            self.add_own_work(first, device, &clock);
+        }
+    }
+
+    /// Thread `t`'s own work on device `device` now reaches as far as `clock`.
+    fn add_own_work(&mut self, t: u32, device: u32, clock: &VectorClock) {
+        let Some(th) = self.threads.get_mut(t as usize) else {
+            return;
+        };
+        match th.own.iter_mut().find(|(d, _)| *d == device) {
+            Some((_, own)) => own.join(clock),
+            None => th.own.push((device, clock.clone())),
+        }
     }
 
     /// The task just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) is the
@@ -1373,11 +1395,20 @@ impl Sanitizer {
             self.synchronized_device(actor, Some(device));
             return;
         };
-        let th = &mut self.threads[t as usize];
-        if let Some((_, own)) = th.own.iter().find(|(d, _)| *d == device) {
-            let own = own.clone();
-            Arc::make_mut(&mut th.clock).join(&own);
+        // Streams only this thread enqueued on stand for its own work there by their clocks;
+        // on streams shared with other threads, its own work was kept as it completed.
+        let mut c = self.threads[t as usize]
+            .own
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, own)| own.clone())
+            .unwrap_or_default();
+        for st in self.streams.values() {
+            if st.device == device && matches!(st.owner_last[..], [(o, _)] if o == t) {
+                c.join(&st.clock);
+            }
         }
+        Arc::make_mut(&mut self.threads[t as usize].clock).join(&c);
     }
 
     /// The host synchronized with record `record` of `event` (an event synchronize, a query
@@ -1756,19 +1787,16 @@ impl Sanitizer {
         st.clock = arc;
         let clock = st.clock.clone();
         st.processed = task.seq;
-        // The owner's latest task on this stream: its own work on the device now reaches here.
-        // (Not a synchronous call's: that is the thread's own access already, and the stream
-        // it ran on carries other threads' calls, in an order the program did not choose.)
-        if let Some(t) = sub.as_ref().filter(|s| !s.sync).and_then(|s| s.owner)
-            && st.owner_last.contains(&(t, task.seq))
-            && let Some(th) = self.threads.get_mut(t as usize)
-        {
-            let device = st.device;
-            match th.own.iter_mut().find(|(d, _)| *d == device) {
-                Some((_, own)) => own.join(&clock),
-                None => th.own.push((device, (*clock).clone())),
-            }
-        }
+        // On a stream several threads enqueue on, the owner's latest task: its own work on the
+        // device now reaches here. (Not a synchronous call's: that is the thread's own access
+        // already, and the stream it ran on carries other threads' calls, in an order the
+        // program did not choose.) A stream one thread uses alone needs nothing here: its
+        // clock is that thread's own work.
+        let own_work = (st.owner_last.len() > 1)
+            .then(|| sub.as_ref().filter(|s| !s.sync).and_then(|s| s.owner))
+            .flatten()
+            .filter(|&t| st.owner_last.contains(&(t, task.seq)))
+            .map(|t| (t, st.device));
         if kind == TaskKind::EventRecord
             && let Some(ev) = task.desc.as_event()
         {
@@ -1783,6 +1811,9 @@ impl Sanitizer {
             e.latest = e.latest.max(ev.record);
             let latest = e.latest;
             e.records.retain(|&r, v| r >= latest || v.1 > 0);
+        }
+        if let Some((t, device)) = own_work {
+            self.add_own_work(t, device, &clock);
         }
         // Stream-ordered frees behind this position happen now.
         let st = self.streams.get_mut(&task.stream).expect("looked up above");
@@ -2665,6 +2696,36 @@ mod tests {
             san.reports()[1].earlier.thread.as_ref().map(|t| t.index),
             Some(1)
         );
+    }
+
+    #[test]
+    fn on_a_stream_two_threads_share_a_thread_s_own_work_stops_at_its_own_last_task() {
+        let s = entities(2);
+        let (shared, d) = (s[0], s[1]);
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        write_by(&mut san, a, shared, 1, false, 1);
+        write_by(&mut san, b, shared, 2, false, 2); // stream order: after a's, no race
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        // a's synchronous call waits for the device, but is ordered after its own write only.
+        san.synchronized_own_work(a, 0);
+        write_by(&mut san, a, d, 1, true, 3);
+        let r = &san.reports()[0];
+        assert_eq!(r.kind, ReportKind::Race);
+        assert_eq!(
+            (r.earlier.stream.is_some(), r.earlier.position),
+            (true, 2),
+            "{r}"
+        );
+        assert_eq!(r.earlier.thread.as_ref().map(|t| t.index), Some(1), "{r}");
+        // b's is ordered after both, once it is told of a's call.
+        san.synchronized_own_work(b, 0);
+        let found = san.findings();
+        san.release(a, 3);
+        san.acquire(b, 3);
+        write_by(&mut san, b, d, 2, true, 4);
+        assert_eq!(san.findings(), found, "{:?}", san.reports());
     }
 
     #[test]
