@@ -180,6 +180,7 @@ pub type ExceptionCallback = Arc<dyn Fn(&ExceptionInfo) + Send + Sync>;
 impl Runtime {
     /// Replaces this thread's current context (the top of its stack) with `ctx`.
     fn stack_set_top(&self, inner: &mut Inner, ctx: Entity) {
+        crate::sanitizer::thread_seen(inner);
         let id = self.id();
         let shared = self.weak();
         let old = STACK.with(|s| {
@@ -490,6 +491,7 @@ impl Runtime {
     pub fn push_context(&self, ctx: Context) -> NpuResult<()> {
         let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
+        crate::sanitizer::thread_seen(&mut g);
         let (runtime, shared) = (self.id(), self.weak());
         STACK.with(|s| {
             s.borrow_mut().0.push(Entry {
