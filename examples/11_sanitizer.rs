@@ -4,8 +4,8 @@
 //! What happens: three small programs run on runtimes built with the sanitizer in report mode
 //! (`RuntimeConfig::sanitizer`; `NPUSIM_SANITIZE=report` turns it on for any program without a
 //! change). Each frame completes tasks as usual; as each task completes, the sanitizer gives it
-//! a vector clock (stream order, the event records its waits captured, what the host had
-//! synchronized with when it enqueued the task) and checks the bytes it touched against the
+//! a vector clock (stream order, the event records its waits captured, what the host thread
+//! that enqueued the task had synchronized with) and checks the bytes it touched against the
 //! shadow of earlier accesses.
 //!
 //! 1. A producer stream fills a buffer with `fill_f32`; a consumer stream runs `relu_f32` on it.
@@ -16,6 +16,11 @@
 //! 3. The host frees a buffer while a kernel that writes it is still queued. npusim's free waits
 //!    for the kernel, but ACL's `aclrtFree` frees at once: on hardware the kernel would write
 //!    memory that may already belong to someone else. Reported as a use after free.
+//! 4. Two host threads: a loader thread uploads `x` and tells the main thread over a channel;
+//!    the main thread then runs `relu_f32` on `x`. Each host thread has its own clock, and the
+//!    channel is invisible to the sanitizer, so the loader's copy and the kernel are reported
+//!    as a race naming both threads. The same program with the hand-off told to the sanitizer
+//!    (`sanitizer_release` before the send, `sanitizer_acquire` after the receive): no report.
 //!
 //! Run: `cargo run --release --example 11_sanitizer`
 
@@ -53,6 +58,40 @@ fn pipeline(rt: &Runtime, ordered: bool) -> Result<Vec<SanitizerReport>, NpuErro
     Ok(rt.take_sanitizer_reports())
 }
 
+/// A loader thread uploads `x`; the main thread, told over a channel, runs relu on it.
+/// `annotated` tells the sanitizer of the hand-off.
+fn loader(rt: &Runtime, annotated: bool) -> Result<Vec<SanitizerReport>, NpuError> {
+    // The main thread makes its first call (and so is known to the sanitizer) before the
+    // loader exists; the loader starts ordered after it, as a spawned thread is.
+    let s = rt.create_stream()?;
+    let relu = rt.kernel("relu_f32")?;
+    let (x, y) = (rt.malloc(N * 4)?, rt.malloc(N * 4)?);
+    let (loaded, done) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        std::thread::Builder::new()
+            .name("loader".into())
+            .spawn_scoped(scope, move || -> Result<(), NpuError> {
+                rt.memcpy_htod(x, &vec![-2.0f32; N as usize])?;
+                if annotated {
+                    // The send below is a hand-off the runtime cannot see: publish what this
+                    // thread did so far (its copy included) under key 1 ...
+                    rt.sanitizer_release(1);
+                }
+                loaded.send(()).expect("the main thread waits");
+                Ok(())
+            })
+            .expect("the loader starts");
+        done.recv().expect("the loader sends");
+        if annotated {
+            // ... and order this thread after it, now that the message has arrived.
+            rt.sanitizer_acquire(1);
+        }
+        rt.launch(relu, 8, &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N)], s)
+    })?;
+    rt.synchronize_device()?;
+    Ok(rt.take_sanitizer_reports())
+}
+
 fn print(title: &str, reports: &[SanitizerReport]) {
     println!("== {title}: {} report(s)", reports.len());
     for r in reports {
@@ -86,6 +125,23 @@ fn main() -> Result<(), NpuError> {
     print("free while a kernel still writes the buffer", &freed);
     assert_eq!(freed.len(), 1);
     assert_eq!(freed[0].kind, npusim::ReportKind::UseAfterFree);
+
+    // 4. Two host threads, a hand-off through a channel.
+    let rt = runtime()?;
+    let unannotated = loader(&rt, false)?;
+    print(
+        "a loader thread hands x over through a channel",
+        &unannotated,
+    );
+    assert_eq!(unannotated.len(), 1);
+    assert!(unannotated[0].earlier.thread.is_some());
+    let rt = runtime()?;
+    let annotated = loader(&rt, true)?;
+    print(
+        "the same with sanitizer_release + sanitizer_acquire",
+        &annotated,
+    );
+    assert!(annotated.is_empty());
 
     let shadow = rt.sanitizer_shadow();
     println!(

@@ -32,12 +32,15 @@ fn program() -> Outcome {
     hosts[0].write(&input).unwrap();
     let k = |name: &str| rt.kernel(name).unwrap();
     let (start, done) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    // B's reads of a round's output are over before A writes the next round's.
+    let read = rt.create_event().unwrap();
     let log: Arc<Mutex<Vec<u32>>> = Arc::default();
 
     for round in 0..4u32 {
         let (a, b, c) = (streams[0], streams[1], streams[2]);
         let x = bufs[(round % 2) as usize];
         let y = bufs[2 + (round % 2) as usize];
+        rt.stream_wait_event(a, read).unwrap();
         rt.record_event(start, a).unwrap();
         rt.memcpy_htod_async(x, &hosts[0], bytes, a).unwrap();
         rt.launch(k("relu_f32"), 6, &[x.into(), y.into(), n.into()], a)
@@ -77,6 +80,7 @@ fn program() -> Outcome {
         rt.launch_host_func(b, move || log2.lock().unwrap().push(round))
             .unwrap();
         rt.memcpy_dtoh_async(&hosts[1], bufs[4], bytes, b).unwrap();
+        rt.record_event(read, b).unwrap();
         rt.host_work(SimTime::from_us(7 + round as u64));
         if round == 2 {
             rt.synchronize_stream(b).unwrap();

@@ -166,3 +166,58 @@ fn a_kernel_that_never_finishes_is_stopped_by_the_watchdog() {
         .unwrap();
     assert_code(rt.synchronize_stream(s), codes::RT_AICORE_TIMEOUT);
 }
+
+#[test]
+fn stream_and_event_calls_see_a_fault_at_once_and_work_again_after_a_reset() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let ev = rt.create_event().unwrap();
+    let noop = rt.kernel("noop").unwrap();
+    // Healthy: every call of the hot path goes through.
+    rt.launch(noop, 1, &[], s).unwrap();
+    rt.record_event(ev, s).unwrap();
+    rt.stream_wait_event(s, ev).unwrap();
+    rt.synchronize_stream(s).unwrap();
+
+    rt.launch(
+        rt.kernel("fault_bad_address").unwrap(),
+        1,
+        &[WILD.into()],
+        s,
+    )
+    .unwrap();
+    assert_code(rt.synchronize_stream(s), codes::RT_AICORE_EXCEPTION);
+    // The first calls after the fault already return the sticky error.
+    assert_code(rt.launch(noop, 1, &[], s), codes::RT_AICORE_EXCEPTION);
+    assert_code(rt.record_event(ev, s), codes::RT_AICORE_EXCEPTION);
+    assert_code(rt.stream_wait_event(s, ev), codes::RT_AICORE_EXCEPTION);
+    assert_code(rt.memset_async(WILD, 0, 0, s), codes::RT_AICORE_EXCEPTION);
+
+    rt.reset_context().unwrap();
+    rt.launch(noop, 1, &[], s).unwrap();
+    rt.record_event(ev, s).unwrap();
+    rt.stream_wait_event(s, ev).unwrap();
+    rt.synchronize_stream(s).unwrap();
+}
+
+#[test]
+fn a_context_an_embedder_marks_faulted_by_hand_refuses_launches() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let noop = rt.kernel("noop").unwrap();
+    rt.launch(noop, 1, &[], s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    {
+        let mut g = rt.lock_world();
+        let world = g.world_mut();
+        let mut q = world.query::<&mut npusim::components::ContextState>();
+        for mut c in q.iter_mut(world) {
+            c.status = npusim::components::ContextStatus::Faulted;
+            c.sticky_error = Some(NpuError::AicoreException {
+                kernel: "by hand".into(),
+                detail: "marked faulted by an embedder".into(),
+            });
+        }
+    }
+    assert_code(rt.launch(noop, 1, &[], s), codes::RT_AICORE_EXCEPTION);
+}

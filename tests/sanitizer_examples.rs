@@ -73,13 +73,17 @@ fn every_example_runs_clean_under_the_sanitizer() {
 }
 
 #[test]
-fn the_sanitizer_example_prints_its_two_reports_and_none_for_the_fixed_program() {
+fn the_sanitizer_example_prints_its_three_reports_and_none_for_the_fixed_programs() {
     // It builds its runtimes with the sanitizer in report mode and prints the reports itself.
     let (stdout, _) = finish("11_sanitizer", start("11_sanitizer", &[]));
     assert_eq!(
         stdout.matches("npusim sanitizer: race").count(),
-        1,
+        2,
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("by host thread 1 (\"loader\")"),
+        "the loader's copy: {stdout}"
     );
     assert_eq!(
         stdout.matches("npusim sanitizer: use after free").count(),

@@ -48,6 +48,10 @@ fn program() -> Runtime {
             comm,
         )
         .unwrap();
+        // The compute stream reads the reduced buffer: it waits for the all-reduce.
+        let reduced = rt.create_event().unwrap();
+        rt.record_event(reduced, comm).unwrap();
+        rt.stream_wait_event(compute, reduced).unwrap();
         rt.launch(relu, 4, &[x.into(), y.into(), n.into()], compute)
             .unwrap();
         bufs.push((x, compute, comm));
@@ -145,7 +149,7 @@ fn every_task_appears_once_on_its_stream_track() {
         .filter(|e| e["ph"] == "f")
         .map(|e| e["id"].as_u64().unwrap())
         .collect();
-    assert_eq!(starts.len(), 2, "one flow per event wait");
+    assert_eq!(starts.len(), 4, "one flow per event wait (two a device)");
     assert_eq!(starts, ends);
 }
 

@@ -45,7 +45,11 @@
 //! 7. **Limits** (`aclrtSetDeviceResLimit`, `aclrtSetOpExecuteTimeOut`) are the runtime's
 //!    device limits: a cap on the AI cores a kernel gets, applied at dispatch, and the kernel
 //!    timeout, checked by the binary-kernel watchdog ([`query`]).
-//! 8. **After a fault** under ACL_STOP_ON_FAILURE the context refuses new work, while cleanup
+//! 8. **The stream sanitizer** (`NPUSIM_SANITIZE`) checks the program's happens-before per
+//!    host thread; `npusimSanitizerRelease` / `npusimSanitizerAcquire` /
+//!    `npusimSanitizerHostSync` tell it of synchronization between threads it cannot see
+//!    ([`sanitizer`]).
+//! 9. **After a fault** under ACL_STOP_ON_FAILURE the context refuses new work, while cleanup
 //!    (free, destroy, unsubscribe, unload) succeeds, as in ACL.
 //!
 //! The functions are listed, with their C prototypes, in the modules below and in the header.
@@ -70,6 +74,7 @@ pub mod memory;
 pub mod notify;
 pub mod pool;
 pub mod query;
+pub mod sanitizer;
 pub mod session;
 pub mod stream;
 pub mod types;

@@ -176,8 +176,19 @@ unsafe fn copy(
 ) -> AclResult<()> {
     let len = usize::try_from(count).map_err(|_| AclError::param("count too large"))?;
     let on = |st: Option<Stream>| st.map_or_else(|| s.copy_stream(), Ok);
+    // A synchronous copy is the calling thread's own access to the sanitizer.
+    let _sync = stream
+        .is_none()
+        .then(npusim_engine::sanitizer::SyncCallGuard::enter);
     match (dst_dev, src_dev) {
         (false, false) => {
+            // The thread's own reads and writes of pinned memory, as the sanitizer sees them.
+            if let Some((buf, offset)) = pinned(src, count) {
+                npusim_engine::sanitizer::host_access(&buf, offset, count, false)?;
+            }
+            if let Some((buf, offset)) = pinned(dst, count) {
+                npusim_engine::sanitizer::host_access(&buf, offset, count, true)?;
+            }
             // SAFETY: both host ranges are valid for `len` bytes (the caller's contract);
             // `copy` allows them to overlap.
             unsafe { std::ptr::copy(src.cast::<u8>(), dst.cast::<u8>(), len) };
@@ -186,6 +197,10 @@ unsafe fn copy(
             let st = on(stream)?;
             match pinned(src, count) {
                 Some((buf, offset)) => {
+                    if stream.is_none() {
+                        // Synchronous: the thread's own read of its pinned memory.
+                        npusim_engine::sanitizer::host_access(&buf, offset, count, false)?;
+                    }
                     s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
                 }
                 None => {
@@ -208,6 +223,10 @@ unsafe fn copy(
             let st = on(stream)?;
             match pinned(dst, count) {
                 Some((buf, offset)) => {
+                    if stream.is_none() {
+                        // Synchronous: the thread's own write of its pinned memory.
+                        npusim_engine::sanitizer::host_access(&buf, offset, count, true)?;
+                    }
                     s.rt.memcpy_dtoh_async_at(&buf, offset, dev(src), count, st)?;
                     if stream.is_none() {
                         s.rt.synchronize_stream(st)?;
@@ -327,7 +346,9 @@ fn memset(
         return Ok(());
     }
     // Holding the buffer keeps the memory alive while it is written.
-    if let Some((_buffer, _)) = pinned(dst, count as u64) {
+    if let Some((buffer, offset)) = pinned(dst, count as u64) {
+        // The thread's own write, as the sanitizer sees it.
+        npusim_engine::sanitizer::host_access(&buffer, offset, count as u64, true)?;
         // SAFETY: the range lies inside a live aclrtMallocHost allocation.
         unsafe { std::ptr::write_bytes(dst.cast::<u8>(), value as u8, count) };
         return Ok(());
@@ -336,6 +357,10 @@ fn memset(
         Some(st) => st,
         None => s.copy_stream()?,
     };
+    // A synchronous memset is the calling thread's own access to the sanitizer.
+    let _sync = stream
+        .is_none()
+        .then(npusim_engine::sanitizer::SyncCallGuard::enter);
     s.rt.memset_async(dev(dst), value as u8, count as u64, st)?;
     if stream.is_none() {
         s.rt.synchronize_stream(st)?;

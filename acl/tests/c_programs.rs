@@ -193,6 +193,29 @@ fn npusim_sanitize_report_prints_the_race_of_a_c_program_with_its_acl_calls() {
 }
 
 #[test]
+fn a_race_between_two_c_threads_names_both_and_the_annotations_fix_its_twin() {
+    let (_, stderr) = program_full("sanitizer_threads", &[("NPUSIM_SANITIZE", "report")]);
+    assert_eq!(
+        stderr.matches("npusim sanitizer: race").count(),
+        1,
+        "{stderr}"
+    );
+    for text in [
+        "first:  written by memcpy host to device on device 0 by host thread 1, called at \
+         aclrtMemcpy (ACL call #",
+        "then:   written by memcpy host to device on device 0 by host thread 2, called at \
+         aclrtMemcpy (ACL call #",
+        "npusimSanitizerRelease",
+        "npusim sanitizer: 1 report(s)",
+    ] {
+        assert!(stderr.contains(text), "{text} missing:\n{stderr}");
+    }
+    // In error mode the racing copy fails; without the sanitizer every call succeeds.
+    program_with("sanitizer_threads", &[("NPUSIM_SANITIZE", "error")]);
+    program("sanitizer_threads");
+}
+
+#[test]
 fn npusim_sanitize_error_fails_the_racing_kernel_with_device_mem_error() {
     program_with("sanitizer", &[("NPUSIM_SANITIZE", "error")]);
 }

@@ -47,7 +47,8 @@ pub use resources::{
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
 };
 pub use sanitizer::{
-    EnqueueSite, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode, SanitizerReport,
+    EnqueueSite, HostThread, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode,
+    SanitizerReport,
 };
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,

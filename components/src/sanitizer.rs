@@ -6,23 +6,30 @@
 //! allocations and frees — and hands out the reports.
 //!
 //! **Clocks.** Every stream is a thread of the clock: its task at position `seq` has epoch
-//! `(stream, seq)`. A task's clock is the join of its stream predecessor's, the host's clock
-//! when it was enqueued (so a synchronize orders the host's later enqueues), the clock of the
-//! event record a wait captured at enqueue (ACL's capture semantics), a callback's own clock
-//! (what its body synchronized with), and for a collective the clocks of every rank as they
-//! reached the rendezvous. The host is one thread of its own in lock order (synchronization
-//! between host threads outside the runtime is invisible to it, so treating them as one never
-//! reports a hand-off as a race); a host callback's body runs with its task's clock. Clocks are
-//! computed as tasks complete, which every order the simulation takes respects: a task never
-//! completes before a task that happens before it.
+//! `(stream, seq)`. So is every host thread, as in ThreadSanitizer: numbered on its first call
+//! ([`Sanitizer::host_thread`]), it starts after what every thread did until then (the runtime
+//! cannot see a spawn). A task's clock is the join of its stream predecessor's, the clock of the
+//! host thread that enqueued it, as it was then (so a synchronize orders that thread's later
+//! enqueues, and no other thread's), the clock of the event record a wait captured at enqueue
+//! (ACL's capture semantics), a callback's own clock (what its body synchronized with), and for
+//! a collective the clocks of every rank as they reached the rendezvous. Synchronizes join into
+//! the calling thread only. A thread's own accesses — frees, pinned-buffer reads and writes,
+//! synchronous copies and memsets — are made at the thread's epoch; a synchronous call is not
+//! ordered by the stream it happens to run on (other threads' calls reach it in lock order),
+//! and the device synchronize a Rust one begins with orders the thread after its own work only.
+//! Hand-offs the runtime cannot see (channels, locks, joins) are told with
+//! [`Sanitizer::release`] / [`Sanitizer::acquire`] / [`Sanitizer::host_sync`]. A host
+//! callback's body runs with its task's clock. Clocks are computed as tasks complete, which
+//! every order the simulation takes respects: a task never completes before a task that
+//! happens before it.
 //!
 //! **Shadow.** Per address space (a context), a map of disjoint byte intervals, each holding
 //! the last write and the reads since that are not ordered with each other (FastTrack's rule,
 //! per interval instead of per byte): a 1 GiB buffer copied whole is one interval.
 //!
 //! **Reports** name the kind, the range, its block and offset, both sides (device, stream,
-//! position, kernel or copy name, argument, where it was enqueued) and the event that would
-//! order them.
+//! position, kernel or copy name, argument, where it was enqueued, the host thread) and the
+//! event (or, between threads, the synchronization) that would order them.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -209,6 +216,32 @@ pub struct ReportSide {
     pub mode: Option<AccessMode>,
     /// Where it was enqueued or called.
     pub site: EnqueueSite,
+    /// The host thread whose call it is: for a side with no stream, the thread whose own
+    /// access or call it is (a free, an allocation, a pinned buffer's read or write, a
+    /// synchronous copy or memset); for a task, the thread that enqueued it (or enqueued the
+    /// host callback that did). `None` when no host thread is known (a task an embedder's
+    /// system submitted, a host callback's own access).
+    pub thread: Option<HostThread>,
+}
+
+/// A host thread as reports name it: its index among the threads that called the runtime
+/// (0 for the first, in the order of their first call) and its name, when it has one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HostThread {
+    /// Index in the order the threads first called the runtime.
+    pub index: u32,
+    /// The thread's name ([`std::thread::Thread::name`]), if it has one.
+    pub name: Option<Arc<str>>,
+}
+
+impl std::fmt::Display for HostThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "host thread {}", self.index)?;
+        if let Some(n) = &self.name {
+            write!(f, " ({n:?})")?;
+        }
+        Ok(())
+    }
 }
 
 impl std::fmt::Display for ReportSide {
@@ -220,16 +253,29 @@ impl std::fmt::Display for ReportSide {
             None => "",
         };
         match self.stream {
-            Some(s) => write!(
-                f,
-                "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
-                self.name, self.operand, self.device, self.position, self.site
-            ),
-            None => write!(
-                f,
-                "{how}{} on device {} (host), called at {}",
-                self.name, self.device, self.site
-            ),
+            Some(s) => {
+                write!(
+                    f,
+                    "{how}{} ({}) on device {} {s} at position {}, enqueued at {}",
+                    self.name, self.operand, self.device, self.position, self.site
+                )?;
+                match &self.thread {
+                    Some(t) => write!(f, " by {t}"),
+                    None => Ok(()),
+                }
+            }
+            None => match &self.thread {
+                Some(t) => write!(
+                    f,
+                    "{how}{} on device {} by {t}, called at {}",
+                    self.name, self.device, self.site
+                ),
+                None => write!(
+                    f,
+                    "{how}{} on device {} (host), called at {}",
+                    self.name, self.device, self.site
+                ),
+            },
         }
     }
 }
@@ -355,6 +401,9 @@ struct TaskInfo {
     position: u64,
     name: Arc<str>,
     site: EnqueueSite,
+    /// The host thread whose call this is, or that enqueued the task (index into
+    /// `Sanitizer::threads`).
+    thread: Option<u32>,
 }
 
 /// One access left in the shadow.
@@ -442,11 +491,14 @@ struct HostUse {
     task: Arc<TaskInfo>,
 }
 
-/// A pinned host buffer's queued copies not yet ordered before the host.
+/// A pinned host buffer's queued copies not yet ordered before every host thread, and the
+/// host threads' own reads and writes of it not yet ordered before every other thread.
 #[derive(Debug, Default)]
 struct HostShadow {
     len: u64,
     uses: Vec<HostUse>,
+    /// Host threads' accesses (`slot` and `epoch` are the thread's; `task` its call).
+    host: Vec<HostUse>,
 }
 
 /// A free waiting for its stream position.
@@ -468,6 +520,11 @@ struct Submitted {
     host: Arc<VectorClock>,
     name: Arc<str>,
     site: EnqueueSite,
+    /// The host thread whose work it is: the thread that enqueued it, or that enqueued the
+    /// host callback that did.
+    owner: Option<u32>,
+    /// A synchronous call's task: its accesses are its owner thread's own.
+    sync: bool,
 }
 
 /// A stream as a thread of the clock.
@@ -486,6 +543,8 @@ struct StreamClock {
     frees: Vec<PendingFree>,
     /// Recent event records (position, event), newest last, for fix suggestions.
     records: VecDeque<(u64, Entity)>,
+    /// Per host thread that enqueued on it, the position of its latest task here.
+    owner_last: SmallVec<[(u32, u64); 2]>,
 }
 
 /// An event's fired records.
@@ -554,11 +613,13 @@ impl Names {
     }
 }
 
-/// Who is calling the API: the host program, or the body of a host callback (its task).
+/// Who is calling the API: a host thread, or the body of a host callback (its task).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Actor {
-    /// The host program (every host thread, in lock order).
+    /// The first host thread (host thread 0): a caller that does not tell threads apart.
     Host,
+    /// Host thread `n`, as [`Sanitizer::host_thread`] numbered it.
+    Thread(u32),
     /// The callback of the task at `seq` on `stream`.
     Callback {
         /// Its stream.
@@ -581,6 +642,22 @@ pub struct ShadowStats {
     pub bytes: usize,
 }
 
+/// A host thread as a thread of the clock.
+#[derive(Debug)]
+struct ThreadClock {
+    name: Option<Arc<str>>,
+    slot: u32,
+    /// What the thread has synchronized with; its own slot counts its epochs.
+    clock: Arc<VectorClock>,
+    /// Whether the clock's current epoch was handed on (to a task it enqueued, an annotation
+    /// or another thread) since it last began one: the thread's next own access begins a new
+    /// epoch, so that what was handed on does not cover it.
+    published: bool,
+    /// Per device, the join of the clocks of the thread's own completed work (what a
+    /// synchronous call's implicit device synchronize orders it after).
+    own: SmallVec<[(u32, VectorClock); 1]>,
+}
+
 /// The sanitizer, held by [`Finished::sanitizer`](crate::resources::Finished) only when it
 /// is on.
 #[derive(Debug)]
@@ -594,7 +671,12 @@ pub struct Sanitizer {
     next_slot: u32,
     /// Slots of destroyed streams, with the epoch they ended at.
     free_slots: Vec<(u32, u64)>,
-    host: Arc<VectorClock>,
+    /// Host threads, in the order of their first call.
+    threads: Vec<ThreadClock>,
+    /// Host thread by the caller's key for it.
+    thread_keys: HashMap<u64, u32>,
+    /// Clocks published by [`Sanitizer::release`], by key.
+    released: HashMap<u64, VectorClock>,
     callbacks: HashMap<(Entity, u64), VectorClock>,
     events: EntityHashMap<EventClocks>,
     groups: HashMap<GroupKey, Group>,
@@ -647,7 +729,9 @@ impl Sanitizer {
             empty: Arc::new(VectorClock::default()),
             next_slot: 0,
             free_slots: Vec::new(),
-            host: Arc::new(VectorClock::default()),
+            threads: Vec::new(),
+            thread_keys: HashMap::new(),
+            released: HashMap::new(),
             callbacks: HashMap::new(),
             events: EntityHashMap::default(),
             groups: HashMap::new(),
@@ -743,10 +827,11 @@ impl Sanitizer {
         n
     }
 
-    /// The side of a host call (`name`: an allocation or a free), stream-ordered behind
-    /// `stream`'s position when given.
+    /// The side of a host call (`name`: an allocation or a free) by `actor`, stream-ordered
+    /// behind `stream`'s position when given.
     fn host_call(
         &mut self,
+        actor: Actor,
         device: u32,
         stream: Option<(Entity, u64)>,
         name: &'static str,
@@ -758,6 +843,7 @@ impl Sanitizer {
             position: stream.map_or(0, |s| s.1),
             name: self.name(NameKey::Call(name), || name.into()),
             site,
+            thread: self.thread_of(actor),
         })
     }
 
@@ -779,14 +865,96 @@ impl Sanitizer {
                 submitted: VecDeque::new(),
                 frees: Vec::new(),
                 records: VecDeque::new(),
+                owner_last: SmallVec::new(),
             }
         })
+    }
+
+    /// The index of the host thread the caller knows as `key` (any number unique to the
+    /// thread, e.g. a process-wide counter read from a thread-local), numbering it on its
+    /// first call: the new thread starts ordered after everything every host thread did so
+    /// far, as a thread spawned at that moment would be (the runtime cannot see a spawn).
+    /// Threads that end keep their index: it is never handed to another thread.
+    pub fn host_thread(&mut self, key: u64, name: Option<&str>) -> u32 {
+        if let Some(&i) = self.thread_keys.get(&key) {
+            return i;
+        }
+        let i = self.new_thread(name.map(Arc::from));
+        self.thread_keys.insert(key, i);
+        i
+    }
+
+    /// Host threads numbered so far.
+    pub fn host_threads(&self) -> usize {
+        self.threads.len()
+    }
+
+    fn new_thread(&mut self, name: Option<Arc<str>>) -> u32 {
+        let mut clock = VectorClock::default();
+        for t in &mut self.threads {
+            clock.join(&t.clock);
+            t.published = true;
+        }
+        let slot = self.next_slot;
+        self.next_slot += 1;
+        clock.set(slot, 1);
+        self.threads.push(ThreadClock {
+            name,
+            slot,
+            clock: Arc::new(clock),
+            published: false,
+            own: SmallVec::new(),
+        });
+        (self.threads.len() - 1) as u32
+    }
+
+    /// The thread index `actor` is (host thread 0 is made for [`Actor::Host`] if no thread
+    /// was numbered yet); `None` for a callback.
+    fn thread_of(&mut self, actor: Actor) -> Option<u32> {
+        match actor {
+            Actor::Host => {
+                if self.threads.is_empty() {
+                    self.new_thread(None);
+                }
+                Some(0)
+            }
+            Actor::Thread(i) => {
+                while self.threads.len() <= i as usize {
+                    self.new_thread(None);
+                }
+                Some(i)
+            }
+            Actor::Callback { .. } => None,
+        }
+    }
+
+    /// Thread `t`'s clock, handed on: its next own access begins a new epoch.
+    fn publish(&mut self, t: u32) -> Arc<VectorClock> {
+        let th = &mut self.threads[t as usize];
+        th.published = true;
+        th.clock.clone()
+    }
+
+    /// The epoch thread `t`'s own access is made at: `(its slot, epoch)`, beginning a new
+    /// epoch if the current one was handed on.
+    fn own_epoch(&mut self, t: u32) -> (u32, u64) {
+        let th = &mut self.threads[t as usize];
+        let now = th.clock.get(th.slot);
+        if th.published {
+            Arc::make_mut(&mut th.clock).set(th.slot, now + 1);
+            th.published = false;
+            return (th.slot, now + 1);
+        }
+        (th.slot, now)
     }
 
     /// The clock of `actor` now (a callback's: its task's clock, with what it synchronized).
     fn actor_clock(&mut self, actor: Actor) -> VectorClock {
         match actor {
-            Actor::Host => (*self.host).clone(),
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                (*self.threads[t as usize].clock).clone()
+            }
             Actor::Callback { stream, seq } => {
                 if let Some(c) = self.callbacks.get(&(stream, seq)) {
                     return c.clone();
@@ -807,13 +975,38 @@ impl Sanitizer {
 
     fn actor_join(&mut self, actor: Actor, other: &VectorClock) {
         match actor {
-            Actor::Host => Arc::make_mut(&mut self.host).join(other),
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                Arc::make_mut(&mut self.threads[t as usize].clock).join(other);
+            }
             Actor::Callback { stream, seq } => {
                 let mut c = self.actor_clock(actor);
                 c.join(other);
                 self.callbacks.insert((stream, seq), c);
             }
         }
+    }
+
+    /// The accesses every host thread is ordered after: the element-wise minimum of their
+    /// clocks, and of `with` (what no thread, present or future, can still race with: a new
+    /// thread starts from the join of them all).
+    fn host_floor(&self, with: Option<&VectorClock>) -> VectorClock {
+        let mut clocks = self
+            .threads
+            .iter()
+            .map(|t| &*t.clock)
+            .chain(with)
+            .peekable();
+        let Some(first) = clocks.next() else {
+            return VectorClock::default();
+        };
+        let mut floor = first.clone();
+        for c in clocks {
+            for (i, v) in floor.0.iter_mut().enumerate() {
+                *v = (*v).min(c.0.get(i).copied().unwrap_or(0));
+            }
+        }
+        floor
     }
 
     /// A task was enqueued at `seq` on `stream` (of device `device`) by `actor`: it happens
@@ -830,9 +1023,23 @@ impl Sanitizer {
         name: Arc<str>,
         site: EnqueueSite,
     ) {
-        let host = match actor {
-            Actor::Host => self.host.clone(),
-            Actor::Callback { .. } => Arc::new(self.actor_clock(actor)),
+        let (host, owner) = match actor {
+            Actor::Host | Actor::Thread(_) => {
+                let t = self.thread_of(actor).expect("a host thread");
+                (self.publish(t), Some(t))
+            }
+            Actor::Callback {
+                stream: cs,
+                seq: cseq,
+            } => {
+                // Work a callback enqueues is the work of the thread that enqueued it.
+                let owner = self
+                    .streams
+                    .get(&cs)
+                    .and_then(|st| st.submitted.iter().find(|s| s.seq == cseq))
+                    .and_then(|s| s.owner);
+                (Arc::new(self.actor_clock(actor)), owner)
+            }
         };
         if let Some((event, record)) = wait
             && record != 0
@@ -847,18 +1054,95 @@ impl Sanitizer {
                 .members
                 .push((stream, seq));
         }
-        self.stream(stream, device).submitted.push_back(Submitted {
+        let st = self.stream(stream, device);
+        let mut shared_now = None;
+        if let Some(t) = owner {
+            match st.owner_last.iter_mut().find(|(o, _)| *o == t) {
+                Some(last) => last.1 = seq,
+                None => {
+                    // A second thread enqueues here: the stream's clock stops standing for its
+                    // first thread's own work, which keeps what it has so far.
+                    if let [(first, _)] = st.owner_last[..] {
+                        shared_now = Some((first, st.clock.clone()));
+                    }
+                    st.owner_last.push((t, seq));
+                }
+            }
+        }
+        st.submitted.push_back(Submitted {
             seq,
             host,
             name,
             site,
+            owner,
+            sync: false,
         });
+        if let Some((first, clock)) = shared_now {
+            self.add_own_work(first, device, &clock);
+        }
+    }
+
+    /// Thread `t`'s own work on device `device` now reaches as far as `clock`.
+    fn add_own_work(&mut self, t: u32, device: u32, clock: &VectorClock) {
+        let Some(th) = self.threads.get_mut(t as usize) else {
+            return;
+        };
+        match th.own.iter_mut().find(|(d, _)| *d == device) {
+            Some((_, own)) => own.join(clock),
+            None => th.own.push((device, clock.clone())),
+        }
+    }
+
+    /// The task just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) is the
+    /// work of a synchronous call (a copy or memset that returns when done): its accesses are
+    /// its host thread's own, checked against what that thread is ordered after when it made
+    /// the call and recorded at the thread's epoch. The stream it runs on orders it with
+    /// nothing else: which thread's synchronous call reaches the runtime first is not an
+    /// order the program chose.
+    pub fn sync_call_submitted(&mut self, stream: Entity, seq: u64) {
+        if let Some(sub) = self
+            .streams
+            .get_mut(&stream)
+            .and_then(|st| st.submitted.iter_mut().rev().find(|s| s.seq == seq))
+            && sub.owner.is_some()
+        {
+            sub.sync = true;
+        }
+    }
+
+    /// `actor` publishes what it is ordered after under `key`
+    /// ([`Sanitizer::acquire`] of the same key orders the acquirer after it): synchronization
+    /// the runtime cannot see, such as a channel or a lock between host threads.
+    pub fn release(&mut self, actor: Actor, key: u64) {
+        let c = match self.thread_of(actor) {
+            Some(t) => self.publish(t),
+            None => Arc::new(self.actor_clock(actor)),
+        };
+        self.released.entry(key).or_default().join(&c);
+    }
+
+    /// `actor` is ordered after everything published under `key` so far.
+    pub fn acquire(&mut self, actor: Actor, key: u64) {
+        if let Some(c) = self.released.get(&key).cloned() {
+            self.actor_join(actor, &c);
+        }
+    }
+
+    /// `actor` is ordered after everything every host thread did so far (after the threads
+    /// were joined, or met at a barrier).
+    pub fn host_sync(&mut self, actor: Actor) {
+        let mut c = VectorClock::default();
+        for t in 0..self.threads.len() as u32 {
+            c.join(&self.publish(t));
+        }
+        self.actor_join(actor, &c);
     }
 
     /// The copy just submitted at `seq` on `stream` (see [`Sanitizer::submitted`]) reads
     /// (host to device) or writes (device to host, `writes`) bytes `range` of pinned host
     /// buffer `buffer`, `len` bytes long: the host must not touch them until it is ordered
-    /// after the copy.
+    /// after the copy. A host thread's own access to those bytes that the copy's enqueuer is
+    /// not ordered after (one side writing) is a race, reported now.
     pub fn host_copy_submitted(
         &mut self,
         stream: Entity,
@@ -866,6 +1150,7 @@ impl Sanitizer {
         (buffer, len): (u64, u64),
         range: (u64, u64),
         writes: bool,
+        now: SimTime,
     ) {
         let Some(st) = self.streams.get(&stream) else {
             return;
@@ -879,96 +1164,175 @@ impl Sanitizer {
             position: seq,
             name: sub.name.clone(),
             site: sub.site,
+            thread: sub.owner,
         });
+        let enqueuer = sub.host.clone();
         let (slot, epoch) = (st.slot, st.base + seq);
-        let host = &self.host;
+        let floor = self.host_floor(None);
         let shadow = self.host_buffers.entry(buffer).or_default();
         shadow.len = len;
-        // Copies the host is already ordered after need no checking any more.
-        shadow.uses.retain(|u| !host.covers(u.slot, u.epoch));
+        // Copies and host accesses every host thread is already ordered after need no
+        // checking any more.
+        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
+        shadow.host.retain(|u| !floor.covers(u.slot, u.epoch));
+        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
+            .host
+            .iter()
+            .filter(|h| {
+                (h.writes || writes)
+                    && h.start < range.1
+                    && range.0 < h.end
+                    && !enqueuer.covers(h.slot, h.epoch)
+            })
+            .map(|h| {
+                (
+                    h.start.max(range.0),
+                    h.end.min(range.1),
+                    h.task.clone(),
+                    h.writes,
+                )
+            })
+            .collect();
         shadow.uses.push(HostUse {
             start: range.0,
             end: range.1,
             writes,
             slot,
             epoch,
-            task,
+            task: task.clone(),
         });
+        let (copy_operand, copy_mode) = copy_side(writes);
+        for (start, end, host, host_writes) in conflicts {
+            let earlier = self.side_of(&host, Operand::HostBuffer, Some(host_mode(host_writes)));
+            let later = self.side_of(&task, copy_operand, Some(copy_mode));
+            let fix = self.fix_after_thread(&earlier, &later);
+            self.push_report(
+                SanitizerReport {
+                    kind: ReportKind::Race,
+                    addr: start,
+                    bytes: end - start,
+                    block: Some((0, len)),
+                    earlier,
+                    later,
+                    fix,
+                    at: now,
+                    host_buffer: Some(buffer),
+                    count: 1,
+                },
+                &host,
+                &task,
+            );
+        }
     }
 
-    /// `actor` reads (or writes, `writes`) bytes `range` of pinned host buffer `buffer` itself,
-    /// at a call made at `site`: a queued copy of overlapping bytes (one side writing) that it
-    /// is not ordered after is a race. In error mode the error the access fails with.
+    /// `actor` reads (or writes, `writes`) bytes `range` of pinned host buffer `buffer` (`len`
+    /// bytes long) itself, at a call made at `site`: a queued copy of overlapping bytes (one
+    /// side writing) that it is not ordered after is a race, and so is another host thread's
+    /// access it is not ordered after. In error mode the error the access fails with.
+    #[allow(clippy::too_many_arguments)]
     pub fn host_accessed(
         &mut self,
         actor: Actor,
-        buffer: u64,
+        (buffer, len): (u64, u64),
         range: (u64, u64),
         writes: bool,
         site: EnqueueSite,
         now: SimTime,
     ) -> Option<NpuError> {
-        if !self.host_buffers.contains_key(&buffer) {
+        let thread = self.thread_of(actor);
+        // A callback's access is checked, not kept: its clock is its task's, which every
+        // later enqueue of its stream's order covers.
+        if thread.is_none() && !self.host_buffers.contains_key(&buffer) {
             return None;
         }
         let clock = self.actor_clock(actor);
-        let shadow = self.host_buffers.get_mut(&buffer).expect("looked up");
-        shadow.uses.retain(|u| !clock.covers(u.slot, u.epoch));
-        let len = shadow.len;
-        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool)> = shadow
-            .uses
-            .iter()
-            .filter(|u| (u.writes || writes) && u.start < range.1 && range.0 < u.end)
-            .map(|u| {
-                (
-                    u.start.max(range.0),
-                    u.end.min(range.1),
-                    u.task.clone(),
-                    u.writes,
-                )
-            })
-            .collect();
-        if shadow.uses.is_empty() {
-            self.host_buffers.remove(&buffer);
-        }
+        let floor = self.host_floor(None);
+        let at = thread.map(|t| self.own_epoch(t));
         let name = if writes {
             "host write of a pinned buffer"
         } else {
             "host read of a pinned buffer"
         };
         let (stream, position) = match actor {
-            Actor::Host => (None, 0),
+            Actor::Host | Actor::Thread(_) => (None, 0),
             Actor::Callback { stream, seq } => (Some(stream), seq),
         };
-        let before = self.found;
-        for (start, end, task, copy_writes) in conflicts {
-            let info = Arc::new(TaskInfo {
-                device: task.device,
-                stream,
-                position,
-                name: self.name(NameKey::Call(name), || name.into()),
-                site,
+        let device = self
+            .host_buffers
+            .get(&buffer)
+            .and_then(|h| h.uses.first().or(h.host.first()))
+            .map_or(0, |u| u.task.device);
+        let info = Arc::new(TaskInfo {
+            device,
+            stream,
+            position,
+            name: self.name(NameKey::Call(name), || name.into()),
+            site,
+            thread,
+        });
+        let shadow = self.host_buffers.entry(buffer).or_default();
+        shadow.len = shadow.len.max(len);
+        shadow.uses.retain(|u| !floor.covers(u.slot, u.epoch));
+        shadow.host.retain(|u| !floor.covers(u.slot, u.epoch));
+        let len = shadow.len;
+        let overlaps = |u: &&HostUse| {
+            (u.writes || writes)
+                && u.start < range.1
+                && range.0 < u.end
+                && !clock.covers(u.slot, u.epoch)
+        };
+        // (start, end, the other side, whether it writes, whether it is a copy)
+        let conflicts: Vec<(u64, u64, Arc<TaskInfo>, bool, bool)> = shadow
+            .uses
+            .iter()
+            .filter(overlaps)
+            .map(|u| (u, true))
+            .chain(shadow.host.iter().filter(overlaps).map(|u| (u, false)))
+            .map(|(u, copy)| {
+                (
+                    u.start.max(range.0),
+                    u.end.min(range.1),
+                    u.task.clone(),
+                    u.writes,
+                    copy,
+                )
+            })
+            .collect();
+        if let Some((slot, epoch)) = at {
+            // The thread's older accesses this one supersedes go.
+            shadow.host.retain(|u| {
+                !(u.slot == slot && range.0 <= u.start && u.end <= range.1 && (writes || !u.writes))
             });
-            let (copy_operand, copy_mode) = if copy_writes {
-                (Operand::Destination, AccessMode::Write)
+            shadow.host.push(HostUse {
+                start: range.0,
+                end: range.1,
+                writes,
+                slot,
+                epoch,
+                task: info.clone(),
+            });
+        }
+        if shadow.uses.is_empty() && shadow.host.is_empty() {
+            self.host_buffers.remove(&buffer);
+        }
+        let before = self.found;
+        for (start, end, task, other_writes, copy) in conflicts {
+            let (operand, mode) = if copy {
+                copy_side(other_writes)
             } else {
-                (Operand::Source, AccessMode::Read)
+                (Operand::HostBuffer, host_mode(other_writes))
             };
-            let host_mode = if writes {
-                AccessMode::Write
-            } else {
-                AccessMode::Read
-            };
-            let earlier = self.side_of(&task, copy_operand, Some(copy_mode));
-            let later = self.side_of(&info, Operand::HostBuffer, Some(host_mode));
-            let a = task.stream.map(|s| Stream::new(self.runtime, s));
-            let fix = match a {
-                Some(a) => format!(
-                    "synchronize {a} (or an event recorded on it after position {}) before \
+            let earlier = self.side_of(&task, operand, Some(mode));
+            let later = self.side_of(&info, Operand::HostBuffer, Some(host_mode(writes)));
+            let fix = match (copy, task.stream) {
+                (true, Some(a)) => format!(
+                    "synchronize {} (or an event recorded on it after position {}) before \
                      the host touches the buffer",
+                    Stream::new(self.runtime, a),
                     task.position
                 ),
-                None => "synchronize before the host touches the buffer".into(),
+                (true, None) => "synchronize before the host touches the buffer".into(),
+                (false, _) => self.fix_after_thread(&earlier, &later),
             };
             self.push_report(
                 SanitizerReport {
@@ -1018,6 +1382,33 @@ impl Sanitizer {
             }
         }
         self.actor_join(actor, &c);
+    }
+
+    /// The host thread `actor` made a synchronous call, which waits for device `device`'s
+    /// queued work before it runs: the thread is ordered after the work it enqueued there
+    /// itself (with what the host callbacks it enqueued enqueued), not after other threads'
+    /// work — which of that was queued first depends on which thread reached the runtime
+    /// first. A callback is ordered after all of the device's work, as by a device
+    /// synchronize.
+    pub fn synchronized_own_work(&mut self, actor: Actor, device: u32) {
+        let Some(t) = self.thread_of(actor) else {
+            self.synchronized_device(actor, Some(device));
+            return;
+        };
+        // Streams only this thread enqueued on stand for its own work there by their clocks;
+        // on streams shared with other threads, its own work was kept as it completed.
+        let mut c = self.threads[t as usize]
+            .own
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, own)| own.clone())
+            .unwrap_or_default();
+        for st in self.streams.values() {
+            if st.device == device && matches!(st.owner_last[..], [(o, _)] if o == t) {
+                c.join(&st.clock);
+            }
+        }
+        Arc::make_mut(&mut self.threads[t as usize].clock).join(&c);
     }
 
     /// The host synchronized with record `record` of `event` (an event synchronize, a query
@@ -1101,7 +1492,6 @@ impl Sanitizer {
         stream: Option<(Entity, u64)>,
         site: EnqueueSite,
     ) {
-        let _ = actor;
         let generation = self.next_generation;
         self.next_generation += 1;
         let after = stream.map(|(s, position)| {
@@ -1118,7 +1508,7 @@ impl Sanitizer {
         } else {
             "malloc"
         };
-        let alloc = self.host_call(device, stream, ordered, site);
+        let alloc = self.host_call(actor, device, stream, ordered, site);
         let end = base.saturating_add(size);
         let blocks = self.blocks.entry(context).or_default();
         let stale: Vec<u64> = blocks
@@ -1164,13 +1554,16 @@ impl Sanitizer {
         site: EnqueueSite,
         now: SimTime,
     ) {
-        let host = Arc::new(self.actor_clock(actor));
+        let host = match self.thread_of(actor) {
+            Some(t) => self.publish(t),
+            None => Arc::new(self.actor_clock(actor)),
+        };
         let ordered = if stream.is_some() {
             "free_async"
         } else {
             "free"
         };
-        let side = self.host_call(device, stream, ordered, site);
+        let side = self.host_call(actor, device, stream, ordered, site);
         let Some((s, position)) = stream else {
             self.finish_free(context, base, (host.clone(), host), side, now);
             return;
@@ -1211,6 +1604,9 @@ impl Sanitizer {
         now: SimTime,
     ) {
         let mut clock = self.actor_clock(actor);
+        if let Some(t) = self.thread_of(actor) {
+            self.threads[t as usize].published = true;
+        }
         let mut waiting = Vec::new();
         for &(s, p) in positions {
             match self.streams.get(&s) {
@@ -1225,6 +1621,7 @@ impl Sanitizer {
             position: 0,
             name: self.name(NameKey::Call("free"), || "free".into()),
             site,
+            thread: self.thread_of(actor),
         });
         if waiting.is_empty() {
             let c = Arc::new(clock);
@@ -1312,10 +1709,11 @@ impl Sanitizer {
                 &side,
             );
         }
-        // Every task the host enqueues from now on is ordered after what its clock covers:
-        // those accesses can never conflict again, so they leave the shadow (what it does not
-        // cover stays, for a reuse that is not ordered after it).
-        prune(self.shadow.get_mut(&context), base, end, &host);
+        // Every task a host thread enqueues from now on is ordered after what all their clocks
+        // and the free's cover: those accesses can never conflict again, so they leave the
+        // shadow (what is not covered stays, for a reuse that is not ordered after it).
+        let floor = self.host_floor(Some(&host));
+        prune(self.shadow.get_mut(&context), base, end, &floor);
     }
 
     /// Completes `task` (which ended well when `ok`) at `now`: computes its clock and checks
@@ -1389,6 +1787,16 @@ impl Sanitizer {
         st.clock = arc;
         let clock = st.clock.clone();
         st.processed = task.seq;
+        // On a stream several threads enqueue on, the owner's latest task: its own work on the
+        // device now reaches here. (Not a synchronous call's: that is the thread's own access
+        // already, and the stream it ran on carries other threads' calls, in an order the
+        // program did not choose.) A stream one thread uses alone needs nothing here: its
+        // clock is that thread's own work.
+        let own_work = (st.owner_last.len() > 1)
+            .then(|| sub.as_ref().filter(|s| !s.sync).and_then(|s| s.owner))
+            .flatten()
+            .filter(|&t| st.owner_last.contains(&(t, task.seq)))
+            .map(|t| (t, st.device));
         if kind == TaskKind::EventRecord
             && let Some(ev) = task.desc.as_event()
         {
@@ -1403,6 +1811,9 @@ impl Sanitizer {
             e.latest = e.latest.max(ev.record);
             let latest = e.latest;
             e.records.retain(|&r, v| r >= latest || v.1 > 0);
+        }
+        if let Some((t, device)) = own_work {
+            self.add_own_work(t, device, &clock);
         }
         // Stream-ordered frees behind this position happen now.
         let st = self.streams.get_mut(&task.stream).expect("looked up above");
@@ -1446,6 +1857,13 @@ impl Sanitizer {
             return None;
         }
         let device = self.streams.get(&task.stream).map_or(0, |s| s.device);
+        // A synchronous call's accesses are its thread's own: checked against what the thread
+        // was ordered after at the call, at the thread's epoch.
+        let owner = sub.as_ref().and_then(|s| s.owner);
+        let own = sub
+            .as_ref()
+            .filter(|s| s.sync)
+            .and_then(|s| Some((s.owner?, s.host.clone())));
         let (name, site) = match sub {
             Some(s) => (s.name, s.site),
             None => (
@@ -1453,16 +1871,35 @@ impl Sanitizer {
                 EnqueueSite::Unknown,
             ),
         };
-        let info = Arc::new(TaskInfo {
-            device,
-            stream: Some(task.stream),
-            position: task.seq,
-            name,
-            site,
-        });
+        let (info, at, clock) = match own {
+            Some((t, host)) => (
+                Arc::new(TaskInfo {
+                    device,
+                    stream: None,
+                    position: 0,
+                    name,
+                    site,
+                    thread: Some(t),
+                }),
+                self.own_epoch(t),
+                host,
+            ),
+            None => (
+                Arc::new(TaskInfo {
+                    device,
+                    stream: Some(task.stream),
+                    position: task.seq,
+                    name,
+                    site,
+                    thread: owner,
+                }),
+                (slot, epoch),
+                clock,
+            ),
+        };
         let before = self.found;
         for &access in task.access.ranges() {
-            self.check_access(task, access, (slot, epoch), &clock, &info, now);
+            self.check_access(task, access, at, &clock, &info, now);
         }
         if self.config.mode == SanitizerMode::Error
             && self.found > before
@@ -1740,7 +2177,7 @@ impl Sanitizer {
             let later = self.side_of(info, operand, Some(access.mode));
             let fix = match c.earlier.task.stream {
                 Some(s) => self.fix_for(s, c.earlier.task.position, &later),
-                None => "synchronize before the later call".into(),
+                None => self.fix_after_thread(&earlier, &later),
             };
             self.push_report(
                 SanitizerReport {
@@ -1824,7 +2261,39 @@ impl Sanitizer {
             operand,
             mode,
             site: t.site,
+            thread: t.thread.map(|i| HostThread {
+                index: i,
+                name: self.threads.get(i as usize).and_then(|th| th.name.clone()),
+            }),
         }
+    }
+
+    /// What would order host thread `earlier`'s own access before `later`.
+    fn fix_after_thread(&self, earlier: &ReportSide, later: &ReportSide) -> String {
+        let a = earlier
+            .thread
+            .as_ref()
+            .map_or_else(|| "the host".to_string(), |t| t.to_string());
+        let b = match (&later.thread, later.stream) {
+            (Some(t), _) if Some(t) == earlier.thread.as_ref() => {
+                return "synchronize before the later call".into();
+            }
+            (Some(t), _) => t.to_string(),
+            (None, Some(s)) => format!(
+                "the thread that enqueued position {} of {s}",
+                later.position
+            ),
+            (None, None) => "the later caller".into(),
+        };
+        format!(
+            "order {a}'s {} before {b}'s call: through the runtime ({b} synchronizes work {a} \
+             enqueued after it, or waits for an event {a} recorded after it), or, for a \
+             hand-off the runtime cannot see (a channel, a lock, a join), with \
+             sanitizer_release after it in {a} and sanitizer_acquire before the call in {b} \
+             (C: npusimSanitizerRelease / npusimSanitizerAcquire; after joining threads: \
+             sanitizer_host_sync)",
+            earlier.name
+        )
     }
 
     fn block_at(&self, context: Entity, addr: u64) -> Option<(u64, &Block)> {
@@ -1852,6 +2321,23 @@ impl Sanitizer {
         self.last = Some(self.reports.len());
         self.reports.push(report);
         self.fresh += 1;
+    }
+}
+
+/// A copy's operand and mode on its host bytes (device to host when `writes`).
+fn copy_side(writes: bool) -> (Operand, AccessMode) {
+    if writes {
+        (Operand::Destination, AccessMode::Write)
+    } else {
+        (Operand::Source, AccessMode::Read)
+    }
+}
+
+fn host_mode(writes: bool) -> AccessMode {
+    if writes {
+        AccessMode::Write
+    } else {
+        AccessMode::Read
     }
 }
 
@@ -2073,11 +2559,11 @@ mod tests {
         let a = s[0];
         let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
         submit(&mut san, a, 1, None);
-        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true);
+        san.host_copy_submitted(a, 1, (7, 256), (0, 128), true, SimTime(1));
         let read = |san: &mut Sanitizer, range| {
             san.host_accessed(
                 Actor::Host,
-                7,
+                (7, 256),
                 range,
                 false,
                 EnqueueSite::Unknown,
@@ -2103,6 +2589,143 @@ mod tests {
             kept - 1,
             "and the copy is forgotten"
         );
+    }
+
+    /// `actor` enqueues a 64-byte write at 0x1000 at `seq` on `stream` (a synchronous
+    /// call's when `sync`), and it completes at `now`.
+    fn write_by(san: &mut Sanitizer, actor: Actor, stream: Entity, seq: u64, sync: bool, now: u64) {
+        san.submitted(
+            actor,
+            stream,
+            0,
+            seq,
+            None,
+            None,
+            format!("{actor:?}").into(),
+            EnqueueSite::Unknown,
+        );
+        if sync {
+            san.sync_call_submitted(stream, seq);
+        }
+        san.completed(&task(stream, seq, write()), true, SimTime(now));
+    }
+
+    #[test]
+    fn synchronous_writes_from_two_threads_race_and_the_report_names_both_threads() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, Some("a")));
+        let b = Actor::Thread(san.host_thread(11, Some("b")));
+        // Both on one stream (the one synchronous calls run on): its order is the runtime's
+        // lock order, not the program's.
+        write_by(&mut san, a, d, 1, true, 1);
+        write_by(&mut san, b, d, 2, true, 2);
+        let r = &san.reports()[0];
+        assert_eq!((r.kind, r.addr, r.bytes), (ReportKind::Race, 0x1000, 64));
+        let names = [&r.earlier.thread, &r.later.thread].map(|t| t.as_ref().map(|t| t.index));
+        assert_eq!(names, [Some(0), Some(1)]);
+        assert_eq!(
+            r.earlier.thread.as_ref().unwrap().name.as_deref(),
+            Some("a")
+        );
+        assert!(r.to_string().contains("host thread 1 (\"b\")"), "{r}");
+        assert!(r.fix.contains("sanitizer_release"), "{}", r.fix);
+    }
+
+    #[test]
+    fn a_release_and_an_acquire_order_one_thread_s_calls_after_another_s() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        write_by(&mut san, a, d, 1, true, 1);
+        san.release(a, 5);
+        san.acquire(b, 4); // another key: nothing
+        san.acquire(b, 5);
+        write_by(&mut san, b, d, 2, true, 2);
+        // And back, through a host sync.
+        san.host_sync(a);
+        write_by(&mut san, a, d, 3, true, 3);
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        // A write a made after its release is not covered by what b acquired.
+        write_by(&mut san, a, d, 4, true, 4);
+        san.acquire(b, 5);
+        write_by(&mut san, b, d, 5, true, 5);
+        assert_eq!(san.reports().len(), 1, "{:?}", san.reports());
+    }
+
+    #[test]
+    fn a_thread_starts_ordered_after_what_every_thread_did_before_its_first_call() {
+        let d = entities(1)[0];
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        write_by(&mut san, a, d, 1, true, 1);
+        let b = Actor::Thread(san.host_thread(11, None));
+        assert_eq!(san.host_thread(11, None), 1, "numbered once");
+        write_by(&mut san, b, d, 2, true, 2);
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        assert_eq!(san.host_threads(), 2);
+    }
+
+    #[test]
+    fn a_synchronous_call_is_ordered_after_its_own_thread_s_device_work_only() {
+        let s = entities(2);
+        let (stream, d) = (s[0], s[1]);
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        // a: an asynchronous write on its stream, done; b's synchronous write after the
+        // implicit device synchronize is not ordered after it.
+        write_by(&mut san, a, stream, 1, false, 1);
+        san.synchronized_own_work(b, 0);
+        write_by(&mut san, b, d, 1, true, 2);
+        let r = san.reports()[0].clone();
+        assert_eq!(r.kind, ReportKind::Race);
+        assert!(r.earlier.stream.is_some(), "{r}");
+        assert_eq!(r.later.thread.as_ref().map(|t| t.index), Some(1), "{r}");
+        // a's own synchronous call is.
+        san.synchronized_own_work(a, 0);
+        write_by(&mut san, a, d, 2, true, 3);
+        assert_eq!(
+            san.reports().len(),
+            2,
+            "only b's write races with a's: {:?}",
+            san.reports()
+        );
+        assert_eq!(
+            san.reports()[1].earlier.thread.as_ref().map(|t| t.index),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn on_a_stream_two_threads_share_a_thread_s_own_work_stops_at_its_own_last_task() {
+        let s = entities(2);
+        let (shared, d) = (s[0], s[1]);
+        let mut san = Sanitizer::new(SanitizerConfig::report(), 1);
+        let a = Actor::Thread(san.host_thread(10, None));
+        let b = Actor::Thread(san.host_thread(11, None));
+        write_by(&mut san, a, shared, 1, false, 1);
+        write_by(&mut san, b, shared, 2, false, 2); // stream order: after a's, no race
+        assert!(san.reports().is_empty(), "{:?}", san.reports());
+        // a's synchronous call waits for the device, but is ordered after its own write only.
+        san.synchronized_own_work(a, 0);
+        write_by(&mut san, a, d, 1, true, 3);
+        let r = &san.reports()[0];
+        assert_eq!(r.kind, ReportKind::Race);
+        assert_eq!(
+            (r.earlier.stream.is_some(), r.earlier.position),
+            (true, 2),
+            "{r}"
+        );
+        assert_eq!(r.earlier.thread.as_ref().map(|t| t.index), Some(1), "{r}");
+        // b's is ordered after both, once it is told of a's call.
+        san.synchronized_own_work(b, 0);
+        let found = san.findings();
+        san.release(a, 3);
+        san.acquire(b, 3);
+        write_by(&mut san, b, d, 2, true, 4);
+        assert_eq!(san.findings(), found, "{:?}", san.reports());
     }
 
     #[test]

@@ -180,6 +180,7 @@ pub type ExceptionCallback = Arc<dyn Fn(&ExceptionInfo) + Send + Sync>;
 impl Runtime {
     /// Replaces this thread's current context (the top of its stack) with `ctx`.
     fn stack_set_top(&self, inner: &mut Inner, ctx: Entity) {
+        crate::sanitizer::thread_seen(inner);
         let id = self.id();
         let shared = self.weak();
         let old = STACK.with(|s| {
@@ -244,6 +245,7 @@ impl Runtime {
             c.sticky_error = None;
             c.streams.clone()
         };
+        g.recheck_faults();
         for s in streams {
             if let Some(mut st) = g.world.get_mut::<StreamState>(s) {
                 st.error = None;
@@ -283,7 +285,11 @@ impl Runtime {
         let (s, ctx) = self.check_stream_of(inner, stream, || {
             top_for(self.id()).unwrap_or(inner.default_contexts[0])
         })?;
-        healthy_ctx(inner.context(ctx), ctx)?;
+        // The stream is the current context's, so that context is there; healthy unless some
+        // context may have faulted (see `Inner::maybe_faulted`).
+        if inner.maybe_faulted {
+            healthy_ctx(inner.context(ctx), ctx)?;
+        }
         Ok((s, ctx))
     }
 
@@ -301,26 +307,28 @@ impl Runtime {
             return Err(NpuError::ForeignHandle(stream.to_string()));
         }
         let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
-        let c = inner.context(ctx);
-        let ctx_gone = c.is_none();
-        let health = healthy_ctx(c, ctx);
+        // While no context is faulted, the stream being the current context's is all there
+        // is to check about that context (see `Inner::maybe_faulted`).
+        let health = if inner.maybe_faulted {
+            Some(healthy_ctx(inner.context(ctx), ctx))
+        } else {
+            None
+        };
         let others = more(inner, ctx);
-        let Some(st) = inner.stream_mut(stream.entity()) else {
+        let inner: *mut Inner = inner;
+        // SAFETY: `inner` came from a `&'a mut Inner`; the stream borrowed from it here is either
+        // returned (and `inner` not used again) or no longer used when `inner` is read below.
+        let Some(st) = (unsafe { &mut *inner }).stream_mut(stream.entity()) else {
             return Err(NpuError::Destroyed(stream.to_string()));
         };
         if st.context != ctx {
-            // What `stream_outside` says, from what was looked up above.
-            return Err(if ctx_gone {
-                health.expect_err("no context")
-            } else {
-                NpuError::WrongContext {
-                    handle: stream.to_string(),
-                    owner: format!("context {}", st.context),
-                    current: format!("context {ctx}"),
-                }
-            });
+            let owner = st.context;
+            // SAFETY: the stream borrowed above is not used again.
+            return Err(self.stream_outside(unsafe { &*inner }, stream, owner, ctx));
         }
-        health?;
+        if let Some(health) = health {
+            health?;
+        }
         others?;
         Ok((st, ctx))
     }
@@ -390,20 +398,20 @@ impl Runtime {
         let e = world
             .get::<EventState>(event.entity())
             .ok_or_else(|| NpuError::Destroyed(event.to_string()))?;
-        // The current context, looked up once for being there and being healthy.
         let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
-        let c = inner.context(ctx);
-        if c.is_none() {
-            self.current_ctx_entity(inner)?;
-        }
         if e.context != ctx {
+            self.current_ctx_entity(inner)?;
             return Err(NpuError::WrongContext {
                 handle: event.to_string(),
                 owner: format!("context {}", e.context),
                 current: format!("context {ctx}"),
             });
         }
-        healthy_ctx(c, ctx)?;
+        // The event is the current context's, so that context is there; healthy unless some
+        // context may have faulted (see `Inner::maybe_faulted`).
+        if inner.maybe_faulted {
+            healthy_ctx(inner.context(ctx), ctx)?;
+        }
         Ok((event.entity(), ctx))
     }
 
@@ -483,6 +491,7 @@ impl Runtime {
     pub fn push_context(&self, ctx: Context) -> NpuResult<()> {
         let mut g = self.lock();
         let e = self.check_context(&g, ctx)?;
+        crate::sanitizer::thread_seen(&mut g);
         let (runtime, shared) = (self.id(), self.weak());
         STACK.with(|s| {
             s.borrow_mut().0.push(Entry {

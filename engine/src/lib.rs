@@ -71,8 +71,8 @@ pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
 pub use npusim_components::sanitizer::{
-    EnqueueSite, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode, SanitizerReport,
-    ShadowStats,
+    EnqueueSite, HostThread, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode,
+    SanitizerReport, ShadowStats,
 };
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,

@@ -515,11 +515,14 @@ impl Runtime {
 
     /// Waits for the current context's device to finish its queued work, then runs `f` on the
     /// context's default stream and waits for it: the synchronous copies' ordering, as the
-    /// legacy default stream gives them.
+    /// legacy default stream gives them. (The sanitizer takes the copy as the calling thread's
+    /// own access, ordered after that thread's own earlier work: see
+    /// [`SyncCallGuard`](crate::sanitizer::SyncCallGuard).)
     #[track_caller]
     fn sync_op(&self, f: impl FnOnce(Stream) -> NpuResult<()>) -> NpuResult<()> {
         // The copy enqueues from a closure: the caller's site is set for it here.
         let _site = crate::sanitizer::SiteGuard::here();
+        let _sync = crate::sanitizer::SyncCallGuard::enter();
         self.synchronize_device()?;
         let stream = self.default_stream()?;
         f(stream)?;

@@ -172,6 +172,14 @@ pub(crate) struct Inner {
     pub sanitize: bool,
     /// The recorder, when API calls are recorded.
     pub recorder: Option<Box<crate::record::Recorder>>,
+    /// Whether some context may be faulted. While none is, a handle check that found the
+    /// stream (or event) of the current context knows that context is there and healthy
+    /// without looking it up: a context's streams and events go with it, and only a fault
+    /// makes one unhealthy. Worked out again after a frame in which a task failed, after a
+    /// reset, and when an embedder's [`RuntimeGuard`] is dropped.
+    pub maybe_faulted: bool,
+    /// `FrameStats::tasks_failed` when `maybe_faulted` was last worked out.
+    failures_seen: u64,
 }
 
 impl Inner {
@@ -272,6 +280,16 @@ impl Inner {
         self.charge(ns);
     }
 
+    /// Works out again whether some context is faulted (see `maybe_faulted`).
+    pub fn recheck_faults(&mut self) {
+        self.failures_seen = self.world.resource::<FrameStats>().tasks_failed;
+        self.maybe_faulted = self
+            .world
+            .query::<&ContextState>()
+            .iter(&self.world)
+            .any(|c| c.status == npusim_components::ContextStatus::Faulted);
+    }
+
     /// Whether some stream has submissions not yet ingested.
     pub fn doorbell_rung(&self) -> bool {
         self.q_streams
@@ -312,6 +330,13 @@ impl std::fmt::Debug for Runtime {
 /// components, run frames by hand. API calls from the same thread wait until it is dropped.
 pub struct RuntimeGuard<'a> {
     inner: MutexGuard<'a, Inner>,
+}
+
+impl Drop for RuntimeGuard<'_> {
+    fn drop(&mut self) {
+        // The embedder may have changed a context's status by hand.
+        self.inner.recheck_faults();
+    }
 }
 
 impl RuntimeGuard<'_> {
@@ -381,11 +406,15 @@ fn run_schedule(inner: &mut Inner) -> bool {
     }
     let mut stats = inner.world.resource_mut::<FrameStats>();
     stats.frames += 1;
+    let failed = stats.tasks_failed != inner.failures_seen;
     #[cfg(feature = "tracy")]
     if let Some(client) = tracy_client::Client::running() {
         client.frame_mark();
     }
     let (frames, progressed) = (stats.frames, stats.last_frame_progressed);
+    if failed {
+        inner.recheck_faults();
+    }
     // The world's removed-component trackers grow with every despawn (streams, events,
     // binaries, contexts) until they are cleared, as bevy's App does each update; nothing here
     // reads them, so every 64 frames is enough to keep them small.
@@ -456,6 +485,8 @@ impl Runtime {
             archetypes_seen: None,
             sanitize: false,
             recorder: None,
+            maybe_faulted: false,
+            failures_seen: 0,
         };
         crate::sanitizer::install(&mut inner, config.sanitizer);
         let topology = Topology::new(config.topology.clone(), config.devices)
@@ -660,7 +691,9 @@ impl Runtime {
             }
             let (g2, returned) = self.await_return(g, None);
             g = g2;
-            if !returned {
+            // A callback can go without a return to wait for (it destroyed its own context):
+            // then there is nothing left to time out on.
+            if !returned && g.callbacks.others_out(me) {
                 let limit = g.callbacks.timeout;
                 return Err(NpuError::CallbackTimeout {
                     what: "run_until_idle".into(),

@@ -6,6 +6,12 @@
 //! Off by default ([`RuntimeConfig::sanitizer`](crate::RuntimeConfig::sanitizer), or
 //! `NPUSIM_SANITIZE`): no sanitizer state then exists, and each hook is one test of a flag.
 //!
+//! Each host thread is a thread of the clock: this file numbers the calling thread (cached in
+//! a thread-local per runtime), marks the parts of a synchronous copy or memset
+//! ([`SyncCallGuard`]) and serves the annotations for hand-offs between threads the runtime
+//! cannot see ([`Runtime::sanitizer_release`], [`Runtime::sanitizer_acquire`],
+//! [`Runtime::sanitizer_host_sync`]).
+//!
 //! ```
 //! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
 //! let rt = Runtime::new(RuntimeConfig {
@@ -40,12 +46,49 @@ use npusim_components::{
 
 use crate::runtime::{Inner, Runtime, Shared};
 
+/// Process-unique host thread numbers (a `ThreadId` is not a number).
+static NEXT_THREAD: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 thread_local! {
     /// Where the current API call was made, when the caller knows better than
     /// `#[track_caller]` (the C API, a synchronous copy that enqueues through a closure).
     static SITE: Cell<Option<EnqueueSite>> = const { Cell::new(None) };
     /// The host callback this thread runs: (runtime id, its stream, its position).
     static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
+    /// This thread's process-unique number, by which each sanitizer numbers it.
+    static THREAD: u64 = NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// This thread's index in the sanitizer that last numbered it: (its runtime's id, the
+    /// index). Runtime ids are never reused and a runtime's sanitizer is made with it, so the
+    /// id names the sanitizer; a thread usually calls one runtime, so one entry answers almost
+    /// every lookup without touching the world.
+    static THREAD_INDEX: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+    /// Whether this thread is inside a synchronous call (a copy or memset that returns when
+    /// done), whose task is the thread's own access.
+    static SYNC_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While alive, the calls this thread makes are the parts of one synchronous copy or memset
+/// (the C API's `aclrtMemcpy` and `aclrtMemset` set it around their enqueue and wait): the
+/// task they enqueue is the thread's own access, and the waits inside order the thread only
+/// after its own work (see [`Sanitizer::sync_call_submitted`]).
+#[must_use = "the call is synchronous only while the guard lives"]
+pub struct SyncCallGuard(bool);
+
+impl SyncCallGuard {
+    /// Marks this thread's calls as one synchronous call until the guard drops.
+    pub fn enter() -> Self {
+        SyncCallGuard(SYNC_CALL.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for SyncCallGuard {
+    fn drop(&mut self) {
+        SYNC_CALL.with(|c| c.set(self.0));
+    }
+}
+
+fn in_sync_call() -> bool {
+    SYNC_CALL.try_with(|c| c.get()).unwrap_or(false)
 }
 
 /// While alive, API calls on this thread are reported as made at `site` (the C API sets the
@@ -134,14 +177,17 @@ pub(crate) fn host_copy(
     (host, offset, bytes): (&HostBuffer, u64, u64),
     writes: bool,
 ) {
-    if !host.is_pinned() {
+    // A synchronous call's copy is done when the call returns: nothing is left queued.
+    if !host.is_pinned() || !inner.sanitize || (in_sync_call() && current_callback().is_none()) {
         return;
     }
     let len = host.len() as u64;
+    let now = inner.host_now();
     if let Some(mut san) = sanitizer(inner) {
         let range = (offset, offset.saturating_add(bytes));
-        san.host_copy_submitted(stream, seq, (host.id(), len), range, writes);
+        san.host_copy_submitted(stream, seq, (host.id(), len), range, writes, now);
     }
+    flush(inner);
 }
 
 /// Pinned host buffer `host` was freed.
@@ -175,16 +221,29 @@ pub(crate) fn host_accessed(
     let site = site(caller);
     for rt in runtimes {
         let mut g = rt.lock();
-        let who = actor(&g);
+        let who = actor(&mut g);
         let now = g.host_now();
-        let err = sanitizer(&mut g)
-            .and_then(|mut san| san.host_accessed(who, host.id(), range, writes, site, now));
+        let err = sanitizer(&mut g).and_then(|mut san| {
+            let buffer = (host.id(), host.len() as u64);
+            san.host_accessed(who, buffer, range, writes, site, now)
+        });
         flush(&mut g);
         if let Some(e) = err {
             return Err(e);
         }
     }
     Ok(())
+}
+
+/// The calling thread reads (or writes, `writes`) `bytes` bytes at `offset` of pinned host
+/// buffer `host` itself, outside a copy (the C API's `aclrtMemset` and host-to-host
+/// `aclrtMemcpy` on `aclrtMallocHost` memory): checked, and kept as the thread's own access,
+/// as [`PinnedBuffer`](crate::safe::PinnedBuffer)'s reads and writes are. In error mode a
+/// race fails the access with `SanitizerViolation`. One load when no sanitizer is on.
+#[track_caller]
+pub fn host_access(host: &HostBuffer, offset: u64, bytes: u64, writes: bool) -> NpuResult<()> {
+    let range = (offset, offset.saturating_add(bytes));
+    host_accessed(host, range, writes, Location::caller())
 }
 
 /// The site of a call whose `#[track_caller]` location is `caller`.
@@ -206,10 +265,36 @@ pub(crate) fn current_callback() -> Option<(u32, Entity, u64)> {
     CALLBACK.try_with(|c| c.get()).ok().flatten()
 }
 
-fn actor(inner: &Inner) -> Actor {
+/// Who is calling: the host callback this thread runs, or the host thread itself (numbered
+/// by the sanitizer on its first call). Only called with the sanitizer on.
+fn actor(inner: &mut Inner) -> Actor {
     match current_callback() {
         Some((rt, stream, seq)) if rt == inner.runtime_id => Actor::Callback { stream, seq },
-        _ => Actor::Host,
+        _ => host_thread(inner),
+    }
+}
+
+/// The calling host thread, as the sanitizer numbers it.
+fn host_thread(inner: &mut Inner) -> Actor {
+    let runtime = inner.runtime_id;
+    let (cached, index) = THREAD_INDEX.with(|c| c.get());
+    if cached == runtime {
+        return Actor::Thread(index);
+    }
+    let key = THREAD.with(|k| *k);
+    let Some(mut san) = sanitizer(inner) else {
+        return Actor::Host;
+    };
+    let index = san.host_thread(key, std::thread::current().name());
+    THREAD_INDEX.with(|c| c.set((runtime, index)));
+    Actor::Thread(index)
+}
+
+/// The calling thread chose a current context (its first call, usually): numbered now, it
+/// starts ordered after what every host thread did so far, as a thread just spawned.
+pub(crate) fn thread_seen(inner: &mut Inner) {
+    if inner.sanitize && current_callback().is_none() {
+        host_thread(inner);
     }
 }
 
@@ -254,6 +339,7 @@ pub(crate) fn submitted(
     caller: &'static Location<'static>,
 ) {
     let actor = actor(inner);
+    let sync = in_sync_call() && matches!(actor, Actor::Thread(_));
     let Some(st) = inner.stream(stream) else {
         return;
     };
@@ -311,26 +397,47 @@ pub(crate) fn submitted(
         name,
         site,
     );
+    if sync {
+        san.sync_call_submitted(stream, seq);
+    }
 }
 
-/// The calling thread synchronized with everything `stream` has completed.
+/// The calling thread synchronized with everything `stream` has completed. (Inside a
+/// synchronous call, the wait for the call's own task orders the thread after nothing more.)
 pub(crate) fn synchronized_stream(inner: &mut Inner, stream: Entity) {
+    if !inner.sanitize {
+        return;
+    }
     let actor = actor(inner);
+    if in_sync_call() && matches!(actor, Actor::Thread(_)) {
+        return;
+    }
     if let Some(mut san) = sanitizer(inner) {
         san.synchronized_stream(actor, stream);
     }
 }
 
-/// The calling thread synchronized with device `device` (`None`: every device).
+/// The calling thread synchronized with device `device` (`None`: every device). Inside a
+/// synchronous call, only with its own work there.
 pub(crate) fn synchronized_device(inner: &mut Inner, device: Option<u32>) {
+    if !inner.sanitize {
+        return;
+    }
     let actor = actor(inner);
+    let own = in_sync_call() && matches!(actor, Actor::Thread(_));
     if let Some(mut san) = sanitizer(inner) {
-        san.synchronized_device(actor, device);
+        match device {
+            Some(d) if own => san.synchronized_own_work(actor, d),
+            _ => san.synchronized_device(actor, device),
+        }
     }
 }
 
 /// The calling thread synchronized with record `record` of `event`.
 pub(crate) fn synchronized_event(inner: &mut Inner, event: Entity, record: u64) {
+    if !inner.sanitize {
+        return;
+    }
     let actor = actor(inner);
     if let Some(mut san) = sanitizer(inner) {
         san.synchronized_event(actor, event, record);
@@ -340,7 +447,7 @@ pub(crate) fn synchronized_event(inner: &mut Inner, event: Entity, record: u64) 
 /// What a host call on the block at `base` in `ctx` tells the sanitizer: who calls, the
 /// block's device and size, the stream position it is ordered behind, and the call's site.
 fn host_call(
-    inner: &Inner,
+    inner: &mut Inner,
     ctx: Entity,
     base: u64,
     stream: Option<Entity>,
@@ -506,6 +613,76 @@ impl Runtime {
     /// How the stream sanitizer runs (off unless the runtime was built with it).
     pub fn sanitizer_config(&self) -> SanitizerConfig {
         sanitizer_ref(&self.lock().world).map_or_else(SanitizerConfig::default, |s| s.config())
+    }
+
+    /// Tells the stream sanitizer of a hand-off it cannot see, as `AnnotateHappensBefore`
+    /// does for ThreadSanitizer: everything the calling thread is ordered after so far —
+    /// its own calls included — is published under `key`; a later
+    /// [`Runtime::sanitizer_acquire`] of the same key, on any thread, is ordered after it.
+    /// Call it just before the hand-off (sending on a channel, unlocking, a barrier). A no-op
+    /// when the sanitizer is off.
+    ///
+    /// ```
+    /// use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
+    /// let rt = Runtime::new(RuntimeConfig {
+    ///     sanitizer: SanitizerConfig::report(),
+    ///     ..RuntimeConfig::default()
+    /// })
+    /// .unwrap();
+    /// let buf = rt.malloc(256).unwrap();
+    /// let (ready, ready_rx) = std::sync::mpsc::channel();
+    /// let (done, done_rx) = std::sync::mpsc::channel();
+    /// std::thread::scope(|s| {
+    ///     let rt = &rt;
+    ///     s.spawn(move || {
+    ///         rt.set_device(0).unwrap(); // the sanitizer knows this thread from here on
+    ///         ready.send(()).unwrap();
+    ///         done_rx.recv().unwrap(); // the main thread's copy is done ...
+    ///         rt.sanitizer_acquire(7); // ... and the sanitizer is told so
+    ///         rt.memcpy_htod(buf, &[2u8; 256]).unwrap();
+    ///     });
+    ///     ready_rx.recv().unwrap();
+    ///     rt.memcpy_htod(buf, &[1u8; 256]).unwrap();
+    ///     rt.sanitizer_release(7);
+    ///     done.send(()).unwrap();
+    /// });
+    /// assert!(rt.sanitizer_reports().is_empty());
+    /// ```
+    pub fn sanitizer_release(&self, key: u64) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.annotate(|san, actor| san.release(actor, key));
+        }
+    }
+
+    /// Orders the calling thread after everything published under `key` by
+    /// [`Runtime::sanitizer_release`] so far (as ThreadSanitizer's `AnnotateHappensAfter`).
+    /// Call it just after the hand-off (receiving, locking). A no-op when the sanitizer is
+    /// off, or when nothing was published under `key`.
+    pub fn sanitizer_acquire(&self, key: u64) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.annotate(|san, actor| san.acquire(actor, key));
+        }
+    }
+
+    /// Orders the calling thread after everything every host thread did so far: call it
+    /// after joining threads (`JoinHandle::join`, the end of `std::thread::scope`) or
+    /// meeting them at a barrier. A no-op when the sanitizer is off.
+    pub fn sanitizer_host_sync(&self) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.annotate(Sanitizer::host_sync);
+        }
+    }
+
+    /// Runs `f` on the sanitizer, if it is on, as the calling thread.
+    fn annotate(&self, f: impl FnOnce(&mut Sanitizer, Actor)) {
+        let mut g = self.lock();
+        if !g.sanitize {
+            return;
+        }
+        let actor = actor(&mut g);
+        if let Some(mut san) = sanitizer(&mut g) {
+            f(&mut san, actor);
+        }
     }
 
     /// The sanitizer's shadow memory in use (all zero when it is off).

@@ -18,17 +18,12 @@ use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind
 /// (device, context, address, bytes, position): a range a task's access set names.
 type Use = (Entity, Entity, u64, u64, StreamPosition);
 
-/// One stream's rung doorbell, taken for the frame: (stream, context, device, entries).
-type Rung = (Entity, Entity, Entity, Vec<NewTask>);
-
 /// Scratch buffers of [`ingest`], kept between frames so steady state allocates nothing.
 #[derive(Default)]
 pub struct IngestScratch {
-    rung: Vec<Rung>,
-    spare: Vec<Vec<NewTask>>,
-    entities: Vec<Entity>,
-    missing: Vec<(usize, Task)>,
+    /// Tasks with no pooled entity to reuse, and their places: (stream, index in its queue).
     fresh: Vec<Task>,
+    places: Vec<(Entity, usize)>,
     uses: Vec<Use>,
 }
 
@@ -42,81 +37,92 @@ pub fn ingest(
 ) {
     crate::zone!("npusim::ingest");
     let scratch = &mut *scratch;
-    // Take every rung doorbell (swapping in an empty vector kept from an earlier frame), with
-    // what its stream knows. Streams are visited in a fixed order, so entity assignment is
-    // deterministic.
-    scratch.rung.clear();
-    for (e, mut s) in streams.iter_mut(world) {
-        if s.doorbell.is_empty() {
-            continue;
-        }
-        let mut entries = scratch.spare.pop().unwrap_or_default();
-        std::mem::swap(&mut entries, &mut s.doorbell);
-        scratch.rung.push((e, s.context, s.device, entries));
-    }
-    if scratch.rung.is_empty() {
-        return;
-    }
-    let count: usize = scratch.rung.iter().map(|r| r.3.len()).sum();
-    // The registry, peers and pool are moved out for the batch (and back after it): cheaper
-    // than a resource scope, which moves the resource out of its entity and back.
-    let registry = std::mem::take(&mut *world.resource_mut::<KernelRegistry>());
-    let peers = std::mem::take(&mut world.resource_mut::<Devices>().entities);
-    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
-    scratch.entities.clear();
-    scratch.uses.clear();
     scratch.fresh.clear();
+    scratch.places.clear();
+    scratch.uses.clear();
+    let mut count = 0u64;
     {
-        // Retired task entities are reused first (one archetype update for the whole batch);
-        // once the pool is empty, the rest are spawned below, in one batch.
-        let mut q = tasks.query_mut(&mut *world);
-        for (_, context, device, entries) in scratch.rung.iter_mut() {
+        // One pass over the streams: each rung entry takes a retired task entity from the pool
+        // (or waits for a new one, spawned after the pass) and joins the back of its stream's
+        // queue. Streams are visited in a fixed order, so entity assignment is deterministic.
+        let cell = world.as_unsafe_world_cell();
+        // SAFETY: the accesses through `cell` are disjoint: `StreamState` components (the
+        // streams query), `Task` components (the tasks query), the `TaskPool` resource
+        // (mutably) and the `KernelRegistry` and `Devices` resources (read only); nothing
+        // else touches the world until they end with this block.
+        let mut streams = unsafe { streams.query_unchecked(cell) };
+        let tasks_state: *mut QueryState<&mut Task> = tasks;
+        // The tasks and resources, fetched at the first rung doorbell (an idle frame fetches
+        // none of them).
+        let mut res = None;
+        for (stream, mut s) in streams.iter_mut() {
+            if s.doorbell.is_empty() {
+                continue;
+            }
+            let (tasks, pool, registry, peers) = match &mut res {
+                Some(r) => r,
+                None => {
+                    // SAFETY: as above.
+                    let (Some(pool), Some(registry), Some(peers)) = (unsafe {
+                        (
+                            cell.get_resource_mut::<TaskPool>(),
+                            cell.get_resource::<KernelRegistry>(),
+                            cell.get_resource::<Devices>(),
+                        )
+                    }) else {
+                        return;
+                    };
+                    // SAFETY: as above; this arm runs once (it fills `res`), so the query
+                    // state is borrowed once.
+                    let tasks = unsafe { (*tasks_state).query_unchecked(cell) };
+                    res.insert((tasks, pool, registry, peers.entities.as_slice()))
+                }
+            };
+            let registry: &KernelRegistry = registry;
+            let StreamState {
+                doorbell,
+                queue,
+                context,
+                device,
+                ..
+            } = &mut *s;
             let (context, device) = (*context, *device);
-            for new in entries.iter_mut() {
-                let reused = pool.pop().map(|e| (e, q.get_mut(e)));
-                if let Some((e, Ok(mut t))) = reused {
+            // By reference: an entry is copied once, into its task.
+            for new in doorbell.iter_mut() {
+                count += 1;
+                if let Some(e) = pool.free.pop()
+                    && let Ok(mut t) = tasks.get_mut(e)
+                {
                     t.reuse(new, context, device);
-                    declare_access(&mut t, &registry);
-                    note_uses(&t, &peers, &mut scratch.uses);
-                    scratch.entities.push(e);
+                    declare_access(&mut t, registry);
+                    note_uses(&t, peers, &mut scratch.uses);
+                    queue.push_back(e);
                     continue;
                 }
+                // No pooled entity (or someone despawned a pooled one by hand): a new one takes
+                // this place once the pass is over.
                 let mut t = Task::from_new(take(new), context, device);
-                declare_access(&mut t, &registry);
-                note_uses(&t, &peers, &mut scratch.uses);
-                if reused.is_some() {
-                    // Someone despawned a pooled entity by hand: a new one takes its place.
-                    scratch.missing.push((scratch.entities.len(), t));
-                    scratch.entities.push(Entity::PLACEHOLDER);
-                } else {
-                    scratch.fresh.push(t);
-                }
+                declare_access(&mut t, registry);
+                note_uses(&t, peers, &mut scratch.uses);
+                scratch.fresh.push(t);
+                scratch.places.push((stream, queue.len()));
+                queue.push_back(Entity::PLACEHOLDER);
             }
+            doorbell.clear();
         }
     }
+    if count == 0 {
+        return;
+    }
     if !scratch.fresh.is_empty() {
-        scratch
-            .entities
-            .extend(world.spawn_batch(scratch.fresh.drain(..)));
-    }
-    for (i, t) in scratch.missing.drain(..) {
-        scratch.entities[i] = world.spawn(t).id();
-    }
-    world.resource_mut::<TaskPool>().free = pool;
-    world.resource_mut::<Devices>().entities = peers;
-    *world.resource_mut::<KernelRegistry>() = registry;
-    {
+        let spawned: Vec<Entity> = world.spawn_batch(scratch.fresh.drain(..)).collect();
         let mut q = streams.query_mut(&mut *world);
-        let mut first = 0;
-        for (stream, _, _, mut entries) in scratch.rung.drain(..) {
-            let n = entries.len();
-            if let Ok((_, mut s)) = q.get_mut(stream) {
-                s.queue
-                    .extend(scratch.entities[first..first + n].iter().copied());
+        for (&(stream, place), e) in scratch.places.iter().zip(spawned) {
+            if let Ok((_, mut s)) = q.get_mut(stream)
+                && let Some(slot) = s.queue.get_mut(place)
+            {
+                *slot = e;
             }
-            first += n;
-            entries.clear();
-            scratch.spare.push(entries);
         }
     }
     if !scratch.uses.is_empty() {
@@ -128,7 +134,7 @@ pub fn ingest(
         }
     }
     let mut stats = world.resource_mut::<FrameStats>();
-    stats.tasks_ingested += count as u64;
+    stats.tasks_ingested += count;
     stats.last_frame_progressed = true;
 }
 

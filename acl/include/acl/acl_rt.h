@@ -555,6 +555,16 @@ ACL_FUNC_VISIBILITY aclError aclrtGetErrorVerbose(int32_t deviceId, aclrtErrorIn
  * record, notify record, host function or callback: the id the exception info reports. */
 ACL_FUNC_VISIBILITY aclError aclrtGetThreadLastTaskId(uint32_t *taskId);
 
+/* npusim extensions: tell the stream sanitizer (NPUSIM_SANITIZE) of synchronization between
+ * host threads that the runtime cannot see, as ThreadSanitizer's AnnotateHappensBefore/After.
+ * Release publishes everything the calling thread is ordered after so far under key; Acquire
+ * orders the calling thread after what was published under key; HostSync orders it after
+ * everything every host thread did so far (after pthread_join or a barrier). No-ops that
+ * succeed when the sanitizer is off. */
+ACL_FUNC_VISIBILITY aclError npusimSanitizerRelease(uint64_t key);
+ACL_FUNC_VISIBILITY aclError npusimSanitizerAcquire(uint64_t key);
+ACL_FUNC_VISIBILITY aclError npusimSanitizerHostSync(void);
+
 #ifdef __cplusplus
 }
 #endif
