@@ -718,6 +718,29 @@ struct Conflict {
     earlier: Arc<AccessRec>,
 }
 
+/// A race on bytes `start..end` of pinned host buffer `buffer` (`len` bytes long).
+fn host_buffer_race(
+    (start, end): (u64, u64),
+    (buffer, len): (u64, u64),
+    earlier: ReportSide,
+    later: ReportSide,
+    fix: String,
+    at: SimTime,
+) -> SanitizerReport {
+    SanitizerReport {
+        kind: ReportKind::Race,
+        addr: start,
+        bytes: end - start,
+        block: Some((0, len)),
+        earlier,
+        later,
+        fix,
+        at,
+        host_buffer: Some(buffer),
+        count: 1,
+    }
+}
+
 impl Sanitizer {
     /// A sanitizer for runtime `runtime` (whose id stream handles in reports carry).
     pub fn new(config: SanitizerConfig, runtime: u32) -> Self {
@@ -1206,22 +1229,8 @@ impl Sanitizer {
             let earlier = self.side_of(&host, Operand::HostBuffer, Some(host_mode(host_writes)));
             let later = self.side_of(&task, copy_operand, Some(copy_mode));
             let fix = self.fix_after_thread(&earlier, &later);
-            self.push_report(
-                SanitizerReport {
-                    kind: ReportKind::Race,
-                    addr: start,
-                    bytes: end - start,
-                    block: Some((0, len)),
-                    earlier,
-                    later,
-                    fix,
-                    at: now,
-                    host_buffer: Some(buffer),
-                    count: 1,
-                },
-                &host,
-                &task,
-            );
+            let report = host_buffer_race((start, end), (buffer, len), earlier, later, fix, now);
+            self.push_report(report, &host, &task);
         }
     }
 
@@ -1334,22 +1343,8 @@ impl Sanitizer {
                 (true, None) => "synchronize before the host touches the buffer".into(),
                 (false, _) => self.fix_after_thread(&earlier, &later),
             };
-            self.push_report(
-                SanitizerReport {
-                    kind: ReportKind::Race,
-                    addr: start,
-                    bytes: end - start,
-                    block: Some((0, len)),
-                    earlier,
-                    later,
-                    fix,
-                    at: now,
-                    host_buffer: Some(buffer),
-                    count: 1,
-                },
-                &task,
-                &info,
-            );
+            let report = host_buffer_race((start, end), (buffer, len), earlier, later, fix, now);
+            self.push_report(report, &task, &info);
         }
         if self.config.mode == SanitizerMode::Error
             && self.found > before
