@@ -2,6 +2,7 @@
 # Counts the instructions of the runtime-core workloads with callgrind (exact and repeatable,
 # unlike wall time on a shared machine): per pipeline task against the hand-written loop, per
 # idle frame, per kernel enqueue. Needs valgrind (`apt-get install -y valgrind`).
+# The probe is built with the bench profile (fat LTO): the first build takes a few minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo bench --bench probe --no-run >/dev/null 2>&1
