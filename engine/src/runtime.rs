@@ -584,7 +584,8 @@ impl Runtime {
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
         let mut g = self.lock_quiet();
         // A callback's calls run on its own clock; the program's wait is closed by the program.
-        if crate::callback::context_of(self.id()).is_some() {
+        // (Most calls find no wait open, and skip the thread-local look at which callback runs.)
+        if g.open_wait.is_none() || crate::callback::context_of(self.id()).is_some() {
             return g;
         }
         if let Some((what, start)) = g.open_wait.take() {
