@@ -524,9 +524,12 @@ impl Runtime {
         let desc = TaskDescriptor::kernel(op.index(), op.generation(), 1, words, &[]);
         let cost = g.costs.launch_ns;
         let extra = TaskExtra::Op(Box::new(launch));
-        let name = name.clone();
+        // The name is copied for the recorder only (the registry stays borrowed otherwise).
+        let name = g.recorder.is_some().then(|| name.clone());
         let seq = crate::launch::submit(&mut g, s, desc, extra, cost);
-        g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
+        if let Some(name) = name {
+            g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
+        }
         Ok(())
     }
 }
