@@ -52,20 +52,15 @@ fn bench(c: &mut Criterion) {
         });
         group.bench_function(format!("npusim_launch{suffix}"), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                let mut left = iters;
-                while left > 0 {
-                    let n = left.min(batch);
-                    let start = Instant::now();
-                    for i in 0..n {
+                timed_in(
+                    batch,
+                    iters,
+                    |i| {
                         rt.launch(noop, 1, &[Arg::U64(black_box(i))], stream)
-                            .unwrap();
-                    }
-                    total += start.elapsed();
-                    rt.synchronize_stream(stream).unwrap();
-                    left -= n;
-                }
-                total
+                            .unwrap()
+                    },
+                    || rt.synchronize_stream(stream).unwrap(),
+                )
             })
         });
     }
@@ -74,11 +69,16 @@ fn bench(c: &mut Criterion) {
 }
 
 /// Times `BATCH`-sized runs of `launch`, draining the queue with `drain` between them.
-fn timed(iters: u64, mut launch: impl FnMut(u64), drain: impl Fn()) -> Duration {
+fn timed(iters: u64, launch: impl FnMut(u64), drain: impl Fn()) -> Duration {
+    timed_in(BATCH, iters, launch, drain)
+}
+
+/// Times `batch`-sized runs of `launch`, draining the queue with `drain` between them.
+fn timed_in(batch: u64, iters: u64, mut launch: impl FnMut(u64), drain: impl Fn()) -> Duration {
     let mut total = Duration::ZERO;
     let mut left = iters;
     while left > 0 {
-        let n = left.min(BATCH);
+        let n = left.min(batch);
         let start = Instant::now();
         for i in 0..n {
             launch(i);
