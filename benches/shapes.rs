@@ -156,12 +156,8 @@ fn stages(c: &mut Criterion) {
         [(x.addr(), false), (y.addr(), false)],
         &[],
     );
-    let mut op_launch = OpLaunch {
-        n_in: 1,
-        n_out: 1,
-        ..OpLaunch::default()
-    };
-    op_launch.tensors[0] = TensorSource::Slot(h.slot());
+    let mut op_launch = OpLaunch::new(1, 1);
+    op_launch.set_tensor(0, TensorSource::Slot(h.slot()));
 
     let mut guard = rt.lock_world();
     let world = guard.world_mut();

@@ -7,7 +7,8 @@ use std::collections::BinaryHeap;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 
-use crate::task::{Callback, TaskKind};
+use crate::shape::OpLaunch;
+use crate::task::{Callback, TaskExtra, TaskKind};
 use crate::time::SimTime;
 
 /// The device-side simulated clock (one time axis for all devices).
@@ -30,16 +31,43 @@ pub struct ReadyQueue {
     pub new_ops: u32,
 }
 
-/// Retired task entities kept for reuse, so steady-state submission spawns and despawns nothing.
+/// Retired task entities kept for reuse, so steady-state submission spawns and despawns nothing,
+/// and retired op launches' boxes, so steady-state op launches allocate nothing.
 #[derive(Resource, Debug, Default)]
 pub struct TaskPool {
     /// Entities with a `Task` in status `Retired`.
     pub free: Vec<Entity>,
+    /// Boxes of retired op launches ([`TaskExtra::Op`]), for the next op launches to reuse.
+    pub op_launches: Vec<Box<OpLaunch>>,
 }
 
 impl TaskPool {
     /// Most retired entities kept; beyond this they are despawned, so a burst's memory returns.
     pub const CAPACITY: usize = 1 << 16;
+
+    /// Most op launch boxes kept (each under 200 bytes).
+    pub const OP_LAUNCH_CAPACITY: usize = 1 << 12;
+
+    /// A box holding `launch`: a retired launch's box when there is one, a new one otherwise.
+    pub fn op_launch(&mut self, launch: OpLaunch) -> Box<OpLaunch> {
+        match self.op_launches.pop() {
+            Some(mut b) => {
+                *b = launch;
+                b
+            }
+            None => Box::new(launch),
+        }
+    }
+
+    /// Takes back what a retiring task held: an op launch's box is kept for reuse (up to
+    /// [`TaskPool::OP_LAUNCH_CAPACITY`]); anything else is dropped.
+    pub fn reclaim(&mut self, extra: TaskExtra) {
+        if let TaskExtra::Op(b) = extra
+            && self.op_launches.len() < Self::OP_LAUNCH_CAPACITY
+        {
+            self.op_launches.push(b);
+        }
+    }
 }
 
 /// Tasks occupying units, ordered by end time (then by dispatch order, for determinism).

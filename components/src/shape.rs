@@ -405,14 +405,16 @@ pub enum OpState {
 /// The cold part of an op launch, beside its descriptor: where each tensor's shape comes from
 /// and what the shape and tiling stages made of it. The descriptor's argument words are the
 /// tensors' addresses (inputs, then outputs), then the op's attributes.
+///
+/// It is boxed once per op launch and freed at retire, so it is kept small: a tensor's source
+/// is a packed word and static shapes keep only their dims, concatenated (inline up to
+/// [`OpLaunch::INLINE_DIMS`] dims in all, on the heap beyond).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpLaunch {
     /// Inputs.
     pub n_in: u8,
     /// Outputs.
     pub n_out: u8,
-    /// Per tensor (inputs, then outputs): where its shape comes from.
-    pub tensors: [TensorSource; MAX_TENSORS],
     /// How far the stages got.
     pub state: OpState,
     /// Device workspace the tiling asked for, in bytes.
@@ -420,12 +422,80 @@ pub struct OpLaunch {
     /// The launch's modeled work, priced by the op's cost function from the actual shapes and
     /// tiling (the cost model reads it at dispatch).
     pub cost: KernelCost,
+    /// Per tensor (inputs, then outputs): where its shape comes from.
+    sources: [Source; MAX_TENSORS],
+    /// The static shapes' dims, in the order their tensors were set.
+    dims: smallvec::SmallVec<[u64; OpLaunch::INLINE_DIMS]>,
+}
+
+/// A [`TensorSource`] as an [`OpLaunch`] keeps it: a static shape is a run of its `dims`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Source {
+    #[default]
+    Inferred,
+    Slot(u32),
+    Static {
+        at: u32,
+        rank: u8,
+    },
 }
 
 impl OpLaunch {
+    /// Static dims an op launch holds without a second allocation.
+    pub const INLINE_DIMS: usize = 8;
+
+    /// A launch of `n_in` inputs and `n_out` outputs whose tensors are all
+    /// [`TensorSource::Inferred`] until set.
+    pub fn new(n_in: u8, n_out: u8) -> Self {
+        Self {
+            n_in,
+            n_out,
+            ..Self::default()
+        }
+    }
+
     /// Tensors in all.
     pub fn tensor_count(&self) -> usize {
         self.n_in as usize + self.n_out as usize
+    }
+
+    /// Where tensor `i` (inputs, then outputs) gets its shape; [`TensorSource::Inferred`] for
+    /// one never set (or past [`MAX_TENSORS`]).
+    pub fn tensor(&self, i: usize) -> TensorSource {
+        match self.sources.get(i).copied().unwrap_or_default() {
+            Source::Inferred => TensorSource::Inferred,
+            Source::Slot(slot) => TensorSource::Slot(slot),
+            Source::Static { at, rank } => {
+                // The dims came from a checked `Shape`: no need to check them again.
+                let at = at as usize;
+                let mut shape = Shape {
+                    rank,
+                    dims: [0; MAX_RANK],
+                };
+                shape.dims[..rank as usize].copy_from_slice(&self.dims[at..at + rank as usize]);
+                TensorSource::Static(shape)
+            }
+        }
+    }
+
+    /// Sets where tensor `i` gets its shape. Each tensor is meant to be set once: setting one
+    /// again leaves its earlier dims unused in the launch.
+    ///
+    /// # Panics
+    /// If `i` is not below [`MAX_TENSORS`] (the runtime checks tensor counts first).
+    pub fn set_tensor(&mut self, i: usize, source: TensorSource) {
+        self.sources[i] = match source {
+            TensorSource::Inferred => Source::Inferred,
+            TensorSource::Slot(slot) => Source::Slot(slot),
+            TensorSource::Static(shape) => {
+                let at = self.dims.len();
+                self.dims.extend_from_slice(shape.dims());
+                Source::Static {
+                    at: at as u32,
+                    rank: shape.rank() as u8,
+                }
+            }
+        };
     }
 
     /// The op's attribute words in `desc` (the argument words after the tensors').
@@ -845,6 +915,34 @@ mod tests {
         assert_eq!(s.numel(), 24);
         assert_eq!(s.row_len(), 12);
         assert_eq!(Shape::SCALAR.numel(), 1);
+    }
+
+    #[test]
+    fn an_op_launch_gives_back_each_tensor_source_as_set() {
+        let a = Shape::new(&[4, 8]).unwrap();
+        let b = Shape::new(&[2, 3, 5, 7, 11]).unwrap();
+        let mut op = OpLaunch::new(3, 2);
+        op.set_tensor(0, TensorSource::Static(a));
+        op.set_tensor(1, TensorSource::Slot(7));
+        op.set_tensor(2, TensorSource::Static(b));
+        op.set_tensor(4, TensorSource::Static(Shape::SCALAR));
+        assert_eq!(op.tensor(0), TensorSource::Static(a));
+        assert_eq!(op.tensor(1), TensorSource::Slot(7));
+        assert_eq!(op.tensor(2), TensorSource::Static(b));
+        assert_eq!(op.tensor(3), TensorSource::Inferred);
+        assert_eq!(op.tensor(4), TensorSource::Static(Shape::SCALAR));
+        assert_eq!(op.tensor(MAX_TENSORS), TensorSource::Inferred);
+        // 7 dims so far; five more spill past the inline ones.
+        op.set_tensor(3, TensorSource::Static(b));
+        assert_eq!(op.tensor(3), TensorSource::Static(b));
+        assert_eq!(
+            op.tensor(2),
+            TensorSource::Static(b),
+            "a spill keeps earlier shapes"
+        );
+        assert_eq!(op.tensor_count(), 5);
+        // The box an op launch allocates stays a fraction of eight full shapes.
+        assert!(std::mem::size_of::<OpLaunch>() <= 200);
     }
 
     #[test]

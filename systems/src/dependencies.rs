@@ -388,11 +388,7 @@ mod tests {
     fn an_op_launch_made_ready_is_counted_for_shape_propagation() {
         let mut s = setup();
         let k = register_add_op(&mut s.world);
-        let op = npusim_components::shape::OpLaunch {
-            n_in: 2,
-            n_out: 1,
-            ..Default::default()
-        };
+        let op = npusim_components::shape::OpLaunch::new(2, 1);
         enqueue_with(
             &mut s.world,
             s.stream,

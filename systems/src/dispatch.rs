@@ -440,12 +440,8 @@ mod tests {
         let mut s = setup();
         let k = register_kernel(&mut s.world, "op_kernel", 1e15, |_| Ok(()));
         let cost = KernelCost::vector(1e6, 4e6);
-        let op = npusim_components::shape::OpLaunch {
-            n_in: 1,
-            n_out: 1,
-            cost,
-            ..Default::default()
-        };
+        let mut op = npusim_components::shape::OpLaunch::new(1, 1);
+        op.cost = cost;
         let t = enqueue_with(
             &mut s.world,
             s.stream,

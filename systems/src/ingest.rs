@@ -693,11 +693,7 @@ mod tests {
         let mut s = setup();
         let k = register_add_op(&mut s.world);
         let [x, y, z] = [0; 3].map(|_| alloc(&mut s.world, s.device, s.ctx, 4096));
-        let op = npusim_components::shape::OpLaunch {
-            n_in: 2,
-            n_out: 1,
-            ..Default::default()
-        };
+        let op = npusim_components::shape::OpLaunch::new(2, 1);
         submit_with(
             &mut s.world,
             s.stream,

@@ -5,8 +5,7 @@
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
 use npusim_components::{
-    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind, TaskRecord,
-    TaskStatus,
+    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskKind, TaskRecord, TaskStatus,
 };
 
 /// Records and recycles the tasks that finished this frame.
@@ -61,20 +60,21 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
         world.resource_mut::<Timeline>().records.extend(records);
     }
     let count = finished.len() as u64;
-    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
+    let mut pool = std::mem::take(&mut *world.resource_mut::<TaskPool>());
     let mut overflow = Vec::new();
     {
         let mut q = tasks.query_mut(&mut *world);
         for e in finished.drain(..) {
-            if pool.len() < TaskPool::CAPACITY
+            if pool.free.len() < TaskPool::CAPACITY
                 && let Ok(mut task) = q.get_mut(e)
             {
-                // Drop what the task held (host buffers, a callback, an error) now, not at reuse.
-                task.extra = TaskExtra::None;
+                // Drop what the task held (host buffers, a callback, an error) now, not at reuse;
+                // an op launch's box goes back to the pool.
+                pool.reclaim(std::mem::take(&mut task.extra));
                 task.error = None;
                 task.access.clear();
                 task.status = TaskStatus::Retired;
-                pool.push(e);
+                pool.free.push(e);
             } else {
                 overflow.push(e);
             }
@@ -83,7 +83,7 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     for e in overflow {
         world.despawn(e);
     }
-    world.resource_mut::<TaskPool>().free = pool;
+    *world.resource_mut::<TaskPool>() = pool;
     world.resource_mut::<Finished>().tasks = finished;
     world.resource_mut::<FrameStats>().tasks_retired += count;
 }
@@ -93,7 +93,7 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use npusim_components::task::{MemsetView, TaskDescriptor};
-    use npusim_components::{NpuError, SimTime};
+    use npusim_components::{NpuError, SimTime, TaskExtra};
 
     /// A task that ran on `stream` from `start` to `end` and finished with `status`.
     fn finished(
@@ -220,6 +220,37 @@ mod tests {
         assert_eq!(s.world.resource::<TaskPool>().free, vec![t]);
         assert!(s.world.resource::<Finished>().tasks.is_empty());
         assert_eq!(s.world.resource::<FrameStats>().tasks_retired, 1);
+    }
+
+    #[test]
+    fn a_retired_op_launch_leaves_its_box_for_the_next_op_launch() {
+        let mut s = setup();
+        let t = finished(
+            &mut s.world,
+            s.stream,
+            TaskDescriptor::new(TaskKind::HostCallback),
+            0,
+            10,
+            TaskStatus::Done,
+        );
+        let mut op = npusim_components::shape::OpLaunch::new(2, 1);
+        op.workspace_bytes = 64;
+        let op = Box::new(op);
+        let addr = &*op as *const _;
+        s.world.get_mut::<Task>(t).unwrap().extra = TaskExtra::Op(op);
+        run(&mut s.world, retire);
+
+        assert!(matches!(task(&s.world, t).extra, TaskExtra::None));
+        let mut pool = s.world.resource_mut::<TaskPool>();
+        assert_eq!(pool.op_launches.len(), 1);
+        let next = pool.op_launch(npusim_components::shape::OpLaunch::new(1, 1));
+        assert_eq!(&*next as *const _, addr, "the same allocation");
+        assert_eq!(
+            *next,
+            npusim_components::shape::OpLaunch::new(1, 1),
+            "holding the new launch"
+        );
+        assert!(pool.op_launches.is_empty());
     }
 
     #[test]

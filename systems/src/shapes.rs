@@ -199,7 +199,8 @@ pub fn resolve_launch(
     };
     for (i, spec) in op.inputs.iter().enumerate() {
         launch.capacities[i] = capacity(memory, tensors[i], context, op, i)?;
-        let shape = if let TensorSource::Slot(slot) = op_launch.tensors[i] {
+        let source = op_launch.tensor(i);
+        let shape = if let TensorSource::Slot(slot) = source {
             let addr = slot_addr(slot, i)?;
             let mut raw = ShapeSlot::zeroed();
             memory
@@ -218,7 +219,7 @@ pub fn resolve_launch(
                 ))
             })?
         } else {
-            static_shape(op_launch.tensors[i], op, i)?
+            static_shape(source, op, i)?
         };
         let needed = shape.bytes(spec.elem_bytes as u64);
         if needed.is_none_or(|b| b > launch.capacities[i]) {
@@ -233,7 +234,8 @@ pub fn resolve_launch(
         let i = n_in + j;
         let shape = launch.shapes[i];
         launch.capacities[i] = capacity(memory, tensors[i], context, op, i)?;
-        if let TensorSource::Static(declared) = op_launch.tensors[i]
+        let source = op_launch.tensor(i);
+        if let TensorSource::Static(declared) = source
             && declared != shape
         {
             return Err(NpuError::InvalidShape(format!(
@@ -247,7 +249,7 @@ pub fn resolve_launch(
                 return Err(exceeds(op, i, &shape, needed, launch.capacities[i]));
             }
         }
-        if let TensorSource::Slot(slot) = op_launch.tensors[i] {
+        if let TensorSource::Slot(slot) = source {
             let addr = slot_addr(slot, i)?;
             // A data-dependent output's slot says "pending" until its kernel publishes the
             // actual shape, so a consumer can never read last batch's shape by mistake.
@@ -302,12 +304,10 @@ mod tests {
         tensors: [u64; 3],
         sources: [TensorSource; 3],
     ) -> Entity {
-        let mut op = OpLaunch {
-            n_in: 2,
-            n_out: 1,
-            ..OpLaunch::default()
-        };
-        op.tensors[..3].copy_from_slice(&sources);
+        let mut op = OpLaunch::new(2, 1);
+        for (i, source) in sources.into_iter().enumerate() {
+            op.set_tensor(i, source);
+        }
         let t = enqueue_with(
             &mut s.world,
             s.stream,

@@ -109,7 +109,7 @@ pub fn tile_launch(
 mod tests {
     use super::*;
     use crate::test_support::*;
-    use npusim_components::shape::{OpTiling, Shape, TensorSource};
+    use npusim_components::shape::{OpTiling, Shape};
     use npusim_components::{Kernel, TaskExtra, TaskStatus};
     use npusim_device::cost::KernelCost;
 
@@ -117,13 +117,8 @@ mod tests {
     /// its block-dim attribute (0: let the tiling choose).
     fn resolved_add(s: &mut Setup, k: Kernel, n: u64, attr: u64) -> Entity {
         let [x, y, z] = [0; 3].map(|_| alloc(&mut s.world, s.device, s.ctx, 4096));
-        let op = npusim_components::shape::OpLaunch {
-            n_in: 2,
-            n_out: 1,
-            state: OpState::Resolved,
-            tensors: [TensorSource::Inferred; npusim_components::task::MAX_TENSORS],
-            ..Default::default()
-        };
+        let mut op = npusim_components::shape::OpLaunch::new(2, 1);
+        op.state = OpState::Resolved;
         let t = enqueue_with(
             &mut s.world,
             s.stream,

@@ -71,10 +71,10 @@ use npusim_components::shape::{
     InferFn, MAX_RANK, OpCostFn, OpDef, OpKernelFn, OpLaunch, OpRegistry, OpTiling, Shape,
     ShapeHandle, TensorSource, TensorSpec, Tiling, TilingFn,
 };
-use npusim_components::task::{MAX_ARGS, MAX_TENSORS, TaskDescriptor, TaskExtra};
+use npusim_components::task::{MAX_ARGS, MAX_TENSORS, TaskExtra};
 use npusim_components::{
     Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
-    NativeKernel, NpuError, NpuResult, OpShapes, Stream,
+    NativeKernel, NpuError, NpuResult, OpShapes, Stream, TaskPool,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
@@ -444,11 +444,7 @@ impl Runtime {
         let device = world.get::<ContextState>(ctx).expect("checked").device;
         let memory = &world.get::<DeviceState>(device).expect("device").memory;
         let n_in = inputs.len();
-        let mut launch = OpLaunch {
-            n_in: n_in as u8,
-            n_out: outputs.len() as u8,
-            ..OpLaunch::default()
-        };
+        let mut launch = OpLaunch::new(n_in as u8, outputs.len() as u8);
         let mut words: smallvec::SmallVec<[(u64, bool); MAX_ARGS]> = smallvec::SmallVec::new();
         let mut buffer_checked = false;
         for (i, t) in inputs.iter().chain(outputs).enumerate() {
@@ -462,7 +458,7 @@ impl Runtime {
                 .ok_or(NpuError::InvalidPointer { ptr: t.ptr.0 })?;
             let capacity = block.base + block.size - t.ptr.0;
             words.push((t.ptr.0, false));
-            launch.tensors[i] = match t.shape {
+            let source = match t.shape {
                 TensorShape::Static { rank, dims } => {
                     if spec.data_dependent {
                         return Err(NpuError::InvalidParam(format!(
@@ -518,15 +514,17 @@ impl Runtime {
                     TensorSource::Inferred
                 }
             };
+            launch.set_tensor(i, source);
         }
         words.extend(attrs.iter().map(|a| (a.word(), a.is_float())));
-        // Block dim and tiling come from the tiling stage, once the shapes are known.
-        let desc = TaskDescriptor::kernel(op.index(), op.generation(), 1, words, &[]);
         let cost = g.costs.launch_ns;
-        let extra = TaskExtra::Op(Box::new(launch));
         // The name is copied for the recorder only (the registry stays borrowed otherwise).
         let name = g.recorder.is_some().then(|| name.clone());
-        let seq = crate::launch::submit(&mut g, s, desc, extra, cost);
+        let extra = TaskExtra::Op(g.world.resource_mut::<TaskPool>().op_launch(launch));
+        // Block dim and tiling come from the tiling stage, once the shapes are known.
+        let seq = crate::launch::submit_with(&mut g, s, extra, cost, |d| {
+            d.encode_kernel(op.index(), op.generation(), 1, words, &[])
+        });
         if let Some(name) = name {
             g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
         }
