@@ -8,7 +8,7 @@ use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 
 use crate::shape::OpLaunch;
-use crate::task::{Callback, TaskExtra, TaskKind};
+use crate::task::{Callback, TaskKind};
 use crate::time::SimTime;
 
 /// The device-side simulated clock (one time axis for all devices).
@@ -59,14 +59,11 @@ impl TaskPool {
         }
     }
 
-    /// Takes back what a retiring task held: an op launch's box is kept for reuse (up to
-    /// [`TaskPool::OP_LAUNCH_CAPACITY`]); anything else is dropped.
-    pub fn reclaim(&mut self, extra: TaskExtra) {
-        if let TaskExtra::Op(b) = extra
-            && self.op_launches.len() < Self::OP_LAUNCH_CAPACITY
-        {
-            self.op_launches.push(b);
-        }
+    /// Keeps retired op launches' boxes for reuse, up to [`TaskPool::OP_LAUNCH_CAPACITY`] (the
+    /// rest are freed).
+    pub fn keep_op_launches(&mut self, boxes: impl IntoIterator<Item = Box<OpLaunch>>) {
+        let room = Self::OP_LAUNCH_CAPACITY.saturating_sub(self.op_launches.len());
+        self.op_launches.extend(boxes.into_iter().take(room));
     }
 }
 
@@ -229,4 +226,26 @@ pub struct Faults {
 pub struct AbortRequests {
     /// (context, the error its aborted tasks report).
     pub contexts: Vec<(Entity, crate::error::NpuError)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_task_pool_keeps_op_launch_boxes_up_to_its_capacity_and_reuses_them() {
+        let mut pool = TaskPool::default();
+        let boxes = (0..TaskPool::OP_LAUNCH_CAPACITY + 3).map(|_| Box::new(OpLaunch::new(1, 1)));
+        pool.keep_op_launches(boxes);
+        assert_eq!(pool.op_launches.len(), TaskPool::OP_LAUNCH_CAPACITY);
+        pool.keep_op_launches([Box::new(OpLaunch::new(1, 1))]);
+        assert_eq!(pool.op_launches.len(), TaskPool::OP_LAUNCH_CAPACITY);
+
+        let kept = &**pool.op_launches.last().unwrap() as *const OpLaunch;
+        let reused = pool.op_launch(OpLaunch::new(2, 1));
+        assert_eq!(&*reused as *const OpLaunch, kept);
+        assert_eq!(*reused, OpLaunch::new(2, 1));
+        pool.op_launches.clear();
+        assert_eq!(*pool.op_launch(OpLaunch::new(3, 0)), OpLaunch::new(3, 0));
+    }
 }

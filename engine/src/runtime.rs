@@ -166,6 +166,8 @@ pub(crate) struct Inner {
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
     /// The kernel registry's resource id, so a launch finds it without a type lookup.
     registry_id: bevy_ecs::component::ComponentId,
+    /// The task pool's resource id (an op launch takes its box from the pool).
+    task_pool_id: bevy_ecs::component::ComponentId,
     /// The world's archetype generation when the cached queries were last refreshed.
     archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
     /// Whether the stream sanitizer is on (its state is a world resource).
@@ -215,6 +217,15 @@ impl Inner {
             Some(p) => unsafe { p.deref::<KernelRegistry>() },
             None => self.world.resource::<KernelRegistry>(),
         }
+    }
+
+    /// The task pool, unless an embedder removed it.
+    #[inline]
+    pub fn task_pool_mut(&mut self) -> Option<Mut<'_, npusim_components::TaskPool>> {
+        self.world
+            .get_resource_mut_by_id(self.task_pool_id)
+            // SAFETY: `task_pool_id` is the resource id of `TaskPool` in this world.
+            .map(|p| unsafe { p.with_type::<npusim_components::TaskPool>() })
     }
 
     /// The context `e`, if it exists.
@@ -463,6 +474,9 @@ impl Runtime {
         let registry_id = world
             .component_id::<KernelRegistry>()
             .expect("registry inserted above");
+        let task_pool_id = world
+            .component_id::<npusim_components::TaskPool>()
+            .expect("task pool inserted above");
 
         let mut inner = Inner {
             runtime_id: id,
@@ -482,6 +496,7 @@ impl Runtime {
             q_streams,
             q_contexts,
             registry_id,
+            task_pool_id,
             archetypes_seen: None,
             sanitize: false,
             recorder: None,

@@ -5,7 +5,8 @@
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
 use npusim_components::{
-    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskKind, TaskRecord, TaskStatus,
+    DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind, TaskRecord,
+    TaskStatus,
 };
 
 /// Records and recycles the tasks that finished this frame.
@@ -60,21 +61,26 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
         world.resource_mut::<Timeline>().records.extend(records);
     }
     let count = finished.len() as u64;
-    let mut pool = std::mem::take(&mut *world.resource_mut::<TaskPool>());
+    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
     let mut overflow = Vec::new();
+    let mut op_launches = Vec::new();
     {
         let mut q = tasks.query_mut(&mut *world);
         for e in finished.drain(..) {
-            if pool.free.len() < TaskPool::CAPACITY
+            if pool.len() < TaskPool::CAPACITY
                 && let Ok(mut task) = q.get_mut(e)
             {
                 // Drop what the task held (host buffers, a callback, an error) now, not at reuse;
                 // an op launch's box goes back to the pool.
-                pool.reclaim(std::mem::take(&mut task.extra));
+                if !matches!(task.extra, TaskExtra::Op(_)) {
+                    task.extra = TaskExtra::None;
+                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
+                    op_launches.push(op);
+                }
                 task.error = None;
                 task.access.clear();
                 task.status = TaskStatus::Retired;
-                pool.free.push(e);
+                pool.push(e);
             } else {
                 overflow.push(e);
             }
@@ -83,7 +89,11 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     for e in overflow {
         world.despawn(e);
     }
-    *world.resource_mut::<TaskPool>() = pool;
+    let mut task_pool = world.resource_mut::<TaskPool>();
+    task_pool.free = pool;
+    if !op_launches.is_empty() {
+        task_pool.keep_op_launches(op_launches);
+    }
     world.resource_mut::<Finished>().tasks = finished;
     world.resource_mut::<FrameStats>().tasks_retired += count;
 }
@@ -93,7 +103,7 @@ mod tests {
     use super::*;
     use crate::test_support::*;
     use npusim_components::task::{MemsetView, TaskDescriptor};
-    use npusim_components::{NpuError, SimTime, TaskExtra};
+    use npusim_components::{NpuError, SimTime};
 
     /// A task that ran on `stream` from `start` to `end` and finished with `status`.
     fn finished(

@@ -74,7 +74,7 @@ use npusim_components::shape::{
 use npusim_components::task::{MAX_ARGS, MAX_TENSORS, TaskExtra};
 use npusim_components::{
     Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
-    NativeKernel, NpuError, NpuResult, OpShapes, Stream, TaskPool,
+    NativeKernel, NpuError, NpuResult, OpShapes, Stream,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
@@ -520,7 +520,10 @@ impl Runtime {
         let cost = g.costs.launch_ns;
         // The name is copied for the recorder only (the registry stays borrowed otherwise).
         let name = g.recorder.is_some().then(|| name.clone());
-        let extra = TaskExtra::Op(g.world.resource_mut::<TaskPool>().op_launch(launch));
+        let extra = TaskExtra::Op(match g.task_pool_mut() {
+            Some(mut pool) => pool.op_launch(launch),
+            None => Box::new(launch),
+        });
         // Block dim and tiling come from the tiling stage, once the shapes are known.
         let seq = crate::launch::submit_with(&mut g, s, extra, cost, |d| {
             d.encode_kernel(op.index(), op.generation(), 1, words, &[])
