@@ -130,6 +130,13 @@ mod tests {
         t
     }
 
+    /// A host callback task on the setup's stream that ran from 0 to 10 and finished with
+    /// `status`.
+    fn finished_callback(s: &mut Setup, status: TaskStatus) -> Entity {
+        let desc = TaskDescriptor::new(TaskKind::HostCallback);
+        finished(&mut s.world, s.stream, desc, 0, 10, status)
+    }
+
     #[test]
     fn finished_tasks_are_recorded_on_the_timeline_when_enabled() {
         let mut s = setup();
@@ -189,14 +196,7 @@ mod tests {
     #[test]
     fn nothing_is_recorded_when_the_timeline_is_off() {
         let mut s = setup();
-        finished(
-            &mut s.world,
-            s.stream,
-            TaskDescriptor::new(TaskKind::HostCallback),
-            0,
-            10,
-            TaskStatus::Done,
-        );
+        finished_callback(&mut s, TaskStatus::Done);
         run(&mut s.world, retire);
         assert!(s.world.resource::<Timeline>().records.is_empty());
     }
@@ -204,14 +204,7 @@ mod tests {
     #[test]
     fn finished_tasks_go_back_to_the_pool_as_retired_holding_nothing() {
         let mut s = setup();
-        let t = finished(
-            &mut s.world,
-            s.stream,
-            TaskDescriptor::new(TaskKind::HostCallback),
-            0,
-            10,
-            TaskStatus::Failed,
-        );
+        let t = finished_callback(&mut s, TaskStatus::Failed);
         {
             let mut task = s.world.get_mut::<Task>(t).unwrap();
             task.extra = TaskExtra::Host {
@@ -235,14 +228,7 @@ mod tests {
     #[test]
     fn a_retired_op_launch_leaves_its_box_for_the_next_op_launch() {
         let mut s = setup();
-        let t = finished(
-            &mut s.world,
-            s.stream,
-            TaskDescriptor::new(TaskKind::HostCallback),
-            0,
-            10,
-            TaskStatus::Done,
-        );
+        let t = finished_callback(&mut s, TaskStatus::Done);
         let mut op = npusim_components::shape::OpLaunch::new(2, 1);
         op.workspace_bytes = 64;
         let op = Box::new(op);
@@ -266,14 +252,7 @@ mod tests {
     #[test]
     fn beyond_the_pool_capacity_finished_tasks_are_despawned() {
         let mut s = setup();
-        let kept = finished(
-            &mut s.world,
-            s.stream,
-            TaskDescriptor::new(TaskKind::HostCallback),
-            0,
-            10,
-            TaskStatus::Done,
-        );
+        let kept = finished_callback(&mut s, TaskStatus::Done);
         run(&mut s.world, retire);
         // Fill the pool to its capacity (the entries need not be live for this test).
         s.world
