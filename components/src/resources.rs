@@ -37,7 +37,8 @@ pub struct ReadyQueue {
 pub struct TaskPool {
     /// Entities with a `Task` in status `Retired`.
     pub free: Vec<Entity>,
-    /// Boxes of retired op launches ([`TaskExtra::Op`]), for the next op launches to reuse.
+    /// Boxes of retired op launches (`TaskExtra::Op`), at most
+    /// [`TaskPool::OP_LAUNCH_CAPACITY`], for the next op launches to reuse.
     pub op_launches: Vec<Box<OpLaunch>>,
 }
 
@@ -57,13 +58,6 @@ impl TaskPool {
             }
             None => Box::new(launch),
         }
-    }
-
-    /// Keeps retired op launches' boxes for reuse, up to [`TaskPool::OP_LAUNCH_CAPACITY`] (the
-    /// rest are freed).
-    pub fn keep_op_launches(&mut self, boxes: impl IntoIterator<Item = Box<OpLaunch>>) {
-        let room = Self::OP_LAUNCH_CAPACITY.saturating_sub(self.op_launches.len());
-        self.op_launches.extend(boxes.into_iter().take(room));
     }
 }
 
@@ -233,13 +227,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_task_pool_keeps_op_launch_boxes_up_to_its_capacity_and_reuses_them() {
+    fn the_task_pool_reuses_a_kept_op_launch_box_or_allocates_one() {
         let mut pool = TaskPool::default();
-        let boxes = (0..TaskPool::OP_LAUNCH_CAPACITY + 3).map(|_| Box::new(OpLaunch::new(1, 1)));
-        pool.keep_op_launches(boxes);
-        assert_eq!(pool.op_launches.len(), TaskPool::OP_LAUNCH_CAPACITY);
-        pool.keep_op_launches([Box::new(OpLaunch::new(1, 1))]);
-        assert_eq!(pool.op_launches.len(), TaskPool::OP_LAUNCH_CAPACITY);
+        pool.op_launches.push(Box::new(OpLaunch::new(1, 1)));
+        pool.op_launches.push(Box::new(OpLaunch::new(1, 1)));
 
         let kept = &**pool.op_launches.last().unwrap() as *const OpLaunch;
         let reused = pool.op_launch(OpLaunch::new(2, 1));

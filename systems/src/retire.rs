@@ -61,9 +61,14 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
         world.resource_mut::<Timeline>().records.extend(records);
     }
     let count = finished.len() as u64;
-    let mut pool = std::mem::take(&mut world.resource_mut::<TaskPool>().free);
+    let (mut pool, mut op_launches) = {
+        let mut p = world.resource_mut::<TaskPool>();
+        (
+            std::mem::take(&mut p.free),
+            std::mem::take(&mut p.op_launches),
+        )
+    };
     let mut overflow = Vec::new();
-    let mut op_launches = Vec::new();
     {
         let mut q = tasks.query_mut(&mut *world);
         for e in finished.drain(..) {
@@ -74,7 +79,9 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                 // an op launch's box goes back to the pool.
                 if !matches!(task.extra, TaskExtra::Op(_)) {
                     task.extra = TaskExtra::None;
-                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
+                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra)
+                    && op_launches.len() < TaskPool::OP_LAUNCH_CAPACITY
+                {
                     op_launches.push(op);
                 }
                 task.error = None;
@@ -91,9 +98,7 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
     }
     let mut task_pool = world.resource_mut::<TaskPool>();
     task_pool.free = pool;
-    if !op_launches.is_empty() {
-        task_pool.keep_op_launches(op_launches);
-    }
+    task_pool.op_launches = op_launches;
     world.resource_mut::<Finished>().tasks = finished;
     world.resource_mut::<FrameStats>().tasks_retired += count;
 }
@@ -247,6 +252,25 @@ mod tests {
             "holding the new launch"
         );
         assert!(pool.op_launches.is_empty());
+    }
+
+    #[test]
+    fn op_launch_boxes_beyond_the_pool_capacity_are_freed() {
+        let mut s = setup();
+        let boxes = (0..TaskPool::OP_LAUNCH_CAPACITY)
+            .map(|_| Box::new(npusim_components::shape::OpLaunch::new(1, 1)));
+        s.world.resource_mut::<TaskPool>().op_launches.extend(boxes);
+        let t = finished_callback(&mut s, TaskStatus::Done);
+        s.world.get_mut::<Task>(t).unwrap().extra =
+            TaskExtra::Op(Box::new(npusim_components::shape::OpLaunch::new(2, 1)));
+        run(&mut s.world, retire);
+
+        assert!(matches!(task(&s.world, t).extra, TaskExtra::None));
+        assert_eq!(
+            s.world.resource::<TaskPool>().op_launches.len(),
+            TaskPool::OP_LAUNCH_CAPACITY
+        );
+        assert_eq!(s.world.resource::<TaskPool>().free, vec![t]);
     }
 
     #[test]
