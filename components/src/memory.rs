@@ -729,58 +729,31 @@ impl DeviceMemory {
     /// Notes that the task at `pos` names `addr`: if it lies in a live block of `context`, that
     /// block's free waits for `pos`. Addresses outside the heap are ignored quickly.
     pub fn note_use(&mut self, context: Entity, addr: u64, pos: StreamPosition) {
+        self.note_use_range(context, addr, 0, pos);
+    }
+
+    /// As [`DeviceMemory::note_use`] for every block that `bytes` bytes at `addr` overlap: an
+    /// access range may run across adjacent blocks (an access set joins a range that continues
+    /// the previous one, whichever block it is in), and each of them must wait for `pos`. Each
+    /// block is found once.
+    pub fn note_use_range(&mut self, context: Entity, addr: u64, bytes: u64, pos: StreamPosition) {
         if addr < HEAP_BASE {
             return;
         }
         let Some(space) = self.spaces.get_mut(&context) else {
             return;
         };
-        let Some((base, _)) = space.pool.block_containing(addr) else {
-            return;
-        };
-        let Some(block) = space.blocks.get_mut(&base) else {
-            return;
-        };
-        match block.uses.iter_mut().find(|(s, _)| *s == pos.0) {
-            Some(u) => u.1 = u.1.max(pos.1),
-            None => block.uses.push(pos),
-        }
-        // A use noted after `free` (the frees are processed after ingest) joins the wait if
-        // its task was enqueued before the free; one enqueued after it does not.
-        if block.freeing
-            && let Some(p) = self
-                .pending
-                .iter_mut()
-                .find(|p| p.context == context && p.base == base)
-            && p.enqueued.as_ref().is_none_or(|e| {
-                e.iter()
-                    .any(|&(s, submitted)| s == pos.0 && pos.1 <= submitted)
-            })
-        {
-            match p.after.iter_mut().find(|(s, _)| *s == pos.0) {
-                Some(u) => u.1 = u.1.max(pos.1),
-                None => p.after.push(pos),
-            }
-        }
-    }
-
-    /// As [`DeviceMemory::note_use`] for every block that `bytes` bytes at `addr` overlap: an
-    /// access range may run across adjacent blocks (an access set joins a range that continues
-    /// the previous one, whichever block it is in), and each of them must wait for `pos`.
-    pub fn note_use_range(&mut self, context: Entity, addr: u64, bytes: u64, pos: StreamPosition) {
         let end = addr.saturating_add(bytes);
         let mut at = addr;
-        loop {
-            let next = self
-                .spaces
-                .get(&context)
-                .and_then(|s| s.pool.block_containing(at))
-                .map(|(base, size)| base.saturating_add(size));
-            self.note_use(context, at, pos);
-            match next {
-                Some(n) if n > at && n < end => at = n,
-                _ => break,
+        while let Some((base, size)) = space.pool.block_containing(at) {
+            if let Some(block) = space.blocks.get_mut(&base) {
+                note_block_use(block, &mut self.pending, context, base, pos);
             }
+            let next = base.saturating_add(size);
+            if next <= at || next >= end {
+                break;
+            }
+            at = next;
         }
     }
 
@@ -855,6 +828,17 @@ impl DeviceMemory {
             Some(s) => s.pool.trim(&mut self.driver),
             None => 0,
         }
+    }
+
+    /// The live, not freed block of `context` that starts at `base`, if any: one hash lookup,
+    /// for an owner that knows its block's base (no search of the pool's ranges).
+    pub fn block_at(&self, base: u64, context: Entity) -> Option<BlockInfo> {
+        let b = self.spaces.get(&context)?.blocks.get(&base)?;
+        (!b.freeing).then_some(BlockInfo {
+            base,
+            size: b.size,
+            context,
+        })
     }
 
     /// The live, not freed block of `context` containing `addr`, if any: what new work may
@@ -974,6 +958,36 @@ impl DeviceMemory {
     }
 }
 
+/// Records that the task at `pos` uses `block` (at `base` in `context`): its free waits for
+/// `pos`. A use noted after `free` (the frees are processed after ingest) joins the wait if its
+/// task was enqueued before the free; one enqueued after it does not.
+fn note_block_use(
+    block: &mut Block,
+    pending: &mut [PendingFree],
+    context: Entity,
+    base: u64,
+    pos: StreamPosition,
+) {
+    match block.uses.iter_mut().find(|(s, _)| *s == pos.0) {
+        Some(u) => u.1 = u.1.max(pos.1),
+        None => block.uses.push(pos),
+    }
+    if block.freeing
+        && let Some(p) = pending
+            .iter_mut()
+            .find(|p| p.context == context && p.base == base)
+        && p.enqueued.as_ref().is_none_or(|e| {
+            e.iter()
+                .any(|&(s, submitted)| s == pos.0 && pos.1 <= submitted)
+        })
+    {
+        match p.after.iter_mut().find(|(s, _)| *s == pos.0) {
+            Some(u) => u.1 = u.1.max(pos.1),
+            None => p.after.push(pos),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -987,6 +1001,20 @@ mod tests {
         m.create_space(ctx(1)).unwrap();
         m.create_space(ctx(2)).unwrap();
         m
+    }
+
+    #[test]
+    fn a_block_is_found_at_its_base_only_while_it_is_live_and_not_being_freed() {
+        let mut m = mem();
+        let a = m.alloc(4096, ctx(1)).unwrap();
+        assert_eq!(m.block_at(a, ctx(1)).map(|b| b.size), Some(4096));
+        assert!(
+            m.block_at(a + 64, ctx(1)).is_none(),
+            "inside, not at its base"
+        );
+        assert!(m.block_at(a, ctx(2)).is_none(), "another context's");
+        m.free(a, ctx(1)).unwrap();
+        assert!(m.block_at(a, ctx(1)).is_none());
     }
 
     #[test]
@@ -1040,6 +1068,28 @@ mod tests {
         assert_eq!(m.live_blocks(), 1);
         assert_eq!(m.release_completed(|_| true), 1);
         assert_eq!(m.live_blocks(), 0);
+    }
+
+    #[test]
+    fn a_use_of_a_range_across_adjacent_blocks_holds_each_of_their_frees() {
+        let mut m = mem();
+        let a = m.alloc(4096, ctx(1)).unwrap();
+        let b = m.alloc(4096, ctx(1)).unwrap();
+        let c = m.alloc(4096, ctx(1)).unwrap();
+        assert_eq!((b - a, c - b), (4096, 4096), "adjacent");
+        let s = ctx(10);
+        // From inside `a` to inside `b`: `a` and `b` are used, `c` is not.
+        m.note_use_range(ctx(1), a + 8, 4096 + 8, (s, 5));
+        for p in [a, b, c] {
+            m.begin_free(p, ctx(1), &[]).unwrap();
+        }
+        assert_eq!(m.pending_positions(a, ctx(1)).as_slice(), &[(s, 5)]);
+        assert_eq!(m.pending_positions(b, ctx(1)).as_slice(), &[(s, 5)]);
+        assert!(m.pending_positions(c, ctx(1)).is_empty());
+        // Outside the heap, nothing is noted.
+        m.note_use_range(ctx(1), 0x10, 1 << 40, (s, 6));
+        assert_eq!(m.release_completed(|(_, seq)| seq < 5), 1, "only `c`");
+        assert_eq!(m.release_completed(|(_, seq)| seq <= 5), 2);
     }
 
     #[test]

@@ -49,14 +49,16 @@ impl TaskPool {
     /// Most op launch boxes kept (each under 200 bytes).
     pub const OP_LAUNCH_CAPACITY: usize = 1 << 12;
 
-    /// A box holding `launch`: a retired launch's box when there is one, a new one otherwise.
-    pub fn op_launch(&mut self, launch: OpLaunch) -> Box<OpLaunch> {
+    /// A box holding a new launch of `n_in` inputs and `n_out` outputs
+    /// ([`OpLaunch::new`]), to be filled in place: a retired launch's box when there is one
+    /// (its static dims' allocation kept), a new one otherwise.
+    pub fn op_launch(&mut self, n_in: u8, n_out: u8) -> Box<OpLaunch> {
         match self.op_launches.pop() {
             Some(mut b) => {
-                *b = launch;
+                b.reset(n_in, n_out);
                 b
             }
-            None => Box::new(launch),
+            None => Box::new(OpLaunch::new(n_in, n_out)),
         }
     }
 }
@@ -233,10 +235,10 @@ mod tests {
         pool.op_launches.push(Box::new(OpLaunch::new(1, 1)));
 
         let kept = &**pool.op_launches.last().unwrap() as *const OpLaunch;
-        let reused = pool.op_launch(OpLaunch::new(2, 1));
+        let reused = pool.op_launch(2, 1);
         assert_eq!(&*reused as *const OpLaunch, kept);
         assert_eq!(*reused, OpLaunch::new(2, 1));
         pool.op_launches.clear();
-        assert_eq!(*pool.op_launch(OpLaunch::new(3, 0)), OpLaunch::new(3, 0));
+        assert_eq!(*pool.op_launch(3, 0), OpLaunch::new(3, 0));
     }
 }

@@ -293,6 +293,9 @@ impl fmt::Display for ShapeHandle {
 #[derive(Component, Debug)]
 pub struct ShapeBuffer {
     base: u64,
+    /// The context's memory epoch when the buffer was allocated
+    /// ([`crate::DeviceMemory::epoch`]): once it moves on, a fault released the buffer.
+    epoch: u64,
     generations: Vec<u32>,
     live: Vec<bool>,
     free: Vec<u32>,
@@ -304,10 +307,17 @@ impl ShapeBuffer {
     /// Bytes of device memory a shape buffer takes.
     pub const BYTES: u64 = Self::SLOTS as u64 * SLOT_BYTES;
 
-    /// A buffer at device address `base`, every slot free.
+    /// A buffer at device address `base`, every slot free, allocated at memory epoch 0.
     pub fn new(base: u64) -> Self {
+        Self::at(base, 0)
+    }
+
+    /// A buffer at device address `base` allocated at the context's memory epoch `epoch`,
+    /// every slot free.
+    pub fn at(base: u64, epoch: u64) -> Self {
         Self {
             base,
+            epoch,
             generations: Vec::new(),
             live: Vec::new(),
             free: Vec::new(),
@@ -317,6 +327,20 @@ impl ShapeBuffer {
     /// Its device address.
     pub fn base(&self) -> u64 {
         self.base
+    }
+
+    /// The context's memory epoch it was allocated at.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Whether it still owns its memory: no fault released the context's memory since it was
+    /// allocated (`epoch`, the context's current epoch) and its block is still allocated.
+    pub fn is_alive(&self, memory: &crate::DeviceMemory, context: Entity) -> bool {
+        memory.epoch(context) == Some(self.epoch)
+            && memory
+                .block_at(self.base, context)
+                .is_some_and(|b| b.size >= Self::BYTES)
     }
 
     /// The device address of `slot`.
@@ -361,10 +385,11 @@ impl ShapeBuffer {
         self.live.iter().filter(|l| **l).count()
     }
 
-    /// Moves the buffer to `base` after its memory was lost (a fault released the context's
-    /// memory): every existing handle becomes stale.
-    pub fn rebase(&mut self, base: u64) {
+    /// Moves the buffer to `base`, allocated at memory epoch `epoch`, after its memory was
+    /// lost (a fault released the context's memory): every existing handle becomes stale.
+    pub fn rebase(&mut self, base: u64, epoch: u64) {
         self.base = base;
+        self.epoch = epoch;
         for (i, live) in self.live.iter_mut().enumerate() {
             if *live {
                 *live = false;
@@ -452,6 +477,19 @@ impl OpLaunch {
             n_out,
             ..Self::default()
         }
+    }
+
+    /// Makes it [`OpLaunch::new`]`(n_in, n_out)` in place, keeping its static dims'
+    /// allocation (a box reused for the next launch).
+    pub fn reset(&mut self, n_in: u8, n_out: u8) {
+        let mut dims = std::mem::take(&mut self.dims);
+        dims.clear();
+        *self = Self {
+            n_in,
+            n_out,
+            dims,
+            ..Self::default()
+        };
     }
 
     /// Tensors in all.
@@ -907,6 +945,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_shape_buffer_is_alive_until_its_block_goes_or_its_contexts_memory_is_released() {
+        let ctx = Entity::from_raw_u32(1).unwrap();
+        let mut m = crate::DeviceMemory::new(1 << 30).unwrap();
+        m.create_space(ctx).unwrap();
+        let base = m.alloc(ShapeBuffer::BYTES, ctx).unwrap();
+        let mut b = ShapeBuffer::at(base, m.epoch(ctx).unwrap());
+        assert!(b.is_alive(&m, ctx));
+        assert!(
+            !ShapeBuffer::at(base, 7).is_alive(&m, ctx),
+            "another epoch's"
+        );
+        // A fault releases the context's memory: the buffer is gone, whatever is at its base.
+        m.free_all_of(ctx);
+        assert!(!b.is_alive(&m, ctx));
+        let again = m.alloc(ShapeBuffer::BYTES, ctx).unwrap();
+        let (slot, generation) = b.acquire().unwrap();
+        b.rebase(again, m.epoch(ctx).unwrap());
+        assert!(b.is_alive(&m, ctx));
+        assert!(
+            !b.is_live(slot, generation),
+            "a rebase makes old handles stale"
+        );
+        m.free(again, ctx).unwrap();
+        assert!(!b.is_alive(&m, ctx), "its block freed");
+    }
+
+    #[test]
     fn shapes_reject_negative_and_overflowing_dims() {
         assert!(Shape::from_signed(&[3, -1]).is_err());
         assert!(Shape::new(&[1 << 40, 1 << 40]).is_err());
@@ -943,6 +1008,16 @@ mod tests {
         assert_eq!(op.tensor_count(), 5);
         // The box an op launch allocates stays a fraction of eight full shapes.
         assert!(std::mem::size_of::<OpLaunch>() <= 200);
+        // Reset for the next launch: nothing of this one left, its spilled dims' allocation
+        // kept.
+        let spilled = op.dims.as_ptr();
+        op.workspace_bytes = 64;
+        op.reset(1, 1);
+        assert_eq!(op, OpLaunch::new(1, 1));
+        op.set_tensor(0, TensorSource::Static(b));
+        op.set_tensor(1, TensorSource::Static(b));
+        assert_eq!(op.dims.as_ptr(), spilled, "no new allocation");
+        assert_eq!(op.tensor(1), TensorSource::Static(b));
     }
 
     #[test]

@@ -236,6 +236,7 @@ mod tests {
         let t = finished_callback(&mut s, TaskStatus::Done);
         let mut op = npusim_components::shape::OpLaunch::new(2, 1);
         op.workspace_bytes = 64;
+        op.set_tensor(0, npusim_components::shape::TensorSource::Slot(3));
         let op = Box::new(op);
         let addr = &*op as *const _;
         s.world.get_mut::<Task>(t).unwrap().extra = TaskExtra::Op(op);
@@ -244,12 +245,12 @@ mod tests {
         assert!(matches!(task(&s.world, t).extra, TaskExtra::None));
         let mut pool = s.world.resource_mut::<TaskPool>();
         assert_eq!(pool.op_launches.len(), 1);
-        let next = pool.op_launch(npusim_components::shape::OpLaunch::new(1, 1));
+        let next = pool.op_launch(1, 1);
         assert_eq!(&*next as *const _, addr, "the same allocation");
         assert_eq!(
             *next,
             npusim_components::shape::OpLaunch::new(1, 1),
-            "holding the new launch"
+            "holding a new launch, nothing of the old"
         );
         assert!(pool.op_launches.is_empty());
     }

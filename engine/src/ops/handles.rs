@@ -7,57 +7,64 @@ use npusim_components::shape::{
     SLOT_BYTES, Shape, ShapeBuffer, ShapeHandle, ShapeSlot, ShapeStats, TilingLog, TilingRecord,
 };
 use npusim_components::{
-    ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, Stream,
+    ContextState, DeviceMemory, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, Stream,
 };
 use npusim_device::cost::CopyDirection;
 
 use crate::runtime::{Inner, Runtime};
 
-/// Whether the context's shape buffer still owns its memory (a fault releases a context's
-/// memory, and with it the buffer).
-fn buffer_alive(world: &World, ctx: Entity, device: Entity) -> Option<bool> {
-    let base = world.get::<ShapeBuffer>(ctx)?.base();
-    let memory = &world.get::<DeviceState>(device)?.memory;
-    Some(
-        memory
-            .block_containing(base, ctx)
-            .is_some_and(|b| b.base == base && b.size >= ShapeBuffer::BYTES),
-    )
-}
-
 /// Gives `ctx` a live shape buffer: allocates it the first time, and again (invalidating every
 /// old handle) if a fault released it.
 fn ensure_buffer(world: &mut World, ctx: Entity, device: Entity) -> NpuResult<()> {
-    let alive = buffer_alive(world, ctx, device);
-    if alive == Some(true) {
+    let memory = world
+        .get::<DeviceState>(device)
+        .map(|d| &d.memory)
+        .ok_or_else(|| NpuError::Internal("context on a missing device".into()))?;
+    let existing = world.get::<ShapeBuffer>(ctx);
+    if existing.is_some_and(|b| b.is_alive(memory, ctx)) {
         return Ok(());
     }
-    let mut d = world
-        .get_mut::<DeviceState>(device)
-        .ok_or_else(|| NpuError::Internal("context on a missing device".into()))?;
+    let had = existing.is_some();
+    let mut d = world.get_mut::<DeviceState>(device).expect("looked up");
     let base = d.memory.alloc(ShapeBuffer::BYTES, ctx)?;
     // Allocations are not zeroed: clear it so no slot reads as written.
     d.memory
         .fill(base, ShapeBuffer::BYTES, 0, ctx)
         .map_err(|f| NpuError::Internal(format!("clearing a new shape buffer: {f}")))?;
-    match alive {
-        Some(_) => world
+    let epoch = d.memory.epoch(ctx).unwrap_or(0);
+    if had {
+        world
             .get_mut::<ShapeBuffer>(ctx)
             .expect("present")
-            .rebase(base),
-        None => {
-            world.entity_mut(ctx).insert(ShapeBuffer::new(base));
-        }
+            .rebase(base, epoch);
+    } else {
+        world.entity_mut(ctx).insert(ShapeBuffer::at(base, epoch));
     }
     Ok(())
 }
 
 impl Runtime {
-    /// Checks that `h` is a live shape handle of context `ctx` of this runtime.
+    /// Checks that `h` is a live shape handle of context `ctx` (on `device`) of this runtime.
     pub(crate) fn check_shape_handle(
         &self,
         world: &World,
         ctx: Entity,
+        h: ShapeHandle,
+    ) -> NpuResult<()> {
+        let device = world.get::<ContextState>(ctx).map(|c| c.device);
+        let memory = device
+            .and_then(|d| world.get::<DeviceState>(d))
+            .map(|d| &d.memory);
+        self.check_shape_handle_in(world, ctx, memory, h)
+    }
+
+    /// As [`Runtime::check_shape_handle`], with the context's device memory at hand: one
+    /// lookup of the buffer, and its block found by its base.
+    pub(crate) fn check_shape_handle_in(
+        &self,
+        world: &World,
+        ctx: Entity,
+        memory: Option<&DeviceMemory>,
         h: ShapeHandle,
     ) -> NpuResult<()> {
         if h.runtime() != self.id() {
@@ -70,11 +77,10 @@ impl Runtime {
                 current: format!("context {ctx}"),
             });
         }
-        let device = world.get::<ContextState>(ctx).map(|c| c.device);
-        let live = world
-            .get::<ShapeBuffer>(ctx)
-            .is_some_and(|b| b.is_live(h.slot(), h.generation()));
-        if !live || device.and_then(|d| buffer_alive(world, ctx, d)) != Some(true) {
+        let live = world.get::<ShapeBuffer>(ctx).is_some_and(|b| {
+            b.is_live(h.slot(), h.generation()) && memory.is_some_and(|m| b.is_alive(m, ctx))
+        });
+        if !live {
             return Err(NpuError::Destroyed(h.to_string()));
         }
         Ok(())

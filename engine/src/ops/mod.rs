@@ -421,6 +421,13 @@ impl Runtime {
     ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
+        // The launch is built in its box (a retired launch's, from the task pool): the counts
+        // are checked against the op below, before anything is enqueued.
+        let (n_in, n_out) = (inputs.len() as u8, outputs.len() as u8);
+        let mut launch = match g.task_pool_mut() {
+            Some(mut pool) => pool.op_launch(n_in, n_out),
+            None => Box::new(OpLaunch::new(n_in, n_out)),
+        };
         let world = &g.world;
         let def = world
             .resource::<OpRegistry>()
@@ -444,7 +451,6 @@ impl Runtime {
         let device = world.get::<ContextState>(ctx).expect("checked").device;
         let memory = &world.get::<DeviceState>(device).expect("device").memory;
         let n_in = inputs.len();
-        let mut launch = OpLaunch::new(n_in as u8, outputs.len() as u8);
         let mut words: smallvec::SmallVec<[(u64, bool); MAX_ARGS]> = smallvec::SmallVec::new();
         let mut buffer_checked = false;
         for (i, t) in inputs.iter().chain(outputs).enumerate() {
@@ -491,7 +497,7 @@ impl Runtime {
                 TensorShape::Dynamic(h) => {
                     // The buffer's own liveness is checked once per launch.
                     if !buffer_checked {
-                        self.check_shape_handle(world, ctx, h)?;
+                        self.check_shape_handle_in(world, ctx, Some(memory), h)?;
                         buffer_checked = true;
                     } else {
                         self.check_shape_handle_fast(world, ctx, h)?;
@@ -520,13 +526,9 @@ impl Runtime {
         let cost = g.costs.launch_ns;
         // The name is copied for the recorder only (the registry stays borrowed otherwise).
         let name = g.recorder.is_some().then(|| name.clone());
-        let extra = TaskExtra::Op(match g.task_pool_mut() {
-            Some(mut pool) => pool.op_launch(launch),
-            None => Box::new(launch),
-        });
         // Block dim and tiling come from the tiling stage, once the shapes are known.
-        let seq = crate::launch::submit_with(&mut g, s, extra, cost, |d| {
-            d.encode_kernel(op.index(), op.generation(), 1, words, &[])
+        let seq = crate::launch::submit_with(&mut g, s, TaskExtra::Op(launch), cost, |d| {
+            d.encode_kernel(op.index(), op.generation(), 1, words.iter().copied(), &[])
         });
         if let Some(name) = name {
             g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
