@@ -548,6 +548,16 @@ impl KernelRegistry {
             .ok_or_else(|| NpuError::Destroyed(format!("{kernel} (its binary was unloaded)")))
     }
 
+    /// Whether `kernel` is a registered native kernel of this runtime: what [`Self::get`]
+    /// accepts with nothing more to check, in one look at its slot (a launch's fast path).
+    #[inline]
+    pub fn is_native(&self, kernel: Kernel) -> bool {
+        kernel.runtime() == self.runtime
+            && self
+                .resolve(kernel.index(), kernel.generation())
+                .is_some_and(|e| matches!(e.body, KernelBody::Native(_)))
+    }
+
     /// The kernel in slot `index` at `generation` (what a task descriptor names), if it is
     /// still registered.
     #[inline]
@@ -627,6 +637,27 @@ mod tests {
         b.register(noop("x"));
         assert!(b.get(ka).is_err());
         assert!(a.get(ka).is_ok());
+    }
+
+    #[test]
+    fn only_a_live_native_kernel_of_this_runtime_takes_the_launch_fast_path() {
+        let mut r = KernelRegistry::default();
+        r.set_runtime(1);
+        let native = r.register(noop("x"));
+        let bin = Entity::from_raw_u32(7).unwrap();
+        let function = r.register_function(bin, "add", || code(bin));
+        assert!(r.is_native(native) && r.get(native).is_ok());
+        assert!(
+            !r.is_native(function),
+            "a binary kernel has its binary checked"
+        );
+        let mut other = KernelRegistry::default();
+        other.set_runtime(2);
+        other.register(noop("x"));
+        assert!(!other.is_native(native), "another runtime's");
+        r.remove_binary(bin);
+        let stale = Kernel::new(1, function.index(), function.generation().wrapping_add(1));
+        assert!(!r.is_native(stale) && r.get(stale).is_err());
     }
 
     #[test]

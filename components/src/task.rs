@@ -223,7 +223,10 @@ impl TaskDescriptor {
             self.arg_count = i as u32 + 1;
         }
         let n = tiling.len().min(MAX_TILING);
-        self.tiling[..n].copy_from_slice(&tiling[..n]);
+        // Most launches have none: no call to copy nothing.
+        if n > 0 {
+            self.tiling[..n].copy_from_slice(&tiling[..n]);
+        }
         self.tiling_len = n as u32;
     }
 

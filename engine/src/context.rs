@@ -34,6 +34,7 @@ struct ThreadStack(Vec<Entry>);
 
 impl Drop for ThreadStack {
     fn drop(&mut self) {
+        forget_top();
         for e in self.0.drain(..) {
             if let Some(shared) = e.shared.upgrade() {
                 let rt = Runtime::from_shared(shared);
@@ -48,6 +49,15 @@ thread_local! {
     static STACK: RefCell<ThreadStack> = const { RefCell::new(ThreadStack(Vec::new())) };
     /// The value of [`RUNTIMES_DROPPED`] when this thread last pruned its stack.
     static SEEN_DROPS: Cell<u64> = const { Cell::new(0) };
+    /// The last answer of `top_for` (runtime, its innermost stack entry): every call that
+    /// names a stream or event asks it, so it is kept in a plain cell (no borrow of the
+    /// stack, no search); every change of the stack forgets it.
+    static TOP: Cell<Option<(u32, Option<Entity>)>> = const { Cell::new(None) };
+}
+
+/// Forgets `top_for`'s cached answer: the thread's stack is about to change.
+fn forget_top() {
+    let _ = TOP.try_with(|t| t.set(None));
 }
 
 /// How many runtimes have been dropped in this process. A thread whose stack has seen fewer
@@ -64,6 +74,7 @@ fn prune_dead_runtimes() {
         return;
     }
     SEEN_DROPS.with(|c| c.set(dropped));
+    forget_top();
     STACK.with(|s| {
         if let Ok(mut s) = s.try_borrow_mut() {
             s.0.retain(|e| e.shared.strong_count() > 0);
@@ -78,6 +89,7 @@ impl Drop for Runtime {
         if self.weak().strong_count() == 1 {
             RUNTIMES_DROPPED.fetch_add(1, Ordering::AcqRel);
             let id = self.id();
+            forget_top();
             // `try_`: this may run while the thread's locals are being torn down.
             let _ = STACK.try_with(|s| {
                 if let Ok(mut s) = s.try_borrow_mut() {
@@ -97,22 +109,29 @@ pub fn thread_stack_len() -> usize {
 
 fn top_for(runtime: u32) -> Option<Entity> {
     prune_dead_runtimes();
-    STACK
-        .with(|s| {
-            s.borrow()
-                .0
-                .iter()
-                .rev()
-                .find(|e| e.runtime == runtime)
-                .map(|e| e.ctx)
-        })
-        // A host callback runs with its context current (without counting as a user of it).
-        .or_else(|| crate::callback::context_of(runtime))
+    let top = match TOP.with(Cell::get) {
+        Some((r, top)) if r == runtime => top,
+        _ => {
+            let top = STACK.with(|s| {
+                s.borrow()
+                    .0
+                    .iter()
+                    .rev()
+                    .find(|e| e.runtime == runtime)
+                    .map(|e| e.ctx)
+            });
+            TOP.with(|t| t.set(Some((runtime, top))));
+            top
+        }
+    };
+    // A host callback runs with its context current (without counting as a user of it).
+    top.or_else(|| crate::callback::context_of(runtime))
 }
 
 /// Drops this thread's stack entries of `runtime` (a callback thread, after each callback:
 /// the contexts one callback made current do not leak into the next).
 pub(crate) fn clear_thread_entries(runtime: u32) {
+    forget_top();
     let removed: Vec<Entry> = STACK.with(|s| {
         let mut s = s.borrow_mut();
         let (mine, rest): (Vec<Entry>, Vec<Entry>) =
@@ -183,6 +202,7 @@ impl Runtime {
         crate::sanitizer::thread_seen(inner);
         let id = self.id();
         let shared = self.weak();
+        forget_top();
         let old = STACK.with(|s| {
             let mut s = s.borrow_mut();
             match s.0.iter().rposition(|e| e.runtime == id) {
@@ -493,6 +513,7 @@ impl Runtime {
         let e = self.check_context(&g, ctx)?;
         crate::sanitizer::thread_seen(&mut g);
         let (runtime, shared) = (self.id(), self.weak());
+        forget_top();
         STACK.with(|s| {
             s.borrow_mut().0.push(Entry {
                 runtime,
@@ -512,6 +533,7 @@ impl Runtime {
     /// the one below becomes current. `None` when the stack is empty.
     pub fn pop_context(&self) -> Option<Context> {
         let id = self.id();
+        forget_top();
         let popped = STACK.with(|s| {
             let mut s = s.borrow_mut();
             let i = s.0.iter().rposition(|e| e.runtime == id)?;
@@ -604,6 +626,7 @@ impl Runtime {
         let id = self.id();
         // Like ACL, the thread is left with no current context (calls fail with
         // ACL_ERROR_RT_CONTEXT_NULL) until it sets one.
+        forget_top();
         let removed = STACK.with(|s| {
             let mut s = s.borrow_mut();
             let mut n = 0;
@@ -710,6 +733,7 @@ impl Runtime {
         }
         let mut g = self.lock();
         let shared = self.weak();
+        forget_top();
         STACK.with(|s| {
             s.borrow_mut().0.push(Entry {
                 runtime: id,
@@ -732,6 +756,7 @@ impl Drop for ContextScope<'_> {
         };
         let id = self.rt.id();
         // `try_`: a scope may end while the thread's locals are torn down.
+        forget_top();
         let removed = STACK
             .try_with(|s| {
                 let mut s = s.try_borrow_mut().ok()?;
@@ -756,5 +781,45 @@ impl Runtime {
         let cost = g.costs.call_ns;
         g.charge(cost);
         Ok(spawn_context(&mut g, device, index, false))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::RuntimeConfig;
+
+    #[test]
+    fn the_current_context_follows_every_change_of_the_threads_stack() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let other = Runtime::new(RuntimeConfig::default()).unwrap();
+        assert_eq!(top_for(rt.id()), None, "nothing made current yet");
+        let a = rt.create_context(0).unwrap();
+        assert_eq!(top_for(rt.id()), Some(a.entity()));
+        assert_eq!(
+            top_for(other.id()),
+            None,
+            "another runtime's answer is its own"
+        );
+        let b = rt.create_context(0).unwrap();
+        assert_eq!(
+            top_for(rt.id()),
+            Some(b.entity()),
+            "create replaces the top"
+        );
+        rt.push_context(a).unwrap();
+        assert_eq!(top_for(rt.id()), Some(a.entity()));
+        rt.set_current_context(b).unwrap();
+        assert_eq!(top_for(rt.id()), Some(b.entity()));
+        assert_eq!(rt.pop_context(), Some(b));
+        assert_eq!(top_for(rt.id()), Some(b.entity()), "the one below");
+        assert_eq!(rt.pop_context(), Some(b));
+        assert_eq!(top_for(rt.id()), None);
+        // Entries of a dropped runtime go, and its id answers nothing.
+        let gone = other.id();
+        other.create_context(0).unwrap();
+        assert!(top_for(gone).is_some());
+        drop(other);
+        assert_eq!(top_for(gone), None);
     }
 }

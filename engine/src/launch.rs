@@ -79,6 +79,35 @@ fn ring(
     seq
 }
 
+/// Checks that `kernel` may be launched in context `ctx`: it is registered in this runtime and,
+/// for a binary kernel, its binary is loaded and is `ctx`'s.
+#[cold]
+#[inline(never)]
+fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) -> NpuResult<()> {
+    let entry = inner.registry().get(kernel)?;
+    // A binary kernel runs in its binary's context, while the binary is loaded.
+    if let Some(code) = entry.code() {
+        if inner
+            .world
+            .get::<npusim_components::binary::BinaryState>(code.binary)
+            .is_none()
+        {
+            return Err(NpuError::Destroyed(format!(
+                "the binary of kernel {}",
+                entry.name
+            )));
+        }
+        if code.context != ctx {
+            return Err(NpuError::WrongContext {
+                handle: format!("kernel {}", entry.name),
+                owner: format!("context {}", code.context),
+                current: format!("context {ctx}"),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl Runtime {
     /// Registers a native kernel; later launches find it by the returned id or by name.
     pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
@@ -200,28 +229,11 @@ impl Runtime {
         // The stream is checked first, its one lookup is the write; then the kernel, once:
         // later stages use the slot the descriptor names.
         let (mut st, _) = self.check_stream_for_write(&mut g, stream, |inner, ctx| {
-            let entry = inner.registry().get(kernel)?;
-            // A binary kernel runs in its binary's context, while the binary is loaded.
-            if let Some(code) = entry.code() {
-                if inner
-                    .world
-                    .get::<npusim_components::binary::BinaryState>(code.binary)
-                    .is_none()
-                {
-                    return Err(NpuError::Destroyed(format!(
-                        "the binary of kernel {}",
-                        entry.name
-                    )));
-                }
-                if code.context != ctx {
-                    return Err(NpuError::WrongContext {
-                        handle: format!("kernel {}", entry.name),
-                        owner: format!("context {}", code.context),
-                        current: format!("context {ctx}"),
-                    });
-                }
+            // A native kernel of this runtime, still registered, needs nothing more.
+            if inner.registry().is_native(kernel) {
+                return Ok(());
             }
-            Ok(())
+            check_kernel(inner, kernel, ctx)
         })?;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
         let s = stream.entity();
