@@ -80,8 +80,8 @@ fn ring(
 }
 
 /// Checks that `kernel` may be launched in context `ctx`: it is registered in this runtime and,
-/// for a binary kernel, its binary is loaded and is `ctx`'s.
-#[cold]
+/// for a binary kernel, its binary is loaded and is `ctx`'s. Out of line: a launch of a live
+/// native kernel never gets here (`KernelRegistry::is_native` answers for it).
 #[inline(never)]
 fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) -> NpuResult<()> {
     let entry = inner.registry().get(kernel)?;

@@ -44,7 +44,7 @@ fn ensure_buffer(world: &mut World, ctx: Entity, device: Entity) -> NpuResult<()
 }
 
 impl Runtime {
-    /// Checks that `h` is a live shape handle of context `ctx` (on `device`) of this runtime.
+    /// Checks that `h` is a live shape handle of context `ctx` of this runtime.
     pub(crate) fn check_shape_handle(
         &self,
         world: &World,
