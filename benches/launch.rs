@@ -1,6 +1,8 @@
 //! `launch`: the host cost of enqueueing one kernel launch, against pushing the same descriptor
 //! onto a `Vec` in the same run, in batches of 10,000 and of 100. Only the enqueue is timed;
-//! the queued work is drained between timed batches.
+//! the queued work is drained between timed batches. `locked_entry_push_floor` is what any
+//! enqueue that takes a lock and writes a whole doorbell entry costs at the least: a locked
+//! `Vec` push of the same entry, with the same drain between batches.
 //!
 //! Run: `cargo bench --bench launch` (add `--features tracy` to profile with Tracy).
 
@@ -8,7 +10,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use npusim::components::task::{TaskDescriptor, TaskKind};
+use npusim::components::task::{NewTask, TaskDescriptor, TaskExtra, TaskKind};
 use npusim::prelude::*;
 
 const BATCH: u64 = 10_000;
@@ -48,6 +50,48 @@ fn bench(c: &mut Criterion) {
                     left -= n;
                 }
                 total
+            })
+        });
+        // The floor of any enqueue that takes a lock and writes a whole doorbell entry: a
+        // `Mutex<Vec<NewTask>>` push of the same entry, timed the same way, with the same drain
+        // between batches (the same launches run through the runtime, untimed), so the
+        // entries land in memory the drain has just walked over, as the runtime's do.
+        let floor: std::sync::Mutex<Vec<NewTask>> =
+            std::sync::Mutex::new(Vec::with_capacity(batch as usize));
+        group.bench_function(format!("locked_entry_push_floor{suffix}"), |b| {
+            b.iter_custom(|iters| {
+                timed_in(
+                    batch,
+                    iters,
+                    |i| {
+                        let mut d = TaskDescriptor::new(TaskKind::Kernel);
+                        d.kernel = 0;
+                        d.block_dim = 1;
+                        d.arg_count = 1;
+                        d.args[0] = black_box(i);
+                        let mut v = floor.lock().unwrap();
+                        let seq = v.len() as u64 + 1;
+                        v.push(NewTask {
+                            stream: stream.entity(),
+                            seq,
+                            submit: SimTime(seq),
+                            desc: d,
+                            extra: TaskExtra::None,
+                        });
+                    },
+                    || {
+                        let n = {
+                            let mut v = floor.lock().unwrap();
+                            let n = v.len();
+                            v.clear();
+                            n
+                        };
+                        for i in 0..n {
+                            rt.launch(noop, 1, &[Arg::U64(i as u64)], stream).unwrap();
+                        }
+                        rt.synchronize_stream(stream).unwrap();
+                    },
+                )
             })
         });
         group.bench_function(format!("npusim_launch{suffix}"), |b| {

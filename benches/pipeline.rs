@@ -22,7 +22,7 @@ use npusim::prelude::*;
 
 mod common;
 
-use common::{STREAMS, TASKS, WAIT_EVERY, plain, run_npusim, run_npusim_recorded};
+use common::{STREAMS, TASKS, WAIT_EVERY, plain, run_npusim, run_npusim_recorded, skeleton};
 
 fn bench(c: &mut Criterion) {
     let cfg = DeviceConfig::default();
@@ -30,11 +30,17 @@ fn bench(c: &mut Criterion) {
     let expected = TASKS + 2 * (TASKS / STREAMS as u64 / WAIT_EVERY) * STREAMS as u64;
     assert_eq!(plain::run(TASKS, cfg.ai_cores, kernel_ns), expected);
     assert_eq!(run_npusim(TASKS), expected);
+    assert_eq!(skeleton::run(TASKS, cfg.ai_cores, kernel_ns), expected);
 
     let mut group = c.benchmark_group("pipeline_1M_tasks_16_streams");
     group.sample_size(10);
     group.bench_function("hand_written_loop", |b| {
         b.iter(|| black_box(plain::run(TASKS, cfg.ai_cores, kernel_ns)))
+    });
+    // The same semantics on a bare bevy_ecs world (tasks as entities, one system per stage):
+    // what the design's shape costs before any of npusim's work.
+    group.bench_function("bare_ecs_skeleton", |b| {
+        b.iter(|| black_box(skeleton::run(TASKS, cfg.ai_cores, kernel_ns)))
     });
     group.bench_function("npusim", |b| b.iter(|| black_box(run_npusim(TASKS))));
     // The same program with every API call recorded (in memory), for the recording overhead.

@@ -8,15 +8,15 @@
 //! ```
 //!
 //! Modes: `pipeline` (the pipeline bench's program at 100,000 kernels), `plain` (its hand-written
-//! loop), `pipeline-recording` (the pipeline program with its API calls recorded in memory),
-//! `trace-size` (that trace's size encoded), `idle N`
-//! (N idle frames), `launch N` (N kernel enqueues).
+//! loop), `skeleton` (its semantics on a bare `bevy_ecs` world), `pipeline-recording` (the
+//! pipeline program with its API calls recorded in memory), `trace-size` (that trace's size
+//! encoded), `idle N` (N idle frames), `launch N` (N kernel enqueues).
 
 mod common;
 
 use std::hint::black_box;
 
-use common::{plain, run_npusim, run_npusim_recorded};
+use common::{plain, run_npusim, run_npusim_recorded, skeleton};
 use npusim::prelude::*;
 
 /// Kernels of the pipeline program here (a tenth of the criterion bench's).
@@ -56,6 +56,13 @@ fn main() {
         let cfg = DeviceConfig::default();
         let kernel_ns = cfg.kernel_duration_ns(&KernelCost::default(), 1, 1);
         println!("{}", black_box(plain::run(TASKS, cfg.ai_cores, kernel_ns)));
+    } else if which == "skeleton" {
+        let cfg = DeviceConfig::default();
+        let kernel_ns = cfg.kernel_duration_ns(&KernelCost::default(), 1, 1);
+        println!(
+            "{}",
+            black_box(skeleton::run(TASKS, cfg.ai_cores, kernel_ns))
+        );
     } else if which == "pipeline" {
         println!("{}", black_box(run_npusim(TASKS)));
     } else if which == "pipeline-recording" {

@@ -770,6 +770,59 @@ fn wrong_op_signatures_are_refused_at_submission() {
     );
 }
 
+#[test]
+fn a_refused_op_launch_gives_its_pooled_box_back() {
+    use npusim::components::TaskPool;
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let x = upload(&rt, &[1.0f32, -2.0, 3.0, -4.0]);
+    let y = rt.malloc(16).unwrap();
+    let threshold = rt.op("threshold_f32").unwrap();
+    let t = [Arg::F32(0.0)];
+    let pooled = || {
+        rt.lock_world()
+            .world()
+            .resource::<TaskPool>()
+            .op_launches
+            .len()
+    };
+    // A launch that runs and retires leaves its box in the pool.
+    rt.launch_op(
+        threshold,
+        &[TensorArg::new(x, &[4])],
+        &[TensorArg::output(y)],
+        &t,
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s).unwrap();
+    assert_eq!(download::<f32>(&rt, y, 4), vec![1.0, 0.0, 3.0, 0.0]);
+    let before = pooled();
+    assert!(before >= 1);
+    // Refused launches, each by a different check, take a box and give it back.
+    let r = rt.launch_op(threshold, &[], &[TensorArg::output(y)], &t, s);
+    assert!(matches!(r, Err(NpuError::InvalidParam(_))), "{r:?}");
+    let r = rt.launch_op(
+        threshold,
+        &[TensorArg::new(DevicePtr(0), &[4])],
+        &[TensorArg::output(y)],
+        &t,
+        s,
+    );
+    assert!(matches!(r, Err(NpuError::NullPointer(_))), "{r:?}");
+    let r = rt.launch_op(
+        threshold,
+        &[TensorArg::new(x, &[1 << 20])],
+        &[TensorArg::output(y)],
+        &t,
+        s,
+    );
+    assert!(matches!(r, Err(NpuError::InvalidShape(_))), "{r:?}");
+    assert_eq!(pooled(), before);
+    // And the stream is untouched by them.
+    rt.synchronize_stream(s).unwrap();
+}
+
 // ---- NLP ----------------------------------------------------------------------------------
 
 #[test]

@@ -8,6 +8,9 @@ use std::collections::{BinaryHeap, VecDeque};
 use npusim::HostCosts;
 use npusim::prelude::*;
 
+#[allow(dead_code)] // the launch-only benches do not use it
+pub mod skeleton;
+
 /// Kernels the criterion bench launches.
 #[allow(dead_code)] // the probe runs a tenth of it
 pub const TASKS: u64 = 1_000_000;

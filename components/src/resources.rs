@@ -61,6 +61,20 @@ impl TaskPool {
             None => Box::new(OpLaunch::new(n_in, n_out)),
         }
     }
+
+    /// Takes back an op launch's box that no task holds any more (a retired launch's, or one
+    /// whose launch was refused), kept for reuse while fewer than
+    /// [`TaskPool::OP_LAUNCH_CAPACITY`] are kept.
+    pub fn give_back_op_launch(&mut self, launch: Box<OpLaunch>) {
+        Self::keep_op_launch(&mut self.op_launches, launch);
+    }
+
+    /// [`TaskPool::give_back_op_launch`] into `boxes` (the pool's list, taken out of it).
+    pub fn keep_op_launch(boxes: &mut Vec<Box<OpLaunch>>, launch: Box<OpLaunch>) {
+        if boxes.len() < Self::OP_LAUNCH_CAPACITY {
+            boxes.push(launch);
+        }
+    }
 }
 
 /// Tasks occupying units, ordered by end time (then by dispatch order, for determinism).
@@ -240,5 +254,19 @@ mod tests {
         assert_eq!(*reused, OpLaunch::new(2, 1));
         pool.op_launches.clear();
         assert_eq!(*pool.op_launch(3, 0), OpLaunch::new(3, 0));
+    }
+
+    #[test]
+    fn a_given_back_op_launch_box_is_kept_up_to_the_capacity_only() {
+        let mut pool = TaskPool::default();
+        let first = Box::new(OpLaunch::new(1, 1));
+        let kept = &*first as *const OpLaunch;
+        pool.give_back_op_launch(first);
+        assert_eq!(pool.op_launches.len(), 1);
+        assert_eq!(&*pool.op_launch(1, 1) as *const OpLaunch, kept);
+        for _ in 0..TaskPool::OP_LAUNCH_CAPACITY + 3 {
+            pool.give_back_op_launch(Box::new(OpLaunch::new(1, 1)));
+        }
+        assert_eq!(pool.op_launches.len(), TaskPool::OP_LAUNCH_CAPACITY);
     }
 }

@@ -79,10 +79,8 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                 // an op launch's box goes back to the pool.
                 if !matches!(task.extra, TaskExtra::Op(_)) {
                     task.extra = TaskExtra::None;
-                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra)
-                    && op_launches.len() < TaskPool::OP_LAUNCH_CAPACITY
-                {
-                    op_launches.push(op);
+                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
+                    TaskPool::keep_op_launch(&mut op_launches, op);
                 }
                 task.error = None;
                 task.access.clear();

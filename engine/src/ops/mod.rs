@@ -421,14 +421,59 @@ impl Runtime {
     ) -> NpuResult<()> {
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
-        // The launch is built in its box (a retired launch's, from the task pool): the counts
-        // are checked against the op below, before anything is enqueued.
+        // The launch is built in its box (a retired launch's, from the task pool); a launch
+        // its checks refuse gives the box back.
         let (n_in, n_out) = (inputs.len() as u8, outputs.len() as u8);
         let mut launch = match g.task_pool_mut() {
             Some(mut pool) => pool.op_launch(n_in, n_out),
             None => Box::new(OpLaunch::new(n_in, n_out)),
         };
-        let world = &g.world;
+        let mut words: smallvec::SmallVec<[(u64, bool); MAX_ARGS]> = smallvec::SmallVec::new();
+        let filled = self.fill_op_launch(
+            &g.world,
+            ctx,
+            op,
+            (inputs, outputs, attrs),
+            &mut launch,
+            &mut words,
+        );
+        if let Err(e) = filled {
+            if let Some(mut pool) = g.task_pool_mut() {
+                pool.give_back_op_launch(launch);
+            }
+            return Err(e);
+        }
+        let cost = g.costs.launch_ns;
+        // Block dim and tiling come from the tiling stage, once the shapes are known.
+        let seq = crate::launch::submit_with(&mut g, s, TaskExtra::Op(launch), cost, |d| {
+            d.encode_kernel(op.index(), op.generation(), 1, words.iter().copied(), &[])
+        });
+        // The name is looked up again for the recorder only (the op was found above).
+        if g.recorder.is_some()
+            && let Some(name) = g
+                .world
+                .resource::<OpRegistry>()
+                .get(op)
+                .map(|def| def.name.clone())
+        {
+            g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
+        }
+        Ok(())
+    }
+
+    /// Checks an op launch's tensors and attributes (inputs, outputs, attributes) against `op`
+    /// in context `ctx`, fills `launch` with its tensors' shape sources and `words` with its
+    /// argument words (tensor addresses, then attributes).
+    #[inline]
+    fn fill_op_launch(
+        &self,
+        world: &World,
+        ctx: Entity,
+        op: Kernel,
+        (inputs, outputs, attrs): (&[TensorArg], &[TensorArg], &[Arg]),
+        launch: &mut OpLaunch,
+        words: &mut smallvec::SmallVec<[(u64, bool); MAX_ARGS]>,
+    ) -> NpuResult<()> {
         let def = world
             .resource::<OpRegistry>()
             .get(op)
@@ -451,7 +496,6 @@ impl Runtime {
         let device = world.get::<ContextState>(ctx).expect("checked").device;
         let memory = &world.get::<DeviceState>(device).expect("device").memory;
         let n_in = inputs.len();
-        let mut words: smallvec::SmallVec<[(u64, bool); MAX_ARGS]> = smallvec::SmallVec::new();
         let mut buffer_checked = false;
         for (i, t) in inputs.iter().chain(outputs).enumerate() {
             let spec = def.tensor(i).expect("counts checked");
@@ -523,16 +567,6 @@ impl Runtime {
             launch.set_tensor(i, source);
         }
         words.extend(attrs.iter().map(|a| (a.word(), a.is_float())));
-        let cost = g.costs.launch_ns;
-        // The name is copied for the recorder only (the registry stays borrowed otherwise).
-        let name = g.recorder.is_some().then(|| name.clone());
-        // Block dim and tiling come from the tiling stage, once the shapes are known.
-        let seq = crate::launch::submit_with(&mut g, s, TaskExtra::Op(launch), cost, |d| {
-            d.encode_kernel(op.index(), op.generation(), 1, words.iter().copied(), &[])
-        });
-        if let Some(name) = name {
-            g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
-        }
         Ok(())
     }
 }
