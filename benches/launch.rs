@@ -38,12 +38,7 @@ fn bench(c: &mut Criterion) {
                     v.clear();
                     let start = Instant::now();
                     for i in 0..n {
-                        let mut d = TaskDescriptor::new(TaskKind::Kernel);
-                        d.kernel = 0;
-                        d.block_dim = 1;
-                        d.arg_count = 1;
-                        d.args[0] = black_box(i);
-                        v.push(d);
+                        v.push(noop_descriptor(black_box(i)));
                     }
                     black_box(&v);
                     total += start.elapsed();
@@ -64,11 +59,7 @@ fn bench(c: &mut Criterion) {
                     batch,
                     iters,
                     |i| {
-                        let mut d = TaskDescriptor::new(TaskKind::Kernel);
-                        d.kernel = 0;
-                        d.block_dim = 1;
-                        d.arg_count = 1;
-                        d.args[0] = black_box(i);
+                        let d = noop_descriptor(black_box(i));
                         let mut v = floor.lock().unwrap();
                         let seq = v.len() as u64 + 1;
                         v.push(NewTask {
@@ -110,6 +101,17 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
     safe_launch(c, &rt);
+}
+
+/// The descriptor of a one-block launch of kernel slot 0 with argument word `i`, as the
+/// baselines build it.
+fn noop_descriptor(i: u64) -> TaskDescriptor {
+    let mut d = TaskDescriptor::new(TaskKind::Kernel);
+    d.kernel = 0;
+    d.block_dim = 1;
+    d.arg_count = 1;
+    d.args[0] = i;
+    d
 }
 
 /// Times `BATCH`-sized runs of `launch`, draining the queue with `drain` between them.
