@@ -326,15 +326,23 @@ impl TaskDescriptor {
 
     /// An event record (`wait == false`) or wait.
     pub fn event(view: EventView, wait: bool) -> Self {
+        let mut d = Zeroable::zeroed();
+        Self::encode_event(&mut d, view, wait);
+        d
+    }
+
+    /// Writes an event record's or wait's words into an all-zero descriptor in place (what
+    /// [`TaskDescriptor::event`] returns), so the call need not copy it.
+    #[inline]
+    pub fn encode_event(&mut self, view: EventView, wait: bool) {
         let kind = if wait {
             TaskKind::EventWait
         } else {
             TaskKind::EventRecord
         };
-        let mut d = Self::new(kind);
-        d.args[..2].copy_from_slice(&[view.event.to_bits(), view.record]);
-        d.arg_count = 2;
-        d
+        self.kind = kind as u32;
+        self.args[..2].copy_from_slice(&[view.event.to_bits(), view.record]);
+        self.arg_count = 2;
     }
 
     /// The words of an event record or wait (`None` for other kinds; a corrupt event word
@@ -554,5 +562,32 @@ impl Task {
     #[inline]
     pub fn failed(&self) -> bool {
         matches!(self.status, TaskStatus::Failed | TaskStatus::Aborted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_encoded_in_place_is_the_built_one_and_reads_back() {
+        let event = Entity::from_raw_u32(7).unwrap();
+        for wait in [false, true] {
+            let view = EventView { event, record: 3 };
+            let mut in_place: TaskDescriptor = Zeroable::zeroed();
+            in_place.encode_event(view, wait);
+            let built = TaskDescriptor::event(view, wait);
+            assert_eq!(bytemuck::bytes_of(&in_place), bytemuck::bytes_of(&built));
+            let kind = if wait {
+                TaskKind::EventWait
+            } else {
+                TaskKind::EventRecord
+            };
+            assert_eq!(built.task_kind(), Some(kind));
+            let back = built.as_event().unwrap();
+            assert_eq!((back.event, back.record), (event, 3));
+            // Not any other kind's view.
+            assert!(built.as_copy().is_none() && built.as_memset().is_none());
+        }
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::runtime::Inner;
 use bevy_ecs::prelude::*;
-use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
+use npusim_components::task::{EventView, TaskExtra};
 use npusim_components::{ContextState, Event, EventState, NpuError, NpuResult, SimTime, Stream};
 
 use crate::runtime::Runtime;
@@ -48,9 +48,10 @@ impl Runtime {
         let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
         let record = ev.push_record();
-        let desc = TaskDescriptor::event(EventView { event: e, record }, false);
         let cost = g.costs.call_ns;
-        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        crate::launch::submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+            d.encode_event(EventView { event: e, record }, false)
+        });
         crate::record::record!(g, |r, _| crate::record::Call::RecordEvent {
             event: r.event(e),
             stream: r.stream(s),
@@ -65,9 +66,10 @@ impl Runtime {
         let mut g = self.lock();
         let (e, s) = self.check_event_and_stream(&g, event, stream)?;
         let record = g.world.get::<EventState>(e).expect("checked").recorded;
-        let desc = TaskDescriptor::event(EventView { event: e, record }, true);
         let cost = g.costs.call_ns;
-        crate::launch::submit(&mut g, s, desc, TaskExtra::None, cost);
+        crate::launch::submit_with(&mut g, s, TaskExtra::None, cost, |d| {
+            d.encode_event(EventView { event: e, record }, true)
+        });
         crate::record::record!(g, |r, _| crate::record::Call::StreamWaitEvent {
             stream: r.stream(s),
             event: r.event(e),
