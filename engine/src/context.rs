@@ -51,13 +51,31 @@ thread_local! {
     static SEEN_DROPS: Cell<u64> = const { Cell::new(0) };
     /// The last answer of `top_for` (runtime, its innermost stack entry): every call that
     /// names a stream or event asks it, so it is kept in a plain cell (no borrow of the
-    /// stack, no search); every change of the stack forgets it.
+    /// stack, no search); every change of the stack goes through `stack_mut` or
+    /// `try_stack_mut`, which forget it.
     static TOP: Cell<Option<(u32, Option<Entity>)>> = const { Cell::new(None) };
 }
 
 /// Forgets `top_for`'s cached answer: the thread's stack is about to change.
 fn forget_top() {
     let _ = TOP.try_with(|t| t.set(None));
+}
+
+/// Changes this thread's stack with `f`: the one way to change it while the thread runs (the
+/// cached answer of `top_for` is forgotten first).
+fn stack_mut<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
+    forget_top();
+    STACK.with(|s| f(&mut s.borrow_mut().0))
+}
+
+/// As [`stack_mut`], where the thread's locals may be torn down or the stack already borrowed
+/// (a drop): `None` when it cannot be reached.
+fn try_stack_mut<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> Option<R> {
+    forget_top();
+    STACK
+        .try_with(|s| s.try_borrow_mut().ok().map(|mut s| f(&mut s.0)))
+        .ok()
+        .flatten()
 }
 
 /// How many runtimes have been dropped in this process. A thread whose stack has seen fewer
@@ -74,12 +92,7 @@ fn prune_dead_runtimes() {
         return;
     }
     SEEN_DROPS.with(|c| c.set(dropped));
-    forget_top();
-    STACK.with(|s| {
-        if let Ok(mut s) = s.try_borrow_mut() {
-            s.0.retain(|e| e.shared.strong_count() > 0);
-        }
-    });
+    try_stack_mut(|s| s.retain(|e| e.shared.strong_count() > 0));
 }
 
 impl Drop for Runtime {
@@ -89,13 +102,8 @@ impl Drop for Runtime {
         if self.weak().strong_count() == 1 {
             RUNTIMES_DROPPED.fetch_add(1, Ordering::AcqRel);
             let id = self.id();
-            forget_top();
             // `try_`: this may run while the thread's locals are being torn down.
-            let _ = STACK.try_with(|s| {
-                if let Ok(mut s) = s.try_borrow_mut() {
-                    s.0.retain(|e| e.runtime != id);
-                }
-            });
+            try_stack_mut(|s| s.retain(|e| e.runtime != id));
         }
     }
 }
@@ -131,12 +139,10 @@ fn top_for(runtime: u32) -> Option<Entity> {
 /// Drops this thread's stack entries of `runtime` (a callback thread, after each callback:
 /// the contexts one callback made current do not leak into the next).
 pub(crate) fn clear_thread_entries(runtime: u32) {
-    forget_top();
-    let removed: Vec<Entry> = STACK.with(|s| {
-        let mut s = s.borrow_mut();
+    let removed: Vec<Entry> = stack_mut(|s| {
         let (mine, rest): (Vec<Entry>, Vec<Entry>) =
-            s.0.drain(..).partition(|e| e.runtime == runtime);
-        s.0 = rest;
+            s.drain(..).partition(|e| e.runtime == runtime);
+        *s = rest;
         mine
     });
     for e in removed {
@@ -202,19 +208,15 @@ impl Runtime {
         crate::sanitizer::thread_seen(inner);
         let id = self.id();
         let shared = self.weak();
-        forget_top();
-        let old = STACK.with(|s| {
-            let mut s = s.borrow_mut();
-            match s.0.iter().rposition(|e| e.runtime == id) {
-                Some(i) => Some(std::mem::replace(&mut s.0[i].ctx, ctx)),
-                None => {
-                    s.0.push(Entry {
-                        runtime: id,
-                        ctx,
-                        shared,
-                    });
-                    None
-                }
+        let old = stack_mut(|s| match s.iter().rposition(|e| e.runtime == id) {
+            Some(i) => Some(std::mem::replace(&mut s[i].ctx, ctx)),
+            None => {
+                s.push(Entry {
+                    runtime: id,
+                    ctx,
+                    shared,
+                });
+                None
             }
         });
         inner.add_user(ctx);
@@ -513,9 +515,8 @@ impl Runtime {
         let e = self.check_context(&g, ctx)?;
         crate::sanitizer::thread_seen(&mut g);
         let (runtime, shared) = (self.id(), self.weak());
-        forget_top();
-        STACK.with(|s| {
-            s.borrow_mut().0.push(Entry {
+        stack_mut(|s| {
+            s.push(Entry {
                 runtime,
                 ctx: e,
                 shared,
@@ -533,11 +534,9 @@ impl Runtime {
     /// the one below becomes current. `None` when the stack is empty.
     pub fn pop_context(&self) -> Option<Context> {
         let id = self.id();
-        forget_top();
-        let popped = STACK.with(|s| {
-            let mut s = s.borrow_mut();
-            let i = s.0.iter().rposition(|e| e.runtime == id)?;
-            Some(s.0.remove(i).ctx)
+        let popped = stack_mut(|s| {
+            let i = s.iter().rposition(|e| e.runtime == id)?;
+            Some(s.remove(i).ctx)
         })?;
         let mut g = self.lock();
         g.release_user(popped);
@@ -626,11 +625,9 @@ impl Runtime {
         let id = self.id();
         // Like ACL, the thread is left with no current context (calls fail with
         // ACL_ERROR_RT_CONTEXT_NULL) until it sets one.
-        forget_top();
-        let removed = STACK.with(|s| {
-            let mut s = s.borrow_mut();
+        let removed = stack_mut(|s| {
             let mut n = 0;
-            for x in s.0.iter_mut().filter(|x| x.runtime == id && x.ctx == e) {
+            for x in s.iter_mut().filter(|x| x.runtime == id && x.ctx == e) {
                 x.ctx = Entity::PLACEHOLDER;
                 n += 1;
             }
@@ -733,9 +730,8 @@ impl Runtime {
         }
         let mut g = self.lock();
         let shared = self.weak();
-        forget_top();
-        STACK.with(|s| {
-            s.borrow_mut().0.push(Entry {
+        stack_mut(|s| {
+            s.push(Entry {
                 runtime: id,
                 ctx,
                 shared,
@@ -756,16 +752,12 @@ impl Drop for ContextScope<'_> {
         };
         let id = self.rt.id();
         // `try_`: a scope may end while the thread's locals are torn down.
-        forget_top();
-        let removed = STACK
-            .try_with(|s| {
-                let mut s = s.try_borrow_mut().ok()?;
-                let i = s.0.iter().rposition(|e| e.runtime == id && e.ctx == ctx)?;
-                s.0.remove(i);
-                Some(())
-            })
-            .ok()
-            .flatten();
+        let removed = try_stack_mut(|s| {
+            let i = s.iter().rposition(|e| e.runtime == id && e.ctx == ctx)?;
+            s.remove(i);
+            Some(())
+        })
+        .flatten();
         if removed.is_some() {
             self.rt.lock().release_user(ctx);
         }
