@@ -2,7 +2,7 @@
 //! onto a `Vec` in the same run, in batches of 10,000 and of 100. Only the enqueue is timed;
 //! the queued work is drained between timed batches. `locked_entry_push_floor` is what any
 //! enqueue that takes a lock and writes a whole doorbell entry costs at the least: a locked
-//! `Vec` push of the same entry, with the same drain between batches.
+//! push of the same entry onto a stream's doorbell, with the same drain between batches.
 //!
 //! Run: `cargo bench --bench launch` (add `--features tracy` to profile with Tracy).
 
@@ -10,7 +10,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use npusim::components::task::{NewTask, TaskDescriptor, TaskExtra, TaskKind};
+use npusim::components::doorbell::Doorbell;
+use npusim::components::task::{TaskDescriptor, TaskExtra, TaskKind};
 use npusim::prelude::*;
 
 const BATCH: u64 = 10_000;
@@ -48,26 +49,21 @@ fn bench(c: &mut Criterion) {
             })
         });
         // The floor of any enqueue that takes a lock and writes a whole doorbell entry: a
-        // `Mutex<Vec<NewTask>>` push of the same entry, timed the same way, with the same drain
+        // `Mutex<Doorbell>` push of the same entry, timed the same way, with the same drain
         // between batches (the same launches run through the runtime, untimed), so the
         // entries land in memory the drain has just walked over, as the runtime's do.
-        let floor: std::sync::Mutex<Vec<NewTask>> =
-            std::sync::Mutex::new(Vec::with_capacity(batch as usize));
+        let floor: std::sync::Mutex<Doorbell> = std::sync::Mutex::new(Doorbell::new());
         group.bench_function(format!("locked_entry_push_floor{suffix}"), |b| {
             b.iter_custom(|iters| {
                 timed_in(
                     batch,
                     iters,
                     |i| {
-                        let d = noop_descriptor(black_box(i));
+                        let i = black_box(i);
                         let mut v = floor.lock().unwrap();
                         let seq = v.len() as u64 + 1;
-                        v.push(NewTask {
-                            stream: stream.entity(),
-                            seq,
-                            submit: SimTime(seq),
-                            desc: d,
-                            extra: TaskExtra::None,
+                        v.push_with(seq, SimTime(seq), TaskExtra::None, |d| {
+                            *d = noop_descriptor(i)
                         });
                     },
                     || {

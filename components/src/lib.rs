@@ -8,6 +8,7 @@ pub mod binary;
 pub mod collective;
 pub mod context;
 pub mod device;
+pub mod doorbell;
 pub mod error;
 pub mod event;
 pub mod handle;

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 use bevy_ecs::component::Component;
 use bevy_ecs::entity::Entity;
 
+use crate::doorbell::Doorbell;
 use crate::error::NpuError;
-use crate::task::NewTask;
 use crate::time::SimTime;
 
 /// What a stream is for; it decides nothing yet but is shown in timelines.
@@ -34,7 +34,7 @@ pub struct StreamState {
     pub kind: StreamKind,
     /// Submissions rung on this stream's doorbell since the last frame, in call order (an API
     /// call only pushes here; ingest turns them into tasks at the back of `queue`).
-    pub doorbell: Vec<NewTask>,
+    pub doorbell: Doorbell,
     /// Tasks ingested and not yet finished, head first.
     pub queue: VecDeque<Entity>,
     /// Tasks submitted so far (the sequence number of the last one).
@@ -69,7 +69,7 @@ impl StreamState {
             device,
             priority,
             kind,
-            doorbell: Vec::new(),
+            doorbell: Doorbell::new(),
             queue: VecDeque::new(),
             submitted: 0,
             completed: 0,

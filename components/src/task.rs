@@ -9,6 +9,7 @@ use bevy_ecs::entity::Entity;
 use bytemuck::{Pod, Zeroable};
 
 use crate::access::AccessSet;
+use crate::doorbell::Rung;
 use crate::error::NpuError;
 use crate::host::HostBuffer;
 use crate::time::SimTime;
@@ -531,24 +532,50 @@ impl Task {
         }
     }
 
-    /// Reuses a retired task's entity for a doorbell entry (whose cold part it takes), keeping
-    /// its allocations.
+    /// The task for doorbell entry `rung` of `stream` (in `context` on `device`), with its cold
+    /// part `extra`.
+    pub fn from_rung(
+        stream: Entity,
+        rung: Rung<'_>,
+        extra: TaskExtra,
+        context: Entity,
+        device: Entity,
+    ) -> Self {
+        let new = NewTask {
+            stream,
+            seq: rung.seq,
+            submit: rung.submit,
+            desc: rung.descriptor(),
+            extra,
+        };
+        Self::from_new(new, context, device)
+    }
+
+    /// Reuses a retired task's entity for doorbell entry `rung` of `stream` (in `context` on
+    /// `device`), with its cold part `extra`, keeping the entity's allocations.
     #[inline]
-    pub fn reuse(&mut self, n: &mut NewTask, context: Entity, device: Entity) {
-        self.desc = n.desc;
-        self.stream = n.stream;
+    pub fn reuse(
+        &mut self,
+        stream: Entity,
+        rung: Rung<'_>,
+        extra: TaskExtra,
+        context: Entity,
+        device: Entity,
+    ) {
+        rung.descriptor_into(&mut self.desc);
+        self.stream = stream;
         self.context = context;
         self.device = device;
-        self.seq = n.seq;
+        self.seq = rung.seq;
         self.status = TaskStatus::Queued;
-        self.submit = n.submit;
+        self.submit = rung.submit;
         self.start = SimTime::ZERO;
         self.end = SimTime::ZERO;
         self.cores = 0;
         self.dma = 0;
         self.applied = false;
         self.access.clear();
-        self.extra = std::mem::take(&mut n.extra);
+        self.extra = extra;
         self.error = None;
     }
 

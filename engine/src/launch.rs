@@ -38,7 +38,7 @@ pub(crate) fn submit_with(
 ) -> u64 {
     let submit = inner.charge(host_cost_ns);
     let mut st = inner.stream_mut(s).expect("stream checked by caller");
-    let seq = ring(&mut st, s, submit, extra, encode);
+    let seq = ring(&mut st, submit, extra, encode);
     if inner.sanitize {
         crate::sanitizer::submitted(inner, s, seq, std::panic::Location::caller());
     }
@@ -50,32 +50,13 @@ pub(crate) fn submit_with(
 #[inline]
 fn ring(
     st: &mut StreamState,
-    s: bevy_ecs::entity::Entity,
     submit: SimTime,
     extra: TaskExtra,
     encode: impl FnOnce(&mut TaskDescriptor),
 ) -> u64 {
     st.submitted += 1;
     let seq = st.submitted;
-    let doorbell = &mut st.doorbell;
-    doorbell.reserve(1);
-    let slot = doorbell.spare_capacity_mut()[0].as_mut_ptr();
-    // The entry is written in place, field by field: built by value, its ~300 bytes would be
-    // copied twice on the way into the vector.
-    // SAFETY: `slot` is the vector's first spare slot (reserved above). The descriptor is plain
-    // data, so zero bytes are a valid one to hand to `encode`; every other field is written
-    // before the length grows over the slot (if `encode` panics, nothing else was written and
-    // `extra` is dropped as usual).
-    unsafe {
-        std::ptr::addr_of_mut!((*slot).desc).write_bytes(0, 1);
-        encode(&mut *std::ptr::addr_of_mut!((*slot).desc));
-        std::ptr::addr_of_mut!((*slot).stream).write(s);
-        std::ptr::addr_of_mut!((*slot).seq).write(seq);
-        std::ptr::addr_of_mut!((*slot).submit).write(submit);
-        std::ptr::addr_of_mut!((*slot).extra).write(extra);
-        let len = doorbell.len();
-        doorbell.set_len(len + 1);
-    }
+    st.doorbell.push_with(seq, submit, extra, encode);
     seq
 }
 
@@ -237,7 +218,7 @@ impl Runtime {
         })?;
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
         let s = stream.entity();
-        let seq = ring(&mut st, s, submit, extra, |d| {
+        let seq = ring(&mut st, submit, extra, |d| {
             d.encode_kernel(
                 kernel.index(),
                 kernel.generation(),

@@ -347,7 +347,7 @@ pub(crate) fn submitted(
     let Some(new) = st.doorbell.last() else {
         return;
     };
-    let desc = new.desc;
+    let desc = new.descriptor();
     let kind = desc.task_kind().unwrap_or(TaskKind::Kernel);
     let wait = (kind == TaskKind::EventWait)
         .then(|| desc.as_event().map(|e| (e.event, e.record)))

@@ -12,7 +12,7 @@ use npusim_components::access::{Access, AccessMode, Space};
 use npusim_components::collective::{CollectiveCall, PeerCopy};
 use npusim_components::memory::StreamPosition;
 use npusim_components::resources::{Devices, FrameStats, TaskPool};
-use npusim_components::task::{CopyDir, NewTask};
+use npusim_components::task::CopyDir;
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
 
 /// (device, context, address, bytes, position): a range a task's access set names.
@@ -87,28 +87,27 @@ pub fn ingest(
                 ..
             } = &mut *s;
             let (context, device) = (*context, *device);
-            // By reference: an entry is copied once, into its task.
-            for new in doorbell.iter_mut() {
+            // An entry is unpacked once, into its task.
+            doorbell.drain(|rung, extra| {
                 count += 1;
                 if let Some(e) = pool.free.pop()
                     && let Ok(mut t) = tasks.get_mut(e)
                 {
-                    t.reuse(new, context, device);
+                    t.reuse(stream, rung, extra, context, device);
                     declare_access(&mut t, registry);
                     note_uses(&t, peers, &mut scratch.uses);
                     queue.push_back(e);
-                    continue;
+                    return;
                 }
                 // No pooled entity (or someone despawned a pooled one by hand): a new one takes
                 // this place once the pass is over.
-                let mut t = Task::from_new(take(new), context, device);
+                let mut t = Task::from_rung(stream, rung, extra, context, device);
                 declare_access(&mut t, registry);
                 note_uses(&t, peers, &mut scratch.uses);
                 scratch.fresh.push(t);
                 scratch.places.push((stream, queue.len()));
                 queue.push_back(Entity::PLACEHOLDER);
-            }
-            doorbell.clear();
+            });
         }
     }
     if count == 0 {
@@ -136,17 +135,6 @@ pub fn ingest(
     let mut stats = world.resource_mut::<FrameStats>();
     stats.tasks_ingested += count;
     stats.last_frame_progressed = true;
-}
-
-/// The entry's contents, leaving its cold part empty (the entry is cleared afterwards).
-fn take(new: &mut NewTask) -> NewTask {
-    NewTask {
-        stream: new.stream,
-        seq: new.seq,
-        submit: new.submit,
-        desc: new.desc,
-        extra: std::mem::take(&mut new.extra),
-    }
 }
 
 /// The access set a task declares before it runs, from its kind's words (see

@@ -451,10 +451,10 @@ impl Recorder {
         let st = world.get::<npusim_components::StreamState>(stream);
         let seq = st.map_or(0, |st| st.submitted);
         let declared = st
-            .and_then(|st| st.doorbell.last())
-            .filter(|t| t.seq == seq)
-            .and_then(|t| {
-                t.extra
+            .and_then(|st| Some((st.doorbell.last()?, st.doorbell.last_extra())))
+            .filter(|(t, _)| t.seq == seq)
+            .and_then(|(t, extra)| {
+                extra
                     .declared_access()
                     .map(|a| (t.submit, access_record(a)))
             });
