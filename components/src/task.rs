@@ -457,8 +457,9 @@ impl std::fmt::Debug for TaskExtra {
     }
 }
 
-/// A submission rung on the doorbell: what the API call knew. It becomes a [`Task`] at ingest,
-/// which adds what the stream knows (its context and device).
+/// A submission as one value: what the API call knew. [`crate::doorbell::Doorbell::push`] packs
+/// it (the doorbell keeps only the words in use); it becomes a [`Task`] at ingest, which adds
+/// what the stream knows (its context and device).
 #[derive(Debug)]
 pub struct NewTask {
     /// The stream.
