@@ -146,23 +146,17 @@ impl Doorbell {
             self.words.set_len(len + META_WORDS + head + tiling);
         }
         self.last = len;
-        self.keep_extra(extra, has_extra);
-        self.len += 1;
-    }
-
-    /// Keeps an entry's cold part beside the words, if it has one.
-    #[inline(always)]
-    fn keep_extra(&mut self, extra: TaskExtra, has_extra: bool) {
         if has_extra {
             self.extras.push(extra);
         } else {
             // Nothing to drop: no call to drop it.
             std::mem::forget(extra);
         }
+        self.len += 1;
     }
 
     /// Rings descriptor `d` at sequence number `seq` and host time `submit`.
-    #[inline(always)]
+    #[inline]
     pub fn push_descriptor(
         &mut self,
         seq: u64,
@@ -170,39 +164,7 @@ impl Doorbell {
         extra: TaskExtra,
         d: &TaskDescriptor,
     ) {
-        let w: &[u64; DESC_WORDS] = bytemuck::cast_ref(d);
-        let (head, tiling) = used_words(d.arg_count, d.tiling_len);
-        let has_extra = !matches!(extra, TaskExtra::None);
-        let meta = seq & !EXTRA | if has_extra { EXTRA } else { 0 };
-        let len = self.words.len();
-        self.last = len;
-        // Fixed-size blocks are written (a few vector moves, no call to copy a variable
-        // number of words) and the length then grows by the used words only: the rest of a
-        // block is spare room the next entry writes over.
-        self.words.reserve(MAX_ENTRY_WORDS);
-        let out = &mut self.words.spare_capacity_mut()[..MAX_ENTRY_WORDS];
-        out[0].write(meta);
-        out[1].write(submit.0);
-        for (o, &v) in out[META_WORDS..META_WORDS + TILING_WORD]
-            .iter_mut()
-            .zip(&w[..TILING_WORD])
-        {
-            o.write(v);
-        }
-        if tiling > 0 {
-            let at = META_WORDS + head;
-            for (o, &v) in out[at..at + DESC_WORDS - TILING_WORD]
-                .iter_mut()
-                .zip(&w[TILING_WORD..])
-            {
-                o.write(v);
-            }
-        }
-        // SAFETY: the first `META_WORDS + head + tiling` spare words were written above (the
-        // head and arguments by the first block, the tiling words by the second).
-        unsafe { self.words.set_len(len + META_WORDS + head + tiling) };
-        self.keep_extra(extra, has_extra);
-        self.len += 1;
+        self.push_with(seq, submit, extra, |w| *w = *d);
     }
 
     /// The latest entry, if any.
