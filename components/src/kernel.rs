@@ -433,6 +433,10 @@ struct Slot {
 /// Every kernel that can be launched: generational slots, found by handle, by name (native
 /// kernels) or by binary and symbol (binary functions, registered once each and removed when
 /// their binary is unloaded, so the registry does not grow with repeated lookups).
+///
+/// A native kernel's slot is never freed or reused: its handle stays valid for as long as the
+/// registry (registering another kernel under its name replaces it for lookups only). The
+/// runtime's launch path relies on this to check a native kernel once.
 #[derive(Resource, Default, Debug)]
 pub struct KernelRegistry {
     runtime: u32,
@@ -549,7 +553,8 @@ impl KernelRegistry {
     }
 
     /// Whether `kernel` is a registered native kernel of this runtime: what [`Self::get`]
-    /// accepts with nothing more to check, in one look at its slot (a launch's fast path).
+    /// accepts with nothing more to check (a binary kernel also needs its binary loaded and
+    /// its context current), in one look at its slot.
     #[inline]
     pub fn is_native(&self, kernel: Kernel) -> bool {
         kernel.runtime() == self.runtime
@@ -640,7 +645,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_live_native_kernel_of_this_runtime_takes_the_launch_fast_path() {
+    fn only_a_live_native_kernel_of_this_runtime_is_native() {
         let mut r = KernelRegistry::default();
         r.set_runtime(1);
         let native = r.register(noop("x"));
@@ -658,6 +663,28 @@ mod tests {
         r.remove_binary(bin);
         let stale = Kernel::new(1, function.index(), function.generation().wrapping_add(1));
         assert!(!r.is_native(stale) && r.get(stale).is_err());
+    }
+
+    #[test]
+    fn a_native_kernels_slot_is_never_freed_or_reused() {
+        let mut r = KernelRegistry::default();
+        let bin = Entity::from_raw_u32(7).unwrap();
+        let function = r.register_function(bin, "add", || code(bin));
+        r.remove_binary(bin);
+        // A native kernel may take a freed function's slot, at a later generation...
+        let native = r.register(noop("x"));
+        assert_eq!(native.index(), function.index());
+        let replacement = r.register(noop("x"));
+        // ...and neither unloading every binary nor replacing its name frees it.
+        assert_eq!(r.remove_binary(bin), 0);
+        let again = r.register_function(bin, "add", || code(bin));
+        assert_ne!(
+            again.index(),
+            native.index(),
+            "the slot is not handed out again"
+        );
+        assert!(r.is_native(native) && r.is_native(replacement));
+        assert_eq!(r.lookup("x").unwrap(), replacement);
     }
 
     #[test]

@@ -60,11 +60,48 @@ fn ring(
     seq
 }
 
+/// The native kernels this runtime's launches have found registered, by registry slot: a launch
+/// of one of them looks nothing up. A native kernel's slot is never freed or reused (the
+/// registry removes only a binary's functions), so a handle found native stays launchable for
+/// as long as the registry it was found in is the world's. Only code outside the runtime can
+/// replace the registry (a user system during a frame, an embedder through a
+/// [`RuntimeGuard`](crate::RuntimeGuard)), so what is known is forgotten after every frame and
+/// when a guard is dropped; the next launch of each kernel checks it again.
+#[derive(Debug, Default)]
+pub(crate) struct KnownNatives {
+    /// Per registry slot: the generation found native, plus one (0: nothing known).
+    slots: Vec<u32>,
+}
+
+impl KnownNatives {
+    /// Whether `kernel`'s slot was found native at `kernel`'s generation since the last
+    /// [`Self::forget`] (its runtime is the caller's to check).
+    #[inline]
+    pub(crate) fn knows(&self, kernel: Kernel) -> bool {
+        self.slots.get(kernel.index() as usize) == Some(&kernel.generation().wrapping_add(1))
+    }
+
+    /// Notes that `kernel` was found native and registered.
+    fn learn(&mut self, kernel: Kernel) {
+        let i = kernel.index() as usize;
+        if i >= self.slots.len() {
+            self.slots.resize(i + 1, 0);
+        }
+        self.slots[i] = kernel.generation().wrapping_add(1);
+    }
+
+    /// Forgets every kernel (the world may have been changed outside the runtime).
+    pub(crate) fn forget(&mut self) {
+        self.slots.clear();
+    }
+}
+
 /// Checks that `kernel` may be launched in context `ctx`: it is registered in this runtime and,
-/// for a binary kernel, its binary is loaded and is `ctx`'s. Out of line: a launch of a live
-/// native kernel never gets here (`KernelRegistry::is_native` answers for it).
+/// for a binary kernel, its binary is loaded and is `ctx`'s. Returns whether it is a native
+/// kernel (then [`KnownNatives`] may remember it). Out of line: a launch of a known native
+/// kernel never gets here.
 #[inline(never)]
-fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) -> NpuResult<()> {
+fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) -> NpuResult<bool> {
     let entry = inner.registry().get(kernel)?;
     // A binary kernel runs in its binary's context, while the binary is loaded.
     if let Some(code) = entry.code() {
@@ -85,8 +122,9 @@ fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) ->
                 current: format!("context {ctx}"),
             });
         }
+        return Ok(false);
     }
-    Ok(())
+    Ok(true)
 }
 
 impl Runtime {
@@ -205,17 +243,26 @@ impl Runtime {
         }
         let mut g = self.lock();
         let cost = g.costs.launch_ns;
-        // The host time the charge below returns (nothing moves the clock in between).
-        let submit = g.host_now() + SimTime(cost);
+        // Charged first, so the host clock is looked at once; a refused launch takes it back.
+        let submit = g.charge(cost);
         // The stream is checked first, its one lookup is the write; then the kernel, once:
-        // later stages use the slot the descriptor names.
-        let (mut st, _) = self.check_stream_for_write(&mut g, stream, |inner, ctx| {
-            // A native kernel of this runtime, still registered, needs nothing more.
-            if inner.registry().is_native(kernel) {
-                return Ok(());
+        // later stages use the slot the descriptor names. A native kernel of this runtime
+        // already known to be registered needs nothing more.
+        let known = kernel.runtime() == self.id() && g.known_natives.knows(kernel);
+        let mut native = known;
+        let checked = self.check_stream_for_write(&mut g, stream, |inner, ctx| {
+            if !known {
+                native = check_kernel(inner, kernel, ctx)?;
             }
-            check_kernel(inner, kernel, ctx)
-        })?;
+            Ok(())
+        });
+        let (mut st, _) = match checked {
+            Ok(found) => found,
+            Err(e) => {
+                g.set_host_now(submit - SimTime(cost));
+                return Err(e);
+            }
+        };
         let extra = access.map_or(TaskExtra::None, TaskExtra::Access);
         let s = stream.entity();
         let seq = ring(&mut st, submit, extra, |d| {
@@ -228,7 +275,9 @@ impl Runtime {
             );
             d.set_timeout(timeout);
         });
-        g.charge(cost);
+        if native && !known {
+            g.known_natives.learn(kernel);
+        }
         if g.sanitize {
             crate::sanitizer::submitted(&mut g, s, seq, std::panic::Location::caller());
         }
@@ -254,5 +303,110 @@ impl Runtime {
         let seq = submit(&mut g, s, desc, extra, cost);
         g.record(|r, _| r.host_func(s, seq));
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::RuntimeConfig;
+    use bevy_ecs::prelude::ResMut;
+
+    #[test]
+    fn a_kernel_is_known_at_the_generation_it_was_found_until_forgotten() {
+        let mut known = KnownNatives::default();
+        let k = Kernel::new(1, 3, 5);
+        assert!(!known.knows(k));
+        known.learn(k);
+        assert!(known.knows(k));
+        assert!(!known.knows(Kernel::new(1, 3, 6)), "another generation");
+        assert!(!known.knows(Kernel::new(1, 2, 5)), "another slot");
+        known.forget();
+        assert!(!known.knows(k));
+    }
+
+    #[test]
+    fn a_refused_launch_charges_the_host_nothing_on_either_clock() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let s = rt.create_stream().unwrap();
+        let gone = rt.create_stream().unwrap();
+        rt.destroy_stream(gone).unwrap();
+        let noop = rt.kernel("noop").unwrap();
+        let launch_ns = rt.lock_quiet().costs.launch_ns;
+        let before = rt.host_now();
+        assert!(rt.launch(noop, 1, &[], gone).is_err(), "a destroyed stream");
+        assert!(rt.launch(Kernel::new(rt.id(), 999, 0), 1, &[], s).is_err());
+        assert_eq!(rt.host_now(), before);
+        rt.launch(noop, 1, &[], s).unwrap();
+        assert_eq!(rt.host_now(), before + SimTime(launch_ns));
+        // On a callback's own clock too.
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (rt2, seen2) = (rt.clone(), seen.clone());
+        rt.launch_host_func(s, move || {
+            let t = rt2.host_now();
+            let refused = rt2.launch(noop, 1, &[], gone).is_err();
+            let after_refusal = rt2.host_now();
+            rt2.launch(noop, 1, &[], s).unwrap();
+            *seen2.lock().unwrap() = Some((refused, after_refusal - t, rt2.host_now() - t));
+        })
+        .unwrap();
+        rt.synchronize_stream(s).unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            Some((true, SimTime::ZERO, SimTime(launch_ns)))
+        );
+    }
+
+    /// The registry `rt` starts with, emptied: what an embedder that replaces it leaves.
+    fn empty_registry(rt: &Runtime) -> KernelRegistry {
+        let mut r = KernelRegistry::default();
+        r.set_runtime(rt.id());
+        r
+    }
+
+    #[test]
+    fn a_known_kernel_is_checked_again_once_an_embedder_replaced_the_registry() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let s = rt.create_stream().unwrap();
+        let noop = rt.kernel("noop").unwrap();
+        rt.launch(noop, 1, &[], s).unwrap();
+        rt.launch(noop, 1, &[], s).unwrap();
+        assert!(rt.lock_quiet().known_natives.knows(noop));
+        let empty = empty_registry(&rt);
+        rt.lock_world().world_mut().insert_resource(empty);
+        assert!(matches!(
+            rt.launch(noop, 1, &[], s),
+            Err(NpuError::KernelNotFound(_))
+        ));
+        // The two launches queued before fail when they come to run: their kernel is gone.
+        assert!(matches!(
+            rt.synchronize_device(),
+            Err(NpuError::Destroyed(_))
+        ));
+    }
+
+    #[test]
+    fn a_known_kernel_is_checked_again_after_a_frame_in_which_a_system_replaced_the_registry() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let s = rt.create_stream().unwrap();
+        let noop = rt.kernel("noop").unwrap();
+        rt.launch(noop, 1, &[], s).unwrap();
+        let empty = empty_registry(&rt);
+        let mut g = rt.lock_world();
+        let once = std::sync::Mutex::new(Some(empty));
+        g.schedule_mut()
+            .add_systems(move |mut r: ResMut<KernelRegistry>| {
+                if let Some(empty) = once.lock().unwrap().take() {
+                    *r = empty;
+                }
+            });
+        drop(g);
+        rt.launch(noop, 1, &[], s).unwrap();
+        assert!(rt.lock_quiet().known_natives.knows(noop));
+        rt.step();
+        assert!(matches!(
+            rt.launch(noop, 1, &[], s),
+            Err(NpuError::KernelNotFound(_))
+        ));
     }
 }

@@ -182,6 +182,9 @@ pub(crate) struct Inner {
     pub maybe_faulted: bool,
     /// `FrameStats::tasks_failed` when `maybe_faulted` was last worked out.
     failures_seen: u64,
+    /// The native kernels launches found registered (forgotten after every frame and when a
+    /// guard is dropped, see `KnownNatives`).
+    pub known_natives: crate::launch::KnownNatives,
 }
 
 impl Inner {
@@ -345,8 +348,9 @@ pub struct RuntimeGuard<'a> {
 
 impl Drop for RuntimeGuard<'_> {
     fn drop(&mut self) {
-        // The embedder may have changed a context's status by hand.
+        // The embedder may have changed a context's status by hand, or the kernel registry.
         self.inner.recheck_faults();
+        self.inner.known_natives.forget();
     }
 }
 
@@ -411,6 +415,8 @@ fn run_schedule(inner: &mut Inner) -> bool {
         .resource_mut::<FrameStats>()
         .last_frame_progressed = false;
     inner.schedule.run(&mut inner.world);
+    // A user system may have replaced the kernel registry.
+    inner.known_natives.forget();
     inner.refresh_queries();
     if inner.sanitize {
         crate::sanitizer::flush(inner);
@@ -502,6 +508,7 @@ impl Runtime {
             recorder: None,
             maybe_faulted: false,
             failures_seen: 0,
+            known_natives: Default::default(),
         };
         crate::sanitizer::install(&mut inner, config.sanitizer);
         let topology = Topology::new(config.topology.clone(), config.devices)
