@@ -56,6 +56,15 @@ thread_local! {
     static RUNNING: Cell<Option<(u32, Entity, SimTime)>> = const { Cell::new(None) };
 }
 
+/// Makes `running` the callback this thread runs (`None`: none), returning the one it ran: the
+/// one way to change which callback a thread runs (the current context depends on it, and
+/// `context::top_for` keeps its answer until this forgets it). `None` if the thread's locals
+/// are gone.
+fn set_running(running: Option<(u32, Entity, SimTime)>) -> Option<Option<(u32, Entity, SimTime)>> {
+    crate::context::forget_top();
+    RUNNING.try_with(|r| r.replace(running)).ok()
+}
+
 /// The host clock of the callback this thread runs for runtime `runtime`, if it runs one.
 #[inline]
 pub(crate) fn clock_of(runtime: u32) -> Option<SimTime> {
@@ -343,12 +352,12 @@ fn run_job(runtime: u32, hub: &Hub, job: Job) {
         release,
         body,
     } = job;
-    let previous = RUNNING.with(|r| r.replace(Some((runtime, context, release))));
+    let previous = set_running(Some((runtime, context, release))).flatten();
     let outer = crate::sanitizer::enter_callback(Some((runtime, stream, seq)));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     crate::sanitizer::enter_callback(outer);
-    let end = RUNNING
-        .with(|r| r.replace(previous))
+    let end = set_running(previous)
+        .flatten()
         .map_or(release, |(_, _, t)| t);
     crate::context::clear_thread_entries(runtime);
     let panic = result.err().map(|p| {
@@ -408,11 +417,11 @@ impl CallbackScope {
         struct Restore(Option<(u32, Entity, SimTime)>, Option<(u32, Entity, u64)>);
         impl Drop for Restore {
             fn drop(&mut self) {
-                let _ = RUNNING.try_with(|r| r.replace(self.0));
+                set_running(self.0);
                 crate::sanitizer::enter_callback(self.1);
             }
         }
-        let previous = RUNNING.with(|r| r.replace(Some((self.runtime, self.context, self.clock))));
+        let previous = set_running(Some((self.runtime, self.context, self.clock))).flatten();
         let restore = Restore(previous, crate::sanitizer::enter_callback(self.task));
         let out = f();
         if let Some((_, _, t)) = RUNNING.with(|r| r.get()) {
@@ -433,5 +442,33 @@ impl CallbackScope {
                 r.set(Some((rt, ctx, t.max(self.clock))));
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::{Runtime, RuntimeConfig};
+
+    #[test]
+    fn the_current_context_follows_the_callback_the_thread_runs() {
+        let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+        let primary = rt.current_context().unwrap();
+        let other = rt.create_context(0).unwrap();
+        rt.pop_context().unwrap();
+        assert_eq!(rt.current_context().unwrap(), primary, "asked, and kept");
+        let mut scope = CallbackScope {
+            runtime: rt.id(),
+            context: other.entity(),
+            clock: SimTime::ZERO,
+            task: None,
+        };
+        let inside = scope.run(|| rt.current_context().unwrap());
+        assert_eq!(inside, other, "a callback runs with its context current");
+        assert_eq!(
+            rt.current_context().unwrap(),
+            primary,
+            "and only while it runs"
+        );
     }
 }

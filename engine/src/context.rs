@@ -49,15 +49,18 @@ thread_local! {
     static STACK: RefCell<ThreadStack> = const { RefCell::new(ThreadStack(Vec::new())) };
     /// The value of [`RUNTIMES_DROPPED`] when this thread last pruned its stack.
     static SEEN_DROPS: Cell<u64> = const { Cell::new(0) };
-    /// The last answer of `top_for` (runtime, its innermost stack entry): every call that
-    /// names a stream or event asks it, so it is kept in a plain cell (no borrow of the
-    /// stack, no search); every change of the stack goes through `stack_mut` or
-    /// `try_stack_mut`, which forget it.
-    static TOP: Cell<Option<(u32, Option<Entity>)>> = const { Cell::new(None) };
+    /// The last answer of `top_for` (runtime, [`RUNTIMES_DROPPED`] when it was worked out, the
+    /// current context): every call that names a stream or event asks it, so it is kept in
+    /// one plain cell (no borrow of the stack, no search, no look at the callback the thread
+    /// runs). Every change of the stack goes through `stack_mut` or `try_stack_mut`, and every
+    /// change of the callback a thread runs through `callback::set_running`, which forget it;
+    /// a runtime dropped since makes it stale.
+    static TOP: Cell<Option<(u32, u64, Option<Entity>)>> = const { Cell::new(None) };
 }
 
-/// Forgets `top_for`'s cached answer: the thread's stack is about to change.
-fn forget_top() {
+/// Forgets `top_for`'s cached answer: the thread's stack, or the callback it runs, is about to
+/// change.
+pub(crate) fn forget_top() {
     let _ = TOP.try_with(|t| t.set(None));
 }
 
@@ -115,25 +118,30 @@ pub fn thread_stack_len() -> usize {
     STACK.with(|s| s.borrow().0.len())
 }
 
+/// The current context of `runtime` on this thread: its innermost stack entry, else the
+/// context of the host callback the thread runs for it, if any.
 fn top_for(runtime: u32) -> Option<Entity> {
+    let dropped = RUNTIMES_DROPPED.load(Ordering::Acquire);
+    if let Some((r, seen, top)) = TOP.with(Cell::get)
+        && r == runtime
+        && seen == dropped
+    {
+        return top;
+    }
     prune_dead_runtimes();
-    let top = match TOP.with(Cell::get) {
-        Some((r, top)) if r == runtime => top,
-        _ => {
-            let top = STACK.with(|s| {
-                s.borrow()
-                    .0
-                    .iter()
-                    .rev()
-                    .find(|e| e.runtime == runtime)
-                    .map(|e| e.ctx)
-            });
-            TOP.with(|t| t.set(Some((runtime, top))));
-            top
-        }
-    };
-    // A host callback runs with its context current (without counting as a user of it).
-    top.or_else(|| crate::callback::context_of(runtime))
+    let top = STACK
+        .with(|s| {
+            s.borrow()
+                .0
+                .iter()
+                .rev()
+                .find(|e| e.runtime == runtime)
+                .map(|e| e.ctx)
+        })
+        // A host callback runs with its context current (without counting as a user of it).
+        .or_else(|| crate::callback::context_of(runtime));
+    TOP.with(|t| t.set(Some((runtime, dropped, top))));
+    top
 }
 
 /// Drops this thread's stack entries of `runtime` (a callback thread, after each callback:
