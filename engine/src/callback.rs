@@ -58,11 +58,11 @@ thread_local! {
 
 /// Makes `running` the callback this thread runs (`None`: none), returning the one it ran: the
 /// one way to change which callback a thread runs (the current context depends on it, and
-/// `context::top_for` keeps its answer until this forgets it). `None` if the thread's locals
-/// are gone.
-fn set_running(running: Option<(u32, Entity, SimTime)>) -> Option<Option<(u32, Entity, SimTime)>> {
+/// `context::top_for` keeps its answer until this forgets it). `None` too if the thread's
+/// locals are gone.
+fn set_running(running: Option<(u32, Entity, SimTime)>) -> Option<(u32, Entity, SimTime)> {
     crate::context::forget_top();
-    RUNNING.try_with(|r| r.replace(running)).ok()
+    RUNNING.try_with(|r| r.replace(running)).ok().flatten()
 }
 
 /// The host clock of the callback this thread runs for runtime `runtime`, if it runs one.
@@ -352,13 +352,11 @@ fn run_job(runtime: u32, hub: &Hub, job: Job) {
         release,
         body,
     } = job;
-    let previous = set_running(Some((runtime, context, release))).flatten();
+    let previous = set_running(Some((runtime, context, release)));
     let outer = crate::sanitizer::enter_callback(Some((runtime, stream, seq)));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
     crate::sanitizer::enter_callback(outer);
-    let end = set_running(previous)
-        .flatten()
-        .map_or(release, |(_, _, t)| t);
+    let end = set_running(previous).map_or(release, |(_, _, t)| t);
     crate::context::clear_thread_entries(runtime);
     let panic = result.err().map(|p| {
         p.downcast_ref::<&str>()
@@ -421,7 +419,7 @@ impl CallbackScope {
                 crate::sanitizer::enter_callback(self.1);
             }
         }
-        let previous = set_running(Some((self.runtime, self.context, self.clock))).flatten();
+        let previous = set_running(Some((self.runtime, self.context, self.clock)));
         let restore = Restore(previous, crate::sanitizer::enter_callback(self.task));
         let out = f();
         if let Some((_, _, t)) = RUNNING.with(|r| r.get()) {
