@@ -80,8 +80,8 @@ impl TaskPool {
 /// Tasks occupying units, ordered by end time (then by dispatch order, for determinism).
 #[derive(Resource, Debug, Default)]
 pub struct Running {
-    /// Min-heap of (end, dispatch order, task).
-    pub heap: BinaryHeap<Reverse<(SimTime, u64, Entity)>>,
+    /// Min-queue of (end, dispatch order, task).
+    pub heap: RunningQueue,
     /// Next dispatch order number.
     pub next_order: u64,
     /// The earliest future submit time of a stream head that is otherwise ready to go.
@@ -97,6 +97,115 @@ impl Running {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+}
+
+/// A running task's place in [`Running`]: (end, dispatch order, task).
+pub type RunningKey = (SimTime, u64, Entity);
+
+/// The running tasks' keys as a min-queue: it answers `push`, `pop`, `peek` and `iter` as a
+/// `BinaryHeap<Reverse<RunningKey>>` would, and pops exactly in key order.
+/// It is made for how dispatch fills it: tasks dispatched at one instant with one duration
+/// push their keys in nondecreasing order, and such a key goes to the back of a sorted run and
+/// comes out of its front, each in (amortized) constant time. A key smaller than the run's last goes to a
+/// binary heap beside it; the smaller of the two fronts comes out first.
+#[derive(Clone, Debug, Default)]
+pub struct RunningQueue {
+    /// Keys pushed in nondecreasing order, smallest first; those before `head` are taken.
+    sorted: Vec<Reverse<RunningKey>>,
+    /// The first key of `sorted` not taken yet.
+    head: usize,
+    /// The keys that came out of order.
+    heap: BinaryHeap<Reverse<RunningKey>>,
+}
+
+impl RunningQueue {
+    /// An empty queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a key.
+    #[inline]
+    pub fn push(&mut self, key: Reverse<RunningKey>) {
+        if self.head == self.sorted.len() {
+            // The run is empty: start it again at the front of its memory.
+            self.sorted.clear();
+            self.head = 0;
+        } else if key.0 < self.sorted[self.sorted.len() - 1].0 {
+            self.heap.push(key);
+            return;
+        } else if self.head >= Self::COMPACT_AT && self.head * 2 >= self.sorted.len() {
+            // Mostly taken: drop the taken keys (amortized: at most once per as many pops).
+            self.sorted.drain(..self.head);
+            self.head = 0;
+        }
+        self.sorted.push(key);
+    }
+
+    /// Taken keys the sorted run keeps at its front before they are dropped.
+    const COMPACT_AT: usize = 1024;
+
+    /// The sorted run's first key not taken yet.
+    #[inline]
+    fn sorted_front(&self) -> Option<&Reverse<RunningKey>> {
+        self.sorted.get(self.head)
+    }
+
+    /// Whether the next key comes from the sorted run (rather than the heap).
+    #[inline]
+    fn next_is_sorted(&self) -> Option<bool> {
+        match (self.sorted_front(), self.heap.peek()) {
+            (Some(a), Some(b)) => Some(a.0 <= b.0),
+            (Some(_), None) => Some(true),
+            (None, Some(_)) => Some(false),
+            (None, None) => None,
+        }
+    }
+
+    /// The smallest key, if any.
+    #[inline]
+    pub fn peek(&self) -> Option<&Reverse<RunningKey>> {
+        match self.next_is_sorted()? {
+            true => self.sorted_front(),
+            false => self.heap.peek(),
+        }
+    }
+
+    /// Takes the smallest key out, if any.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Reverse<RunningKey>> {
+        match self.next_is_sorted()? {
+            true => {
+                let key = self.sorted[self.head];
+                self.head += 1;
+                Some(key)
+            }
+            false => self.heap.pop(),
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.sorted.len() - self.head + self.heap.len()
+    }
+
+    /// Whether no key is held.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.head == self.sorted.len() && self.heap.is_empty()
+    }
+
+    /// Every key, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Reverse<RunningKey>> {
+        self.sorted[self.head..].iter().chain(self.heap.iter())
+    }
+
+    /// Forgets every key.
+    pub fn clear(&mut self) {
+        self.sorted.clear();
+        self.head = 0;
+        self.heap.clear();
     }
 }
 
@@ -241,6 +350,85 @@ pub struct AbortRequests {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn key(end: u64, order: u64) -> Reverse<RunningKey> {
+        Reverse((
+            SimTime(end),
+            order,
+            Entity::from_raw_u32(order as u32 + 1).unwrap(),
+        ))
+    }
+
+    proptest! {
+        /// Any mix of pushes (ends in any order; dispatch order numbers unique, as dispatch
+        /// gives them) and pops comes out exactly as a binary heap of the same keys gives it.
+        #[test]
+        fn the_running_queue_pops_as_a_binary_heap_does(
+            ops in proptest::collection::vec((any::<bool>(), 0u64..40), 0..200)
+        ) {
+            let mut queue = RunningQueue::new();
+            let mut heap = BinaryHeap::new();
+            for (order, (push, end)) in ops.into_iter().enumerate() {
+                if push {
+                    queue.push(key(end, order as u64));
+                    heap.push(key(end, order as u64));
+                } else {
+                    prop_assert_eq!(queue.pop(), heap.pop());
+                }
+                prop_assert_eq!(queue.peek(), heap.peek());
+                prop_assert_eq!(queue.len(), heap.len());
+                prop_assert_eq!(queue.is_empty(), heap.is_empty());
+            }
+            let mut held: Vec<_> = queue.iter().copied().collect();
+            let mut expected: Vec<_> = heap.iter().copied().collect();
+            held.sort();
+            expected.sort();
+            prop_assert_eq!(held, expected);
+            while let Some(k) = heap.pop() {
+                prop_assert_eq!(queue.pop(), Some(k));
+            }
+            prop_assert!(queue.pop().is_none() && queue.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_long_run_drops_its_taken_keys_and_still_pops_in_order() {
+        let mut queue = RunningQueue::new();
+        let mut heap = BinaryHeap::new();
+        for order in 0..5000u64 {
+            // Mostly in order, now and then a key below the run's last.
+            let end = if order % 97 == 0 { order / 2 } else { order };
+            queue.push(key(end, order));
+            heap.push(key(end, order));
+            if order >= 10 {
+                assert_eq!(queue.pop(), heap.pop());
+            }
+        }
+        assert!(
+            queue.head < RunningQueue::COMPACT_AT * 2,
+            "taken keys were dropped"
+        );
+        while let Some(k) = heap.pop() {
+            assert_eq!(queue.pop(), Some(k));
+        }
+        assert!(queue.is_empty());
+    }
+
+    #[test]
+    fn keys_pushed_in_order_stay_in_the_sorted_run_and_a_late_smaller_one_still_comes_first() {
+        let mut queue = RunningQueue::new();
+        for order in 0..4 {
+            queue.push(key(10, order));
+        }
+        assert!(queue.heap.is_empty(), "in order: no heap work");
+        queue.push(key(5, 4));
+        assert_eq!(queue.heap.len(), 1);
+        assert_eq!(queue.pop(), Some(key(5, 4)));
+        assert_eq!(queue.pop(), Some(key(10, 0)));
+        queue.clear();
+        assert!(queue.is_empty() && queue.peek().is_none());
+    }
 
     #[test]
     fn the_task_pool_reuses_a_kept_op_launch_box_or_allocates_one() {

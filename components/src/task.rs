@@ -576,7 +576,13 @@ impl Task {
         self.dma = 0;
         self.applied = false;
         self.access.clear();
-        self.extra = extra;
+        if matches!(self.extra, TaskExtra::None) {
+            // A retired task holds no cold part (retire dropped it): nothing to drop, so no
+            // call to drop it.
+            std::mem::forget(std::mem::replace(&mut self.extra, extra));
+        } else {
+            self.extra = extra;
+        }
         self.error = None;
     }
 

@@ -10,6 +10,8 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemParam;
 use npusim_components::resources::{FaultRecord, Faults, Finished, FrameStats};
+
+use crate::lazy::LazyResMut;
 use npusim_components::{
     DeviceState, EventState, NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus,
 };
@@ -41,7 +43,8 @@ pub struct Completion<'w, 's> {
     devices: Query<'w, 's, &'static mut DeviceState>,
     finished: ResMut<'w, Finished>,
     stats: ResMut<'w, FrameStats>,
-    faults: ResMut<'w, Faults>,
+    // Looked up only when a task fails.
+    faults: LazyResMut<'w, Faults>,
 }
 
 /// Gives a running task's units back to its device and counts their busy time.
@@ -127,13 +130,15 @@ impl<'w, 's> Completion<'w, 's> {
                 task.status = TaskStatus::Failed;
                 self.stats.tasks_failed += 1;
                 let device = self.devices.get(task.device).map_or(0, |d| d.index);
-                self.faults.pending.push(FaultRecord {
-                    device,
-                    context: task.context,
-                    stream: task.stream,
-                    seq: task.seq,
-                    error: err.clone(),
-                });
+                if let Some(mut faults) = self.faults.get_mut() {
+                    faults.pending.push(FaultRecord {
+                        device,
+                        context: task.context,
+                        stream: task.stream,
+                        seq: task.seq,
+                        error: err.clone(),
+                    });
+                }
                 stream.error.get_or_insert_with(|| err.clone());
                 task.error = Some(Box::new(err));
             }

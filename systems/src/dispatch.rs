@@ -14,17 +14,28 @@ use std::cmp::Reverse;
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
+
+use crate::lazy::{LazyRes, LazyResMut};
 use npusim_components::{
     DeviceState, KernelBody, KernelRegistry, SimTime, Task, TaskKind, TaskStatus,
 };
 
-/// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives.
+/// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives
+/// (looked up only when a peer copy or a collective is dispatched).
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct CommUnits<'w> {
-    interconnect: ResMut<'w, Interconnect>,
-    rendezvous: ResMut<'w, Rendezvous>,
-    timeline: Res<'w, Timeline>,
-    link_timeline: ResMut<'w, LinkTimeline>,
+    interconnect: LazyResMut<'w, Interconnect>,
+    rendezvous: LazyResMut<'w, Rendezvous>,
+    timeline: LazyRes<'w, Timeline>,
+    link_timeline: LazyResMut<'w, LinkTimeline>,
+}
+
+/// What only a binary kernel's dispatch reads: the host log its `printf`s go to and the
+/// execution mode (a timing-only replay's recorded runs, the binary log).
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct BinaryUnits<'w> {
+    log: LazyResMut<'w, npusim_components::binary::HostLog>,
+    mode: LazyResMut<'w, npusim_components::ExecutionMode>,
 }
 
 /// Assigns units, start and end times to ready tasks.
@@ -39,8 +50,7 @@ pub fn dispatch(
     mut stats: ResMut<FrameStats>,
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
-    mut log: ResMut<npusim_components::binary::HostLog>,
-    mut mode: ResMut<npusim_components::ExecutionMode>,
+    mut binary: BinaryUnits,
 ) {
     crate::zone!("npusim::dispatch");
     if ready.tasks.is_empty() {
@@ -89,31 +99,35 @@ pub fn dispatch(
                             device.config.kernel_launch_ns
                         }
                         None => device.config.kernel_launch_ns,
-                        // Timing-only, recorded: priced from the recording, not run.
-                        Some((_, KernelBody::Binary(code)))
-                            if mode.timing_only
-                                && !mode.recorded.is_empty()
-                                && let Some(run) =
-                                    mode.recorded.remove(&(task.stream, task.seq)) =>
-                        {
-                            task.applied = true;
-                            crate::binary::price_recorded(device, task, code, cores, &run)
-                        }
                         Some((name, KernelBody::Binary(code))) => {
-                            let (d, outcome) = crate::binary::run_binary(
-                                &mut core_cache,
-                                device,
-                                task,
-                                name,
-                                code,
-                                cores,
-                                &mut log,
-                                mode.binary_log.as_ref(),
-                            );
-                            // Raised when the task completes, like any fault.
+                            let mut mode = binary.mode.get_mut();
+                            let recorded = match mode.as_deref_mut() {
+                                Some(m) if m.timing_only && !m.recorded.is_empty() => {
+                                    m.recorded.remove(&(task.stream, task.seq))
+                                }
+                                _ => None,
+                            };
                             task.applied = true;
-                            task.error = outcome.err().map(Box::new);
-                            d
+                            if let Some(run) = recorded {
+                                // Timing-only, recorded: priced from the recording, not run.
+                                crate::binary::price_recorded(device, task, code, cores, &run)
+                            } else {
+                                let mut log = binary.log.get_mut();
+                                let mut no_log = npusim_components::binary::HostLog::default();
+                                let (d, outcome) = crate::binary::run_binary(
+                                    &mut core_cache,
+                                    device,
+                                    task,
+                                    name,
+                                    code,
+                                    cores,
+                                    log.as_deref_mut().unwrap_or(&mut no_log),
+                                    mode.as_ref().and_then(|m| m.binary_log.as_ref()),
+                                );
+                                // Raised when the task completes, like any fault.
+                                task.error = outcome.err().map(Box::new);
+                                d
+                            }
                         }
                         Some((_, KernelBody::Native(k))) => {
                             let cost = match task.extra.op() {
@@ -135,9 +149,16 @@ pub fn dispatch(
                         crate::copy::copy_duration_ns(&device.config, &c)
                     } else if let Some(p) = PeerCopy::decode(&task.desc) {
                         // Over the interconnect: waits while a link of its route is held.
-                        let tl = comm.timeline.enabled.then_some(&mut *comm.link_timeline);
+                        let timeline_on = comm.timeline.get().is_some_and(|t| t.enabled);
+                        let (Some(mut links), mut link_timeline) =
+                            (comm.interconnect.get_mut(), comm.link_timeline.get_mut())
+                        else {
+                            // No interconnect in this world: nothing can carry it.
+                            break 'one true;
+                        };
+                        let tl = link_timeline.as_deref_mut().filter(|_| timeline_on);
                         match crate::collective::reserve_peer_copy(
-                            &mut comm.interconnect,
+                            &mut links,
                             tl,
                             &p,
                             device.config.dma_setup_ns,
@@ -155,7 +176,11 @@ pub fn dispatch(
                 TaskKind::HostCallback => (0, 0, device.config.callback_ns),
                 // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
                 TaskKind::Collective => {
-                    comm.rendezvous.arriving.push(e);
+                    match comm.rendezvous.get_mut() {
+                        Some(mut r) => r.arriving.push(e),
+                        // No rendezvous in this world: it cannot meet its peers.
+                        None => break 'one true,
+                    }
                     break 'one false;
                 }
                 // Completed by dependency resolution; never queued here.

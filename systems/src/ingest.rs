@@ -75,6 +75,8 @@ pub fn ingest(
                     // SAFETY: as above; this arm runs once (it fills `res`), so the query
                     // state is borrowed once.
                     let tasks = unsafe { (*tasks_state).query_unchecked(cell) };
+                    // Marked changed once, not at every entity taken from it.
+                    let pool: &mut TaskPool = pool.into_inner();
                     res.insert((tasks, pool, registry, peers.entities.as_slice()))
                 }
             };

@@ -18,7 +18,8 @@
 //!    stream positions whose access sets name it have completed ([`deferred_free`]).
 //! 8. [`NpuSet::Retire`] — finished tasks are recorded and go back to the task pool for reuse.
 //!
-//! Whatever the stage, a task finishes through one function, [`complete::Completion`].
+//! Whatever the stage, a task finishes through one function, [`complete::Completion`]. A
+//! resource a stage needs only for rare work is a [`lazy`] parameter, looked up when used.
 //!
 //! Embedders add their own systems with `.in_set(NpuSet::Dispatch)` (or any set), or call
 //! [`install`] on a schedule of their own.
@@ -35,6 +36,7 @@ pub mod deferred_free;
 pub mod dependencies;
 pub mod dispatch;
 pub mod ingest;
+pub mod lazy;
 pub mod retire;
 pub mod shapes;
 #[cfg(test)]

@@ -77,10 +77,15 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
             {
                 // Drop what the task held (host buffers, a callback, an error) now, not at reuse;
                 // an op launch's box goes back to the pool.
-                if !matches!(task.extra, TaskExtra::Op(_)) {
-                    task.extra = TaskExtra::None;
-                } else if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
-                    TaskPool::keep_op_launch(&mut op_launches, op);
+                match task.extra {
+                    // Nothing held: no call to drop it.
+                    TaskExtra::None => {}
+                    TaskExtra::Op(_) => {
+                        if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
+                            TaskPool::keep_op_launch(&mut op_launches, op);
+                        }
+                    }
+                    _ => task.extra = TaskExtra::None,
                 }
                 task.error = None;
                 task.access.clear();

@@ -27,6 +27,7 @@ use npusim_components::{
 };
 
 use crate::complete::{Completion, Outcome};
+use crate::lazy::{LazyRes, LazyResMut};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
@@ -37,9 +38,10 @@ pub struct TickWorld<'w, 's> {
     completion: Completion<'w, 's>,
     registry: Res<'w, KernelRegistry>,
     aborts: ResMut<'w, AbortRequests>,
-    callbacks: ResMut<'w, PendingCallbacks>,
-    rendezvous: ResMut<'w, Rendezvous>,
-    device_entities: Res<'w, Devices>,
+    // Looked up only for host callbacks, collectives and peer copies, and with workers.
+    callbacks: LazyResMut<'w, PendingCallbacks>,
+    rendezvous: LazyResMut<'w, Rendezvous>,
+    device_entities: LazyRes<'w, Devices>,
     workers: Res<'w, Workers>,
     mode: Res<'w, npusim_components::ExecutionMode>,
 }
@@ -186,7 +188,7 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     {
         use rayon::prelude::*;
         // Group by device index; a device's tasks stay in completion order.
-        let count = w.device_entities.entities.len();
+        let count = w.device_entities.get().map_or(0, |d| d.entities.len());
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
@@ -272,9 +274,10 @@ fn finish(
         && !task.applied
         && task.kind() == TaskKind::HostCallback
         && let TaskExtra::Callback(slot) = &task.extra
+        && let Some(callbacks) = w.callbacks.get_mut()
         && let Some(body) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
     {
-        w.callbacks
+        callbacks
             .calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -470,7 +473,11 @@ fn execute(
         TaskKind::Memcpy if task.desc.is_peer_copy() => {
             let copy = PeerCopy::decode(&task.desc)
                 .ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))?;
-            crate::copy::execute_peer_copy(w.completion.devices(), &w.device_entities, &copy)
+            let devices = w
+                .device_entities
+                .get()
+                .ok_or_else(|| NpuError::Internal("no device list".into()))?;
+            crate::copy::execute_peer_copy(w.completion.devices(), devices, &copy)
         }
         TaskKind::Kernel | TaskKind::Memcpy | TaskKind::Memset => {
             let mut device = w
@@ -483,7 +490,10 @@ fn execute(
         TaskKind::Collective => crate::collective::execute_collective(
             &w.tasks,
             w.completion.devices(),
-            &mut w.rendezvous,
+            &mut *w
+                .rendezvous
+                .get_mut()
+                .ok_or_else(|| NpuError::Internal("no rendezvous".into()))?,
             &w.workers,
             task,
             w.mode.timing_only,
