@@ -7,11 +7,14 @@ use bevy_ecs::prelude::*;
 use npusim_components::resources::FrameStats;
 use npusim_components::{DeviceState, StreamState};
 
+use crate::lazy::LazyResMut;
+
 /// Returns to the pool every pending free whose stream positions have all completed.
 pub fn deferred_free(
     mut devices: Query<&mut DeviceState>,
     streams: Query<&StreamState>,
-    mut stats: ResMut<FrameStats>,
+    // Looked up only when a block is released.
+    mut stats: LazyResMut<FrameStats>,
 ) {
     crate::zone!("npusim::deferred_free");
     for mut device in &mut devices {
@@ -22,7 +25,9 @@ pub fn deferred_free(
         let released = device
             .memory
             .release_completed(|(s, seq)| streams.get(s).map_or(true, |st| st.completed >= seq));
-        if released > 0 {
+        if released > 0
+            && let Some(mut stats) = stats.get_mut()
+        {
             stats.last_frame_progressed = true;
         }
     }

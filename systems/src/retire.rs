@@ -2,6 +2,7 @@
 //! pool for reuse (or are despawned when the pool is full), so memory stays flat however many
 //! tasks run.
 
+use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
 use npusim_components::{
@@ -9,70 +10,65 @@ use npusim_components::{
     TaskStatus,
 };
 
-/// Records and recycles the tasks that finished this frame.
-pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
-    crate::zone!("npusim::retire");
-    let mut finished = std::mem::take(&mut world.resource_mut::<Finished>().tasks);
-    if finished.is_empty() {
-        world.resource_mut::<Finished>().tasks = finished;
-        return;
-    }
-    if world.resource::<Timeline>().enabled {
-        let mut records = Vec::with_capacity(finished.len());
-        for &e in &finished {
-            let Some(task) = world.get::<Task>(e) else {
-                continue;
-            };
-            let kind = task.kind();
-            let name = match kind {
-                TaskKind::Kernel => world
-                    .resource::<KernelRegistry>()
-                    .resolve(task.desc.kernel, task.desc.kernel_generation)
-                    .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
-                TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
-                    .map_or("collective", |c| c.kind.name())
-                    .to_string(),
-                TaskKind::Memcpy if task.desc.is_peer_copy() => "memcpy_peer".to_string(),
-                other => other.name().to_string(),
-            };
-            let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
-            let stream_kind = world
-                .get::<StreamState>(task.stream)
-                .map_or(StreamKind::default(), |s| s.kind);
-            let event = task.desc.as_event().map(|ev| (ev.event, ev.record));
-            let bytes = task.desc.bytes_moved();
-            records.push(TaskRecord {
-                kind,
-                name,
-                stream: task.stream,
-                device,
-                seq: task.seq,
-                submit: task.submit,
-                start: task.start,
-                end: task.end,
-                cores: task.cores,
-                ok: task.status == TaskStatus::Done,
-                stream_kind,
-                context: task.context,
-                event,
-                bytes,
-            });
+/// The resources retire reads and writes, by component id: fetched by id, a resource is one
+/// lookup, without hashing its type first (looked up when the system is first run).
+#[derive(Clone, Copy, Debug)]
+pub struct RetireIds {
+    finished: ComponentId,
+    pool: ComponentId,
+    stats: ComponentId,
+    timeline: ComponentId,
+}
+
+impl FromWorld for RetireIds {
+    fn from_world(world: &mut World) -> Self {
+        let mut ids = world.components_registrator();
+        Self {
+            finished: ids.register_component::<Finished>(),
+            pool: ids.register_component::<TaskPool>(),
+            stats: ids.register_component::<FrameStats>(),
+            timeline: ids.register_component::<Timeline>(),
         }
-        world.resource_mut::<Timeline>().records.extend(records);
     }
-    let count = finished.len() as u64;
-    let (mut pool, mut op_launches) = {
-        let mut p = world.resource_mut::<TaskPool>();
-        (
-            std::mem::take(&mut p.free),
-            std::mem::take(&mut p.op_launches),
-        )
-    };
-    let mut overflow = Vec::new();
-    {
-        let mut q = tasks.query_mut(&mut *world);
+}
+
+/// Records and recycles the tasks that finished this frame.
+pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>, ids: Local<RetireIds>) {
+    crate::zone!("npusim::retire");
+    let ids = *ids;
+    let timeline_on = world
+        .get_resource_by_id(ids.timeline)
+        // SAFETY: `ids.timeline` is `Timeline`'s id.
+        .is_some_and(|p| unsafe { p.deref::<Timeline>() }.enabled);
+    if timeline_on {
+        record_finished(world);
+    }
+    let cell = world.as_unsafe_world_cell();
+    // SAFETY: the accesses through `cell` are disjoint — the `Finished`, `TaskPool` and
+    // `FrameStats` resources, each fetched once by its own id (so typed as what it is), and the
+    // `Task` components (the tasks query) — and all of them end with this block, before `world`
+    // is used again.
+    let overflow = unsafe {
+        let (Some(finished), Some(pool), Some(stats)) = (
+            cell.get_resource_mut_by_id(ids.finished),
+            cell.get_resource_mut_by_id(ids.pool),
+            cell.get_resource_mut_by_id(ids.stats),
+        ) else {
+            return;
+        };
+        let mut finished = finished.with_type::<Finished>();
+        if finished.tasks.is_empty() {
+            return;
+        }
+        // Each marked changed once, not at every task.
+        let pool: &mut TaskPool = pool.with_type::<TaskPool>().into_inner();
+        let stats: &mut FrameStats = stats.with_type::<FrameStats>().into_inner();
+        let finished: &mut Vec<Entity> = &mut finished.tasks;
+        stats.tasks_retired += finished.len() as u64;
+        let mut q = tasks.query_unchecked(cell);
+        let mut overflow = Vec::new();
         for e in finished.drain(..) {
-            if pool.len() < TaskPool::CAPACITY
+            if pool.free.len() < TaskPool::CAPACITY
                 && let Ok(mut task) = q.get_mut(e)
             {
                 // Drop what the task held (host buffers, a callback, an error) now, not at reuse;
@@ -82,7 +78,7 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                     TaskExtra::None => {}
                     TaskExtra::Op(_) => {
                         if let TaskExtra::Op(op) = std::mem::take(&mut task.extra) {
-                            TaskPool::keep_op_launch(&mut op_launches, op);
+                            TaskPool::keep_op_launch(&mut pool.op_launches, op);
                         }
                     }
                     _ => task.extra = TaskExtra::None,
@@ -90,20 +86,62 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>) {
                 task.error = None;
                 task.access.clear();
                 task.status = TaskStatus::Retired;
-                pool.push(e);
+                pool.free.push(e);
             } else {
                 overflow.push(e);
             }
         }
-    }
+        overflow
+    };
     for e in overflow {
         world.despawn(e);
     }
-    let mut task_pool = world.resource_mut::<TaskPool>();
-    task_pool.free = pool;
-    task_pool.op_launches = op_launches;
-    world.resource_mut::<Finished>().tasks = finished;
-    world.resource_mut::<FrameStats>().tasks_retired += count;
+}
+
+/// Writes the finished tasks to the timeline.
+fn record_finished(world: &mut World) {
+    let finished = &world.resource::<Finished>().tasks;
+    let mut records = Vec::with_capacity(finished.len());
+    for &e in finished {
+        let Some(task) = world.get::<Task>(e) else {
+            continue;
+        };
+        let kind = task.kind();
+        let name = match kind {
+            TaskKind::Kernel => world
+                .resource::<KernelRegistry>()
+                .resolve(task.desc.kernel, task.desc.kernel_generation)
+                .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
+            TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
+                .map_or("collective", |c| c.kind.name())
+                .to_string(),
+            TaskKind::Memcpy if task.desc.is_peer_copy() => "memcpy_peer".to_string(),
+            other => other.name().to_string(),
+        };
+        let device = world.get::<DeviceState>(task.device).map_or(0, |d| d.index);
+        let stream_kind = world
+            .get::<StreamState>(task.stream)
+            .map_or(StreamKind::default(), |s| s.kind);
+        let event = task.desc.as_event().map(|ev| (ev.event, ev.record));
+        let bytes = task.desc.bytes_moved();
+        records.push(TaskRecord {
+            kind,
+            name,
+            stream: task.stream,
+            device,
+            seq: task.seq,
+            submit: task.submit,
+            start: task.start,
+            end: task.end,
+            cores: task.cores,
+            ok: task.status == TaskStatus::Done,
+            stream_kind,
+            context: task.context,
+            event,
+            bytes,
+        });
+    }
+    world.resource_mut::<Timeline>().records.extend(records);
 }
 
 #[cfg(test)]
