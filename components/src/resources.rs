@@ -126,7 +126,7 @@ impl RunningQueue {
     }
 
     /// Adds a key.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, key: Reverse<RunningKey>) {
         if self.head == self.sorted.len() {
             // The run is empty: start it again at the front of its memory.
