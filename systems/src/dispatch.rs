@@ -17,7 +17,7 @@ use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Ti
 
 use crate::lazy::{LazyRes, LazyResMut};
 use npusim_components::{
-    DeviceState, KernelBody, KernelRegistry, SimTime, Task, TaskKind, TaskStatus,
+    DeviceState, KernelBody, KernelRegistry, NpuError, SimTime, Task, TaskKind, TaskStatus,
 };
 
 /// The interconnect side of dispatch: links for peer copies, the rendezvous for collectives
@@ -150,22 +150,22 @@ pub fn dispatch(
                     } else if let Some(p) = PeerCopy::decode(&task.desc) {
                         // Over the interconnect: waits while a link of its route is held.
                         let timeline_on = comm.timeline.get().is_some_and(|t| t.enabled);
-                        let (Some(mut links), mut link_timeline) =
-                            (comm.interconnect.get_mut(), comm.link_timeline.get_mut())
-                        else {
+                        match (comm.interconnect.get_mut(), comm.link_timeline.get_mut()) {
+                            (Some(mut links), mut link_timeline) => {
+                                let tl = link_timeline.as_deref_mut().filter(|_| timeline_on);
+                                match crate::collective::reserve_peer_copy(
+                                    &mut links,
+                                    tl,
+                                    &p,
+                                    device.config.dma_setup_ns,
+                                    now,
+                                ) {
+                                    Some(d) => d,
+                                    None => break 'one true,
+                                }
+                            }
                             // No interconnect in this world: nothing can carry it.
-                            break 'one true;
-                        };
-                        let tl = link_timeline.as_deref_mut().filter(|_| timeline_on);
-                        match crate::collective::reserve_peer_copy(
-                            &mut links,
-                            tl,
-                            &p,
-                            device.config.dma_setup_ns,
-                            now,
-                        ) {
-                            Some(d) => d,
-                            None => break 'one true,
+                            (None, _) => fail_at_end(task, "a peer copy with no interconnect"),
                         }
                     } else {
                         // Corrupt words: fails at its end (the tick cannot decode it either).
@@ -175,14 +175,14 @@ pub fn dispatch(
                 }
                 TaskKind::HostCallback => (0, 0, device.config.callback_ns),
                 // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
-                TaskKind::Collective => {
-                    match comm.rendezvous.get_mut() {
-                        Some(mut r) => r.arriving.push(e),
-                        // No rendezvous in this world: it cannot meet its peers.
-                        None => break 'one true,
+                TaskKind::Collective => match comm.rendezvous.get_mut() {
+                    Some(mut r) => {
+                        r.arriving.push(e);
+                        break 'one false;
                     }
-                    break 'one false;
-                }
+                    // No rendezvous in this world: it cannot meet its peers.
+                    None => (0, 0, fail_at_end(task, "a collective with no rendezvous")),
+                },
                 // Completed by dependency resolution; never queued here.
                 TaskKind::EventRecord | TaskKind::EventWait => break 'one false,
             };
@@ -211,6 +211,14 @@ pub fn dispatch(
         stats.tasks_dispatched += dispatched;
         stats.last_frame_progressed = true;
     }
+}
+
+/// Marks `task` to fail at its end with an internal error (`what` cannot run in this world);
+/// it takes no time.
+fn fail_at_end(task: &mut Task, what: &str) -> u64 {
+    task.error = Some(Box::new(NpuError::Internal(what.into())));
+    task.applied = true;
+    0
 }
 
 #[cfg(test)]
@@ -402,6 +410,51 @@ mod tests {
         assert_eq!(t.error.as_deref(), Some(&err), "and fails with its error");
         assert_eq!(t.status, TaskStatus::Running);
         assert_eq!(t.end - t.start, SimTime(launch_ns));
+    }
+
+    #[test]
+    fn work_whose_unit_is_missing_from_the_world_fails_at_its_end_instead_of_waiting() {
+        use npusim_components::collective::{CollectiveCall, CollectiveKind, DataType, ReduceOp};
+        let mut s = setup();
+        s.world.remove_resource::<Interconnect>();
+        s.world.remove_resource::<Rendezvous>();
+        // Of another context: the copy's fault stops its own context only.
+        let other_ctx = spawn_context(&mut s.world, s.device);
+        let other = spawn_stream(&mut s.world, other_ctx, 0);
+        let copy = PeerCopy {
+            dst: 0x1000,
+            src: 0x2000,
+            bytes: 64,
+            src_device: 0,
+            dst_device: 1,
+            src_ctx: s.ctx,
+            dst_ctx: s.ctx,
+        };
+        let collective = CollectiveCall {
+            kind: CollectiveKind::AllReduce,
+            dtype: DataType::F32,
+            op: ReduceOp::Sum,
+            comm: Entity::PLACEHOLDER,
+            send: 0x1000,
+            recv: 0x2000,
+            count: 4,
+            rank: 0,
+            peer: 0,
+            seq: 1,
+            bytes: 16,
+        };
+        let c = ready_task(&mut s.world, s.stream, copy.encode());
+        let r = ready_task(&mut s.world, other, collective.encode());
+        run(&mut s.world, dispatch);
+        for t in [c, r] {
+            let t = task(&s.world, t);
+            assert!(t.applied && matches!(t.error.as_deref(), Some(NpuError::Internal(_))));
+            assert_eq!((t.status, t.end), (TaskStatus::Running, t.start));
+        }
+        run(&mut s.world, crate::tick::hardware_tick);
+        assert_eq!(task(&s.world, c).status, TaskStatus::Failed);
+        assert_eq!(task(&s.world, r).status, TaskStatus::Failed);
+        assert!(waiting(&s.world).is_empty(), "nothing is left waiting");
     }
 
     #[test]

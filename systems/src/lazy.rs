@@ -17,19 +17,33 @@ use bevy_ecs::system::{SystemAccess, SystemMeta, SystemParam, SystemParamValidat
 use bevy_ecs::world::World;
 use bevy_ecs::world::unsafe_world_cell::UnsafeWorldCell;
 
-/// Declares `access` for `what`, or panics as bevy's own parameters do on a conflict.
+/// Declares read (or, with `write`, write) access to the resource `id` for the parameter
+/// `what`, as bevy's `Res` / `ResMut` declare theirs, or panics as they do on a conflict.
 fn declare(
-    filter: FilteredAccess,
+    id: ComponentId,
+    write: bool,
     what: &str,
     system_meta: &SystemMeta,
     system_access: &mut SystemAccess,
 ) {
+    let mut filter = FilteredAccess::default();
+    if write {
+        filter.add_write(id);
+    } else {
+        filter.add_read(id);
+    }
+    filter.and_with(IS_RESOURCE);
     if system_access.try_add(filter).is_err() {
         panic!(
             "{what} in system {} conflicts with a previous system parameter",
             system_meta.name()
         );
     }
+}
+
+/// The component id of resource `T` (registered if it is not yet).
+fn resource_id<T: Resource>(world: &mut World) -> ComponentId {
+    world.components_registrator().register_component::<T>()
 }
 
 /// Read access to resource `T`, looked up when [`LazyRes::get`] is called.
@@ -60,7 +74,7 @@ unsafe impl<T: Resource> SystemParam for LazyRes<'_, T> {
     type Item<'w, 's> = LazyRes<'w, T>;
 
     fn init_state(world: &mut World) -> Self::State {
-        world.components_registrator().register_component::<T>()
+        resource_id::<T>(world)
     }
 
     fn init_access(
@@ -69,10 +83,7 @@ unsafe impl<T: Resource> SystemParam for LazyRes<'_, T> {
         system_access: &mut SystemAccess,
         _world: &mut World,
     ) {
-        let mut filter = FilteredAccess::default();
-        filter.add_read(id);
-        filter.and_with(IS_RESOURCE);
-        declare(filter, "LazyRes", system_meta, system_access);
+        declare(id, false, "LazyRes", system_meta, system_access);
     }
 
     #[inline]
@@ -123,7 +134,7 @@ unsafe impl<T: Resource<Mutability = Mutable>> SystemParam for LazyResMut<'_, T>
     type Item<'w, 's> = LazyResMut<'w, T>;
 
     fn init_state(world: &mut World) -> Self::State {
-        world.components_registrator().register_component::<T>()
+        resource_id::<T>(world)
     }
 
     fn init_access(
@@ -132,10 +143,7 @@ unsafe impl<T: Resource<Mutability = Mutable>> SystemParam for LazyResMut<'_, T>
         system_access: &mut SystemAccess,
         _world: &mut World,
     ) {
-        let mut filter = FilteredAccess::default();
-        filter.add_write(id);
-        filter.and_with(IS_RESOURCE);
-        declare(filter, "LazyResMut", system_meta, system_access);
+        declare(id, true, "LazyResMut", system_meta, system_access);
     }
 
     #[inline]

@@ -498,8 +498,19 @@ fn execute(
             task,
             w.mode.timing_only,
         ),
-        // A callback without a body (released already, or none given) has nothing to do.
-        TaskKind::HostCallback => Ok(()),
+        // A callback without a body (released already, or none given) has nothing to do; one
+        // that still holds its body could not be released (the world has no pending-callback
+        // list): it fails rather than end as if it had run.
+        TaskKind::HostCallback => match &task.extra {
+            TaskExtra::Callback(slot)
+                if slot.lock().unwrap_or_else(|p| p.into_inner()).is_some() =>
+            {
+                Err(NpuError::Internal(
+                    "a host callback with no pending-callback list to go to".into(),
+                ))
+            }
+            _ => Ok(()),
+        },
         // Completed by dependency resolution; never dispatched.
         TaskKind::EventRecord | TaskKind::EventWait => Ok(()),
     }
@@ -751,6 +762,28 @@ mod tests {
         assert_eq!(values, &[0, 1, 2, 3]);
         assert_eq!(device(&s.world, s.device).units.free_cores, 4);
         assert_eq!(device(&s.world, s.device).units.core_busy_ns, 2_000);
+    }
+
+    #[test]
+    fn a_host_callback_with_no_pending_callback_list_fails_instead_of_seeming_to_run() {
+        let mut s = setup();
+        s.world.remove_resource::<PendingCallbacks>();
+        let body: npusim_components::task::Callback = Box::new(|| {});
+        let t = enqueue_with(
+            &mut s.world,
+            s.stream,
+            callback(),
+            TaskExtra::Callback(std::sync::Mutex::new(Some(body))),
+            SimTime::ZERO,
+        );
+        start_running(&mut s.world, t, 0, 0, 0, 10);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Failed);
+        assert!(matches!(
+            s.world.get::<Task>(t).unwrap().error.as_deref(),
+            Some(NpuError::Internal(_))
+        ));
+        assert_eq!(stream(&s.world, s.stream).completed, 1);
     }
 
     #[test]
