@@ -78,6 +78,8 @@ impl<'w, 's> Completion<'w, 's> {
     /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
     /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
     /// it failed with, if it did.
+    // On the tick's path for every task: inlined there (BENCHMARKS.md, tenth round).
+    #[inline(always)]
     pub fn run_and_complete(
         &mut self,
         entity: Entity,
@@ -102,6 +104,8 @@ impl<'w, 's> Completion<'w, 's> {
     }
 
     /// Everything of completing but giving back the units.
+    // On every task's path: inlined into both callers (BENCHMARKS.md, tenth round).
+    #[inline(always)]
     fn settle(
         &mut self,
         entity: Entity,

@@ -235,7 +235,7 @@ mod tests {
         t
     }
 
-    /// Dispatch order of each running task (its place in the running heap's tie-break).
+    /// Dispatch order of each running task (its place in the running queue's tie-break).
     fn dispatch_order(world: &World, t: Entity) -> Option<u64> {
         world
             .resource::<Running>()

@@ -176,7 +176,7 @@ mod tests {
     fn bump(mut c: LazyResMut<Counter>, mut seen: ResMut<Seen>, mut runs: Local<u32>) {
         *runs += 1;
         // Only every other run touches the counter.
-        if *runs % 2 == 0
+        if runs.is_multiple_of(2)
             && let Some(mut c) = c.get_mut()
         {
             c.0 += 1;
