@@ -67,40 +67,6 @@ impl<'w, T: Resource> LazyRes<'w, T> {
     }
 }
 
-// SAFETY: read access to the resource is declared in `init_access`, as `Res` declares it, and
-// `get` only reads it.
-unsafe impl<T: Resource> SystemParam for LazyRes<'_, T> {
-    type State = ComponentId;
-    type Item<'w, 's> = LazyRes<'w, T>;
-
-    fn init_state(world: &mut World) -> Self::State {
-        resource_id::<T>(world)
-    }
-
-    fn init_access(
-        &id: &Self::State,
-        system_meta: &mut SystemMeta,
-        system_access: &mut SystemAccess,
-        _world: &mut World,
-    ) {
-        declare(id, false, "LazyRes", system_meta, system_access);
-    }
-
-    #[inline]
-    unsafe fn get_param<'w, 's>(
-        &mut id: &'s mut Self::State,
-        _system_meta: &SystemMeta,
-        world: UnsafeWorldCell<'w>,
-        _change_tick: Tick,
-    ) -> Result<Self::Item<'w, 's>, SystemParamValidationError> {
-        Ok(LazyRes {
-            world,
-            id,
-            _marker: PhantomData,
-        })
-    }
-}
-
 // SAFETY: `LazyRes` only reads.
 unsafe impl<T: Resource> bevy_ecs::system::ReadOnlySystemParam for LazyRes<'_, T> {}
 
@@ -127,39 +93,50 @@ impl<T: Resource<Mutability = Mutable>> LazyResMut<'_, T> {
     }
 }
 
-// SAFETY: write access to the resource is declared in `init_access`, as `ResMut` declares it;
-// `get_mut` hands out one reference at a time (it borrows the parameter mutably).
-unsafe impl<T: Resource<Mutability = Mutable>> SystemParam for LazyResMut<'_, T> {
-    type State = ComponentId;
-    type Item<'w, 's> = LazyResMut<'w, T>;
+/// The `SystemParam` impl of a lazy parameter `$name`: its state is the resource's id, its access
+/// is declared as `Res` (`$write` false) or `ResMut` (true) declare theirs, and getting the
+/// parameter looks nothing up.
+macro_rules! lazy_system_param {
+    ($name:ident, $write:literal, $($bound:tt)+) => {
+        // SAFETY: the access `get` / `get_mut` make is declared in `init_access` (read for
+        // `LazyRes`, write for `LazyResMut`), as `Res` / `ResMut` declare theirs; `get_param`
+        // only keeps the cell the schedule hands the system and the resource's id.
+        unsafe impl<T: $($bound)+> SystemParam for $name<'_, T> {
+            type State = ComponentId;
+            type Item<'w, 's> = $name<'w, T>;
 
-    fn init_state(world: &mut World) -> Self::State {
-        resource_id::<T>(world)
-    }
+            fn init_state(world: &mut World) -> Self::State {
+                resource_id::<T>(world)
+            }
 
-    fn init_access(
-        &id: &Self::State,
-        system_meta: &mut SystemMeta,
-        system_access: &mut SystemAccess,
-        _world: &mut World,
-    ) {
-        declare(id, true, "LazyResMut", system_meta, system_access);
-    }
+            fn init_access(
+                &id: &Self::State,
+                system_meta: &mut SystemMeta,
+                system_access: &mut SystemAccess,
+                _world: &mut World,
+            ) {
+                declare(id, $write, stringify!($name), system_meta, system_access);
+            }
 
-    #[inline]
-    unsafe fn get_param<'w, 's>(
-        &mut id: &'s mut Self::State,
-        _system_meta: &SystemMeta,
-        world: UnsafeWorldCell<'w>,
-        _change_tick: Tick,
-    ) -> Result<Self::Item<'w, 's>, SystemParamValidationError> {
-        Ok(LazyResMut {
-            world,
-            id,
-            _marker: PhantomData,
-        })
-    }
+            #[inline]
+            unsafe fn get_param<'w, 's>(
+                &mut id: &'s mut Self::State,
+                _system_meta: &SystemMeta,
+                world: UnsafeWorldCell<'w>,
+                _change_tick: Tick,
+            ) -> Result<Self::Item<'w, 's>, SystemParamValidationError> {
+                Ok($name {
+                    world,
+                    id,
+                    _marker: PhantomData,
+                })
+            }
+        }
+    };
 }
+
+lazy_system_param!(LazyRes, false, Resource);
+lazy_system_param!(LazyResMut, true, Resource<Mutability = Mutable>);
 
 #[cfg(test)]
 mod tests {

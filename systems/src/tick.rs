@@ -766,11 +766,8 @@ mod tests {
         assert_eq!(device(&s.world, s.device).units.core_busy_ns, 2_000);
     }
 
-    #[test]
-    fn a_host_callback_with_no_pending_callback_list_fails_instead_of_seeming_to_run() {
-        let mut s = setup();
-        s.world.remove_resource::<PendingCallbacks>();
-        let body: npusim_components::task::Callback = Box::new(|| {});
+    /// A host callback task with `body` on the setup's stream, running from 0 to 10.
+    fn running_callback(s: &mut Setup, body: npusim_components::task::Callback) -> Entity {
         let t = enqueue_with(
             &mut s.world,
             s.stream,
@@ -779,6 +776,14 @@ mod tests {
             SimTime::ZERO,
         );
         start_running(&mut s.world, t, 0, 0, 0, 10);
+        t
+    }
+
+    #[test]
+    fn a_host_callback_with_no_pending_callback_list_fails_instead_of_seeming_to_run() {
+        let mut s = setup();
+        s.world.remove_resource::<PendingCallbacks>();
+        let t = running_callback(&mut s, Box::new(|| {}));
         run(&mut s.world, hardware_tick);
         assert_eq!(status(&s.world, t), TaskStatus::Failed);
         assert!(matches!(
@@ -793,16 +798,10 @@ mod tests {
         let mut s = setup();
         let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = ran.clone();
-        let body: npusim_components::task::Callback =
-            Box::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-        let t = enqueue_with(
-            &mut s.world,
-            s.stream,
-            callback(),
-            TaskExtra::Callback(std::sync::Mutex::new(Some(body))),
-            SimTime::ZERO,
+        let t = running_callback(
+            &mut s,
+            Box::new(move || flag.store(true, std::sync::atomic::Ordering::SeqCst)),
         );
-        start_running(&mut s.world, t, 0, 0, 0, 10);
         run(&mut s.world, hardware_tick);
 
         assert_eq!(
