@@ -71,7 +71,9 @@ impl<'w, T: Resource> LazyRes<'w, T> {
 unsafe impl<T: Resource> bevy_ecs::system::ReadOnlySystemParam for LazyRes<'_, T> {}
 
 /// Write access to resource `T`, looked up when [`LazyResMut::get_mut`] is called. A write
-/// through it marks the resource changed, as one through `ResMut` does.
+/// through it marks the resource changed, as one through `ResMut` does; the `Mut` it gives
+/// tells changes from the world's last change tick, not from the system's last run (npusim's
+/// stages never ask).
 pub struct LazyResMut<'w, T: Resource<Mutability = Mutable>> {
     world: UnsafeWorldCell<'w>,
     id: ComponentId,
