@@ -104,11 +104,11 @@ impl Running {
 pub type RunningKey = (SimTime, u64, Entity);
 
 /// The running tasks' keys as a min-queue: it answers `push`, `pop`, `peek` and `iter` as a
-/// `BinaryHeap<Reverse<RunningKey>>` would, and pops exactly in key order.
-/// It is made for how dispatch fills it: tasks dispatched at one instant with one duration
-/// push their keys in nondecreasing order, and such a key goes to the back of a sorted run and
-/// comes out of its front, each in (amortized) constant time. A key smaller than the run's last goes to a
-/// binary heap beside it; the smaller of the two fronts comes out first.
+/// `BinaryHeap<Reverse<RunningKey>>` would, and pops exactly in key order. It is made for how
+/// dispatch fills it: tasks dispatched at one instant with one duration push their keys in
+/// nondecreasing order, and such a key goes to the back of a sorted run and comes out of its
+/// front, each in (amortized) constant time. A key smaller than the run's last goes to a binary
+/// heap beside it; the smaller of the two fronts comes out first.
 #[derive(Clone, Debug, Default)]
 pub struct RunningQueue {
     /// Keys pushed in nondecreasing order, smallest first; those before `head` are taken.

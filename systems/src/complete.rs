@@ -10,11 +10,11 @@
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemParam;
 use npusim_components::resources::{FaultRecord, Faults, Finished, FrameStats};
-
-use crate::lazy::LazyResMut;
 use npusim_components::{
     DeviceState, EventState, NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus,
 };
+
+use crate::lazy::LazyResMut;
 
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq)]

@@ -111,9 +111,7 @@ pub fn dispatch(
                             if let Some(run) = recorded {
                                 // Timing-only, recorded: priced from the recording, not run.
                                 crate::binary::price_recorded(device, task, code, cores, &run)
-                            } else {
-                                let mut log = binary.log.get_mut();
-                                let mut no_log = npusim_components::binary::HostLog::default();
+                            } else if let Some(mut log) = binary.log.get_mut() {
                                 let (d, outcome) = crate::binary::run_binary(
                                     &mut core_cache,
                                     device,
@@ -121,12 +119,15 @@ pub fn dispatch(
                                     name,
                                     code,
                                     cores,
-                                    log.as_deref_mut().unwrap_or(&mut no_log),
+                                    &mut log,
                                     mode.as_ref().and_then(|m| m.binary_log.as_ref()),
                                 );
                                 // Raised when the task completes, like any fault.
                                 task.error = outcome.err().map(Box::new);
                                 d
+                            } else {
+                                // No host log in this world: its output would be lost.
+                                fail_at_end(task, "a binary kernel with no host log")
                             }
                         }
                         Some((_, KernelBody::Native(k))) => {
@@ -443,10 +444,26 @@ mod tests {
             seq: 1,
             bytes: 16,
         };
+        // A binary kernel with nowhere to print.
+        s.world
+            .remove_resource::<npusim_components::binary::HostLog>();
+        let binary = s.world.spawn_empty().id();
+        let k = s
+            .world
+            .resource_mut::<KernelRegistry>()
+            .register_function(binary, "k", || npusim_components::binary::BinaryCode {
+                program: std::sync::Arc::new(npusim_device::core::Program::decode(0, &[])),
+                entry: 0,
+                binary,
+                context: Entity::PLACEHOLDER,
+            });
+        let third_ctx = spawn_context(&mut s.world, s.device);
+        let third = spawn_stream(&mut s.world, third_ctx, 0);
         let c = ready_task(&mut s.world, s.stream, copy.encode());
         let r = ready_task(&mut s.world, other, collective.encode());
+        let b = ready_task(&mut s.world, third, launch(k, 1, &[]));
         run(&mut s.world, dispatch);
-        for t in [c, r] {
+        for t in [c, r, b] {
             let t = task(&s.world, t);
             assert!(t.applied && matches!(t.error.as_deref(), Some(NpuError::Internal(_))));
             assert_eq!((t.status, t.end), (TaskStatus::Running, t.start));
@@ -454,6 +471,7 @@ mod tests {
         run(&mut s.world, crate::tick::hardware_tick);
         assert_eq!(task(&s.world, c).status, TaskStatus::Failed);
         assert_eq!(task(&s.world, r).status, TaskStatus::Failed);
+        assert_eq!(task(&s.world, b).status, TaskStatus::Failed);
         assert!(waiting(&s.world).is_empty(), "nothing is left waiting");
     }
 
