@@ -59,8 +59,12 @@ fn used_words_of_head(head: &[u64]) -> (usize, usize) {
 /// A stream's submissions since the last ingest, in call order (see the module docs).
 #[derive(Debug, Default)]
 pub struct Doorbell {
-    /// The packed entries.
+    /// The packed entries (`..used`), then room for the next entry: words an earlier entry or
+    /// the growth that made the room left (zero or stale), all initialized, so an entry is
+    /// written in place with no `unsafe`.
     words: Vec<u64>,
+    /// Words the entries take.
+    used: usize,
     /// The cold parts of the entries that have one, in order.
     extras: Vec<TaskExtra>,
     /// Entries.
@@ -89,7 +93,7 @@ impl Doorbell {
 
     /// Forgets every entry (keeping the memory for the next ones).
     pub fn clear(&mut self) {
-        self.words.clear();
+        self.used = 0;
         self.extras.clear();
         self.len = 0;
         self.last = 0;
@@ -100,10 +104,14 @@ impl Doorbell {
         self.push_descriptor(new.seq, new.submit, new.extra, &new.desc);
     }
 
-    /// Rings the descriptor `encode` writes (into zeroed words), at sequence number `seq` and
-    /// host time `submit`: the submission path's one write of a descriptor. It is written in
-    /// place, in the doorbell's spare room, and packed there (only tiling words move, down to
-    /// just after the arguments); the room past the entry is the next entry's.
+    /// Rings the descriptor `encode` writes, at sequence number `seq` and host time `submit`:
+    /// the submission path's one write of a descriptor. It is written in place, in the
+    /// doorbell's room for the next entry, and packed there (only tiling words move, down to
+    /// just after the arguments).
+    ///
+    /// `encode` finds the descriptor's fixed words zero; its argument and tiling words may hold
+    /// an earlier entry's, so it writes each it counts (in `arg_count`, `tiling_len`) — as every
+    /// kind's encoder does — and only those are carried.
     #[inline(always)]
     pub fn push_with(
         &mut self,
@@ -112,40 +120,33 @@ impl Doorbell {
         extra: TaskExtra,
         encode: impl FnOnce(&mut TaskDescriptor),
     ) {
-        let len = self.words.len();
-        self.words.reserve(MAX_ENTRY_WORDS);
-        let out = self.words.spare_capacity_mut()[..MAX_ENTRY_WORDS].as_mut_ptr();
-        // SAFETY: `out` points at `MAX_ENTRY_WORDS` reserved words, so the descriptor's words
-        // after the entry's first `META_WORDS` fit; a word's alignment is the descriptor's
-        // (asserted below the constants), and zero bytes are a valid descriptor (it is `Pod`),
-        // so it may be handed to `encode` once zeroed. The length grows only once every word
-        // up to the entry's end is written (if `encode` panics, it does not grow).
-        let (head, tiling) = unsafe {
-            let d = out.add(META_WORDS).cast::<TaskDescriptor>();
-            d.write_bytes(0, 1);
-            encode(&mut *d);
-            let (head, tiling) = used_words((*d).arg_count, (*d).tiling_len);
-            if tiling > 0 {
-                // Down to just after the arguments (the ranges may overlap).
-                std::ptr::copy(
-                    out.add(META_WORDS + TILING_WORD),
-                    out.add(META_WORDS + head),
-                    tiling,
-                );
-            }
-            (head, tiling)
-        };
-        let has_extra = !matches!(extra, TaskExtra::None);
-        // SAFETY: as above; the two words written here and the `head + tiling` the descriptor
-        // left packed after them are the entry.
-        unsafe {
-            out.write(std::mem::MaybeUninit::new(
-                seq & !EXTRA | if has_extra { EXTRA } else { 0 },
-            ));
-            out.add(1).write(std::mem::MaybeUninit::new(submit.0));
-            self.words.set_len(len + META_WORDS + head + tiling);
+        let at = self.used;
+        if self.words.len() < at + MAX_ENTRY_WORDS {
+            self.grow_room();
         }
-        self.last = len;
+        let room: &mut [u64; MAX_ENTRY_WORDS] = (&mut self.words[at..at + MAX_ENTRY_WORDS])
+            .try_into()
+            .expect("the room is one entry long");
+        let (meta, desc) = room.split_at_mut(META_WORDS);
+        let desc: &mut [u64; DESC_WORDS] = desc.try_into().expect("a descriptor's words");
+        desc[..HEAD_WORDS].fill(0);
+        encode(bytemuck::cast_mut(desc));
+        let (head, tiling) = used_words_of_head(&desc[..HEAD_WORDS]);
+        if tiling > 0 {
+            // An odd count leaves half a word the launch did not write: zero, as it unpacks.
+            let d: &mut TaskDescriptor = bytemuck::cast_mut(desc);
+            let n = (d.tiling_len as usize).min(MAX_TILING);
+            if !n.is_multiple_of(2) {
+                d.tiling[n] = 0;
+            }
+            // Down to just after the arguments (the ranges may overlap).
+            desc.copy_within(TILING_WORD..TILING_WORD + tiling, head);
+        }
+        let has_extra = !matches!(extra, TaskExtra::None);
+        meta[0] = seq & !EXTRA | if has_extra { EXTRA } else { 0 };
+        meta[1] = submit.0;
+        self.used = at + META_WORDS + head + tiling;
+        self.last = at;
         if has_extra {
             self.extras.push(extra);
         } else {
@@ -153,6 +154,14 @@ impl Doorbell {
             std::mem::forget(extra);
         }
         self.len += 1;
+    }
+
+    /// Makes room for one more entry after the entries (amortized: the room doubles).
+    #[cold]
+    #[inline(never)]
+    fn grow_room(&mut self) {
+        let want = (self.used + MAX_ENTRY_WORDS).max(2 * self.words.len());
+        self.words.resize(want, 0);
     }
 
     /// Rings descriptor `d` at sequence number `seq` and host time `submit`.
@@ -189,7 +198,7 @@ impl Doorbell {
     #[inline]
     pub fn drain(&mut self, mut each: impl FnMut(Rung<'_>, TaskExtra)) {
         let (mut at, mut extras) = (0, 0);
-        while at < self.words.len() {
+        while at < self.used {
             let (rung, next) = rung_at(&self.words, at);
             let extra = match self.extras.get_mut(extras) {
                 Some(extra) if rung.has_extra => {
@@ -380,6 +389,25 @@ mod tests {
             assert_eq!(bytemuck::bytes_of(&back[0]), bytemuck::bytes_of(&d));
             assert_eq!(back[0].tiling[..tiling as usize], til[..]);
             assert_eq!(back[1].arg_words(), &[9]);
+        }
+    }
+
+    #[test]
+    fn an_entry_written_over_an_earlier_ones_words_carries_none_of_them() {
+        let mut bell = Doorbell::new();
+        let wide = kernel(&[u64::MAX; 16], &[u32::MAX; 20]);
+        bell.push_with(1, SimTime(0), TaskExtra::None, |w| *w = wide);
+        bell.drain(|_, _| {});
+        // Into the same room: every word the wide entry left is stale under the new one.
+        for (args, tiling) in [(&[5u64][..], &[7u32, 8, 9][..]), (&[][..], &[][..])] {
+            let d = kernel(args, tiling);
+            bell.push_with(2, SimTime(0), TaskExtra::None, |w| {
+                w.encode_kernel(3, 2, 8, args.iter().map(|&w| (w, w % 2 == 1)), tiling);
+                w.pc = 0x8000_0000;
+            });
+            let mut back = Vec::new();
+            bell.drain(|rung, _| back.push(rung.descriptor()));
+            assert_eq!(bytemuck::bytes_of(&back[0]), bytemuck::bytes_of(&d));
         }
     }
 

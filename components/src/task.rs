@@ -203,8 +203,10 @@ impl TaskDescriptor {
         d
     }
 
-    /// Writes a kernel launch's words into an all-zero descriptor in place (what
-    /// [`TaskDescriptor::kernel`] returns), so a launch need not copy it.
+    /// Writes a kernel launch's words in place (what [`TaskDescriptor::kernel`] returns), so a
+    /// launch need not copy it: into a descriptor whose fixed words are zero; of the argument
+    /// and tiling words it writes the ones it counts (see
+    /// [`Doorbell::push_with`](crate::doorbell::Doorbell::push_with)).
     #[inline]
     pub fn encode_kernel(
         &mut self,
@@ -332,8 +334,9 @@ impl TaskDescriptor {
         d
     }
 
-    /// Writes an event record's or wait's words into an all-zero descriptor in place (what
-    /// [`TaskDescriptor::event`] returns), so the call need not copy it.
+    /// Writes an event record's or wait's words in place (what [`TaskDescriptor::event`]
+    /// returns), so the call need not copy it: into a descriptor whose fixed words are zero;
+    /// it writes the two argument words it counts.
     #[inline]
     pub fn encode_event(&mut self, view: EventView, wait: bool) {
         let kind = if wait {

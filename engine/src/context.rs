@@ -120,14 +120,25 @@ pub fn thread_stack_len() -> usize {
 
 /// The current context of `runtime` on this thread: its innermost stack entry, else the
 /// context of the host callback the thread runs for it, if any.
+///
+/// Every call that takes a handle asks this, so the answer cached in `TOP` is read where it is
+/// asked; only a change of runtime or of the stack reaches the slow part.
+#[inline(always)]
 fn top_for(runtime: u32) -> Option<Entity> {
     let dropped = RUNTIMES_DROPPED.load(Ordering::Acquire);
-    if let Some((r, seen, top)) = TOP.with(Cell::get)
+    if let Ok(Some((r, seen, top))) = TOP.try_with(Cell::get)
         && r == runtime
         && seen == dropped
     {
         return top;
     }
+    top_for_uncached(runtime, dropped)
+}
+
+/// `top_for` without its cached answer: prunes, walks the stack, caches.
+#[cold]
+#[inline(never)]
+fn top_for_uncached(runtime: u32, dropped: u64) -> Option<Entity> {
     prune_dead_runtimes();
     let top = STACK
         .with(|s| {

@@ -26,7 +26,8 @@ pub(crate) fn submit(
     submit_with(inner, s, extra, host_cost_ns, |d| *d = desc)
 }
 
-/// As [`submit`], with the descriptor written in place by `encode` (into zeroed words): a
+/// As [`submit`], with the descriptor written in place by `encode` (as
+/// [`Doorbell::push_with`](npusim_components::doorbell::Doorbell::push_with) says): a
 /// launch then copies its descriptor once, into the doorbell.
 #[track_caller]
 pub(crate) fn submit_with(

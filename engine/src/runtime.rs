@@ -601,14 +601,25 @@ impl Runtime {
         self.shared.id
     }
 
+    #[inline]
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
         // The world is only mutated by code that does not panic on user input; if a user system
         // panicked mid-frame, going on with the world as it is beats poisoning every later call.
         let mut g = self.lock_quiet();
-        // A callback's calls run on its own clock; the program's wait is closed by the program.
-        // (Most calls find no wait open, and skip the thread-local look at which callback runs.)
-        if g.open_wait.is_none() || crate::callback::context_of(self.id()).is_some() {
-            return g;
+        // Most calls find no wait open.
+        if g.open_wait.is_some() {
+            self.close_open_wait(&mut g);
+        }
+        g
+    }
+
+    /// Closes the program's open wait as a host span, unless the caller is a callback: a
+    /// callback's calls run on its own clock; the program's wait is closed by the program.
+    #[cold]
+    #[inline(never)]
+    fn close_open_wait(&self, g: &mut Inner) {
+        if crate::callback::context_of(self.id()).is_some() {
+            return;
         }
         if let Some((what, start)) = g.open_wait.take() {
             let end = g.host_now();
@@ -618,10 +629,10 @@ impl Runtime {
                 end,
             });
         }
-        g
     }
 
     /// Locks without closing an open wait (the waiting call itself re-locking).
+    #[inline]
     pub(crate) fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
         self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
