@@ -338,6 +338,7 @@ impl Runtime {
     /// once, mutably, last. `more` checks the call's other handles against the current context
     /// first, but its error is reported after the stream's, as if checked after `check_stream`.
     /// Returns the stream and the current context.
+    #[inline(always)]
     pub(crate) fn check_stream_for_write<'a>(
         &self,
         inner: &'a mut Inner,
@@ -345,31 +346,29 @@ impl Runtime {
         more: impl FnOnce(&Inner, Entity) -> NpuResult<()>,
     ) -> NpuResult<(bevy_ecs::change_detection::Mut<'a, StreamState>, Entity)> {
         if stream.runtime() != self.id() {
-            return Err(NpuError::ForeignHandle(stream.to_string()));
+            return Err(handle_error(NpuError::ForeignHandle, stream));
         }
         let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
         // While no context is faulted, the stream being the current context's is all there
         // is to check about that context (see `Inner::maybe_faulted`).
         let health = if inner.maybe_faulted {
-            Some(healthy_ctx(inner.context(ctx), ctx))
+            healthy_ctx(inner.context(ctx), ctx)
         } else {
-            None
+            Ok(())
         };
         let others = more(inner, ctx);
         let inner: *mut Inner = inner;
         // SAFETY: `inner` came from a `&'a mut Inner`; the stream borrowed from it here is either
         // returned (and `inner` not used again) or no longer used when `inner` is read below.
         let Some(st) = (unsafe { &mut *inner }).stream_mut(stream.entity()) else {
-            return Err(NpuError::Destroyed(stream.to_string()));
+            return Err(handle_error(NpuError::Destroyed, stream));
         };
         if st.context != ctx {
             let owner = st.context;
             // SAFETY: the stream borrowed above is not used again.
             return Err(self.stream_outside(unsafe { &*inner }, stream, owner, ctx));
         }
-        if let Some(health) = health {
-            health?;
-        }
+        health?;
         others?;
         Ok((st, ctx))
     }
@@ -665,6 +664,14 @@ impl Runtime {
 
 fn healthy(world: &World, ctx: Entity) -> NpuResult<()> {
     healthy_ctx(world.get::<ContextState>(ctx), ctx)
+}
+
+/// `make`'s error naming `handle`: built out of line, so the checks' hot paths carry no
+/// formatting.
+#[cold]
+#[inline(never)]
+fn handle_error(make: fn(String) -> NpuError, handle: impl std::fmt::Display) -> NpuError {
+    make(handle.to_string())
 }
 
 fn healthy_ctx(c: Option<&ContextState>, ctx: Entity) -> NpuResult<()> {
