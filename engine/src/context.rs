@@ -15,8 +15,8 @@ use bevy_ecs::prelude::*;
 use npusim_components::binary::BinaryState;
 use npusim_components::resources::{AbortRequests, FaultRecord, Faults};
 use npusim_components::{
-    Context, ContextState, ContextStatus, DeviceState, Event, EventState, FailureMode, NpuError,
-    NpuResult, Stream, StreamState,
+    Context, ContextState, ContextStatus, DeviceState, Event, FailureMode, NpuError, NpuResult,
+    Stream, StreamState,
 };
 
 use crate::runtime::{Inner, Runtime, Shared, device_entity, spawn_context};
@@ -431,13 +431,12 @@ impl Runtime {
 
     /// Checks an event handle against the current context; returns (event, context).
     pub(crate) fn check_event(&self, inner: &Inner, event: Event) -> NpuResult<(Entity, Entity)> {
-        let world = &inner.world;
         if event.runtime() != self.id() {
-            return Err(NpuError::ForeignHandle(event.to_string()));
+            return Err(handle_error(NpuError::ForeignHandle, event));
         }
-        let e = world
-            .get::<EventState>(event.entity())
-            .ok_or_else(|| NpuError::Destroyed(event.to_string()))?;
+        let e = inner
+            .event(event.entity())
+            .ok_or_else(|| handle_error(NpuError::Destroyed, event))?;
         let ctx = top_for(self.id()).unwrap_or(inner.default_contexts[0]);
         if e.context != ctx {
             self.current_ctx_entity(inner)?;

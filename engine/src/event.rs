@@ -46,7 +46,7 @@ impl Runtime {
     pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
         let mut g = self.lock();
         let (e, s) = self.check_event_and_stream(&g, event, stream)?;
-        let mut ev = g.world.get_mut::<EventState>(e).expect("checked");
+        let mut ev = g.event_mut(e).expect("checked");
         let record = ev.push_record();
         let cost = g.costs.call_ns;
         crate::launch::submit_with(&mut g, s, TaskExtra::None, cost, |d| {
@@ -65,7 +65,7 @@ impl Runtime {
     pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
         let mut g = self.lock();
         let (e, s) = self.check_event_and_stream(&g, event, stream)?;
-        let record = g.world.get::<EventState>(e).expect("checked").recorded;
+        let record = g.event(e).expect("checked").recorded;
         let cost = g.costs.call_ns;
         crate::launch::submit_with(&mut g, s, TaskExtra::None, cost, |d| {
             d.encode_event(EventView { event: e, record }, true)
@@ -81,7 +81,7 @@ impl Runtime {
     pub fn query_event(&self, event: Event) -> NpuResult<bool> {
         let mut g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        let ev = g.world.get::<EventState>(e).expect("checked");
+        let ev = g.event(e).expect("checked");
         let (done, record) = (ev.is_complete(), ev.recorded);
         // A query that finds the record fired orders the host after it.
         if done {
@@ -95,21 +95,16 @@ impl Runtime {
     pub fn synchronize_event(&self, event: Event) -> NpuResult<()> {
         let g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        let record = g.world.get::<EventState>(e).expect("checked").recorded;
+        let record = g.event(e).expect("checked").recorded;
         let what = || event.to_string();
-        let done = |i: &Inner| {
-            i.world
-                .get::<EventState>(e)
-                .is_none_or(|ev| ev.record_done(record))
-        };
+        let done = |i: &Inner| i.event(e).is_none_or(|ev| ev.record_done(record));
         let (mut g, result) = self.drive(g, &what, &done, None);
         crate::record::record!(g, |r, _| crate::record::Call::SynchronizeEvent {
             event: r.event(e)
         });
         result?;
         let stamp = g
-            .world
-            .get::<EventState>(e)
+            .event(e)
             .and_then(|ev| ev.timestamp)
             .unwrap_or(SimTime::ZERO);
         let sync = SimTime(g.costs.sync_ns);
@@ -128,7 +123,7 @@ impl Runtime {
         let (s, _) = self.check_event(&g, start)?;
         let (e, _) = self.check_event(&g, end)?;
         let stamp = |h: Event, x: Entity| -> NpuResult<SimTime> {
-            let ev = g.world.get::<EventState>(x).expect("checked");
+            let ev = g.event(x).expect("checked");
             if ev.recorded == 0 {
                 return Err(NpuError::EventNotRecorded(h.to_string()));
             }
@@ -146,7 +141,7 @@ impl Runtime {
     pub fn event_timestamp(&self, event: Event) -> NpuResult<SimTime> {
         let g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        let ev = g.world.get::<EventState>(e).expect("checked");
+        let ev = g.event(e).expect("checked");
         if ev.recorded == 0 {
             return Err(NpuError::EventNotRecorded(event.to_string()));
         }

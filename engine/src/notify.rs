@@ -5,7 +5,7 @@
 //! stage like any event wait (a record not yet enqueued is simply not done).
 
 use npusim_components::task::{EventView, TaskDescriptor, TaskExtra};
-use npusim_components::{Event, EventState, NpuError, NpuResult, SimTime, Stream};
+use npusim_components::{Event, NpuError, NpuResult, SimTime, Stream};
 
 use crate::runtime::Runtime;
 
@@ -29,7 +29,7 @@ impl Runtime {
         }
         let mut g = self.lock();
         let (e, s) = self.check_event_and_stream(&g, event, stream)?;
-        debug_assert!(g.world.get::<EventState>(e).is_some());
+        debug_assert!(g.event(e).is_some());
         let mut desc = TaskDescriptor::event(EventView { event: e, record }, true);
         desc.set_timeout(timeout);
         let cost = g.costs.call_ns;
@@ -47,7 +47,7 @@ impl Runtime {
     pub fn event_records(&self, event: Event) -> NpuResult<u64> {
         let g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        Ok(g.world.get::<EventState>(e).map_or(0, |ev| ev.recorded))
+        Ok(g.event(e).map_or(0, |ev| ev.recorded))
     }
 }
 

@@ -11,8 +11,8 @@ use npusim_components::resources::{
     Devices, FrameStats, PendingCallbacks, ReadyQueue, Running, SimClock, Timeline,
 };
 use npusim_components::{
-    ContextState, DeviceMemory, DeviceState, KernelRegistry, NpuError, NpuResult, SimTime,
-    StreamKind, StreamState, TaskRecord, Units,
+    ContextState, DeviceMemory, DeviceState, EventState, KernelRegistry, NpuError, NpuResult,
+    SimTime, StreamKind, StreamState, TaskRecord, Units,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::link::{Topology, TopologyConfig};
@@ -164,6 +164,8 @@ pub(crate) struct Inner {
     pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
     /// See `q_streams`.
     pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
+    /// See `q_streams`.
+    pub q_events: bevy_ecs::query::QueryState<&'static mut EventState>,
     /// The kernel registry's resource id, so a launch finds it without a type lookup.
     registry_id: bevy_ecs::component::ComponentId,
     /// The task pool's resource id (an op launch takes its box from the pool).
@@ -212,6 +214,28 @@ impl Inner {
         }
     }
 
+    /// The event `e`, if it exists.
+    #[inline]
+    pub fn event(&self, e: Entity) -> Option<&EventState> {
+        self.q_events
+            .get_manual(&self.world, e)
+            .ok()
+            .or_else(|| self.world.get::<EventState>(e))
+    }
+
+    /// The event `e`, mutably, if it exists.
+    #[inline]
+    pub fn event_mut(&mut self, e: Entity) -> Option<Mut<'_, EventState>> {
+        // SAFETY: as in `stream_mut`.
+        let cell = self.world.as_unsafe_world_cell();
+        unsafe {
+            match self.q_events.query_unchecked_manual(cell).get_inner(e) {
+                Ok(ev) => Some(ev),
+                Err(_) => cell.world_mut().get_mut::<EventState>(e),
+            }
+        }
+    }
+
     /// The kernel registry.
     #[inline]
     pub fn registry(&self) -> &KernelRegistry {
@@ -249,6 +273,7 @@ impl Inner {
         }
         self.q_streams.update_archetypes(&self.world);
         self.q_contexts.update_archetypes(&self.world);
+        self.q_events.update_archetypes(&self.world);
         self.archetypes_seen = Some(generation);
     }
 
@@ -477,6 +502,7 @@ impl Runtime {
         npusim_systems::install(&mut schedule);
         let q_streams = bevy_ecs::query::QueryState::new(&mut world);
         let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
+        let q_events = bevy_ecs::query::QueryState::new(&mut world);
         let registry_id = world
             .component_id::<KernelRegistry>()
             .expect("registry inserted above");
@@ -501,6 +527,7 @@ impl Runtime {
             next_comm_id: 0,
             q_streams,
             q_contexts,
+            q_events,
             registry_id,
             task_pool_id,
             archetypes_seen: None,

@@ -4,7 +4,7 @@
 //! [`NpuError::WaitTimeout`] if what it waits for is not done by then; the work stays queued.
 //! Once done in time, the plain synchronize finishes the job (host clock, errors).
 
-use npusim_components::{ContextState, EventState, NpuError, NpuResult, SimTime};
+use npusim_components::{ContextState, NpuError, NpuResult, SimTime};
 
 use crate::runtime::{Inner, Runtime};
 use npusim_components::Event;
@@ -14,13 +14,9 @@ impl Runtime {
     pub fn synchronize_event_timeout(&self, event: Event, timeout: SimTime) -> NpuResult<()> {
         let g = self.lock();
         let (e, _) = self.check_event(&g, event)?;
-        let record = g.world.get::<EventState>(e).map_or(0, |ev| ev.recorded);
+        let record = g.event(e).map_or(0, |ev| ev.recorded);
         let what = || event.to_string();
-        let done = |i: &Inner| {
-            i.world
-                .get::<EventState>(e)
-                .is_none_or(|ev| ev.record_done(record))
-        };
+        let done = |i: &Inner| i.event(e).is_none_or(|ev| ev.record_done(record));
         let (mut g, result) = self.drive(g, &what, &done, Some(timeout));
         let timed_out = matches!(result, Err(NpuError::WaitTimeout { .. }));
         // The plain wait below is part of this call: it is recorded as this call, once.
