@@ -13,7 +13,7 @@ use std::sync::{Arc, Weak};
 
 use bevy_ecs::prelude::*;
 use npusim_components::binary::BinaryState;
-use npusim_components::resources::{AbortRequests, FaultRecord, Faults};
+use npusim_components::resources::{AbortRequests, FaultRecord};
 use npusim_components::{
     Context, ContextState, ContextStatus, DeviceState, Event, FailureMode, NpuError, NpuResult,
     Stream, StreamState,
@@ -246,8 +246,10 @@ impl Runtime {
 
     /// Delivers faults raised by the last frames to the exception callback (outside the lock).
     pub(crate) fn take_faults(&self, inner: &mut Inner) -> Vec<(ExceptionCallback, ExceptionInfo)> {
-        let pending: Vec<FaultRecord> =
-            std::mem::take(&mut inner.world.resource_mut::<Faults>().pending);
+        let pending: Vec<FaultRecord> = match inner.frame_ids.faults.get_mut(&mut inner.world) {
+            Some(mut faults) => std::mem::take(&mut faults.pending),
+            None => Vec::new(),
+        };
         let Some(cb) = inner.exception_callback.clone() else {
             return Vec::new();
         };

@@ -5,7 +5,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use bevy_ecs::component::Mutable;
 use bevy_ecs::prelude::*;
+use bevy_ecs::query::QueryState;
 use bevy_ecs::schedule::{Schedule, SingleThreadedExecutor};
 use npusim_components::resources::{
     Devices, FrameStats, PendingCallbacks, ReadyQueue, Running, SimClock, Timeline,
@@ -161,15 +163,17 @@ pub(crate) struct Inner {
     /// Cached queries for the per-call handle checks (a plain `World::get` looks the component
     /// type up by `TypeId` on every call). Kept current after every frame and spawn; a miss
     /// falls back to `World::get`, so a stale cache costs time, never correctness.
-    pub q_streams: bevy_ecs::query::QueryState<&'static mut StreamState>,
+    pub q_streams: QueryState<&'static mut StreamState>,
     /// See `q_streams`.
-    pub q_contexts: bevy_ecs::query::QueryState<&'static ContextState>,
+    pub q_contexts: QueryState<&'static ContextState>,
     /// See `q_streams`.
-    pub q_events: bevy_ecs::query::QueryState<&'static mut EventState>,
+    pub q_events: QueryState<&'static mut EventState>,
     /// The kernel registry's resource id, so a launch finds it without a type lookup.
-    registry_id: bevy_ecs::component::ComponentId,
+    registry_id: ResId<KernelRegistry>,
     /// The task pool's resource id (an op launch takes its box from the pool).
-    task_pool_id: bevy_ecs::component::ComponentId,
+    task_pool_id: ResId<npusim_components::TaskPool>,
+    /// The resources every frame reads outside the schedule, by id.
+    pub(crate) frame_ids: FrameIds,
     /// The world's archetype generation when the cached queries were last refreshed.
     archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
     /// Whether the stream sanitizer is on (its state is a world resource).
@@ -189,59 +193,111 @@ pub(crate) struct Inner {
     pub known_natives: crate::launch::KnownNatives,
 }
 
+/// `e`'s `T` through the cached query `q` of `world`, else through `World::get` (a stale cache
+/// misses; it never answers wrongly).
+#[inline(always)]
+fn cached<'w, T: Component<Mutability = Mutable>>(
+    q: &QueryState<&'static mut T>,
+    world: &'w World,
+    e: Entity,
+) -> Option<&'w T> {
+    q.get_manual(world, e).ok().or_else(|| world.get::<T>(e))
+}
+
+/// As [`cached`], mutably.
+#[inline(always)]
+fn cached_mut<'w, T: Component<Mutability = Mutable>>(
+    q: &mut QueryState<&'static mut T>,
+    world: &'w mut World,
+    e: Entity,
+) -> Option<Mut<'w, T>> {
+    // SAFETY: `&mut World` is exclusive access to the world, the only world the cached queries
+    // were made for; their archetype lists are refreshed after every frame and spawn (a stale
+    // one misses, and the fallback finds the component), so skipping the refresh is sound.
+    let cell = world.as_unsafe_world_cell();
+    unsafe {
+        match q.query_unchecked_manual(cell).get_inner(e) {
+            Ok(found) => Some(found),
+            Err(_) => cell.world_mut().get_mut::<T>(e),
+        }
+    }
+}
+
+/// Resource `T`'s id in one world: fetched by it, a resource is found without hashing its type
+/// (a frame fetches a few every time).
+pub(crate) struct ResId<T> {
+    id: bevy_ecs::component::ComponentId,
+    of: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Resource> ResId<T> {
+    /// `T`'s id in `world`, registering the type if it is not yet.
+    fn of(world: &mut World) -> Self {
+        Self {
+            id: world.register_component::<T>(),
+            of: std::marker::PhantomData,
+        }
+    }
+
+    /// `T` in `world` (the world the id was taken from), unless it was removed.
+    #[inline]
+    pub(crate) fn get<'w>(&self, world: &'w World) -> Option<&'w T> {
+        // SAFETY: `id` is `T`'s resource id in this world (`of`), so the pointer is to a `T`.
+        world
+            .get_resource_by_id(self.id)
+            .map(|p| unsafe { p.deref::<T>() })
+    }
+
+    /// `T` in `world`, mutably, unless it was removed.
+    #[inline]
+    pub(crate) fn get_mut<'w>(&self, world: &'w mut World) -> Option<Mut<'w, T>> {
+        // SAFETY: as in `get`.
+        world
+            .get_resource_mut_by_id(self.id)
+            .map(|p| unsafe { p.with_type::<T>() })
+    }
+}
+
+/// The resources a frame reads outside the schedule.
+pub(crate) struct FrameIds {
+    /// The frame counters.
+    pub(crate) stats: ResId<FrameStats>,
+    /// Faults waiting for the exception callback.
+    pub(crate) faults: ResId<npusim_components::resources::Faults>,
+    /// Host callbacks the tick released.
+    pub(crate) callbacks: ResId<PendingCallbacks>,
+}
+
 impl Inner {
     /// The stream `e`, if it exists.
     #[inline(always)]
     pub fn stream(&self, e: Entity) -> Option<&StreamState> {
-        self.q_streams
-            .get_manual(&self.world, e)
-            .ok()
-            .or_else(|| self.world.get::<StreamState>(e))
+        cached(&self.q_streams, &self.world, e)
     }
 
     /// The stream `e`, mutably, if it exists (the submission path's one mutable lookup).
     #[inline]
     pub fn stream_mut(&mut self, e: Entity) -> Option<Mut<'_, StreamState>> {
-        // SAFETY: `&mut self` is exclusive access to the world, the only world `q_streams` was
-        // made for; its archetype list is refreshed after every frame and spawn (a stale one
-        // misses, and the fallback finds the stream), so skipping the refresh here is sound.
-        let cell = self.world.as_unsafe_world_cell();
-        unsafe {
-            match self.q_streams.query_unchecked_manual(cell).get_inner(e) {
-                Ok(s) => Some(s),
-                Err(_) => cell.world_mut().get_mut::<StreamState>(e),
-            }
-        }
+        cached_mut(&mut self.q_streams, &mut self.world, e)
     }
 
     /// The event `e`, if it exists.
     #[inline]
     pub fn event(&self, e: Entity) -> Option<&EventState> {
-        self.q_events
-            .get_manual(&self.world, e)
-            .ok()
-            .or_else(|| self.world.get::<EventState>(e))
+        cached(&self.q_events, &self.world, e)
     }
 
     /// The event `e`, mutably, if it exists.
     #[inline]
     pub fn event_mut(&mut self, e: Entity) -> Option<Mut<'_, EventState>> {
-        // SAFETY: as in `stream_mut`.
-        let cell = self.world.as_unsafe_world_cell();
-        unsafe {
-            match self.q_events.query_unchecked_manual(cell).get_inner(e) {
-                Ok(ev) => Some(ev),
-                Err(_) => cell.world_mut().get_mut::<EventState>(e),
-            }
-        }
+        cached_mut(&mut self.q_events, &mut self.world, e)
     }
 
     /// The kernel registry.
     #[inline]
     pub fn registry(&self) -> &KernelRegistry {
-        match self.world.get_resource_by_id(self.registry_id) {
-            // SAFETY: `registry_id` is the resource id of `KernelRegistry` in this world.
-            Some(p) => unsafe { p.deref::<KernelRegistry>() },
+        match self.registry_id.get(&self.world) {
+            Some(r) => r,
             None => self.world.resource::<KernelRegistry>(),
         }
     }
@@ -249,10 +305,7 @@ impl Inner {
     /// The task pool, unless an embedder removed it.
     #[inline]
     pub fn task_pool_mut(&mut self) -> Option<Mut<'_, npusim_components::TaskPool>> {
-        self.world
-            .get_resource_mut_by_id(self.task_pool_id)
-            // SAFETY: `task_pool_id` is the resource id of `TaskPool` in this world.
-            .map(|p| unsafe { p.with_type::<npusim_components::TaskPool>() })
+        self.task_pool_id.get_mut(&mut self.world)
     }
 
     /// The context `e`, if it exists.
@@ -435,10 +488,9 @@ pub struct Stats {
 }
 
 fn run_schedule(inner: &mut Inner) -> bool {
-    inner
-        .world
-        .resource_mut::<FrameStats>()
-        .last_frame_progressed = false;
+    if let Some(mut stats) = inner.frame_ids.stats.get_mut(&mut inner.world) {
+        stats.last_frame_progressed = false;
+    }
     inner.schedule.run(&mut inner.world);
     // A user system may have replaced the kernel registry.
     inner.known_natives.forget();
@@ -446,7 +498,10 @@ fn run_schedule(inner: &mut Inner) -> bool {
     if inner.sanitize {
         crate::sanitizer::flush(inner);
     }
-    let mut stats = inner.world.resource_mut::<FrameStats>();
+    let Some(mut stats) = inner.frame_ids.stats.get_mut(&mut inner.world) else {
+        // An embedder removed the counters: nothing says the frame did nothing.
+        return true;
+    };
     stats.frames += 1;
     let failed = stats.tasks_failed != inner.failures_seen;
     #[cfg(feature = "tracy")]
@@ -500,15 +555,16 @@ impl Runtime {
         let mut schedule = Schedule::default();
         schedule.set_executor(SingleThreadedExecutor::new());
         npusim_systems::install(&mut schedule);
-        let q_streams = bevy_ecs::query::QueryState::new(&mut world);
-        let q_contexts = bevy_ecs::query::QueryState::new(&mut world);
-        let q_events = bevy_ecs::query::QueryState::new(&mut world);
-        let registry_id = world
-            .component_id::<KernelRegistry>()
-            .expect("registry inserted above");
-        let task_pool_id = world
-            .component_id::<npusim_components::TaskPool>()
-            .expect("task pool inserted above");
+        let q_streams = QueryState::new(&mut world);
+        let q_contexts = QueryState::new(&mut world);
+        let q_events = QueryState::new(&mut world);
+        let registry_id = ResId::of(&mut world);
+        let task_pool_id = ResId::of(&mut world);
+        let frame_ids = FrameIds {
+            stats: ResId::of(&mut world),
+            faults: ResId::of(&mut world),
+            callbacks: ResId::of(&mut world),
+        };
 
         let mut inner = Inner {
             runtime_id: id,
@@ -530,6 +586,7 @@ impl Runtime {
             q_events,
             registry_id,
             task_pool_id,
+            frame_ids,
             archetypes_seen: None,
             sanitize: false,
             recorder: None,
@@ -808,14 +865,12 @@ impl Runtime {
         let returned = take_callback_returns(&mut g);
         let progressed = run_schedule(&mut g) || returned;
         let faults = self.take_faults(&mut g);
-        let released = std::mem::take(
-            &mut *g
-                .world
-                .resource::<PendingCallbacks>()
-                .calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
+        let released = g
+            .frame_ids
+            .callbacks
+            .get(&g.world)
+            .map(|c| std::mem::take(&mut *c.calls.lock().unwrap_or_else(|p| p.into_inner())))
+            .unwrap_or_default();
         let released_any = !released.is_empty();
         // Each callback goes to its context's thread; none runs on this one.
         for r in released {
