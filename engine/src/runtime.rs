@@ -168,6 +168,8 @@ pub(crate) struct Inner {
     pub q_contexts: QueryState<&'static ContextState>,
     /// See `q_streams`.
     pub q_events: QueryState<&'static mut EventState>,
+    /// The world the cached queries were made for.
+    queries_world: bevy_ecs::world::WorldId,
     /// The kernel registry's resource id, so a launch finds it without a type lookup.
     registry_id: ResId<KernelRegistry>,
     /// The task pool's resource id (an op launch takes its box from the pool).
@@ -197,22 +199,29 @@ pub(crate) struct Inner {
 /// misses; it never answers wrongly).
 #[inline(always)]
 fn cached<'w, T: Component<Mutability = Mutable>>(
-    q: &QueryState<&'static mut T>,
+    (q, made_for): (&QueryState<&'static mut T>, bevy_ecs::world::WorldId),
     world: &'w World,
     e: Entity,
 ) -> Option<&'w T> {
+    if world.id() != made_for {
+        return world.get::<T>(e);
+    }
     q.get_manual(world, e).ok().or_else(|| world.get::<T>(e))
 }
 
 /// As [`cached`], mutably.
 #[inline(always)]
 fn cached_mut<'w, T: Component<Mutability = Mutable>>(
-    q: &mut QueryState<&'static mut T>,
+    (q, made_for): (&mut QueryState<&'static mut T>, bevy_ecs::world::WorldId),
     world: &'w mut World,
     e: Entity,
 ) -> Option<Mut<'w, T>> {
-    // SAFETY: `&mut World` is exclusive access to the world, the only world the cached queries
-    // were made for; their archetype lists are refreshed after every frame and spawn (a stale
+    if world.id() != made_for {
+        // An embedder swapped the world: the cached query is not for it.
+        return world.get_mut::<T>(e);
+    }
+    // SAFETY: `&mut World` is exclusive access to the world, the world the cached query was
+    // made for (checked above); their archetype lists are refreshed after every frame and spawn (a stale
     // one misses, and the fallback finds the component), so skipping the refresh is sound.
     let cell = world.as_unsafe_world_cell();
     unsafe {
@@ -227,6 +236,8 @@ fn cached_mut<'w, T: Component<Mutability = Mutable>>(
 /// (a frame fetches a few every time).
 pub(crate) struct ResId<T> {
     id: bevy_ecs::component::ComponentId,
+    /// The world the id is of (an embedder may swap the runtime's world for another).
+    world: bevy_ecs::world::WorldId,
     of: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -235,22 +246,31 @@ impl<T: Resource> ResId<T> {
     fn of(world: &mut World) -> Self {
         Self {
             id: world.register_component::<T>(),
+            world: world.id(),
             of: std::marker::PhantomData,
         }
     }
 
-    /// `T` in `world` (the world the id was taken from), unless it was removed.
+    /// `T` in `world`, unless it was removed (in another world than the id's, by type).
     #[inline]
     pub(crate) fn get<'w>(&self, world: &'w World) -> Option<&'w T> {
+        if world.id() != self.world {
+            return world.get_resource::<T>();
+        }
         // SAFETY: `id` is `T`'s resource id in this world (`of`), so the pointer is to a `T`.
         world
             .get_resource_by_id(self.id)
             .map(|p| unsafe { p.deref::<T>() })
     }
+}
 
+impl<T: Resource + Component<Mutability = Mutable>> ResId<T> {
     /// `T` in `world`, mutably, unless it was removed.
     #[inline]
     pub(crate) fn get_mut<'w>(&self, world: &'w mut World) -> Option<Mut<'w, T>> {
+        if world.id() != self.world {
+            return world.get_resource_mut::<T>();
+        }
         // SAFETY: as in `get`.
         world
             .get_resource_mut_by_id(self.id)
@@ -272,25 +292,29 @@ impl Inner {
     /// The stream `e`, if it exists.
     #[inline(always)]
     pub fn stream(&self, e: Entity) -> Option<&StreamState> {
-        cached(&self.q_streams, &self.world, e)
+        cached((&self.q_streams, self.queries_world), &self.world, e)
     }
 
     /// The stream `e`, mutably, if it exists (the submission path's one mutable lookup).
     #[inline]
     pub fn stream_mut(&mut self, e: Entity) -> Option<Mut<'_, StreamState>> {
-        cached_mut(&mut self.q_streams, &mut self.world, e)
+        cached_mut(
+            (&mut self.q_streams, self.queries_world),
+            &mut self.world,
+            e,
+        )
     }
 
     /// The event `e`, if it exists.
     #[inline]
     pub fn event(&self, e: Entity) -> Option<&EventState> {
-        cached(&self.q_events, &self.world, e)
+        cached((&self.q_events, self.queries_world), &self.world, e)
     }
 
     /// The event `e`, mutably, if it exists.
     #[inline]
     pub fn event_mut(&mut self, e: Entity) -> Option<Mut<'_, EventState>> {
-        cached_mut(&mut self.q_events, &mut self.world, e)
+        cached_mut((&mut self.q_events, self.queries_world), &mut self.world, e)
     }
 
     /// The kernel registry.
@@ -311,6 +335,9 @@ impl Inner {
     /// The context `e`, if it exists.
     #[inline]
     pub fn context(&self, e: Entity) -> Option<&ContextState> {
+        if self.world.id() != self.queries_world {
+            return self.world.get::<ContextState>(e);
+        }
         self.q_contexts
             .get_manual(&self.world, e)
             .ok()
@@ -321,7 +348,7 @@ impl Inner {
     /// free, when no archetype was added since the last refresh).
     pub fn refresh_queries(&mut self) {
         let generation = self.world.archetypes().generation();
-        if self.archetypes_seen == Some(generation) {
+        if self.archetypes_seen == Some(generation) || self.world.id() != self.queries_world {
             return;
         }
         self.q_streams.update_archetypes(&self.world);
@@ -499,8 +526,9 @@ fn run_schedule(inner: &mut Inner) -> bool {
         crate::sanitizer::flush(inner);
     }
     let Some(mut stats) = inner.frame_ids.stats.get_mut(&mut inner.world) else {
-        // An embedder removed the counters: nothing says the frame did nothing.
-        return true;
+        // An embedder removed the counters: no progress is reported, so a wait that nothing
+        // else moves ends in an error rather than looping.
+        return false;
     };
     stats.frames += 1;
     let failed = stats.tasks_failed != inner.failures_seen;
@@ -558,6 +586,7 @@ impl Runtime {
         let q_streams = QueryState::new(&mut world);
         let q_contexts = QueryState::new(&mut world);
         let q_events = QueryState::new(&mut world);
+        let queries_world = world.id();
         let registry_id = ResId::of(&mut world);
         let task_pool_id = ResId::of(&mut world);
         let frame_ids = FrameIds {
@@ -584,6 +613,7 @@ impl Runtime {
             q_streams,
             q_contexts,
             q_events,
+            queries_world,
             registry_id,
             task_pool_id,
             frame_ids,
