@@ -345,3 +345,25 @@ fn a_launch_with_a_bad_stream_and_a_bad_kernel_reports_the_stream_and_costs_no_h
     assert!(after_create >= before);
     still_works(&rt);
 }
+
+/// An embedder may take the runtime's world out through a guard and put another in: calls then
+/// see the world the runtime has (the old handles name nothing in it: errors, not a panic or
+/// another world's objects), and work again once the world is put back.
+#[test]
+fn a_world_swapped_out_and_back_through_a_guard_is_the_one_calls_see() {
+    let rt = runtime();
+    let s = rt.create_stream().unwrap();
+    let ev = rt.create_event().unwrap();
+    still_works(&rt);
+    let mut taken = bevy_ecs::world::World::new();
+    std::mem::swap(rt.lock_world().world_mut(), &mut taken);
+    assert!(rt.query_stream(s).is_err());
+    assert!(rt.record_event(ev, s).is_err());
+    assert!(rt.stream_wait_event(s, ev).is_err());
+    assert!(rt.query_event(ev).is_err());
+    std::mem::swap(rt.lock_world().world_mut(), &mut taken);
+    rt.record_event(ev, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    assert!(rt.query_event(ev).unwrap());
+    still_works(&rt);
+}

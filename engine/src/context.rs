@@ -246,7 +246,7 @@ impl Runtime {
 
     /// Delivers faults raised by the last frames to the exception callback (outside the lock).
     pub(crate) fn take_faults(&self, inner: &mut Inner) -> Vec<(ExceptionCallback, ExceptionInfo)> {
-        let pending: Vec<FaultRecord> = match inner.frame_ids.faults.get_mut(&mut inner.world) {
+        let pending: Vec<FaultRecord> = match inner.bound.frame.faults.get_mut(&mut inner.world) {
             Some(mut faults) => std::mem::take(&mut faults.pending),
             None => Vec::new(),
         };

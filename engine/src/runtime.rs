@@ -160,24 +160,8 @@ pub(crate) struct Inner {
     pub open_wait: Option<(String, SimTime)>,
     /// Display id of the next communicator.
     pub next_comm_id: u32,
-    /// Cached queries for the per-call handle checks (a plain `World::get` looks the component
-    /// type up by `TypeId` on every call). Kept current after every frame and spawn; a miss
-    /// falls back to `World::get`, so a stale cache costs time, never correctness.
-    pub q_streams: QueryState<&'static mut StreamState>,
-    /// See `q_streams`.
-    pub q_contexts: QueryState<&'static ContextState>,
-    /// See `q_streams`.
-    pub q_events: QueryState<&'static mut EventState>,
-    /// The world the cached queries were made for.
-    queries_world: bevy_ecs::world::WorldId,
-    /// The kernel registry's resource id, so a launch finds it without a type lookup.
-    registry_id: ResId<KernelRegistry>,
-    /// The task pool's resource id (an op launch takes its box from the pool).
-    task_pool_id: ResId<npusim_components::TaskPool>,
-    /// The resources every frame reads outside the schedule, by id.
-    pub(crate) frame_ids: FrameIds,
-    /// The world's archetype generation when the cached queries were last refreshed.
-    archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
+    /// The cached queries and resource ids of `world` (see [`Bound`]).
+    pub(crate) bound: Bound,
     /// Whether the stream sanitizer is on (its state is a world resource).
     pub sanitize: bool,
     /// The recorder, when API calls are recorded.
@@ -195,34 +179,28 @@ pub(crate) struct Inner {
     pub known_natives: crate::launch::KnownNatives,
 }
 
-/// `e`'s `T` through the cached query `q` of `world`, else through `World::get` (a stale cache
-/// misses; it never answers wrongly).
+/// `e`'s `T` through the cached query `q` of `world` (the world it was made for, see
+/// [`Bound`]), else through `World::get` (a stale cache misses; it never answers wrongly).
 #[inline(always)]
 fn cached<'w, T: Component<Mutability = Mutable>>(
-    (q, made_for): (&QueryState<&'static mut T>, bevy_ecs::world::WorldId),
+    q: &QueryState<&'static mut T>,
     world: &'w World,
     e: Entity,
 ) -> Option<&'w T> {
-    if world.id() != made_for {
-        return world.get::<T>(e);
-    }
     q.get_manual(world, e).ok().or_else(|| world.get::<T>(e))
 }
 
 /// As [`cached`], mutably.
 #[inline(always)]
 fn cached_mut<'w, T: Component<Mutability = Mutable>>(
-    (q, made_for): (&mut QueryState<&'static mut T>, bevy_ecs::world::WorldId),
+    q: &mut QueryState<&'static mut T>,
     world: &'w mut World,
     e: Entity,
 ) -> Option<Mut<'w, T>> {
-    if world.id() != made_for {
-        // An embedder swapped the world: the cached query is not for it.
-        return world.get_mut::<T>(e);
-    }
     // SAFETY: `&mut World` is exclusive access to the world, the world the cached query was
-    // made for (checked above); their archetype lists are refreshed after every frame and spawn (a stale
-    // one misses, and the fallback finds the component), so skipping the refresh is sound.
+    // made for (`Bound` is rebound whenever the world may have been swapped); its archetype
+    // list is refreshed after every frame and spawn (a stale one misses, and the fallback
+    // finds the component), so skipping the refresh is sound.
     let cell = world.as_unsafe_world_cell();
     unsafe {
         match q.query_unchecked_manual(cell).get_inner(e) {
@@ -234,10 +212,10 @@ fn cached_mut<'w, T: Component<Mutability = Mutable>>(
 
 /// Resource `T`'s id in one world: fetched by it, a resource is found without hashing its type
 /// (a frame fetches a few every time).
+/// An id is only ever used with the world it was taken from: the runtime's ids live in
+/// [`Bound`], taken again whenever its world may have been swapped.
 pub(crate) struct ResId<T> {
     id: bevy_ecs::component::ComponentId,
-    /// The world the id is of (an embedder may swap the runtime's world for another).
-    world: bevy_ecs::world::WorldId,
     of: std::marker::PhantomData<fn() -> T>,
 }
 
@@ -246,18 +224,15 @@ impl<T: Resource> ResId<T> {
     fn of(world: &mut World) -> Self {
         Self {
             id: world.register_component::<T>(),
-            world: world.id(),
             of: std::marker::PhantomData,
         }
     }
 
-    /// `T` in `world`, unless it was removed (in another world than the id's, by type).
+    /// `T` in `world` (the world the id was taken from), unless it was removed.
     #[inline]
     pub(crate) fn get<'w>(&self, world: &'w World) -> Option<&'w T> {
-        if world.id() != self.world {
-            return world.get_resource::<T>();
-        }
-        // SAFETY: `id` is `T`'s resource id in this world (`of`), so the pointer is to a `T`.
+        // SAFETY: `id` is `T`'s resource id in this world (`of`; ids are taken again for a
+        // swapped world, see `Bound`), so the pointer is to a `T`.
         world
             .get_resource_by_id(self.id)
             .map(|p| unsafe { p.deref::<T>() })
@@ -268,9 +243,6 @@ impl<T: Resource + Component<Mutability = Mutable>> ResId<T> {
     /// `T` in `world`, mutably, unless it was removed.
     #[inline]
     pub(crate) fn get_mut<'w>(&self, world: &'w mut World) -> Option<Mut<'w, T>> {
-        if world.id() != self.world {
-            return world.get_resource_mut::<T>();
-        }
         // SAFETY: as in `get`.
         world
             .get_resource_mut_by_id(self.id)
@@ -288,39 +260,82 @@ pub(crate) struct FrameIds {
     pub(crate) callbacks: ResId<PendingCallbacks>,
 }
 
+/// What the runtime keeps of one world to find things in it fast: cached queries for the
+/// per-call handle checks (a plain `World::get` looks the component type up by `TypeId` on
+/// every call) and resource ids. Valid for the world it was made of only: an embedder can swap
+/// the runtime's world through a [`RuntimeGuard`], so it is made again for the new world when
+/// the guard drops and before a frame ([`Inner::rebind`]) — the only times the world can have
+/// changed — and no lookup checks the world itself. Kept current with new archetypes after
+/// every frame and spawn ([`Inner::refresh_queries`]); a miss falls back to `World::get`, so a
+/// stale cache costs time, never correctness.
+pub(crate) struct Bound {
+    /// The world it was made of.
+    world: bevy_ecs::world::WorldId,
+    /// Streams.
+    q_streams: QueryState<&'static mut StreamState>,
+    /// Contexts.
+    q_contexts: QueryState<&'static ContextState>,
+    /// Events.
+    q_events: QueryState<&'static mut EventState>,
+    /// The kernel registry, so a launch finds it without a type lookup.
+    registry: ResId<KernelRegistry>,
+    /// The task pool (an op launch takes its box from the pool).
+    task_pool: ResId<npusim_components::TaskPool>,
+    /// The resources every frame reads outside the schedule.
+    pub(crate) frame: FrameIds,
+    /// The world's archetype generation when the queries were last refreshed.
+    archetypes_seen: Option<bevy_ecs::archetype::ArchetypeGeneration>,
+}
+
+impl Bound {
+    /// Made of `world`.
+    fn new(world: &mut World) -> Self {
+        Self {
+            world: world.id(),
+            q_streams: QueryState::new(world),
+            q_contexts: QueryState::new(world),
+            q_events: QueryState::new(world),
+            registry: ResId::of(world),
+            task_pool: ResId::of(world),
+            frame: FrameIds {
+                stats: ResId::of(world),
+                faults: ResId::of(world),
+                callbacks: ResId::of(world),
+            },
+            archetypes_seen: None,
+        }
+    }
+}
+
 impl Inner {
     /// The stream `e`, if it exists.
     #[inline(always)]
     pub fn stream(&self, e: Entity) -> Option<&StreamState> {
-        cached((&self.q_streams, self.queries_world), &self.world, e)
+        cached(&self.bound.q_streams, &self.world, e)
     }
 
     /// The stream `e`, mutably, if it exists (the submission path's one mutable lookup).
     #[inline]
     pub fn stream_mut(&mut self, e: Entity) -> Option<Mut<'_, StreamState>> {
-        cached_mut(
-            (&mut self.q_streams, self.queries_world),
-            &mut self.world,
-            e,
-        )
+        cached_mut(&mut self.bound.q_streams, &mut self.world, e)
     }
 
     /// The event `e`, if it exists.
     #[inline]
     pub fn event(&self, e: Entity) -> Option<&EventState> {
-        cached((&self.q_events, self.queries_world), &self.world, e)
+        cached(&self.bound.q_events, &self.world, e)
     }
 
     /// The event `e`, mutably, if it exists.
     #[inline]
     pub fn event_mut(&mut self, e: Entity) -> Option<Mut<'_, EventState>> {
-        cached_mut((&mut self.q_events, self.queries_world), &mut self.world, e)
+        cached_mut(&mut self.bound.q_events, &mut self.world, e)
     }
 
     /// The kernel registry.
     #[inline]
     pub fn registry(&self) -> &KernelRegistry {
-        match self.registry_id.get(&self.world) {
+        match self.bound.registry.get(&self.world) {
             Some(r) => r,
             None => self.world.resource::<KernelRegistry>(),
         }
@@ -329,16 +344,14 @@ impl Inner {
     /// The task pool, unless an embedder removed it.
     #[inline]
     pub fn task_pool_mut(&mut self) -> Option<Mut<'_, npusim_components::TaskPool>> {
-        self.task_pool_id.get_mut(&mut self.world)
+        self.bound.task_pool.get_mut(&mut self.world)
     }
 
     /// The context `e`, if it exists.
     #[inline]
     pub fn context(&self, e: Entity) -> Option<&ContextState> {
-        if self.world.id() != self.queries_world {
-            return self.world.get::<ContextState>(e);
-        }
-        self.q_contexts
+        self.bound
+            .q_contexts
             .get_manual(&self.world, e)
             .ok()
             .or_else(|| self.world.get::<ContextState>(e))
@@ -348,13 +361,24 @@ impl Inner {
     /// free, when no archetype was added since the last refresh).
     pub fn refresh_queries(&mut self) {
         let generation = self.world.archetypes().generation();
-        if self.archetypes_seen == Some(generation) || self.world.id() != self.queries_world {
+        let b = &mut self.bound;
+        if b.archetypes_seen == Some(generation) {
             return;
         }
-        self.q_streams.update_archetypes(&self.world);
-        self.q_contexts.update_archetypes(&self.world);
-        self.q_events.update_archetypes(&self.world);
-        self.archetypes_seen = Some(generation);
+        b.q_streams.update_archetypes(&self.world);
+        b.q_contexts.update_archetypes(&self.world);
+        b.q_events.update_archetypes(&self.world);
+        b.archetypes_seen = Some(generation);
+    }
+
+    /// Makes [`Bound`] again if the world is not the one it was made of (an embedder swapped
+    /// it through a [`RuntimeGuard`]); nothing otherwise.
+    #[inline]
+    pub(crate) fn rebind(&mut self) {
+        if self.world.id() != self.bound.world {
+            self.bound = Bound::new(&mut self.world);
+            self.refresh_queries();
+        }
     }
 
     /// The host's simulated clock (only the runtime keeps it: no system reads host time). On
@@ -401,7 +425,12 @@ impl Inner {
 
     /// Works out again whether some context is faulted (see `maybe_faulted`).
     pub fn recheck_faults(&mut self) {
-        self.failures_seen = self.world.resource::<FrameStats>().tasks_failed;
+        self.failures_seen = self
+            .bound
+            .frame
+            .stats
+            .get(&self.world)
+            .map_or(0, |s| s.tasks_failed);
         self.maybe_faulted = self
             .world
             .query::<&ContextState>()
@@ -411,7 +440,8 @@ impl Inner {
 
     /// Whether some stream has submissions not yet ingested.
     pub fn doorbell_rung(&self) -> bool {
-        self.q_streams
+        self.bound
+            .q_streams
             .iter_manual(&self.world)
             .any(|s| !s.doorbell.is_empty())
     }
@@ -419,7 +449,8 @@ impl Inner {
     /// Whether device `index` has finished everything submitted to it: every stream on it has
     /// completed as many tasks as it was given (the streams count; nothing else does).
     pub fn device_idle(&self, index: u32) -> bool {
-        self.q_streams
+        self.bound
+            .q_streams
             .iter_manual(&self.world)
             .filter(|s| s.device_index == index)
             .all(StreamState::is_idle)
@@ -453,7 +484,9 @@ pub struct RuntimeGuard<'a> {
 
 impl Drop for RuntimeGuard<'_> {
     fn drop(&mut self) {
-        // The embedder may have changed a context's status by hand, or the kernel registry.
+        // The embedder may have swapped the world, changed a context's status by hand, or the
+        // kernel registry.
+        self.inner.rebind();
         self.inner.recheck_faults();
         self.inner.known_natives.forget();
     }
@@ -515,7 +548,9 @@ pub struct Stats {
 }
 
 fn run_schedule(inner: &mut Inner) -> bool {
-    if let Some(mut stats) = inner.frame_ids.stats.get_mut(&mut inner.world) {
+    // Run by an embedder's guard, the world may have been swapped.
+    inner.rebind();
+    if let Some(mut stats) = inner.bound.frame.stats.get_mut(&mut inner.world) {
         stats.last_frame_progressed = false;
     }
     inner.schedule.run(&mut inner.world);
@@ -525,7 +560,7 @@ fn run_schedule(inner: &mut Inner) -> bool {
     if inner.sanitize {
         crate::sanitizer::flush(inner);
     }
-    let Some(mut stats) = inner.frame_ids.stats.get_mut(&mut inner.world) else {
+    let Some(mut stats) = inner.bound.frame.stats.get_mut(&mut inner.world) else {
         // An embedder removed the counters: no progress is reported, so a wait that nothing
         // else moves ends in an error rather than looping.
         return false;
@@ -583,17 +618,7 @@ impl Runtime {
         let mut schedule = Schedule::default();
         schedule.set_executor(SingleThreadedExecutor::new());
         npusim_systems::install(&mut schedule);
-        let q_streams = QueryState::new(&mut world);
-        let q_contexts = QueryState::new(&mut world);
-        let q_events = QueryState::new(&mut world);
-        let queries_world = world.id();
-        let registry_id = ResId::of(&mut world);
-        let task_pool_id = ResId::of(&mut world);
-        let frame_ids = FrameIds {
-            stats: ResId::of(&mut world),
-            faults: ResId::of(&mut world),
-            callbacks: ResId::of(&mut world),
-        };
+        let bound = Bound::new(&mut world);
 
         let mut inner = Inner {
             runtime_id: id,
@@ -610,14 +635,7 @@ impl Runtime {
             host_spans: Vec::new(),
             open_wait: None,
             next_comm_id: 0,
-            q_streams,
-            q_contexts,
-            q_events,
-            queries_world,
-            registry_id,
-            task_pool_id,
-            frame_ids,
-            archetypes_seen: None,
+            bound,
             sanitize: false,
             recorder: None,
             maybe_faulted: false,
@@ -896,7 +914,8 @@ impl Runtime {
         let progressed = run_schedule(&mut g) || returned;
         let faults = self.take_faults(&mut g);
         let released = g
-            .frame_ids
+            .bound
+            .frame
             .callbacks
             .get(&g.world)
             .map(|c| std::mem::take(&mut *c.calls.lock().unwrap_or_else(|p| p.into_inner())))
