@@ -126,33 +126,71 @@ pub fn install(schedule: &mut Schedule) {
         ingest::ingest.in_set(NpuSet::Ingest),
         dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
         // The stages that are often idle run only when they have work: their parameter fetches
-        // are a large part of a frame's fixed cost.
+        // are a large part of a frame's fixed cost (see [`has_work`]).
         shapes::propagate_shapes
             .in_set(NpuSet::ShapePropagation)
-            .run_if(|r: Res<npusim_components::resources::ReadyQueue>| r.new_ops > 0),
+            .run_if(has_work::new_ops),
         tiling::compute_tiling
             .in_set(NpuSet::Tiling)
-            .run_if(|r: Res<npusim_components::shape::ResolvedShapes>| !r.launches.is_empty()),
+            .run_if(has_work::shapes_resolved),
         dispatch::dispatch
             .in_set(NpuSet::Dispatch)
-            .run_if(|r: Res<npusim_components::resources::ReadyQueue>| !r.tasks.is_empty()),
+            .run_if(has_work::ready_tasks),
         collective::start_collectives
             .in_set(NpuSet::Dispatch)
             .after(dispatch::dispatch)
-            .run_if(|r: Res<npusim_components::collective::Rendezvous>| {
-                !r.arriving.is_empty() || !r.ops.is_empty()
-            }),
-        tick::hardware_tick.in_set(NpuSet::HardwareTick).run_if(
-            |r: Res<npusim_components::resources::Running>,
-             a: Res<npusim_components::resources::AbortRequests>| {
-                r.next_event().is_some() || !a.contexts.is_empty()
-            },
-        ),
+            .run_if(has_work::ranks_at_the_rendezvous),
+        tick::hardware_tick
+            .in_set(NpuSet::HardwareTick)
+            .run_if(has_work::running_or_aborting),
         deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
         retire::retire
             .in_set(NpuSet::Retire)
-            .run_if(|f: Res<npusim_components::resources::Finished>| !f.tasks.is_empty()),
+            .run_if(has_work::finished_tasks),
     ));
+}
+
+/// The run conditions of the stages that are often idle: whether a stage has work this frame.
+/// A condition reads its resource through a [`lazy::LazyRes`], so evaluating it looks the
+/// resource up once (a `Res` is looked up twice: validated, then fetched); a missing resource
+/// means no work.
+pub mod has_work {
+    use crate::lazy::LazyRes;
+    use npusim_components::collective::Rendezvous;
+    use npusim_components::resources::{AbortRequests, Finished, ReadyQueue, Running};
+    use npusim_components::shape::ResolvedShapes;
+
+    /// Ready op launches for shape propagation.
+    pub fn new_ops(r: LazyRes<ReadyQueue>) -> bool {
+        r.get().is_some_and(|r| r.new_ops > 0)
+    }
+
+    /// Op launches whose shapes were resolved, for tiling.
+    pub fn shapes_resolved(r: LazyRes<ResolvedShapes>) -> bool {
+        r.get().is_some_and(|r| !r.launches.is_empty())
+    }
+
+    /// Ready tasks for dispatch.
+    pub fn ready_tasks(r: LazyRes<ReadyQueue>) -> bool {
+        r.get().is_some_and(|r| !r.tasks.is_empty())
+    }
+
+    /// Collective ranks arriving at or waiting in the rendezvous.
+    pub fn ranks_at_the_rendezvous(r: LazyRes<Rendezvous>) -> bool {
+        r.get()
+            .is_some_and(|r| !r.arriving.is_empty() || !r.ops.is_empty())
+    }
+
+    /// Running work (a next event) or a context to abort, for the hardware tick.
+    pub fn running_or_aborting(r: LazyRes<Running>, a: LazyRes<AbortRequests>) -> bool {
+        r.get().is_some_and(|r| r.next_event().is_some())
+            || a.get().is_some_and(|a| !a.contexts.is_empty())
+    }
+
+    /// Finished tasks for retire.
+    pub fn finished_tasks(f: LazyRes<Finished>) -> bool {
+        f.get().is_some_and(|f| !f.tasks.is_empty())
+    }
 }
 
 #[cfg(test)]
@@ -203,6 +241,45 @@ mod tests {
             ),
             (1, 1, 1)
         );
+    }
+
+    #[test]
+    fn a_stage_has_work_only_when_its_resource_says_so() {
+        use bevy_ecs::system::RunSystemOnce;
+        use npusim_components::NpuError;
+        use npusim_components::resources::{AbortRequests, Finished, ReadyQueue};
+        let mut world = World::new();
+        let mut ask = |world: &mut World| {
+            [
+                world.run_system_once(has_work::new_ops).unwrap(),
+                world.run_system_once(has_work::shapes_resolved).unwrap(),
+                world.run_system_once(has_work::ready_tasks).unwrap(),
+                world
+                    .run_system_once(has_work::ranks_at_the_rendezvous)
+                    .unwrap(),
+                world
+                    .run_system_once(has_work::running_or_aborting)
+                    .unwrap(),
+                world.run_system_once(has_work::finished_tasks).unwrap(),
+            ]
+        };
+        // Without the resources (an embedder removed them): no work, and no panic.
+        assert_eq!(ask(&mut world), [false; 6]);
+        init_resources(&mut world);
+        assert_eq!(ask(&mut world), [false; 6]);
+        let e = Entity::PLACEHOLDER;
+        world
+            .resource_mut::<ReadyQueue>()
+            .tasks
+            .push(((0, 0, 1), e));
+        world.resource_mut::<Finished>().tasks.push(e);
+        world
+            .resource_mut::<AbortRequests>()
+            .contexts
+            .push((e, NpuError::Internal("test".into())));
+        assert_eq!(ask(&mut world), [false, false, true, false, true, true]);
+        world.resource_mut::<ReadyQueue>().new_ops = 1;
+        assert!(ask(&mut world)[0]);
     }
 
     #[test]
