@@ -249,7 +249,7 @@ mod tests {
         use npusim_components::NpuError;
         use npusim_components::resources::{AbortRequests, Finished, ReadyQueue};
         let mut world = World::new();
-        let mut ask = |world: &mut World| {
+        let ask = |world: &mut World| {
             [
                 world.run_system_once(has_work::new_ops).unwrap(),
                 world.run_system_once(has_work::shapes_resolved).unwrap(),
