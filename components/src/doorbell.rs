@@ -262,7 +262,12 @@ impl Rung<'_> {
         *d = bytemuck::Zeroable::zeroed();
         let w: &mut [u64; DESC_WORDS] = bytemuck::cast_mut(d);
         let (head, tiling) = self.words.split_at(self.head);
-        w[..self.head].copy_from_slice(head);
+        // The fixed words at a fixed size (inline moves, no call), then the few arguments.
+        let (fixed, args) = head.split_at(HEAD_WORDS);
+        w[..HEAD_WORDS].copy_from_slice(fixed);
+        for (to, &from) in w[HEAD_WORDS..].iter_mut().zip(args) {
+            *to = from;
+        }
         if !tiling.is_empty() {
             w[TILING_WORD..TILING_WORD + tiling.len()].copy_from_slice(tiling);
         }

@@ -328,19 +328,19 @@ fn finish(
             }
             return Finish::Handled;
         };
-        let context = task.context;
-        let failure =
+        let failed =
             w.completion
-                .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
+                .run_and_settle(entity, &mut task, &mut stream, now, |task, device| {
                     execute_local(task, device, registry)
                 });
-        // A recording runtime logs the shape a data-dependent op published.
-        if w.mode.shape_log.is_some() && failure.is_none() {
-            published_shape(w.completion.devices(), &w.mode, &task);
-        }
-        if let Some(err) = failure {
+        if failed {
             *healthy = None;
-            apply_failure_mode(w, context, err);
+            let context = task.context;
+            let err = task.error.as_deref().cloned();
+            apply_failure_mode(w, context, err.unwrap_or_else(missing_error));
+        } else if w.mode.shape_log.is_some() {
+            // A recording runtime logs the shape a data-dependent op published.
+            published_shape(w.completion.devices(), &w.mode, &task);
         }
         return Finish::Handled;
     } else if !locals_done {
@@ -378,6 +378,13 @@ fn finish(
         apply_failure_mode(w, context, err);
     }
     Finish::Handled
+}
+
+/// The error a failed task should hold and does not (completion keeps a failure's error on its
+/// task): the failure is still applied.
+#[cold]
+fn missing_error() -> NpuError {
+    NpuError::Internal("a failed task without its error".into())
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
