@@ -36,6 +36,15 @@ impl FromWorld for RetireIds {
 pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>, ids: Local<RetireIds>) {
     crate::zone!("npusim::retire");
     let ids = *ids;
+    // Retire runs every frame (no run condition: evaluating one costs more than this look at
+    // the finished list, and a busy frame would pay both).
+    let any = world
+        .get_resource_by_id(ids.finished)
+        // SAFETY: `ids.finished` is `Finished`'s id.
+        .is_some_and(|p| !unsafe { p.deref::<Finished>() }.tasks.is_empty());
+    if !any {
+        return;
+    }
     let timeline_on = world
         .get_resource_by_id(ids.timeline)
         // SAFETY: `ids.timeline` is `Timeline`'s id.
