@@ -254,7 +254,6 @@ mod tests {
                 world
                     .run_system_once(has_work::running_or_aborting)
                     .unwrap(),
-                world.run_system_once(has_work::finished_tasks).unwrap(),
             ]
         };
         // Without the resources (an embedder removed them): no work, and no panic.
