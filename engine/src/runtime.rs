@@ -913,12 +913,17 @@ impl Runtime {
         let returned = take_callback_returns(&mut g);
         let progressed = run_schedule(&mut g) || returned;
         let faults = self.take_faults(&mut g);
-        let released = g
+        let inner = &mut *g;
+        // Exclusive access to the world: the list's mutex is not locked (no atomic a frame).
+        let released = inner
             .bound
             .frame
             .callbacks
-            .get(&g.world)
-            .map(|c| std::mem::take(&mut *c.calls.lock().unwrap_or_else(|p| p.into_inner())))
+            .get_mut(&mut inner.world)
+            .map(|mut c| {
+                let calls = c.bypass_change_detection().calls.get_mut();
+                std::mem::take(calls.unwrap_or_else(|p| p.into_inner()))
+            })
             .unwrap_or_default();
         let released_any = !released.is_empty();
         // Each callback goes to its context's thread; none runs on this one.
