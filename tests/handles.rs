@@ -367,3 +367,31 @@ fn a_world_swapped_out_and_back_through_a_guard_is_the_one_calls_see() {
     assert!(rt.query_event(ev).unwrap());
     still_works(&rt);
 }
+
+/// A user system that panics mid-frame poisons nothing: the panic reaches the caller of the
+/// call that ran the frame, and the runtime goes on working.
+#[test]
+fn a_user_system_that_panics_leaves_the_runtime_working() {
+    use bevy_ecs::prelude::*;
+    #[derive(Resource)]
+    struct Armed(bool);
+    fn explode(mut armed: ResMut<Armed>) {
+        if std::mem::replace(&mut armed.0, false) {
+            panic!("a user system fails");
+        }
+    }
+    let rt = runtime();
+    {
+        let mut g = rt.lock_world();
+        g.world_mut().insert_resource(Armed(true));
+        g.schedule_mut()
+            .add_systems(explode.in_set(NpuSet::Dispatch));
+    }
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let stepped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rt.step()));
+    std::panic::set_hook(hook);
+    assert!(stepped.is_err(), "the system's panic reaches the caller");
+    still_works(&rt);
+    still_works(&rt);
+}

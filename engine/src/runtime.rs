@@ -263,9 +263,10 @@ pub(crate) struct FrameIds {
 /// What the runtime keeps of one world to find things in it fast: cached queries for the
 /// per-call handle checks (a plain `World::get` looks the component type up by `TypeId` on
 /// every call) and resource ids. Valid for the world it was made of only: an embedder can swap
-/// the runtime's world through a [`RuntimeGuard`], so it is made again for the new world when
-/// the guard drops and before a frame ([`Inner::rebind`]) — the only times the world can have
-/// changed — and no lookup checks the world itself. Kept current with new archetypes after
+/// the runtime's world through a [`RuntimeGuard`] (and a user system could, in a frame), so it is
+/// made again for the new world ([`Inner::rebind`]) when the guard drops, before and after a
+/// frame, and when the lock is taken after a panic that poisoned it — the only times the world
+/// can have changed — and no lookup checks the world itself. Kept current with new archetypes after
 /// every frame and spawn ([`Inner::refresh_queries`]); a miss falls back to `World::get`, so a
 /// stale cache costs time, never correctness.
 pub(crate) struct Bound {
@@ -554,7 +555,8 @@ fn run_schedule(inner: &mut Inner) -> bool {
         stats.last_frame_progressed = false;
     }
     inner.schedule.run(&mut inner.world);
-    // A user system may have replaced the kernel registry.
+    // A user system may have replaced the kernel registry, or even the world.
+    inner.rebind();
     inner.known_natives.forget();
     inner.refresh_queries();
     if inner.sanitize {
@@ -766,7 +768,25 @@ impl Runtime {
     /// Locks without closing an open wait (the waiting call itself re-locking).
     #[inline]
     pub(crate) fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
-        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
+        match self.shared.inner.lock() {
+            Ok(g) => g,
+            Err(poisoned) => self.recover(poisoned.into_inner()),
+        }
+    }
+
+    /// Takes the runtime on after a panic while its lock was held (a user system, an
+    /// embedder's code under a guard): the schedule gets a fresh executor (the interrupted
+    /// one would skip the systems it had run before the panic, in every later frame; an
+    /// embedder's own executor is replaced by the runtime's), the cached queries and ids are
+    /// made for the world there is now (whatever that code did to it), and later calls lock as
+    /// before.
+    #[cold]
+    #[inline(never)]
+    fn recover<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        g.schedule.set_executor(SingleThreadedExecutor::new());
+        g.rebind();
+        self.shared.inner.clear_poison();
+        g
     }
 
     /// How long a wait gives a host callback that has not returned (wall time).
