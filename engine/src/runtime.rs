@@ -265,8 +265,8 @@ pub(crate) struct FrameIds {
 /// every call) and resource ids. Valid for the world it was made of only: an embedder can swap
 /// the runtime's world through a [`RuntimeGuard`] (and a user system could, in a frame), so it is
 /// made again for the new world ([`Inner::rebind`]) when the guard drops, before and after a
-/// frame, and when the lock is taken after a panic that poisoned it — the only times the world
-/// can have changed — and no lookup checks the world itself. Kept current with new archetypes after
+/// frame, and when a frame ends in a panic (`run_systems`) — the only times the world can have
+/// changed — and no lookup checks the world itself. Kept current with new archetypes after
 /// every frame and spawn ([`Inner::refresh_queries`]); a miss falls back to `World::get`, so a
 /// stale cache costs time, never correctness.
 pub(crate) struct Bound {
@@ -548,13 +548,43 @@ pub struct Stats {
     pub live_blocks: Vec<usize>,
 }
 
+/// Runs the schedule once. Should it not return — a user system panicked (bevy hands the panic
+/// on) — the runtime is made whole on the way out: the interrupted executor would skip the
+/// systems it had run before the panic in every later frame, so the schedule gets a fresh one
+/// (an embedder's own executor is replaced by the runtime's), and the system may have swapped
+/// the world, so [`Bound`] is made again. The lock the caller held is poisoned by the panic;
+/// later calls take it all the same (`Runtime::lock_quiet`).
+fn run_systems(inner: &mut Inner) {
+    struct Recover<'a> {
+        inner: &'a mut Inner,
+        returned: bool,
+    }
+    impl Drop for Recover<'_> {
+        fn drop(&mut self) {
+            if !self.returned {
+                self.inner
+                    .schedule
+                    .set_executor(SingleThreadedExecutor::new());
+                self.inner.rebind();
+            }
+        }
+    }
+    let mut run = Recover {
+        inner,
+        returned: false,
+    };
+    let i = &mut *run.inner;
+    i.schedule.run(&mut i.world);
+    run.returned = true;
+}
+
 fn run_schedule(inner: &mut Inner) -> bool {
     // Run by an embedder's guard, the world may have been swapped.
     inner.rebind();
     if let Some(mut stats) = inner.bound.frame.stats.get_mut(&mut inner.world) {
         stats.last_frame_progressed = false;
     }
-    inner.schedule.run(&mut inner.world);
+    run_systems(inner);
     // A user system may have replaced the kernel registry, or even the world.
     inner.rebind();
     inner.known_natives.forget();
@@ -768,25 +798,7 @@ impl Runtime {
     /// Locks without closing an open wait (the waiting call itself re-locking).
     #[inline]
     pub(crate) fn lock_quiet(&self) -> MutexGuard<'_, Inner> {
-        match self.shared.inner.lock() {
-            Ok(g) => g,
-            Err(poisoned) => self.recover(poisoned.into_inner()),
-        }
-    }
-
-    /// Takes the runtime on after a panic while its lock was held (a user system, an
-    /// embedder's code under a guard): the schedule gets a fresh executor (the interrupted
-    /// one would skip the systems it had run before the panic, in every later frame; an
-    /// embedder's own executor is replaced by the runtime's), the cached queries and ids are
-    /// made for the world there is now (whatever that code did to it), and later calls lock as
-    /// before.
-    #[cold]
-    #[inline(never)]
-    fn recover<'a>(&'a self, mut g: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
-        g.schedule.set_executor(SingleThreadedExecutor::new());
-        g.rebind();
-        self.shared.inner.clear_poison();
-        g
+        self.shared.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// How long a wait gives a host callback that has not returned (wall time).
