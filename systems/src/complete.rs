@@ -77,7 +77,10 @@ impl<'w, 's> Completion<'w, 's> {
 
     /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
     /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
-    /// it failed with, if it did.
+    /// it failed with, if it did (the task's own error: nothing is built for a run that did
+    /// not fail).
+    // On the tick's path for every task: inlined there (BENCHMARKS.md, tenth round).
+    #[inline(always)]
     pub fn run_and_complete(
         &mut self,
         entity: Entity,
@@ -86,25 +89,6 @@ impl<'w, 's> Completion<'w, 's> {
         now: SimTime,
         run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
     ) -> Option<NpuError> {
-        if self.run_and_settle(entity, task, stream, now, run) {
-            task.error.as_deref().cloned()
-        } else {
-            None
-        }
-    }
-
-    /// [`Completion::run_and_complete`], returning only whether the run failed (its error is
-    /// then the task's): nothing is built for a run that did not.
-    // On the tick's path for every task: inlined there (BENCHMARKS.md, tenth round).
-    #[inline(always)]
-    pub(crate) fn run_and_settle(
-        &mut self,
-        entity: Entity,
-        task: &mut Task,
-        stream: &mut StreamState,
-        now: SimTime,
-        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
-    ) -> bool {
         let result = match self.devices.get_mut(task.device) {
             Ok(mut device) => {
                 let result = run(task, &mut device);
@@ -117,7 +101,11 @@ impl<'w, 's> Completion<'w, 's> {
         };
         let failed = result.is_err();
         self.settle(entity, task, stream, Outcome::from(result), now);
-        failed
+        if failed {
+            task.error.as_deref().cloned()
+        } else {
+            None
+        }
     }
 
     /// Everything of completing but giving back the units.

@@ -65,10 +65,8 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>, ids: Local<R
         ) else {
             return;
         };
+        // Not empty (checked above; recording it to the timeline does not empty it).
         let mut finished = finished.with_type::<Finished>();
-        if finished.tasks.is_empty() {
-            return;
-        }
         // Each marked changed once, not at every task.
         let pool: &mut TaskPool = pool.with_type::<TaskPool>().into_inner();
         let stats: &mut FrameStats = stats.with_type::<FrameStats>().into_inner();

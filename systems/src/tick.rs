@@ -328,16 +328,15 @@ fn finish(
             }
             return Finish::Handled;
         };
-        let failed =
+        let failure =
             w.completion
-                .run_and_settle(entity, &mut task, &mut stream, now, |task, device| {
+                .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
                     execute_local(task, device, registry)
                 });
-        if failed {
+        if let Some(err) = failure {
             *healthy = None;
             let context = task.context;
-            let err = task.error.as_deref().cloned();
-            apply_failure_mode(w, context, err.unwrap_or_else(missing_error));
+            apply_failure_mode(w, context, err);
         } else if w.mode.shape_log.is_some() {
             // A recording runtime logs the shape a data-dependent op published.
             published_shape(w.completion.devices(), &w.mode, &task);
@@ -378,13 +377,6 @@ fn finish(
         apply_failure_mode(w, context, err);
     }
     Finish::Handled
-}
-
-/// The error a failed task should hold and does not (completion keeps a failure's error on its
-/// task): the failure is still applied.
-#[cold]
-fn missing_error() -> NpuError {
-    NpuError::Internal("a failed task without its error".into())
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
