@@ -41,21 +41,32 @@ pub struct BinaryUnits<'w> {
 /// Assigns units, start and end times to ready tasks.
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
-    clock: Res<SimClock>,
-    mut ready: ResMut<ReadyQueue>,
-    mut running: ResMut<Running>,
+    clock: LazyRes<SimClock>,
+    mut ready: LazyResMut<ReadyQueue>,
+    mut running: LazyResMut<Running>,
     mut tasks: Query<&mut Task>,
     mut devices: Query<&mut DeviceState>,
-    registry: Res<KernelRegistry>,
-    mut stats: ResMut<FrameStats>,
+    registry: LazyRes<KernelRegistry>,
+    mut stats: LazyResMut<FrameStats>,
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut binary: BinaryUnits,
 ) {
     crate::zone!("npusim::dispatch");
+    let Some(mut ready) = ready.get_mut() else {
+        return;
+    };
     if ready.tasks.is_empty() {
         return;
     }
+    let (Some(clock), Some(mut running), Some(registry), Some(mut stats)) = (
+        clock.get(),
+        running.get_mut(),
+        registry.get(),
+        stats.get_mut(),
+    ) else {
+        return;
+    };
     let now = clock.now;
     ready.tasks.sort_unstable_by_key(|(key, _)| *key);
     let running = &mut *running;
@@ -277,6 +288,27 @@ mod tests {
             .map(|&t| dispatch_order(&s.world, t))
             .collect();
         assert_eq!(order, vec![Some(0), Some(1), Some(2), Some(3)]);
+    }
+
+    #[test]
+    fn with_a_resource_missing_dispatch_leaves_its_work_alone() {
+        let mut s = setup();
+        let k = register_kernel(&mut s.world, "k", 1e3, |_| Ok(()));
+        let t = ready_task(&mut s.world, s.stream, launch(k, 1, &[]));
+        // An embedder removed the frame counters: no task is half dispatched.
+        let stats = s.world.remove_resource::<FrameStats>().unwrap();
+        run(&mut s.world, dispatch);
+        assert_eq!(task(&s.world, t).status, TaskStatus::Ready);
+        assert_eq!(waiting(&s.world), vec![t]);
+        // Without the ready queue there is nothing to look at.
+        let ready = s.world.remove_resource::<ReadyQueue>().unwrap();
+        run(&mut s.world, dispatch);
+        // Put back, the work goes on.
+        s.world.insert_resource(stats);
+        s.world.insert_resource(ready);
+        run(&mut s.world, dispatch);
+        assert_eq!(task(&s.world, t).status, TaskStatus::Running);
+        assert!(waiting(&s.world).is_empty());
     }
 
     #[test]

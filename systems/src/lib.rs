@@ -126,23 +126,21 @@ pub fn install(schedule: &mut Schedule) {
         ingest::ingest.in_set(NpuSet::Ingest),
         dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
         // The stages that are often idle run only when they have work: their parameter fetches
-        // are a large part of a frame's fixed cost (see [`has_work`]).
+        // are a large part of a frame's fixed cost (see [`has_work`]). Dispatch and the tick,
+        // busy in most frames, look for their work themselves (their resources are fetched only
+        // then), so a busy frame evaluates no condition for them.
         shapes::propagate_shapes
             .in_set(NpuSet::ShapePropagation)
             .run_if(has_work::new_ops),
         tiling::compute_tiling
             .in_set(NpuSet::Tiling)
             .run_if(has_work::shapes_resolved),
-        dispatch::dispatch
-            .in_set(NpuSet::Dispatch)
-            .run_if(has_work::ready_tasks),
+        dispatch::dispatch.in_set(NpuSet::Dispatch),
         collective::start_collectives
             .in_set(NpuSet::Dispatch)
             .after(dispatch::dispatch)
             .run_if(has_work::ranks_at_the_rendezvous),
-        tick::hardware_tick
-            .in_set(NpuSet::HardwareTick)
-            .run_if(has_work::running_or_aborting),
+        tick::hardware_tick.in_set(NpuSet::HardwareTick),
         deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
         // Retire looks at the finished list first itself: cheaper than a run condition.
         retire::retire.in_set(NpuSet::Retire),
@@ -151,12 +149,13 @@ pub fn install(schedule: &mut Schedule) {
 
 /// The run conditions of the stages that are often idle: whether a stage has work this frame.
 /// A condition reads its resource through a [`lazy::LazyRes`] (a lookup by id, without the
-/// change ticks a `Res` fetches and carries: about 25 instructions less per evaluation, six
-/// evaluations a busy frame); a missing resource means no work.
+/// change ticks a `Res` fetches and carries: about 25 instructions less per evaluation); a
+/// missing resource means no work. Dispatch and the hardware tick have none: busy in most
+/// frames, they look for their work themselves.
 pub mod has_work {
     use crate::lazy::LazyRes;
     use npusim_components::collective::Rendezvous;
-    use npusim_components::resources::{AbortRequests, ReadyQueue, Running};
+    use npusim_components::resources::ReadyQueue;
     use npusim_components::shape::ResolvedShapes;
 
     /// Ready op launches for shape propagation.
@@ -169,21 +168,10 @@ pub mod has_work {
         r.get().is_some_and(|r| !r.launches.is_empty())
     }
 
-    /// Ready tasks for dispatch.
-    pub fn ready_tasks(r: LazyRes<ReadyQueue>) -> bool {
-        r.get().is_some_and(|r| !r.tasks.is_empty())
-    }
-
     /// Collective ranks arriving at or waiting in the rendezvous.
     pub fn ranks_at_the_rendezvous(r: LazyRes<Rendezvous>) -> bool {
         r.get()
             .is_some_and(|r| !r.arriving.is_empty() || !r.ops.is_empty())
-    }
-
-    /// Running work (a next event) or a context to abort, for the hardware tick.
-    pub fn running_or_aborting(r: LazyRes<Running>, a: LazyRes<AbortRequests>) -> bool {
-        r.get().is_some_and(|r| r.next_event().is_some())
-            || a.get().is_some_and(|a| !a.contexts.is_empty())
     }
 }
 
@@ -240,38 +228,39 @@ mod tests {
     #[test]
     fn a_stage_has_work_only_when_its_resource_says_so() {
         use bevy_ecs::system::RunSystemOnce;
-        use npusim_components::NpuError;
-        use npusim_components::resources::{AbortRequests, ReadyQueue};
+        use npusim_components::collective::Rendezvous;
+        use npusim_components::resources::ReadyQueue;
+        use npusim_components::shape::ResolvedShapes;
         let mut world = World::new();
         let ask = |world: &mut World| {
             [
                 world.run_system_once(has_work::new_ops).unwrap(),
                 world.run_system_once(has_work::shapes_resolved).unwrap(),
-                world.run_system_once(has_work::ready_tasks).unwrap(),
                 world
                     .run_system_once(has_work::ranks_at_the_rendezvous)
-                    .unwrap(),
-                world
-                    .run_system_once(has_work::running_or_aborting)
                     .unwrap(),
             ]
         };
         // Without the resources (an embedder removed them): no work, and no panic.
-        assert_eq!(ask(&mut world), [false; 5]);
+        assert_eq!(ask(&mut world), [false; 3]);
         init_resources(&mut world);
-        assert_eq!(ask(&mut world), [false; 5]);
+        assert_eq!(ask(&mut world), [false; 3]);
+        // Ready work that is not an op's is dispatch's, not shape propagation's.
         let e = Entity::PLACEHOLDER;
         world
             .resource_mut::<ReadyQueue>()
             .tasks
             .push(((0, 0, 1), e));
-        world
-            .resource_mut::<AbortRequests>()
-            .contexts
-            .push((e, NpuError::Internal("test".into())));
-        assert_eq!(ask(&mut world), [false, false, true, false, true]);
+        assert_eq!(ask(&mut world), [false; 3]);
         world.resource_mut::<ReadyQueue>().new_ops = 1;
-        assert!(ask(&mut world)[0]);
+        assert_eq!(ask(&mut world), [true, false, false]);
+        world
+            .resource_mut::<ResolvedShapes>()
+            .launches
+            .push(npusim_components::shape::ResolvedLaunch::EMPTY);
+        assert_eq!(ask(&mut world), [true, true, false]);
+        world.resource_mut::<Rendezvous>().arriving.push(e);
+        assert_eq!(ask(&mut world), [true; 3]);
     }
 
     #[test]

@@ -15,7 +15,9 @@
 
 use std::cmp::Reverse;
 
+use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
+use bevy_ecs::system::SystemState;
 use npusim_components::ExecutionMode;
 use npusim_components::collective::{PeerCopy, Rendezvous};
 use npusim_components::resources::{
@@ -100,14 +102,65 @@ impl Workers {
     }
 }
 
-/// Advances the clock to the next event and completes the tasks that end then.
-pub fn hardware_tick(
+/// The resources the tick looks at before anything else, by component id (one lookup each,
+/// without hashing a type first).
+#[derive(Clone, Copy, Debug)]
+pub struct TickIds {
+    running: ComponentId,
+    aborts: ComponentId,
+}
+
+impl FromWorld for TickIds {
+    fn from_world(world: &mut World) -> Self {
+        let mut ids = world.components_registrator();
+        Self {
+            running: ids.register_component::<Running>(),
+            aborts: ids.register_component::<AbortRequests>(),
+        }
+    }
+}
+
+/// What a tick with work fetches.
+pub type TickParams = (
+    ResMut<'static, SimClock>,
+    ResMut<'static, Running>,
+    TickWorld<'static, 'static>,
+    Local<'static, Vec<Entity>>,
+);
+
+/// Advances the clock to the next event and completes the tasks that end then. A frame with
+/// nothing running and no context to abort fetches nothing more than that: the stage runs in
+/// every frame (no run condition to evaluate first) and looks for its work itself.
+pub fn hardware_tick(world: &mut World, params: &mut SystemState<TickParams>, ids: Local<TickIds>) {
+    crate::zone!("npusim::hardware_tick");
+    // SAFETY (both): the ids are `Running`'s and `AbortRequests`'s.
+    let running = world
+        .get_resource_by_id(ids.running)
+        .is_some_and(|p| unsafe { p.deref::<Running>() }.next_event().is_some());
+    let aborting = || {
+        world
+            .get_resource_by_id(ids.aborts)
+            .is_some_and(|p| !unsafe { p.deref::<AbortRequests>() }.contexts.is_empty())
+    };
+    if !running && !aborting() {
+        return;
+    }
+    // A resource the tick needs is missing: nothing it could do (a wait then ends in an
+    // error, not a hang).
+    let Ok((clock, running, w, batch)) = params.get_mut(world) else {
+        return;
+    };
+    advance(clock, running, w, batch);
+    params.apply(world);
+}
+
+/// The tick's work, once it has some.
+fn advance(
     mut clock: ResMut<SimClock>,
     mut running: ResMut<Running>,
     mut w: TickWorld,
     mut batch: Local<Vec<Entity>>,
 ) {
-    crate::zone!("npusim::hardware_tick");
     for (ctx, err) in std::mem::take(&mut w.aborts.contexts) {
         abort_context(&mut w, ctx, Some(err));
     }
@@ -632,6 +685,40 @@ mod tests {
                 .resource::<npusim_components::resources::FrameStats>()
                 .last_frame_progressed
         );
+    }
+
+    #[test]
+    fn with_a_resource_missing_the_tick_leaves_its_work_alone() {
+        let mut s = setup();
+        let t = enqueue(&mut s.world, s.stream, callback());
+        start_running(&mut s.world, t, 0, 0, 0, 300);
+        // An embedder removed the registry the tick runs kernels from: nothing half done.
+        let registry = s.world.remove_resource::<KernelRegistry>().unwrap();
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime::ZERO);
+        assert_eq!(status(&s.world, t), TaskStatus::Running);
+        // Without the running queue there is nothing to look at.
+        let running = s.world.remove_resource::<Running>().unwrap();
+        run(&mut s.world, hardware_tick);
+        // Put back, the work goes on.
+        s.world.insert_resource(registry);
+        s.world.insert_resource(running);
+        run(&mut s.world, hardware_tick);
+        assert_eq!(now(&s.world), SimTime(300));
+        assert_eq!(status(&s.world, t), TaskStatus::Done);
+    }
+
+    #[test]
+    fn a_context_to_abort_is_work_with_nothing_running() {
+        let mut s = setup();
+        let t = enqueue(&mut s.world, s.stream, callback());
+        s.world
+            .resource_mut::<AbortRequests>()
+            .contexts
+            .push((s.ctx, NpuError::Internal("stop".into())));
+        run(&mut s.world, hardware_tick);
+        assert_eq!(status(&s.world, t), TaskStatus::Aborted);
+        assert!(s.world.resource::<AbortRequests>().contexts.is_empty());
     }
 
     #[test]
