@@ -41,13 +41,13 @@ pub struct BinaryUnits<'w> {
 /// Assigns units, start and end times to ready tasks.
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
-    clock: Res<SimClock>,
-    mut ready: ResMut<ReadyQueue>,
-    mut running: ResMut<Running>,
+    If(clock): If<Res<SimClock>>,
+    If(mut ready): If<ResMut<ReadyQueue>>,
+    If(mut running): If<ResMut<Running>>,
     mut tasks: Query<&mut Task>,
     mut devices: Query<&mut DeviceState>,
-    registry: Res<KernelRegistry>,
-    mut stats: ResMut<FrameStats>,
+    If(registry): If<Res<KernelRegistry>>,
+    If(mut stats): If<ResMut<FrameStats>>,
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut binary: BinaryUnits,
