@@ -269,9 +269,21 @@ pub enum NpuError {
     /// A bug in npusim (please report it); nothing the caller did.
     #[error("internal error: {0}")]
     Internal(String),
+    /// One of npusim's own resources (named) is not in the runtime's world: an embedder
+    /// removed it, or swapped in a world without it, through a `RuntimeGuard`. A call that
+    /// needs it fails with this (`ACL_ERROR_RT_INTERNAL_ERROR`, the runtime's state is broken)
+    /// until it is put back.
+    #[error("the runtime's world has no {0} resource (removed through a RuntimeGuard?)")]
+    MissingResource(&'static str),
 }
 
 impl NpuError {
+    /// [`NpuError::MissingResource`] for the resource type `T` (named without its path).
+    pub fn missing_resource<T: ?Sized>() -> Self {
+        let path = std::any::type_name::<T>();
+        NpuError::MissingResource(path.rsplit("::").next().unwrap_or(path))
+    }
+
     /// The ACL error code (`aclError`) for this error.
     pub fn code(&self) -> i32 {
         use codes::*;
@@ -302,7 +314,9 @@ impl NpuError {
             NpuError::EventNotRecorded(_) => RT_EVENT_TIMESTAMP_INVALID,
             NpuError::ContextRelease(_) => RT_CONTEXT_RELEASE_ERROR,
             NpuError::NotSupported(_) => RT_FEATURE_NOT_SUPPORT,
-            NpuError::Internal(_) | NpuError::CallbackPanicked { .. } => RT_INTERNAL_ERROR,
+            NpuError::Internal(_)
+            | NpuError::CallbackPanicked { .. }
+            | NpuError::MissingResource(_) => RT_INTERNAL_ERROR,
             NpuError::CallbackTimeout { .. } => RT_REPORT_TIMEOUT,
             NpuError::SanitizerViolation(_) => RT_DEVICE_MEM_ERROR,
             NpuError::InvalidBinary(_) => PARSE_FILE,
@@ -342,5 +356,15 @@ mod tests {
         };
         assert_eq!(e.code(), 507015);
         assert_eq!(NpuError::InvalidShape("x".into()).code(), 107000);
+        assert_eq!(NpuError::MissingResource("SimClock").code(), 507000);
+    }
+
+    #[test]
+    fn a_missing_resource_is_named_without_its_path() {
+        struct SimClock;
+        assert_eq!(
+            NpuError::missing_resource::<SimClock>(),
+            NpuError::MissingResource("SimClock")
+        );
     }
 }

@@ -46,6 +46,7 @@ pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
+    WorldResources,
 };
 pub use sanitizer::{
     EnqueueSite, HostThread, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode,

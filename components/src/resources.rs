@@ -4,9 +4,13 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use bevy_ecs::change_detection::Mut;
+use bevy_ecs::component::Mutable;
 use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
+use bevy_ecs::world::World;
 
+use crate::error::{NpuError, NpuResult};
 use crate::shape::OpLaunch;
 use crate::task::{Callback, TaskKind};
 use crate::time::SimTime;
@@ -346,6 +350,30 @@ pub struct Faults {
 pub struct AbortRequests {
     /// (context, the error its aborted tasks report).
     pub contexts: Vec<(Entity, crate::error::NpuError)>,
+}
+
+/// Resources looked up in a world an embedder may have changed through a `RuntimeGuard`: one it
+/// removed is [`NpuError::MissingResource`] naming it, where `World::resource` would panic.
+/// (The launch and frame paths find theirs by cached id instead, and handle a miss there.)
+pub trait WorldResources {
+    /// Resource `T`.
+    fn res<T: Resource>(&self) -> NpuResult<&T>;
+    /// Resource `T`, mutably.
+    fn res_mut<T: Resource<Mutability = Mutable>>(&mut self) -> NpuResult<Mut<'_, T>>;
+}
+
+impl WorldResources for World {
+    #[inline]
+    fn res<T: Resource>(&self) -> NpuResult<&T> {
+        self.get_resource::<T>()
+            .ok_or_else(NpuError::missing_resource::<T>)
+    }
+
+    #[inline]
+    fn res_mut<T: Resource<Mutability = Mutable>>(&mut self) -> NpuResult<Mut<'_, T>> {
+        self.get_resource_mut::<T>()
+            .ok_or_else(NpuError::missing_resource::<T>)
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bevy_ecs::prelude::*;
 use npusim_components::binary::{BinaryCode, BinaryState, HostLog};
 use npusim_components::{
-    Binary, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult,
+    Binary, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult, WorldResources,
 };
 use npusim_device::core::Program;
 
@@ -153,7 +153,7 @@ impl Runtime {
         // Registered once per function: a second lookup returns the same kernel.
         let kernel = g
             .world
-            .resource_mut::<KernelRegistry>()
+            .res_mut::<KernelRegistry>()?
             .register_function(b, name, || BinaryCode {
                 program,
                 entry,
@@ -194,19 +194,20 @@ impl Runtime {
     }
 
     /// Takes the per-block counters (instructions, cycles, core) of the binary launches run
-    /// since the last call (the latest 1024).
+    /// since the last call (the latest 1024; none if an embedder removed the host log).
     pub fn take_binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
         self.lock()
             .world
-            .resource_mut::<HostLog>()
-            .launches
-            .drain(..)
-            .collect()
+            .get_resource_mut::<HostLog>()
+            .map_or_else(Vec::new, |mut log| log.launches.drain(..).collect())
     }
 
     /// Takes the lines kernels printed (the SDK's `npu_print_*`) since the last call.
     pub fn take_kernel_log(&self) -> Vec<String> {
-        std::mem::take(&mut self.lock().world.resource_mut::<HostLog>().lines)
+        self.lock()
+            .world
+            .get_resource_mut::<HostLog>()
+            .map_or_else(Vec::new, |mut log| std::mem::take(&mut log.lines))
     }
 }
 
@@ -226,10 +227,10 @@ pub(crate) fn release_binary(inner: &mut Inner, b: Entity) -> bool {
             d.memory.unmap_module_data(ctx, data_base);
         }
     }
-    inner
-        .world
-        .resource_mut::<KernelRegistry>()
-        .remove_binary(b);
+    // Without the registry (an embedder removed it) there are no functions to forget.
+    if let Some(mut registry) = inner.world.get_resource_mut::<KernelRegistry>() {
+        registry.remove_binary(b);
+    }
     inner.world.despawn(b);
     true
 }

@@ -616,19 +616,23 @@ impl Runtime {
         self.synchronize_stream(stream)
     }
 
-    /// The interconnect: its links, their bandwidths and latencies, and routing.
+    /// The interconnect: its links, their bandwidths and latencies, and routing. (If an
+    /// embedder removed it: the default topology of the runtime's devices.)
     pub fn topology(&self) -> Topology {
-        self.lock()
-            .world
-            .resource::<Interconnect>()
-            .topology
-            .clone()
+        let g = self.lock();
+        match g.world.get_resource::<Interconnect>() {
+            Some(ic) => ic.topology.clone(),
+            None => Topology::new(Default::default(), g.devices.len() as u32)
+                .unwrap_or_else(|_| Interconnect::default().topology),
+        }
     }
 
-    /// What each link has carried so far.
+    /// What each link has carried so far (nothing if an embedder removed the interconnect).
     pub fn link_stats(&self) -> Vec<LinkStats> {
         let g = self.lock();
-        let ic = g.world.resource::<Interconnect>();
+        let Some(ic) = g.world.get_resource::<Interconnect>() else {
+            return Vec::new();
+        };
         ic.topology
             .links()
             .iter()
@@ -646,14 +650,14 @@ impl Runtime {
             .collect()
     }
 
-    /// Per device: simulated time its communication engine ran collectives.
+    /// Per device: simulated time its communication engine ran collectives (nothing if an
+    /// embedder removed the interconnect).
     pub fn comm_engine_busy(&self) -> Vec<SimTime> {
         let g = self.lock();
         g.world
-            .resource::<Interconnect>()
-            .engines
-            .iter()
-            .map(|e| SimTime(e.busy_ns))
-            .collect()
+            .get_resource::<Interconnect>()
+            .map_or_else(Vec::new, |ic| {
+                ic.engines.iter().map(|e| SimTime(e.busy_ns)).collect()
+            })
     }
 }

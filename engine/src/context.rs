@@ -16,7 +16,7 @@ use npusim_components::binary::BinaryState;
 use npusim_components::resources::{AbortRequests, FaultRecord};
 use npusim_components::{
     Context, ContextState, ContextStatus, DeviceState, Event, FailureMode, NpuError, NpuResult,
-    Stream, StreamState,
+    Stream, StreamState, WorldResources,
 };
 
 use crate::runtime::{Inner, Runtime, Shared, device_entity, spawn_context};
@@ -629,7 +629,7 @@ impl Runtime {
             .streams
             .clone();
         g.world
-            .resource_mut::<AbortRequests>()
+            .res_mut::<AbortRequests>()?
             .contexts
             .push((e, NpuError::ContextRelease(format!("{ctx} destroyed"))));
         let what = || format!("{ctx} teardown");

@@ -5,7 +5,7 @@
 use npusim_components::task::{MAX_ARGS, TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
-    TaskKind,
+    TaskKind, WorldResources,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -103,7 +103,7 @@ impl KnownNatives {
 /// kernel never gets here.
 #[inline(never)]
 fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) -> NpuResult<bool> {
-    let entry = inner.registry().get(kernel)?;
+    let entry = inner.registry()?.get(kernel)?;
     // A binary kernel runs in its binary's context, while the binary is loaded.
     if let Some(code) = entry.code() {
         if inner
@@ -130,30 +130,37 @@ fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) ->
 
 impl Runtime {
     /// Registers a native kernel; later launches find it by the returned id or by name.
+    /// If an embedder removed the kernel registry, the kernel is dropped and the handle names
+    /// nothing (a launch of it fails); [`Runtime::try_register_kernel`] says so instead.
     pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
+        self.try_register_kernel(kernel)
+            .unwrap_or_else(|_| Kernel::new(self.id(), u32::MAX, u32::MAX))
+    }
+
+    /// As [`Runtime::register_kernel`], or [`NpuError::MissingResource`] if an embedder
+    /// removed the kernel registry.
+    pub fn try_register_kernel(&self, kernel: NativeKernel) -> NpuResult<Kernel> {
         let mut g = self.lock();
         let name = kernel.name.clone();
-        let k = g.world.resource_mut::<KernelRegistry>().register(kernel);
+        let k = g.world.res_mut::<KernelRegistry>()?.register(kernel);
         g.record(|r, _| {
             r.program_kernel(k);
             crate::record::Call::RegisterKernel { name }
         });
-        k
+        Ok(k)
     }
 
     /// The kernel registered as `name`.
     pub fn kernel(&self, name: &str) -> NpuResult<Kernel> {
-        self.lock().world.resource::<KernelRegistry>().lookup(name)
+        self.lock().world.res::<KernelRegistry>()?.lookup(name)
     }
 
-    /// Names of every registered kernel.
+    /// Names of every registered kernel (none if an embedder removed the kernel registry).
     pub fn kernel_names(&self) -> Vec<String> {
         self.lock()
             .world
-            .resource::<KernelRegistry>()
-            .names()
-            .map(str::to_string)
-            .collect()
+            .get_resource::<KernelRegistry>()
+            .map_or_else(Vec::new, |r| r.names().map(str::to_string).collect())
     }
 
     /// Enqueues `kernel` with `block_dim` blocks and `args` on `stream`. Returns before anything

@@ -14,7 +14,7 @@ use npusim_components::resources::{
 };
 use npusim_components::{
     ContextState, DeviceMemory, DeviceState, EventState, KernelRegistry, NpuError, NpuResult,
-    SimTime, StreamKind, StreamState, TaskRecord, Units,
+    SimTime, StreamKind, StreamState, TaskRecord, Units, WorldResources,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::link::{Topology, TopologyConfig};
@@ -333,12 +333,12 @@ impl Inner {
         cached_mut(&mut self.bound.q_events, &mut self.world, e)
     }
 
-    /// The kernel registry.
+    /// The kernel registry, unless an embedder removed it.
     #[inline]
-    pub fn registry(&self) -> &KernelRegistry {
+    pub fn registry(&self) -> NpuResult<&KernelRegistry> {
         match self.bound.registry.get(&self.world) {
-            Some(r) => r,
-            None => self.world.resource::<KernelRegistry>(),
+            Some(r) => Ok(r),
+            None => self.world.res::<KernelRegistry>(),
         }
     }
 
@@ -439,6 +439,21 @@ impl Inner {
             .any(|c| c.status == npusim_components::ContextStatus::Faulted);
     }
 
+    /// Whether the timeline records (off without it: an embedder removed it).
+    pub fn timeline_on(&self) -> bool {
+        self.world
+            .get_resource::<Timeline>()
+            .is_some_and(|t| t.enabled)
+    }
+
+    /// Sets how far the hardware tick may advance the device clock (`None`: no limit); nothing
+    /// without the clock (an embedder removed it; no tick runs then).
+    pub fn set_horizon(&mut self, horizon: Option<SimTime>) {
+        if let Some(mut clock) = self.world.get_resource_mut::<SimClock>() {
+            clock.horizon = horizon;
+        }
+    }
+
     /// Whether some stream has submissions not yet ingested.
     pub fn doorbell_rung(&self) -> bool {
         self.bound
@@ -449,11 +464,19 @@ impl Inner {
 
     /// Whether device `index` has finished everything submitted to it: every stream on it has
     /// completed as many tasks as it was given (the streams count; nothing else does).
+    #[inline]
     pub fn device_idle(&self, index: u32) -> bool {
+        self.streams_idle(Some(index))
+    }
+
+    /// Whether every stream (of device `index`, or of every device) has completed as many
+    /// tasks as it was given.
+    #[inline]
+    pub fn streams_idle(&self, device: Option<u32>) -> bool {
         self.bound
             .q_streams
             .iter_manual(&self.world)
-            .filter(|s| s.device_index == index)
+            .filter(|s| device.is_none_or(|d| s.device_index == d))
             .all(StreamState::is_idle)
     }
 }
@@ -823,7 +846,11 @@ impl Runtime {
 
     /// Number of devices.
     pub fn device_count(&self) -> u32 {
-        self.lock().world.resource::<Devices>().entities.len() as u32
+        // Without the device list (an embedder removed it), none.
+        self.lock()
+            .world
+            .get_resource::<Devices>()
+            .map_or(0, |d| d.entities.len() as u32)
     }
 
     /// The datasheet of device `index`.
@@ -866,9 +893,9 @@ impl Runtime {
         let me = crate::callback::context_of(self.id());
         let scope = self.current_ctx_entity(&g).ok();
         let hold = g.callbacks.hold(scope, me);
-        g.world.resource_mut::<SimClock>().horizon = hold;
+        g.set_horizon(hold);
         let (mut g, progressed) = self.frame(g);
-        g.world.resource_mut::<SimClock>().horizon = None;
+        g.set_horizon(None);
         (g, progressed)
     }
 
@@ -899,7 +926,14 @@ impl Runtime {
                 });
             }
         }
-        let now = g.world.resource::<SimClock>().now;
+        // Work left that nothing moves: without one of npusim's resources (an embedder removed
+        // it) the stages that need it do nothing, and the error says so.
+        if !g.streams_idle(None)
+            && let Some(missing) = npusim_systems::missing_resource(&g.world)
+        {
+            return Err(missing);
+        }
+        let now = g.world.res::<SimClock>()?.now;
         let t = g.host_now().max(now);
         g.set_host_now(t);
         crate::sanitizer::synchronized_device(&mut g, None);
@@ -991,7 +1025,7 @@ impl Runtime {
         // it waits), and the context the wait is for.
         let me = crate::callback::context_of(self.id());
         let scope = self.current_ctx_entity(&g).ok();
-        if g.world.resource::<Timeline>().enabled && me.is_none() {
+        if g.timeline_on() && me.is_none() {
             let start = g.host_now();
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
@@ -999,7 +1033,7 @@ impl Runtime {
         let mut grace = RENDEZVOUS_GRACE_POLLS;
         loop {
             if done(&g) {
-                g.world.resource_mut::<SimClock>().horizon = None;
+                g.set_horizon(None);
                 return (g, Ok(()));
             }
             // Only ranks waiting at a rendezvous are left, so the next frame would jump to their
@@ -1021,7 +1055,7 @@ impl Runtime {
                 (Some(d), Some(h)) => Some(d.min(h)),
                 (d, h) => d.or(h),
             };
-            g.world.resource_mut::<SimClock>().horizon = horizon;
+            g.set_horizon(horizon);
             let (g2, progressed) = self.frame(g);
             g = g2;
             if progressed {
@@ -1060,7 +1094,7 @@ impl Runtime {
                     g = g2;
                     continue;
                 }
-                g.world.resource_mut::<SimClock>().horizon = None;
+                g.set_horizon(None);
                 if let (Some(deadline), Some(timeout)) = (deadline, timeout) {
                     let t = g.host_now().max(deadline);
                     g.set_host_now(t);
@@ -1080,8 +1114,16 @@ impl Runtime {
                     }),
                 );
             }
-            g.world.resource_mut::<SimClock>().horizon = None;
-            let pending = g.world.resource::<Running>().next_event().is_some();
+            g.set_horizon(None);
+            // Nothing more can happen. Without one of npusim's resources (an embedder removed
+            // it) the stages that need it do nothing: that is why, and the error says so.
+            if let Some(missing) = npusim_systems::missing_resource(&g.world) {
+                return (g, Err(missing));
+            }
+            let pending = g
+                .world
+                .get_resource::<Running>()
+                .is_some_and(|r| r.next_event().is_some());
             if let (Some(deadline), Some(timeout), true) = (deadline, timeout, pending) {
                 let t = g.host_now().max(deadline);
                 g.set_host_now(t);
@@ -1112,9 +1154,12 @@ impl Runtime {
         self.lock().host_now()
     }
 
-    /// The device's simulated clock.
+    /// The device's simulated clock (zero if an embedder removed it).
     pub fn device_now(&self) -> SimTime {
-        self.lock().world.resource::<SimClock>().now
+        self.lock()
+            .world
+            .get_resource::<SimClock>()
+            .map_or(SimTime::ZERO, |c| c.now)
     }
 
     /// Models `duration` of CPU work on the host (preprocessing the next batch, say): the host
@@ -1126,7 +1171,7 @@ impl Runtime {
         g.record(|_, _| crate::record::Call::HostWork {
             ns: duration.as_ns(),
         });
-        if g.world.resource::<Timeline>().enabled {
+        if g.timeline_on() {
             let end = g.host_now();
             g.host_spans.push(crate::timeline::HostSpan {
                 name: "host_work".into(),
@@ -1136,22 +1181,32 @@ impl Runtime {
         }
     }
 
-    /// Finished tasks so far, in the order they finished (empty when the timeline is off).
+    /// Finished tasks so far, in the order they finished (empty when the timeline is off, or
+    /// an embedder removed it).
     pub fn timeline(&self) -> Vec<TaskRecord> {
-        self.lock().world.resource::<Timeline>().records.clone()
+        self.lock()
+            .world
+            .get_resource::<Timeline>()
+            .map_or_else(Vec::new, |t| t.records.clone())
     }
 
     /// Takes the recorded timeline, leaving it empty.
     pub fn take_timeline(&self) -> Vec<TaskRecord> {
-        std::mem::take(&mut self.lock().world.resource_mut::<Timeline>().records)
+        self.lock()
+            .world
+            .get_resource_mut::<Timeline>()
+            .map_or_else(Vec::new, |mut t| std::mem::take(&mut t.records))
     }
 
-    /// Turns timeline recording on or off.
+    /// Turns timeline recording on or off (nothing, if an embedder removed the timeline).
     pub fn set_timeline_enabled(&self, on: bool) {
-        self.lock().world.resource_mut::<Timeline>().enabled = on;
+        if let Some(mut t) = self.lock().world.get_resource_mut::<Timeline>() {
+            t.enabled = on;
+        }
     }
 
-    /// Counters: frames, tasks, units' busy time, memory.
+    /// Counters: frames, tasks, units' busy time, memory (what an embedder removed from the
+    /// world counts as its default).
     pub fn stats(&self) -> Stats {
         let mut g = self.lock();
         let host_now = g.host_now();
@@ -1167,19 +1222,28 @@ impl Runtime {
             .query::<&npusim_components::EventState>()
             .iter(world)
             .count() as u64;
-        let devices = world.resource::<Devices>().entities.clone();
+        let devices = world
+            .get_resource::<Devices>()
+            .map_or_else(Vec::new, |d| d.entities.clone());
         let mut stats = Stats {
             contexts,
             streams,
             events,
-            frames: world.resource::<FrameStats>().clone(),
-            device_now: world.resource::<SimClock>().now,
+            frames: world
+                .get_resource::<FrameStats>()
+                .cloned()
+                .unwrap_or_default(),
+            device_now: world
+                .get_resource::<SimClock>()
+                .map_or(SimTime::ZERO, |c| c.now),
             host_now,
             live_tasks,
             ..Stats::default()
         };
         for d in devices {
-            let dev = world.get::<DeviceState>(d).expect("device entity");
+            let Some(dev) = world.get::<DeviceState>(d) else {
+                continue;
+            };
             stats.units.push(dev.units.clone());
             stats.live_bytes.push(dev.memory.live_bytes());
             stats.live_blocks.push(dev.memory.live_blocks());
@@ -1188,17 +1252,19 @@ impl Runtime {
         stats
     }
 
-    /// Whether the doorbell, ready queue and running set are all empty.
+    /// Whether the doorbell, ready queue and running set are all empty (one an embedder
+    /// removed holds nothing).
     pub fn is_idle(&self) -> bool {
         let g = self.lock();
+        let w = &g.world;
         !g.doorbell_rung()
             && g.callbacks.in_flight.is_empty()
-            && g.world.resource::<ReadyQueue>().tasks.is_empty()
-            && g.world.resource::<Running>().heap.is_empty()
-            && g.world
-                .resource::<npusim_components::Rendezvous>()
-                .ops
-                .is_empty()
+            && w.get_resource::<ReadyQueue>()
+                .is_none_or(|r| r.tasks.is_empty())
+            && w.get_resource::<Running>()
+                .is_none_or(|r| r.heap.is_empty())
+            && w.get_resource::<npusim_components::Rendezvous>()
+                .is_none_or(|r| r.ops.is_empty())
     }
 }
 
@@ -1217,7 +1283,10 @@ fn take_callback_returns(g: &mut Inner) -> bool {
     if returns.is_empty() {
         return false;
     }
-    let now = g.world.resource::<SimClock>().now;
+    let now = g
+        .world
+        .get_resource::<SimClock>()
+        .map_or(SimTime::ZERO, |c| c.now);
     let mut any = false;
     for (entity, stream, seq, end, panic) in returns {
         let Some(mut task) = g.world.get_mut::<npusim_components::Task>(entity) else {
@@ -1234,7 +1303,11 @@ fn take_callback_returns(g: &mut Inner) -> bool {
         task.applied = true;
         task.end = end;
         task.error = panic.map(|m| Box::new(crate::callback::panicked(stream, m)));
-        let mut running = g.world.resource_mut::<Running>();
+        // Without the running set (an embedder removed it, and with it the end of every task
+        // that was running) the task cannot end either.
+        let Some(mut running) = g.world.get_resource_mut::<Running>() else {
+            break;
+        };
         let order = running.next_order;
         running.next_order += 1;
         running.heap.push(std::cmp::Reverse((end, order, entity)));
@@ -1251,15 +1324,21 @@ const RENDEZVOUS_GRACE_POLLS: u32 = 200;
 /// ready or running, and no stream head waits for a submit time before the deadline.
 fn only_rendezvous_left(inner: &Inner) -> bool {
     let w = &inner.world;
-    let rendezvous = w.resource::<npusim_components::Rendezvous>();
+    // Without these (an embedder removed one), no rendezvous to give a moment to.
+    let Some(rendezvous) = w.get_resource::<npusim_components::Rendezvous>() else {
+        return false;
+    };
     let waiting = rendezvous
         .ops
         .iter()
         .any(|op| op.phase == npusim_components::collective::OpPhase::Waiting);
-    let running = w.resource::<Running>();
+    let Some(running) = w.get_resource::<Running>() else {
+        return false;
+    };
     waiting
         && !inner.doorbell_rung()
-        && w.resource::<ReadyQueue>().tasks.is_empty()
+        && w.get_resource::<ReadyQueue>()
+            .is_none_or(|r| r.tasks.is_empty())
         && running.heap.is_empty()
         && running
             .next_wake
@@ -1267,7 +1346,7 @@ fn only_rendezvous_left(inner: &Inner) -> bool {
 }
 
 pub(crate) fn device_entity(world: &World, index: u32) -> NpuResult<Entity> {
-    let devices = &world.resource::<Devices>().entities;
+    let devices = &world.res::<Devices>()?.entities;
     devices
         .get(index as usize)
         .copied()

@@ -375,8 +375,8 @@ pub(crate) fn submitted(
     // A kernel's name is looked up in the registry once per kernel.
     let made = cached.is_none().then(|| match key {
         NameKey::Kernel(k, g) => world
-            .resource::<KernelRegistry>()
-            .resolve(k, g)
+            .get_resource::<KernelRegistry>()
+            .and_then(|r| r.resolve(k, g))
             .map_or_else(|| "unknown kernel".to_string(), |e| e.name.clone()),
         NameKey::Call(n) => n.to_string(),
     });
@@ -551,7 +551,8 @@ pub(crate) fn trimmed(inner: &mut Inner, ctx: Entity, device: Entity) {
         return;
     }
     let world = &mut inner.world;
-    world.resource_scope(|world, mut finished: bevy_ecs::world::Mut<Finished>| {
+    // Without the finished list (an embedder removed it) the sanitizer went with it.
+    world.try_resource_scope(|world, mut finished: bevy_ecs::world::Mut<Finished>| {
         let (Some(san), Some(d)) = (
             finished.sanitizer.as_deref_mut(),
             world.get::<DeviceState>(device),

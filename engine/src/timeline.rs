@@ -106,16 +106,22 @@ impl Writer {
 }
 
 impl Runtime {
-    /// The recorded timeline as Chrome trace-event JSON (see the [module docs](self)).
+    /// The recorded timeline as Chrome trace-event JSON (see the [module docs](self)). What an
+    /// embedder removed from the world (the timeline, the link timeline, the interconnect, the
+    /// device list) is left out.
     pub fn timeline_json(&self) -> String {
         let g = self.lock();
         let world = &g.world;
-        let records: &[TaskRecord] = &world.resource::<Timeline>().records;
-        let links = &world.resource::<LinkTimeline>().records;
-        let ic = world.resource::<Interconnect>();
+        let records: &[TaskRecord] = world.get_resource::<Timeline>().map_or(&[], |t| &t.records);
+        let links: &[_] = world
+            .get_resource::<LinkTimeline>()
+            .map_or(&[], |t| &t.records);
+        let topology_links = world
+            .get_resource::<Interconnect>()
+            .map_or(&[][..], |ic| ic.topology.links());
         let devices: Vec<&DeviceState> = world
-            .resource::<Devices>()
-            .entities
+            .get_resource::<Devices>()
+            .map_or(&[][..], |d| &d.entities)
             .iter()
             .filter_map(|&e| world.get::<DeviceState>(e))
             .collect();
@@ -144,7 +150,7 @@ impl Runtime {
             );
             w.sort("process_sort_index", pid, 0, pid);
         }
-        for (id, l) in ic.topology.links().iter().enumerate() {
+        for (id, l) in topology_links.iter().enumerate() {
             let owner = match (l.from, l.to) {
                 (Node::Device(d), _) | (Node::Switch, Node::Device(d)) => d,
                 _ => continue,
@@ -255,7 +261,7 @@ impl Runtime {
 
         // Link uses.
         for l in links {
-            let Some(link) = ic.topology.links().get(l.link as usize) else {
+            let Some(link) = topology_links.get(l.link as usize) else {
                 continue;
             };
             let owner = match (link.from, link.to) {

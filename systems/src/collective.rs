@@ -28,16 +28,17 @@ use crate::tick::Workers;
 /// Everything the rendezvous touches.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct RendezvousWorld<'w, 's> {
-    clock: Res<'w, SimClock>,
-    rendezvous: ResMut<'w, Rendezvous>,
-    interconnect: ResMut<'w, Interconnect>,
+    clock: If<Res<'w, SimClock>>,
+    rendezvous: If<ResMut<'w, Rendezvous>>,
+    interconnect: If<ResMut<'w, Interconnect>>,
     comms: Query<'w, 's, &'static mut CommState>,
     tasks: Query<'w, 's, &'static mut Task>,
     devices: Query<'w, 's, &'static DeviceState>,
-    running: ResMut<'w, Running>,
-    timeline: Res<'w, Timeline>,
-    link_timeline: ResMut<'w, LinkTimeline>,
-    stats: ResMut<'w, FrameStats>,
+    running: If<ResMut<'w, Running>>,
+    // Without them (an embedder removed them), nothing is recorded, as with the timeline off.
+    timeline: Option<Res<'w, Timeline>>,
+    link_timeline: Option<ResMut<'w, LinkTimeline>>,
+    stats: If<ResMut<'w, FrameStats>>,
 }
 
 /// Files arriving collective tasks under their operations and starts every operation whose
@@ -351,10 +352,12 @@ fn start_op(w: &mut RendezvousWorld, op: &mut CommOp, now: SimTime) {
             e.ops += 1;
         }
     }
-    if w.timeline.enabled {
+    if w.timeline.as_ref().is_some_and(|t| t.enabled)
+        && let Some(link_timeline) = w.link_timeline.as_mut()
+    {
         let name = call.kind.name();
         for &(link, bytes) in &plan.links {
-            w.link_timeline.records.push(LinkRecord {
+            link_timeline.records.push(LinkRecord {
                 link,
                 start: now,
                 end,

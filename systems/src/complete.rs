@@ -41,8 +41,8 @@ impl From<Result<(), NpuError>> for Outcome {
 pub struct Completion<'w, 's> {
     events: Query<'w, 's, &'static mut EventState>,
     devices: Query<'w, 's, &'static mut DeviceState>,
-    finished: ResMut<'w, Finished>,
-    stats: ResMut<'w, FrameStats>,
+    finished: If<ResMut<'w, Finished>>,
+    stats: If<ResMut<'w, FrameStats>>,
     // Looked up only when a task fails.
     faults: LazyResMut<'w, Faults>,
 }

@@ -19,11 +19,11 @@ use crate::complete::{Completion, Outcome};
 
 /// Makes ready every stream head whose dependencies are met.
 pub fn resolve_dependencies(
-    clock: Res<SimClock>,
+    If(clock): If<Res<SimClock>>,
     mut streams: Query<&mut StreamState>,
     mut tasks: Query<&mut Task>,
-    mut ready: ResMut<ReadyQueue>,
-    mut running: ResMut<Running>,
+    If(mut ready): If<ResMut<ReadyQueue>>,
+    If(mut running): If<ResMut<Running>>,
     mut completion: Completion,
 ) {
     crate::zone!("npusim::dependencies");

@@ -134,9 +134,11 @@ pub fn ingest(
             }
         }
     }
-    let mut stats = world.resource_mut::<FrameStats>();
-    stats.tasks_ingested += count;
-    stats.last_frame_progressed = true;
+    // Without the counters (an embedder removed them) the work is done all the same.
+    if let Some(mut stats) = world.get_resource_mut::<FrameStats>() {
+        stats.tasks_ingested += count;
+        stats.last_frame_progressed = true;
+    }
 }
 
 /// The access set a task declares before it runs, from its kind's words (see

@@ -20,6 +20,9 @@
 //!
 //! Whatever the stage, a task finishes through one function, [`complete::Completion`]. A
 //! resource a stage needs only for rare work is a [`lazy`] parameter, looked up when used.
+//! A stage whose world lacks one of its resources ([`RESOURCES`]: an embedder removed it)
+//! skips its run rather than panic (its parameters are `If<Res<…>>`); one it only counts or
+//! logs into is optional, and the stage runs without it.
 //!
 //! Embedders add their own systems with `.in_set(NpuSet::Dispatch)` (or any set), or call
 //! [`install`] on a schedule of their own.
@@ -27,6 +30,15 @@
 
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{Schedule, SystemSet};
+use npusim_components::binary::HostLog;
+use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
+use npusim_components::resources::{
+    AbortRequests, Devices, Faults, Finished, FrameStats, PendingCallbacks, ReadyQueue, Running,
+    SimClock, TaskPool, Timeline,
+};
+use npusim_components::shape::{OpRegistry, ResolvedShapes, ShapeStats, TilingLog};
+use npusim_components::{ExecutionMode, KernelRegistry, NpuError};
+use tick::Workers;
 
 pub mod binary;
 pub mod collective;
@@ -80,31 +92,89 @@ pub enum NpuSet {
     Retire,
 }
 
+/// One of the resources npusim's systems and runtime need (see [`RESOURCES`]).
+#[derive(Clone, Copy, Debug)]
+pub struct NpuResource {
+    /// The resource type's name, without its path (as [`NpuError::MissingResource`] names it).
+    pub name: &'static str,
+    /// Inserts its default into a world that does not have it.
+    pub init: fn(&mut World),
+    /// Whether a world has it.
+    pub present: fn(&World) -> bool,
+    /// Takes it out of a world; whether it was there.
+    pub remove: fn(&mut World) -> bool,
+}
+
+impl NpuResource {
+    /// The entry of resource type `T`, named `name`.
+    const fn of<T: Resource + FromWorld>(name: &'static str) -> Self {
+        fn init<T: Resource + FromWorld>(world: &mut World) {
+            world.init_resource::<T>();
+        }
+        fn present<T: Resource>(world: &World) -> bool {
+            world.contains_resource::<T>()
+        }
+        fn remove<T: Resource>(world: &mut World) -> bool {
+            world.remove_resource::<T>().is_some()
+        }
+        Self {
+            name,
+            init: init::<T>,
+            present: present::<T>,
+            remove: remove::<T>,
+        }
+    }
+}
+
+/// [`RESOURCES`], from one list of types.
+macro_rules! npu_resources {
+    ($($t:ident),* $(,)?) => {
+        /// Every resource the systems need, in the order [`init_resources`] inserts them. An
+        /// embedder that takes one out of a runtime's world makes the calls that need it fail
+        /// with [`NpuError::MissingResource`], and the stages that read it skip their work.
+        pub const RESOURCES: &[NpuResource] = &[$(NpuResource::of::<$t>(stringify!($t))),*];
+    };
+}
+
+npu_resources!(
+    SimClock,
+    ReadyQueue,
+    Running,
+    Finished,
+    TaskPool,
+    HostLog,
+    Faults,
+    AbortRequests,
+    PendingCallbacks,
+    Devices,
+    Timeline,
+    FrameStats,
+    KernelRegistry,
+    Rendezvous,
+    Interconnect,
+    LinkTimeline,
+    Workers,
+    OpRegistry,
+    ResolvedShapes,
+    ShapeStats,
+    TilingLog,
+    ExecutionMode,
+);
+
 /// Inserts every resource the systems need (keeps any already present).
 pub fn init_resources(world: &mut World) {
-    use npusim_components::resources::*;
-    world.init_resource::<SimClock>();
-    world.init_resource::<ReadyQueue>();
-    world.init_resource::<Running>();
-    world.init_resource::<Finished>();
-    world.init_resource::<TaskPool>();
-    world.init_resource::<npusim_components::binary::HostLog>();
-    world.init_resource::<Faults>();
-    world.init_resource::<AbortRequests>();
-    world.init_resource::<PendingCallbacks>();
-    world.init_resource::<Devices>();
-    world.init_resource::<Timeline>();
-    world.init_resource::<FrameStats>();
-    world.init_resource::<npusim_components::KernelRegistry>();
-    world.init_resource::<npusim_components::collective::Rendezvous>();
-    world.init_resource::<npusim_components::collective::Interconnect>();
-    world.init_resource::<npusim_components::collective::LinkTimeline>();
-    world.init_resource::<tick::Workers>();
-    world.init_resource::<npusim_components::shape::OpRegistry>();
-    world.init_resource::<npusim_components::shape::ResolvedShapes>();
-    world.init_resource::<npusim_components::shape::ShapeStats>();
-    world.init_resource::<npusim_components::shape::TilingLog>();
-    world.init_resource::<npusim_components::ExecutionMode>();
+    for r in RESOURCES {
+        (r.init)(world);
+    }
+}
+
+/// The first of npusim's resources `world` lacks, as the error that names it (a wait that
+/// nothing can finish tells why with it).
+pub fn missing_resource(world: &World) -> Option<NpuError> {
+    RESOURCES
+        .iter()
+        .find(|r| !(r.present)(world))
+        .map(|r| NpuError::MissingResource(r.name))
 }
 
 /// Adds the sets, chained, and npusim's systems to `schedule`.
@@ -261,6 +331,54 @@ mod tests {
         assert_eq!(ask(&mut world), [true, true, false]);
         world.resource_mut::<Rendezvous>().arriving.push(e);
         assert_eq!(ask(&mut world), [true; 3]);
+    }
+
+    #[test]
+    fn a_frame_without_one_of_the_resources_runs_without_panicking() {
+        for r in RESOURCES {
+            let mut s = setup();
+            let buf = alloc(&mut s.world, s.device, s.ctx, 4096);
+            let k = register_kernel(&mut s.world, "k", 100.0, |_| Ok(()));
+            s.world.resource_mut::<Timeline>().enabled = true;
+            submit(
+                &mut s.world,
+                s.stream,
+                TaskDescriptor::memset(MemsetView {
+                    dst: buf,
+                    value: 7,
+                    bytes: 64,
+                }),
+            );
+            submit(&mut s.world, s.stream, launch(k, 1, &[]));
+            let mut schedule = schedule();
+            // Some work in flight when it goes.
+            schedule.run(&mut s.world);
+            submit(&mut s.world, s.stream, launch(k, 2, &[]));
+            assert!((r.remove)(&mut s.world), "{} was there", r.name);
+            assert_eq!(
+                missing_resource(&s.world),
+                Some(NpuError::MissingResource(r.name))
+            );
+            for _ in 0..4 {
+                schedule.run(&mut s.world);
+            }
+            (r.init)(&mut s.world);
+            assert_eq!(missing_resource(&s.world), None, "{} is back", r.name);
+        }
+    }
+
+    #[test]
+    fn every_resource_is_named_without_its_path() {
+        let mut world = World::new();
+        init_resources(&mut world);
+        assert_eq!(
+            NpuError::missing_resource::<npusim_components::KernelRegistry>(),
+            NpuError::MissingResource("KernelRegistry")
+        );
+        for r in RESOURCES {
+            assert!((r.present)(&world), "{}", r.name);
+            assert!(!r.name.contains("::"), "{}", r.name);
+        }
     }
 
     #[test]

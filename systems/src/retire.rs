@@ -105,9 +105,13 @@ pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>, ids: Local<R
     }
 }
 
-/// Writes the finished tasks to the timeline.
+/// Writes the finished tasks to the timeline (when the world has both; a kernel is named
+/// from the registry, or "unknown kernel" without it).
 fn record_finished(world: &mut World) {
-    let finished = &world.resource::<Finished>().tasks;
+    let Some(finished) = world.get_resource::<Finished>().map(|f| &f.tasks) else {
+        return;
+    };
+    let registry = world.get_resource::<KernelRegistry>();
     let mut records = Vec::with_capacity(finished.len());
     for &e in finished {
         let Some(task) = world.get::<Task>(e) else {
@@ -115,9 +119,8 @@ fn record_finished(world: &mut World) {
         };
         let kind = task.kind();
         let name = match kind {
-            TaskKind::Kernel => world
-                .resource::<KernelRegistry>()
-                .resolve(task.desc.kernel, task.desc.kernel_generation)
+            TaskKind::Kernel => registry
+                .and_then(|r| r.resolve(task.desc.kernel, task.desc.kernel_generation))
                 .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
             TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
                 .map_or("collective", |c| c.kind.name())
@@ -148,7 +151,9 @@ fn record_finished(world: &mut World) {
             bytes,
         });
     }
-    world.resource_mut::<Timeline>().records.extend(records);
+    if let Some(mut timeline) = world.get_resource_mut::<Timeline>() {
+        timeline.records.extend(records);
+    }
 }
 
 #[cfg(test)]

@@ -26,15 +26,18 @@ use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor, TaskKind, T
 
 /// Resolves the shapes of every ready op launch not resolved yet.
 pub fn propagate_shapes(
-    ready: Res<ReadyQueue>,
+    If(ready): If<Res<ReadyQueue>>,
     mut tasks: Query<&mut Task>,
     buffers: Query<&ShapeBuffer>,
     mut devices: Query<&mut DeviceState>,
-    ops: Res<OpRegistry>,
-    mut resolved: ResMut<ResolvedShapes>,
-    mut stats: ResMut<ShapeStats>,
+    If(ops): If<Res<OpRegistry>>,
+    If(mut resolved): If<ResMut<ResolvedShapes>>,
+    // Counters only: without them (an embedder removed them) the stage runs uncounted.
+    mut stats: Option<ResMut<ShapeStats>>,
 ) {
     crate::zone!("npusim::shape_propagation");
+    let mut uncounted = ShapeStats::default();
+    let stats = stats.as_deref_mut().unwrap_or(&mut uncounted);
     for &(_, e) in &ready.tasks {
         let Ok(mut task) = tasks.get_mut(e) else {
             continue;
@@ -68,7 +71,7 @@ pub fn propagate_shapes(
             buffer,
             &mut device.memory,
             context,
-            &mut stats,
+            stats,
             launch,
         ) {
             Ok(()) => {

@@ -38,14 +38,14 @@ pub struct TickWorld<'w, 's> {
     streams: Query<'w, 's, &'static mut StreamState>,
     contexts: Query<'w, 's, &'static mut ContextState>,
     completion: Completion<'w, 's>,
-    registry: Res<'w, KernelRegistry>,
-    aborts: ResMut<'w, AbortRequests>,
+    registry: If<Res<'w, KernelRegistry>>,
+    aborts: If<ResMut<'w, AbortRequests>>,
     // Looked up only for host callbacks, collectives and peer copies, and with workers.
     callbacks: LazyResMut<'w, PendingCallbacks>,
     rendezvous: LazyResMut<'w, Rendezvous>,
     device_entities: LazyRes<'w, Devices>,
-    workers: Res<'w, Workers>,
-    mode: Res<'w, npusim_components::ExecutionMode>,
+    workers: If<Res<'w, Workers>>,
+    mode: If<Res<'w, npusim_components::ExecutionMode>>,
 }
 
 /// The worker threads that execute independent devices' work side by side (a rayon pool), or

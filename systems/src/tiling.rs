@@ -17,14 +17,18 @@ use npusim_device::config::DeviceConfig;
 
 /// Computes and writes the tiling of every launch resolved this frame.
 pub fn compute_tiling(
-    mut resolved: ResMut<ResolvedShapes>,
+    If(mut resolved): If<ResMut<ResolvedShapes>>,
     mut tasks: Query<&mut Task>,
     devices: Query<&DeviceState>,
-    ops: Res<OpRegistry>,
-    mut log: ResMut<TilingLog>,
-    mut stats: ResMut<ShapeStats>,
+    If(ops): If<Res<OpRegistry>>,
+    // A log and counters only: without them (an embedder removed them) the stage runs
+    // unrecorded.
+    mut log: Option<ResMut<TilingLog>>,
+    mut stats: Option<ResMut<ShapeStats>>,
 ) {
     crate::zone!("npusim::tiling");
+    let mut uncounted = ShapeStats::default();
+    let stats = stats.as_deref_mut().unwrap_or(&mut uncounted);
     for launch in &resolved.launches {
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
@@ -42,7 +46,7 @@ pub fn compute_tiling(
         match tile_launch(&mut task.desc, op_launch, launch, op, &device.config) {
             Ok(tiling) => {
                 stats.tilings += 1;
-                if log.enabled {
+                if let Some(log) = log.as_mut().filter(|l| l.enabled) {
                     let shapes = launch.op_shapes(&[]);
                     log.records.push(TilingRecord {
                         op: op.name.clone(),

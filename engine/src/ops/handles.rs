@@ -216,24 +216,38 @@ impl Runtime {
             (raw, ns)
         };
         g.charge(read_ns);
-        g.world.resource_mut::<ShapeStats>().host_shape_reads += 1;
+        // Counted unless an embedder removed the counters.
+        if let Some(mut stats) = g.world.get_resource_mut::<ShapeStats>() {
+            stats.host_shape_reads += 1;
+        }
         g.record(|_, _| crate::record::Call::ReadShape { ns: read_ns });
         raw.decode()
             .map_err(|why| NpuError::InvalidShape(format!("{shape} {why}")))
     }
 
-    /// Counters of shape propagation and tiling, including the host's shape reads.
+    /// Counters of shape propagation and tiling, including the host's shape reads (all zero
+    /// if an embedder removed them).
     pub fn shape_stats(&self) -> ShapeStats {
-        self.lock().world.resource::<ShapeStats>().clone()
+        self.lock()
+            .world
+            .get_resource::<ShapeStats>()
+            .cloned()
+            .unwrap_or_default()
     }
 
-    /// Turns recording of tiling decisions on or off (off by default).
+    /// Turns recording of tiling decisions on or off (off by default; nothing if an embedder
+    /// removed the log).
     pub fn set_tiling_log_enabled(&self, on: bool) {
-        self.lock().world.resource_mut::<TilingLog>().enabled = on;
+        if let Some(mut log) = self.lock().world.get_resource_mut::<TilingLog>() {
+            log.enabled = on;
+        }
     }
 
     /// Takes the tiling decisions recorded so far, in the order they were made.
     pub fn take_tiling_log(&self) -> Vec<TilingRecord> {
-        std::mem::take(&mut self.lock().world.resource_mut::<TilingLog>().records)
+        self.lock()
+            .world
+            .get_resource_mut::<TilingLog>()
+            .map_or_else(Vec::new, |mut log| std::mem::take(&mut log.records))
     }
 }

@@ -74,7 +74,7 @@ use npusim_components::shape::{
 use npusim_components::task::{MAX_ARGS, MAX_TENSORS, TaskExtra};
 use npusim_components::{
     Arg, ContextState, DevicePtr, DeviceState, Kernel, KernelCtx, KernelFault, KernelRegistry,
-    NativeKernel, NpuError, NpuResult, OpShapes, Stream,
+    NativeKernel, NpuError, NpuResult, OpShapes, Stream, WorldResources,
 };
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
@@ -259,8 +259,9 @@ impl OpBuilder {
         let run = move |k: &mut KernelCtx<'_>| {
             let Some(t) = OpTiling::parse(k.tiling) else {
                 return Err(KernelFault::BadArgs(format!(
-                    "op {name} was launched without shapes or tiling: launch it with \
-                     Runtime::launch_op"
+                    "op {name} ran without shapes or tiling: launch it with \
+                     Runtime::launch_op (in a world that keeps the shape and tiling stages' \
+                     resources)"
                 )));
             };
             body(k, &t)
@@ -381,31 +382,28 @@ impl Runtime {
 
     /// [`Runtime::register_op`], unrecorded (for ops a recorded call of its own registers).
     pub(crate) fn add_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
-        let mut g = self.lock();
-        g.world.resource_scope(|world, mut ops: Mut<OpRegistry>| {
-            op.register(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
+        with_registries(&mut self.lock().world, |kernels, ops| {
+            op.register(kernels, ops)
         })
     }
 
     /// The op registered as `name`.
     pub fn op(&self, name: &str) -> NpuResult<Kernel> {
         let g = self.lock();
-        let k = g.world.resource::<KernelRegistry>().lookup(name)?;
+        let k = g.world.res::<KernelRegistry>()?.lookup(name)?;
         g.world
-            .resource::<OpRegistry>()
+            .res::<OpRegistry>()?
             .get(k)
             .map(|_| k)
             .ok_or_else(|| NpuError::KernelNotFound(format!("{name} (a kernel, but not an op)")))
     }
 
-    /// Names of the registered ops.
+    /// Names of the registered ops (none if an embedder removed the op registry).
     pub fn op_names(&self) -> Vec<String> {
         self.lock()
             .world
-            .resource::<OpRegistry>()
-            .names()
-            .map(str::to_string)
-            .collect()
+            .get_resource::<OpRegistry>()
+            .map_or_else(Vec::new, |ops| ops.names().map(str::to_string).collect())
     }
 
     /// Enqueues `op` on `stream` with its `inputs`, `outputs` and `attrs` (in the op's order).
@@ -452,8 +450,8 @@ impl Runtime {
         if g.recorder.is_some()
             && let Some(name) = g
                 .world
-                .resource::<OpRegistry>()
-                .get(op)
+                .get_resource::<OpRegistry>()
+                .and_then(|ops| ops.get(op))
                 .map(|def| def.name.clone())
         {
             g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
@@ -475,7 +473,7 @@ impl Runtime {
         words: &mut smallvec::SmallVec<[(u64, bool); MAX_ARGS]>,
     ) -> NpuResult<()> {
         let def = world
-            .resource::<OpRegistry>()
+            .res::<OpRegistry>()?
             .get(op)
             .ok_or_else(|| NpuError::KernelNotFound(format!("no op has {op}")))?;
         let name = &def.name;
@@ -571,11 +569,22 @@ impl Runtime {
     }
 }
 
-/// Registers every built-in op (the table in the module docs).
+/// Registers every built-in op (the table in the module docs) into `world`'s registries (an
+/// error naming the one it lacks).
 pub fn register_builtin_ops(world: &mut World) -> NpuResult<()> {
-    world.resource_scope(|world, mut ops: Mut<OpRegistry>| {
-        register_builtin_ops_into(&mut world.resource_mut::<KernelRegistry>(), &mut ops)
-    })
+    with_registries(world, register_builtin_ops_into)
+}
+
+/// `f` on `world`'s kernel and op registries, or the error naming the one it lacks.
+fn with_registries<T>(
+    world: &mut World,
+    f: impl FnOnce(&mut KernelRegistry, &mut OpRegistry) -> NpuResult<T>,
+) -> NpuResult<T> {
+    world
+        .try_resource_scope(|world, mut ops: Mut<OpRegistry>| {
+            f(&mut *world.res_mut::<KernelRegistry>()?, &mut ops)
+        })
+        .unwrap_or_else(|| Err(NpuError::missing_resource::<OpRegistry>()))
 }
 
 /// Registers the built-in ops into registries of your own (embedding npusim's systems in your

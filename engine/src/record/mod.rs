@@ -39,6 +39,7 @@ use bevy_ecs::entity::Entity;
 use bevy_ecs::world::World;
 use npusim_components::ExecutionMode;
 use npusim_components::ShapeHandle;
+use npusim_components::WorldResources;
 use npusim_components::collective::CollectiveCall;
 use npusim_components::mode::{BinaryLog, ShapeLog};
 use npusim_components::task::CopyDir;
@@ -459,9 +460,11 @@ impl Recorder {
                     .map(|a| (t.submit, access_record(a)))
             });
         self.before = declared;
-        let registry = world.resource::<KernelRegistry>();
         let key = (kernel.index(), kernel.generation());
-        let (kref, cost) = match registry.get(kernel) {
+        let entry = world
+            .res::<KernelRegistry>()
+            .and_then(|registry| registry.get(kernel));
+        let (kref, cost) = match entry {
             Ok(entry) => match &entry.body {
                 KernelBody::Native(k) => {
                     // A replay has the built-in kernels; a program's own may need standing in for.
@@ -726,9 +729,10 @@ impl crate::Runtime {
     fn stop_recording(&self) -> Option<Box<Recorder>> {
         let mut g = self.lock();
         let r = g.recorder.take()?;
-        let mut mode = g.world.resource_mut::<ExecutionMode>();
-        mode.binary_log = None;
-        mode.shape_log = None;
+        if let Some(mut mode) = g.world.get_resource_mut::<ExecutionMode>() {
+            mode.binary_log = None;
+            mode.shape_log = None;
+        }
         Some(r)
     }
 

@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use npusim_components::WorldResources;
 use npusim_components::collective::CollectiveKind;
 use npusim_components::{
     Arg, Binary, Context, DataType, DevicePtr, Event, HostBuffer, Kernel, NativeKernel, NpuError,
@@ -407,7 +408,7 @@ impl Runtime {
         let (s, _) = self.check_stream(&g, stream)?;
         let seq = g.stream(s).map_or(0, |st| st.submitted);
         g.world
-            .resource_mut::<npusim_components::ExecutionMode>()
+            .res_mut::<npusim_components::ExecutionMode>()?
             .recorded_shapes
             .insert((s, seq), slot);
         Ok(())
@@ -423,7 +424,7 @@ impl Runtime {
         let (s, _) = self.check_stream(&g, stream)?;
         let seq = g.stream(s).map_or(0, |st| st.submitted);
         g.world
-            .resource_mut::<npusim_components::ExecutionMode>()
+            .res_mut::<npusim_components::ExecutionMode>()?
             .recorded
             .insert((s, seq), run);
         Ok(())

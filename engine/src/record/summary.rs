@@ -208,8 +208,8 @@ impl Summary {
             let g = runtime.lock_world();
             let world = g.world();
             world
-                .resource::<npusim_components::resources::Devices>()
-                .entities
+                .get_resource::<npusim_components::resources::Devices>()
+                .map_or(&[][..], |d| &d.entities)
                 .iter()
                 .filter_map(|&d| world.get::<npusim_components::DeviceState>(d))
                 .map(|d| d.memory.stats().pool.peak_live_bytes)

@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 
 use bevy_ecs::entity::Entity;
 use bytemuck::Pod;
+use npusim_components::WorldResources;
 use npusim_components::access::{Access, AccessMode, AccessSet};
 use npusim_components::task::MAX_ARGS;
 use npusim_components::{
@@ -299,7 +300,7 @@ impl<'a> LaunchBuilder<'a> {
                      with the context)"
                 )));
             }
-            let entry = g.world.resource::<KernelRegistry>().get(self.kernel)?;
+            let entry = g.world.res::<KernelRegistry>()?.get(self.kernel)?;
             if let Some(params) = entry.params() {
                 if params.len() != self.args.len() {
                     return Err(NpuError::InvalidParam(format!(
