@@ -22,7 +22,16 @@ struct Outcome {
 /// A program with everything that could make runs differ: several streams competing for
 /// cores and DMA engines, events across streams, host work, callbacks, copies both ways.
 fn program() -> Outcome {
+    program_with(false)
+}
+
+/// [`program`]; with `take_schedule`, on a runtime whose schedule was taken (so its frames run
+/// the schedule rather than npusim's systems straight).
+fn program_with(take_schedule: bool) -> Outcome {
     let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
+    if take_schedule {
+        rt.lock_world().schedule_mut();
+    }
     let streams: Vec<Stream> = (0..3).map(|_| rt.create_stream().unwrap()).collect();
     let n = 50_000;
     let bytes = 4 * n as u64;
@@ -141,4 +150,13 @@ fn concurrent_runs_on_several_threads_agree() {
     for o in outcomes {
         assert_eq!(o, reference);
     }
+}
+
+#[test]
+fn frames_give_the_same_program_the_same_outcome_through_the_schedule_or_not() {
+    // A runtime runs its own systems straight until an embedder takes its schedule; then its
+    // frames run the schedule. Same systems, same order: same timeline and results.
+    let direct = program_with(false);
+    let scheduled = program_with(true);
+    assert_eq!(direct, scheduled);
 }

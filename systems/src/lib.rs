@@ -1,5 +1,5 @@
-//! The systems that advance the simulated NPU, one frame per [`Schedule`] run, and the
-//! [`NpuSet`] order they run in (DESIGN §3):
+//! The systems that advance the simulated NPU, one frame per run of them (a [`Schedule`] run,
+//! or [`stages`] run in order), and the [`NpuSet`] order they run in (DESIGN §3):
 //!
 //! 1. [`NpuSet::Ingest`] — submissions on each stream's doorbell become task entities in it.
 //! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
@@ -29,7 +29,8 @@
 #![warn(missing_docs)]
 
 use bevy_ecs::prelude::*;
-use bevy_ecs::schedule::{Schedule, SystemSet};
+use bevy_ecs::schedule::{BoxedCondition, InternedSystemSet, Schedule, SystemSet};
+use bevy_ecs::system::{ReadOnlySystem, ScheduleSystem};
 use npusim_components::binary::HostLog;
 use npusim_components::collective::{Interconnect, LinkTimeline, Rendezvous};
 use npusim_components::resources::{
@@ -177,44 +178,90 @@ pub fn missing_resource(world: &World) -> Option<NpuError> {
         .map(|r| NpuError::MissingResource(r.name))
 }
 
-/// Adds the sets, chained, and npusim's systems to `schedule`.
-pub fn install(schedule: &mut Schedule) {
-    schedule.configure_sets(
-        (
-            NpuSet::Ingest,
-            NpuSet::Dependencies,
-            NpuSet::ShapePropagation,
-            NpuSet::Tiling,
-            NpuSet::Dispatch,
-            NpuSet::HardwareTick,
-            NpuSet::DeferredFree,
-            NpuSet::Retire,
-        )
-            .chain(),
-    );
-    schedule.add_systems((
-        ingest::ingest.in_set(NpuSet::Ingest),
-        dependencies::resolve_dependencies.in_set(NpuSet::Dependencies),
+/// One of npusim's systems: the stage it belongs to, the system, and its run condition if it
+/// has one.
+pub struct Stage {
+    /// The set it runs in.
+    pub set: NpuSet,
+    /// The system.
+    pub system: ScheduleSystem,
+    /// Whether it has work this frame, if the system does not look for its work itself.
+    pub condition: Option<BoxedCondition>,
+}
+
+impl Stage {
+    fn new<M>(set: NpuSet, system: impl IntoSystem<(), (), M>) -> Self {
+        Self {
+            set,
+            system: Box::new(IntoSystem::into_system(system)),
+            condition: None,
+        }
+    }
+
+    fn run_if<M>(
+        mut self,
+        condition: impl IntoSystem<(), bool, M, System: ReadOnlySystem>,
+    ) -> Self {
+        self.condition = Some(Box::new(IntoSystem::into_system(condition)));
+        self
+    }
+}
+
+/// npusim's systems in the order a frame runs them (the sets' order; within a set, this order),
+/// each with its run condition. [`install`] puts them in a schedule; the runtime also runs them
+/// in this order itself while its schedule holds nothing else.
+pub fn stages() -> Vec<Stage> {
+    vec![
+        Stage::new(NpuSet::Ingest, ingest::ingest),
+        Stage::new(NpuSet::Dependencies, dependencies::resolve_dependencies),
         // The stages that are often idle run only when they have work: their parameter fetches
         // are a large part of a frame's fixed cost (see [`has_work`]). Dispatch and the tick,
         // busy in most frames, look for their work themselves (their resources are fetched only
         // then), so a busy frame evaluates no condition for them.
-        shapes::propagate_shapes
-            .in_set(NpuSet::ShapePropagation)
-            .run_if(has_work::new_ops),
-        tiling::compute_tiling
-            .in_set(NpuSet::Tiling)
-            .run_if(has_work::shapes_resolved),
-        dispatch::dispatch.in_set(NpuSet::Dispatch),
-        collective::start_collectives
-            .in_set(NpuSet::Dispatch)
-            .after(dispatch::dispatch)
+        Stage::new(NpuSet::ShapePropagation, shapes::propagate_shapes).run_if(has_work::new_ops),
+        Stage::new(NpuSet::Tiling, tiling::compute_tiling).run_if(has_work::shapes_resolved),
+        Stage::new(NpuSet::Dispatch, dispatch::dispatch),
+        Stage::new(NpuSet::Dispatch, collective::start_collectives)
             .run_if(has_work::ranks_at_the_rendezvous),
-        tick::hardware_tick.in_set(NpuSet::HardwareTick),
-        deferred_free::deferred_free.in_set(NpuSet::DeferredFree),
+        Stage::new(NpuSet::HardwareTick, tick::hardware_tick),
+        Stage::new(NpuSet::DeferredFree, deferred_free::deferred_free),
         // Retire looks at the finished list first itself: cheaper than a run condition.
-        retire::retire.in_set(NpuSet::Retire),
-    ));
+        Stage::new(NpuSet::Retire, retire::retire),
+    ]
+}
+
+/// The sets, chained in frame order.
+const SETS: [NpuSet; 8] = [
+    NpuSet::Ingest,
+    NpuSet::Dependencies,
+    NpuSet::ShapePropagation,
+    NpuSet::Tiling,
+    NpuSet::Dispatch,
+    NpuSet::HardwareTick,
+    NpuSet::DeferredFree,
+    NpuSet::Retire,
+];
+
+/// Adds the sets, chained, and npusim's systems ([`stages`], in their order) to `schedule`.
+pub fn install(schedule: &mut Schedule) {
+    let [a, b, c, d, e, f, g, h] = SETS;
+    schedule.configure_sets((a, b, c, d, e, f, g, h).chain());
+    let mut previous: Option<(NpuSet, InternedSystemSet)> = None;
+    for stage in stages() {
+        let own = stage.system.default_system_sets();
+        let mut config = stage.system.in_set(stage.set);
+        // After the one before it in the same set.
+        if let Some((set, before)) = previous
+            && set == stage.set
+        {
+            config = config.after(before);
+        }
+        if let Some(condition) = stage.condition {
+            config.run_if_dyn(condition);
+        }
+        previous = own.first().map(|&s| (stage.set, s));
+        schedule.add_systems(config);
+    }
 }
 
 /// The run conditions of the stages that are often idle: whether a stage has work this frame.
