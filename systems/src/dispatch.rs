@@ -138,7 +138,11 @@ pub fn dispatch(
                                 d
                             } else {
                                 // No host log in this world: its output would be lost.
-                                fail_at_end(task, "a binary kernel with no host log")
+                                fail_at_end(
+                                    task,
+                                    NpuError::missing_resource::<npusim_components::binary::HostLog>(
+                                    ),
+                                )
                             }
                         }
                         Some((_, KernelBody::Native(k))) => {
@@ -177,7 +181,9 @@ pub fn dispatch(
                                 }
                             }
                             // No interconnect in this world: nothing can carry it.
-                            (None, _) => fail_at_end(task, "a peer copy with no interconnect"),
+                            (None, _) => {
+                                fail_at_end(task, NpuError::missing_resource::<Interconnect>())
+                            }
                         }
                     } else {
                         // Corrupt words: fails at its end (the tick cannot decode it either).
@@ -193,7 +199,11 @@ pub fn dispatch(
                         break 'one false;
                     }
                     // No rendezvous in this world: it cannot meet its peers.
-                    None => (0, 0, fail_at_end(task, "a collective with no rendezvous")),
+                    None => (
+                        0,
+                        0,
+                        fail_at_end(task, NpuError::missing_resource::<Rendezvous>()),
+                    ),
                 },
                 // Completed by dependency resolution; never queued here.
                 TaskKind::EventRecord | TaskKind::EventWait => break 'one false,
@@ -225,10 +235,10 @@ pub fn dispatch(
     }
 }
 
-/// Marks `task` to fail at its end with an internal error (`what` cannot run in this world);
-/// it takes no time.
-fn fail_at_end(task: &mut Task, what: &str) -> u64 {
-    task.error = Some(Box::new(NpuError::Internal(what.into())));
+/// Marks `task` to fail at its end with `err` (what it needs is not in this world: a resource
+/// an embedder removed); it takes no time.
+fn fail_at_end(task: &mut Task, err: NpuError) -> u64 {
+    task.error = Some(Box::new(err));
     task.applied = true;
     0
 }
@@ -495,9 +505,13 @@ mod tests {
         let r = ready_task(&mut s.world, other, collective.encode());
         let b = ready_task(&mut s.world, third, launch(k, 1, &[]));
         run(&mut s.world, dispatch);
-        for t in [c, r, b] {
+        for (t, missing) in [(c, "Interconnect"), (r, "Rendezvous"), (b, "HostLog")] {
             let t = task(&s.world, t);
-            assert!(t.applied && matches!(t.error.as_deref(), Some(NpuError::Internal(_))));
+            assert!(t.applied);
+            assert_eq!(
+                t.error.as_deref(),
+                Some(&NpuError::MissingResource(missing))
+            );
             assert_eq!((t.status, t.end), (TaskStatus::Running, t.start));
         }
         run(&mut s.world, crate::tick::hardware_tick);

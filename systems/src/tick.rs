@@ -530,7 +530,7 @@ fn execute(
             let devices = w
                 .device_entities
                 .get()
-                .ok_or_else(|| NpuError::Internal("no device list".into()))?;
+                .ok_or_else(NpuError::missing_resource::<Devices>)?;
             crate::copy::execute_peer_copy(w.completion.devices(), devices, &copy)
         }
         TaskKind::Kernel | TaskKind::Memcpy | TaskKind::Memset => {
@@ -547,7 +547,7 @@ fn execute(
             &mut *w
                 .rendezvous
                 .get_mut()
-                .ok_or_else(|| NpuError::Internal("no rendezvous".into()))?,
+                .ok_or_else(NpuError::missing_resource::<Rendezvous>)?,
             &w.workers,
             task,
             w.mode.timing_only,
