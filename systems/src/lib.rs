@@ -429,6 +429,29 @@ mod tests {
     }
 
     #[test]
+    fn a_schedule_runs_the_stages_in_their_order_and_no_two_of_them_unordered() {
+        use bevy_ecs::schedule::{LogLevel, ScheduleBuildSettings};
+        let mut world = World::new();
+        init_resources(&mut world);
+        let mut schedule = Schedule::default();
+        schedule.set_build_settings(ScheduleBuildSettings {
+            ambiguity_detection: LogLevel::Error,
+            ..Default::default()
+        });
+        install(&mut schedule);
+        schedule
+            .initialize(&mut world)
+            .expect("no two of npusim's systems that touch the same data are unordered");
+        let names = |it: &mut dyn Iterator<Item = &ScheduleSystem>| -> Vec<String> {
+            it.map(|s| s.name().to_string()).collect()
+        };
+        let order = names(&mut schedule.systems().unwrap().map(|(_, s)| s));
+        let stages = stages();
+        assert_eq!(order, names(&mut stages.iter().map(|s| &s.system)));
+        assert_eq!(order.len(), 9);
+    }
+
+    #[test]
     fn an_idle_frame_changes_nothing() {
         let mut s = setup();
         let mut schedule = schedule();
