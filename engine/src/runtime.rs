@@ -580,7 +580,7 @@ pub struct Stats {
 /// nobody took it through [`RuntimeGuard::schedule_mut`] — a frame runs them itself, in their
 /// order ([`npusim_systems::stages`]: the sets' order, each system after its run condition),
 /// without the schedule's executor (its bookkeeping is about a quarter of an idle frame and
-/// 70 instructions of every pipeline kernel; BENCHMARKS.md, thirteenth round). Once an
+/// some 85 instructions of every pipeline kernel; BENCHMARKS.md, thirteenth round). Once an
 /// embedder takes the schedule, every later frame runs it, with whatever was added. Both run
 /// the same systems in the same order, so a program's results and timeline are the same either
 /// way.
