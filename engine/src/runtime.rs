@@ -659,10 +659,10 @@ impl DirectStages {
 }
 
 /// Runs the systems once ([`Frames`]). Should it not return — a user system panicked (bevy
-/// hands the panic on) — the runtime is made whole on the way out: the interrupted executor would skip the
-/// systems it had run before the panic in every later frame, so the schedule gets a fresh one
-/// (an embedder's own executor is replaced by the runtime's), and the system may have swapped
-/// the world, so [`Bound`] is made again. The lock the caller held is poisoned by the panic;
+/// hands the panic on) — the runtime is made whole on the way out: the interrupted executor
+/// would skip the systems it had run before the panic in every later frame, so the schedule
+/// gets a fresh one (an embedder's own executor is replaced by the runtime's), and the system
+/// may have swapped the world, so [`Bound`] is made again. The lock the caller held is poisoned by the panic;
 /// later calls take it all the same (`Runtime::lock_quiet`).
 fn run_systems(inner: &mut Inner) {
     struct Recover<'a> {

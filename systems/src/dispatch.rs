@@ -12,6 +12,7 @@
 use std::cmp::Reverse;
 
 use bevy_ecs::prelude::*;
+use npusim_components::binary::HostLog;
 use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
 
@@ -34,7 +35,7 @@ pub struct CommUnits<'w> {
 /// execution mode (a timing-only replay's recorded runs, the binary log).
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct BinaryUnits<'w> {
-    log: LazyResMut<'w, npusim_components::binary::HostLog>,
+    log: LazyResMut<'w, HostLog>,
     mode: LazyResMut<'w, npusim_components::ExecutionMode>,
 }
 
@@ -138,11 +139,7 @@ pub fn dispatch(
                                 d
                             } else {
                                 // No host log in this world: its output would be lost.
-                                fail_at_end(
-                                    task,
-                                    NpuError::missing_resource::<npusim_components::binary::HostLog>(
-                                    ),
-                                )
+                                fail_at_end(task, NpuError::missing_resource::<HostLog>())
                             }
                         }
                         Some((_, KernelBody::Native(k))) => {
