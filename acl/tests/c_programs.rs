@@ -67,11 +67,15 @@ enum Link {
     Static,
 }
 
-/// Compiles `source` (relative to the workspace) into `name`; returns the executable.
+/// Compiles `source` (relative to the workspace) into an executable named after `name`;
+/// returns it. Each compile writes its own file: tests run side by side, and one test's
+/// compiler rewriting a program another is starting makes that start fail (`ETXTBSY`).
 fn compile(source: &str, name: &str, link: Link) -> PathBuf {
+    static COMPILES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let root = workspace();
     let lib = lib_dir();
-    let exe = out_dir().join(name);
+    let n = COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let exe = out_dir().join(format!("{name}-{n}"));
     let mut cmd = Command::new(cc());
     cmd.arg("-std=c11")
         .args(["-Wall", "-Wextra", "-O1"])
