@@ -307,20 +307,21 @@ mod tests {
         s
     }
 
+    /// A memset of 64 sevens at `buf`.
+    fn sevens(buf: u64) -> TaskDescriptor {
+        TaskDescriptor::memset(MemsetView {
+            dst: buf,
+            value: 7,
+            bytes: 64,
+        })
+    }
+
     #[test]
     fn a_frame_takes_a_submission_through_every_stage_in_order() {
         let mut s = setup();
         s.world.resource_mut::<Timeline>().enabled = true;
         let buf = alloc(&mut s.world, s.device, s.ctx, 4096);
-        submit(
-            &mut s.world,
-            s.stream,
-            TaskDescriptor::memset(MemsetView {
-                dst: buf,
-                value: 7,
-                bytes: 64,
-            }),
-        );
+        submit(&mut s.world, s.stream, sevens(buf));
         let mut schedule = schedule();
         // One frame: ingested, made ready, dispatched, run to its end, completed, retired.
         schedule.run(&mut s.world);
@@ -387,15 +388,7 @@ mod tests {
             let buf = alloc(&mut s.world, s.device, s.ctx, 4096);
             let k = register_kernel(&mut s.world, "k", 100.0, |_| Ok(()));
             s.world.resource_mut::<Timeline>().enabled = true;
-            submit(
-                &mut s.world,
-                s.stream,
-                TaskDescriptor::memset(MemsetView {
-                    dst: buf,
-                    value: 7,
-                    bytes: 64,
-                }),
-            );
+            submit(&mut s.world, s.stream, sevens(buf));
             submit(&mut s.world, s.stream, launch(k, 1, &[]));
             let mut schedule = schedule();
             // Some work in flight when it goes.
