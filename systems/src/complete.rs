@@ -14,6 +14,7 @@ use npusim_components::{
     DeviceState, EventState, NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus,
 };
 
+use crate::cached_query::CachedQuery;
 use crate::lazy::LazyResMut;
 
 /// How a task ended.
@@ -39,8 +40,8 @@ impl From<Result<(), NpuError>> for Outcome {
 /// What completing a task writes besides the task and its stream.
 #[derive(SystemParam)]
 pub struct Completion<'w, 's> {
-    events: Query<'w, 's, &'static mut EventState>,
-    devices: Query<'w, 's, &'static mut DeviceState>,
+    events: CachedQuery<'w, 's, &'static mut EventState>,
+    devices: CachedQuery<'w, 's, &'static mut DeviceState>,
     finished: If<ResMut<'w, Finished>>,
     stats: If<ResMut<'w, FrameStats>>,
     // Looked up only when a task fails.
@@ -79,7 +80,7 @@ impl<'w, 's> Completion<'w, 's> {
     /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
     /// it failed with, if it did (the task's own error: nothing is built for a run that did
     /// not fail).
-    // On the tick's path for every task: inlined there (BENCHMARKS.md, tenth round).
+    // On the tick's path: inlined there (BENCHMARKS.md, tenth round).
     #[inline(always)]
     pub fn run_and_complete(
         &mut self,
@@ -89,22 +90,14 @@ impl<'w, 's> Completion<'w, 's> {
         now: SimTime,
         run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
     ) -> Option<NpuError> {
-        let result = match self.devices.get_mut(task.device) {
-            Ok(mut device) => {
-                let result = run(task, &mut device);
-                if task.status == TaskStatus::Running {
-                    release_units(task, &mut device);
-                }
-                result
+        let (devices, mut settle) = self.split();
+        match devices.get_mut(task.device) {
+            Ok(mut device) => settle.run_and_complete(entity, task, stream, now, &mut device, run),
+            Err(_) => {
+                let err = NpuError::Internal("task on a missing device".into());
+                settle.settle(entity, task, stream, Outcome::Failed(err), now, || 0);
+                task.error.as_deref().cloned()
             }
-            Err(_) => Err(NpuError::Internal("task on a missing device".into())),
-        };
-        let failed = result.is_err();
-        self.settle(entity, task, stream, Outcome::from(result), now);
-        if failed {
-            task.error.as_deref().cloned()
-        } else {
-            None
         }
     }
 
@@ -116,8 +109,106 @@ impl<'w, 's> Completion<'w, 's> {
         entity: Entity,
         task: &mut Task,
         stream: &mut StreamState,
+        outcome: Outcome,
+        now: SimTime,
+    ) {
+        let (devices, mut settle) = self.split();
+        let device = task.device;
+        let index = || devices.get(device).map_or(0, |d| d.index);
+        settle.settle(entity, task, stream, outcome, now, index);
+    }
+
+    /// The devices, and the rest of completion borrowed beside them: a stage that holds a
+    /// device across the tasks ending on it completes them through the rest.
+    pub(crate) fn split(
+        &mut self,
+    ) -> (
+        &mut CachedQuery<'w, 's, &'static mut DeviceState>,
+        Settle<'_, 'w, 's>,
+    ) {
+        (
+            &mut self.devices,
+            Settle {
+                events: &mut self.events,
+                finished: &mut self.finished,
+                stats: &mut self.stats,
+                faults: &mut self.faults,
+            },
+        )
+    }
+
+    /// The devices (their units and memory), for the stage that completes tasks.
+    pub fn devices(&mut self) -> &mut Query<'w, 's, &'static mut DeviceState> {
+        &mut self.devices
+    }
+
+    /// Notes that the frame changed something without completing a task.
+    pub fn progressed(&mut self) {
+        self.stats.last_frame_progressed = true;
+    }
+
+    /// When an event wait on `device` blocked since `since` times out, if its device has an
+    /// event-wait timeout.
+    pub fn wait_deadline(&self, device: Entity, since: SimTime) -> Option<SimTime> {
+        let d = self.devices.get(device).ok()?;
+        d.limits.event_wait_timeout.map(|t| since + t)
+    }
+
+    /// Whether the latest record `record` of `event` has fired (a destroyed event never fires
+    /// again, so its waiters do not block).
+    pub fn record_done(&self, event: Entity, record: u64) -> bool {
+        self.events
+            .get(event)
+            .map_or(true, |ev| ev.record_done(record))
+    }
+}
+
+/// Completion without the devices (see [`Completion::split`]): what completing a task writes
+/// besides its device's units.
+pub(crate) struct Settle<'a, 'w, 's> {
+    events: &'a mut CachedQuery<'w, 's, &'static mut EventState>,
+    finished: &'a mut If<ResMut<'w, Finished>>,
+    stats: &'a mut If<ResMut<'w, FrameStats>>,
+    faults: &'a mut LazyResMut<'w, Faults>,
+}
+
+impl Settle<'_, '_, '_> {
+    /// [`Completion::run_and_complete`] on `device`, the task's device, already looked up.
+    #[inline(always)]
+    pub(crate) fn run_and_complete(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
+        now: SimTime,
+        device: &mut DeviceState,
+        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
+    ) -> Option<NpuError> {
+        let result = run(task, device);
+        if task.status == TaskStatus::Running {
+            release_units(task, device);
+        }
+        let failed = result.is_err();
+        let index = device.index;
+        self.settle(entity, task, stream, Outcome::from(result), now, || index);
+        if failed {
+            task.error.as_deref().cloned()
+        } else {
+            None
+        }
+    }
+
+    /// Everything of completing but giving back the units; `device_index` names the task's
+    /// device in a fault record (asked for only when the task failed).
+    #[inline(always)]
+    fn settle(
+        &mut self,
+        entity: Entity,
+        task: &mut Task,
+        stream: &mut StreamState,
         mut outcome: Outcome,
         now: SimTime,
+        device_index: impl FnOnce() -> u32,
     ) {
         // Read through `Deref` first: the test costs one load and branch when it is off.
         if self.finished.sanitizer.is_some() {
@@ -138,7 +229,7 @@ impl<'w, 's> Completion<'w, 's> {
             Outcome::Failed(err) => {
                 task.status = TaskStatus::Failed;
                 self.stats.tasks_failed += 1;
-                let device = self.devices.get(task.device).map_or(0, |d| d.index);
+                let device = device_index();
                 if let Some(mut faults) = self.faults.get_mut() {
                     faults.pending.push(FaultRecord {
                         device,
@@ -191,31 +282,6 @@ impl<'w, 's> Completion<'w, 's> {
         {
             *outcome = Outcome::Failed(err);
         }
-    }
-
-    /// The devices (their units and memory), for the stage that completes tasks.
-    pub fn devices(&mut self) -> &mut Query<'w, 's, &'static mut DeviceState> {
-        &mut self.devices
-    }
-
-    /// Notes that the frame changed something without completing a task.
-    pub fn progressed(&mut self) {
-        self.stats.last_frame_progressed = true;
-    }
-
-    /// When an event wait on `device` blocked since `since` times out, if its device has an
-    /// event-wait timeout.
-    pub fn wait_deadline(&self, device: Entity, since: SimTime) -> Option<SimTime> {
-        let d = self.devices.get(device).ok()?;
-        d.limits.event_wait_timeout.map(|t| since + t)
-    }
-
-    /// Whether the latest record `record` of `event` has fired (a destroyed event never fires
-    /// again, so its waiters do not block).
-    pub fn record_done(&self, event: Entity, record: u64) -> bool {
-        self.events
-            .get(event)
-            .map_or(true, |ev| ev.record_done(record))
     }
 }
 

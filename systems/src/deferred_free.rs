@@ -3,16 +3,16 @@
 //! goes back to its context's pool. Runs after the hardware tick, so a position completed this
 //! frame releases its blocks this frame.
 
-use bevy_ecs::prelude::*;
 use npusim_components::resources::FrameStats;
 use npusim_components::{DeviceState, StreamState};
 
+use crate::cached_query::CachedQuery;
 use crate::lazy::LazyResMut;
 
 /// Returns to the pool every pending free whose stream positions have all completed.
 pub fn deferred_free(
-    mut devices: Query<&mut DeviceState>,
-    streams: Query<&StreamState>,
+    mut devices: CachedQuery<&mut DeviceState>,
+    streams: CachedQuery<&StreamState>,
     // Looked up only when a block is released.
     mut stats: LazyResMut<FrameStats>,
 ) {
@@ -37,6 +37,7 @@ pub fn deferred_free(
 mod tests {
     use super::*;
     use crate::test_support::*;
+    use bevy_ecs::prelude::*;
 
     fn set_completed(world: &mut World, stream: Entity, completed: u64) {
         world.get_mut::<StreamState>(stream).unwrap().completed = completed;

@@ -16,6 +16,7 @@ use npusim_components::binary::HostLog;
 use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
 
+use crate::cached_query::CachedQuery;
 use crate::lazy::{LazyRes, LazyResMut};
 use npusim_components::{
     DeviceState, KernelBody, KernelRegistry, NpuError, SimTime, Task, TaskKind, TaskStatus,
@@ -45,8 +46,8 @@ pub fn dispatch(
     clock: LazyRes<SimClock>,
     mut ready: LazyResMut<ReadyQueue>,
     mut running: LazyResMut<Running>,
-    mut tasks: Query<&mut Task>,
-    mut devices: Query<&mut DeviceState>,
+    mut tasks: CachedQuery<&mut Task>,
+    mut devices: CachedQuery<&mut DeviceState>,
     registry: LazyRes<KernelRegistry>,
     mut stats: LazyResMut<FrameStats>,
     mut comm: CommUnits,

@@ -15,6 +15,8 @@ use npusim_components::resources::{Devices, FrameStats, TaskPool};
 use npusim_components::task::CopyDir;
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
 
+use crate::cached_query::CachedQueryState;
+
 /// (device, context, address, bytes, position): a range a task's access set names.
 type Use = (Entity, Entity, u64, u64, StreamPosition);
 
@@ -30,9 +32,9 @@ pub struct IngestScratch {
 /// Turns each stream's doorbell entries into task entities, in call order per stream.
 pub fn ingest(
     world: &mut World,
-    tasks: &mut QueryState<&mut Task>,
-    streams: &mut QueryState<(Entity, &mut StreamState)>,
-    devices: &mut QueryState<&mut DeviceState>,
+    tasks: &mut CachedQueryState<&'static mut Task>,
+    streams: &mut CachedQueryState<(Entity, &'static mut StreamState)>,
+    devices: &mut CachedQueryState<&'static mut DeviceState>,
     mut scratch: Local<IngestScratch>,
 ) {
     crate::zone!("npusim::ingest");
@@ -51,7 +53,7 @@ pub fn ingest(
         // (mutably) and the `KernelRegistry` and `Devices` resources (read only); nothing
         // else touches the world until they end with this block.
         let mut streams = unsafe { streams.query_unchecked(cell) };
-        let tasks_state: *mut QueryState<&mut Task> = tasks;
+        let tasks_state: *mut CachedQueryState<&'static mut Task> = tasks;
         // The tasks and resources, fetched at the first rung doorbell (an idle frame fetches
         // none of them).
         let mut res = None;

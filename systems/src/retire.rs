@@ -10,6 +10,8 @@ use npusim_components::{
     TaskStatus,
 };
 
+use crate::cached_query::CachedQueryState;
+
 /// The resources retire reads and writes, by component id: fetched by id, a resource is one
 /// lookup, without hashing its type first (looked up when the system is first run).
 #[derive(Clone, Copy, Debug)]
@@ -33,7 +35,11 @@ impl FromWorld for RetireIds {
 }
 
 /// Records and recycles the tasks that finished this frame.
-pub fn retire(world: &mut World, tasks: &mut QueryState<&mut Task>, ids: Local<RetireIds>) {
+pub fn retire(
+    world: &mut World,
+    tasks: &mut CachedQueryState<&'static mut Task>,
+    ids: Local<RetireIds>,
+) {
     crate::zone!("npusim::retire");
     let ids = *ids;
     // Retire runs every frame (no run condition: evaluating one costs more than this look at

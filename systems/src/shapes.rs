@@ -13,6 +13,8 @@
 //! output's shape (a data-dependent one: its whole buffer), written.
 
 use bevy_ecs::prelude::*;
+
+use crate::cached_query::CachedQuery;
 use bytemuck::Zeroable;
 use npusim_components::access::Access;
 use npusim_components::memory::DeviceMemory;
@@ -27,9 +29,9 @@ use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor, TaskKind, T
 /// Resolves the shapes of every ready op launch not resolved yet.
 pub fn propagate_shapes(
     If(ready): If<Res<ReadyQueue>>,
-    mut tasks: Query<&mut Task>,
-    buffers: Query<&ShapeBuffer>,
-    mut devices: Query<&mut DeviceState>,
+    mut tasks: CachedQuery<&mut Task>,
+    buffers: CachedQuery<&ShapeBuffer>,
+    mut devices: CachedQuery<&mut DeviceState>,
     If(ops): If<Res<OpRegistry>>,
     If(mut resolved): If<ResMut<ResolvedShapes>>,
     // Counters only: without them (an embedder removed them) the stage runs uncounted.

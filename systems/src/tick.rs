@@ -28,15 +28,16 @@ use npusim_components::{
     NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
 };
 
+use crate::cached_query::CachedQuery;
 use crate::complete::{Completion, Outcome};
 use crate::lazy::{LazyRes, LazyResMut};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct TickWorld<'w, 's> {
-    tasks: Query<'w, 's, &'static mut Task>,
-    streams: Query<'w, 's, &'static mut StreamState>,
-    contexts: Query<'w, 's, &'static mut ContextState>,
+    tasks: CachedQuery<'w, 's, &'static mut Task>,
+    streams: CachedQuery<'w, 's, &'static mut StreamState>,
+    contexts: CachedQuery<'w, 's, &'static mut ContextState>,
     completion: Completion<'w, 's>,
     registry: If<Res<'w, KernelRegistry>>,
     aborts: If<ResMut<'w, AbortRequests>>,
@@ -192,13 +193,91 @@ fn advance(
     }
     // The context last seen healthy: tasks ending together are mostly of one context.
     let mut healthy = None;
-    for (i, &entity) in batch.iter().enumerate() {
+    let mut i = 0;
+    while i < batch.len() {
+        // Device-local tasks that need nothing but their device, as many as come in a row;
+        // then one task the general way.
+        let (handled, failure) = finish_local_run(&mut w, &batch[i..], now, &mut healthy);
+        i += handled;
+        if let Some((context, err)) = failure {
+            apply_failure_mode(&mut w, context, err);
+            continue;
+        }
+        let Some(&entity) = batch.get(i) else {
+            break;
+        };
         if finish(&mut w, entity, now, locals_done, &mut healthy) == Finish::AfterLocalWork {
             locals_done = true;
             execute_local_batch(&mut w, &batch[i..]);
             finish(&mut w, entity, now, true, &mut healthy);
         }
+        i += 1;
     }
+}
+
+/// Executes and completes the tasks at the front of `batch` (ending now) that are device-local
+/// and need nothing but their device and stream — a healthy context, not executed ahead, no
+/// shape log, not timing-only: what [`finish`] does with them, with each device looked up once
+/// for the tasks in a row on it. Stops at the first task that needs more (it is left to
+/// `finish`) or that failed (completed; its context and error are returned for its failure
+/// mode). Returns how many tasks it completed.
+fn finish_local_run(
+    w: &mut TickWorld,
+    batch: &[Entity],
+    now: npusim_components::SimTime,
+    healthy: &mut Option<Entity>,
+) -> (usize, Option<(Entity, NpuError)>) {
+    if w.mode.timing_only || w.mode.shape_log.is_some() {
+        return (0, None);
+    }
+    let TickWorld {
+        tasks,
+        streams,
+        contexts,
+        completion,
+        registry,
+        ..
+    } = w;
+    let registry: &KernelRegistry = registry;
+    let (devices, mut settle) = completion.split();
+    let mut device: Option<(Entity, Mut<DeviceState>)> = None;
+    for (i, &entity) in batch.iter().enumerate() {
+        let Ok(mut task) = tasks.get_mut(entity) else {
+            return (i, None);
+        };
+        if task.applied || !is_device_local(&task) {
+            return (i, None);
+        }
+        if *healthy != Some(task.context) {
+            if contexts
+                .get(task.context)
+                .is_ok_and(|c| c.status == ContextStatus::Faulted)
+            {
+                return (i, None);
+            }
+            *healthy = Some(task.context);
+        }
+        let Ok(mut stream) = streams.get_mut(task.stream) else {
+            return (i, None);
+        };
+        // Tasks ending together are mostly of one device: look it up again only when it changes.
+        if device.as_ref().is_none_or(|(d, _)| *d != task.device) {
+            match devices.get_mut(task.device) {
+                Ok(d) => device = Some((task.device, d)),
+                Err(_) => return (i, None),
+            }
+        }
+        let device = &mut *device.as_mut().expect("looked up above").1;
+        let failure =
+            settle.run_and_complete(entity, &mut task, &mut stream, now, device, |t, d| {
+                execute_local(t, d, registry)
+            });
+        if let Some(err) = failure {
+            *healthy = None;
+            return (i + 1, Some((task.context, err)));
+        }
+    }
+    (batch.len(), None)
 }
 
 /// Whether a task touches only its own device's memory (and host buffers).
@@ -1150,6 +1229,48 @@ mod tests {
         }
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], vec![vec![3; 64], vec![5; 64]]);
+    }
+
+    #[test]
+    fn tasks_of_two_devices_ending_together_in_turn_each_run_on_and_return_units_to_their_own() {
+        let mut world = world();
+        let mut sides = Vec::new();
+        for _ in 0..2 {
+            let device = spawn_device(&mut world);
+            let ctx = spawn_context(&mut world, device);
+            sides.push((device, ctx));
+        }
+        // Running order: device 0, device 1, device 0, device 1 (one stream each, all ending at
+        // 100): the device a task runs on changes at every task.
+        let mut blocks = Vec::new();
+        for (i, value) in [1u8, 2, 3, 4].into_iter().enumerate() {
+            let (device, ctx) = sides[i % 2];
+            let stream = spawn_stream(&mut world, ctx, 0);
+            let a = alloc(&mut world, device, ctx, 64);
+            let t = enqueue(
+                &mut world,
+                stream,
+                TaskDescriptor::memset(MemsetView {
+                    dst: a,
+                    value,
+                    bytes: 64,
+                }),
+            );
+            start_running(&mut world, t, 0, 1, 0, 100);
+            blocks.push((device, ctx, a, value));
+        }
+        run(&mut world, hardware_tick);
+        for &(d, c, a, value) in &blocks {
+            assert_eq!(read(&mut world, d, c, a, 64), vec![value; 64]);
+        }
+        for &(d, _) in &sides {
+            let units = &device(&world, d).units;
+            assert_eq!(
+                units.free_dma,
+                npusim_device::config::DeviceConfig::small().dma_engines
+            );
+            assert_eq!(units.dma_busy_ns, 2 * 100);
+        }
     }
 
     #[test]
