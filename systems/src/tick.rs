@@ -195,13 +195,15 @@ fn advance(
     let mut healthy = None;
     let mut i = 0;
     while i < batch.len() {
-        // Device-local tasks that need nothing but their device, as many as come in a row;
-        // then one task the general way.
-        let (handled, failure) = finish_local_run(&mut w, &batch[i..], now, &mut healthy);
-        i += handled;
-        if let Some((context, err)) = failure {
-            apply_failure_mode(&mut w, context, err);
-            continue;
+        // Device-local tasks that need nothing but their device, as many as come in a row
+        // (unless they all executed ahead); then one task the general way.
+        if !locals_done {
+            let (handled, failure) = finish_local_run(&mut w, &batch[i..], now, &mut healthy);
+            i += handled;
+            if let Some((context, err)) = failure {
+                apply_failure_mode(&mut w, context, err);
+                continue;
+            }
         }
         let Some(&entity) = batch.get(i) else {
             break;
