@@ -68,12 +68,15 @@ impl<'w, 's> Completion<'w, 's> {
         outcome: Outcome,
         now: SimTime,
     ) {
+        let (devices, mut settle) = self.split();
         if task.status == TaskStatus::Running
-            && let Ok(mut device) = self.devices.get_mut(task.device)
+            && let Ok(mut device) = devices.get_mut(task.device)
         {
             release_units(task, &mut device);
         }
-        self.settle(entity, task, stream, outcome, now);
+        let device = task.device;
+        let index = || devices.get(device).map_or(0, |d| d.index);
+        settle.settle(entity, task, stream, outcome, now, index);
     }
 
     /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
@@ -99,23 +102,6 @@ impl<'w, 's> Completion<'w, 's> {
                 task.error.as_deref().cloned()
             }
         }
-    }
-
-    /// Everything of completing but giving back the units.
-    // On every task's path: inlined into both callers (BENCHMARKS.md, tenth round).
-    #[inline(always)]
-    fn settle(
-        &mut self,
-        entity: Entity,
-        task: &mut Task,
-        stream: &mut StreamState,
-        outcome: Outcome,
-        now: SimTime,
-    ) {
-        let (devices, mut settle) = self.split();
-        let device = task.device;
-        let index = || devices.get(device).map_or(0, |d| d.index);
-        settle.settle(entity, task, stream, outcome, now, index);
     }
 
     /// The devices, and the rest of completion borrowed beside them: a stage that holds a
@@ -200,6 +186,7 @@ impl Settle<'_, '_, '_> {
 
     /// Everything of completing but giving back the units; `device_index` names the task's
     /// device in a fault record (asked for only when the task failed).
+    // On every task's path: inlined into its callers (BENCHMARKS.md, tenth round).
     #[inline(always)]
     fn settle(
         &mut self,

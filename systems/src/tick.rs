@@ -1198,6 +1198,25 @@ mod tests {
         ));
     }
 
+    /// A memset of `value` over a new 64-byte block of `ctx`, on a new stream of it, running
+    /// from 0 to 100 on one DMA engine; returns the block.
+    fn running_memset(world: &mut World, ctx: Entity, value: u8) -> u64 {
+        let device = world.get::<ContextState>(ctx).expect("context").device;
+        let stream = spawn_stream(world, ctx, 0);
+        let a = alloc(world, device, ctx, 64);
+        let t = enqueue(
+            world,
+            stream,
+            TaskDescriptor::memset(MemsetView {
+                dst: a,
+                value,
+                bytes: 64,
+            }),
+        );
+        start_running(world, t, 0, 1, 0, 100);
+        a
+    }
+
     #[test]
     fn with_worker_threads_devices_compute_the_same_results() {
         let mut results = Vec::new();
@@ -1208,18 +1227,7 @@ mod tests {
             for value in [3u8, 5] {
                 let device = spawn_device(&mut world);
                 let ctx = spawn_context(&mut world, device);
-                let stream = spawn_stream(&mut world, ctx, 0);
-                let a = alloc(&mut world, device, ctx, 64);
-                let t = enqueue(
-                    &mut world,
-                    stream,
-                    TaskDescriptor::memset(MemsetView {
-                        dst: a,
-                        value,
-                        bytes: 64,
-                    }),
-                );
-                start_running(&mut world, t, 0, 1, 0, 100);
+                let a = running_memset(&mut world, ctx, value);
                 blocks.push((device, ctx, a));
             }
             run(&mut world, hardware_tick);
@@ -1247,18 +1255,7 @@ mod tests {
         let mut blocks = Vec::new();
         for (i, value) in [1u8, 2, 3, 4].into_iter().enumerate() {
             let (device, ctx) = sides[i % 2];
-            let stream = spawn_stream(&mut world, ctx, 0);
-            let a = alloc(&mut world, device, ctx, 64);
-            let t = enqueue(
-                &mut world,
-                stream,
-                TaskDescriptor::memset(MemsetView {
-                    dst: a,
-                    value,
-                    bytes: 64,
-                }),
-            );
-            start_running(&mut world, t, 0, 1, 0, 100);
+            let a = running_memset(&mut world, ctx, value);
             blocks.push((device, ctx, a, value));
         }
         run(&mut world, hardware_tick);
