@@ -1,8 +1,10 @@
 //! Completion: the one place a task finishes, whatever its kind and however it ends — it ran,
 //! it faulted, or an earlier failure aborted it. Dependency resolution completes the tasks that
 //! need no unit (event records, satisfied waits, aborted heads) and the hardware tick the rest,
-//! both through [`Completion::complete`], which alone advances the stream, fires or cancels
-//! event records, releases units, counts, and hands the task to retire.
+//! both through [`Completion`]: [`Completion::complete`], or [`Completion::run_and_complete`]
+//! for a task that runs as it ends (the tick, holding a device across the tasks ending on it,
+//! calls the same through `Completion::split`). All of them end in one `settle`, which alone
+//! advances the stream, fires or cancels event records, counts, and hands the task to retire.
 //!
 //! What a context does about a fault (its failure mode: stop aborts its queued work) is not
 //! completion; the tick applies it after completing the faulting task.
