@@ -218,18 +218,18 @@ fn advance(
 }
 
 /// Executes and completes the tasks at the front of `batch` (ending now) that are device-local
-/// and need nothing but their device and stream — a healthy context, not executed ahead, no
-/// shape log, not timing-only: what [`finish`] does with them, with each device looked up once
-/// for the tasks in a row on it. Stops at the first task that needs more (it is left to
-/// `finish`) or that failed (completed; its context and error are returned for its failure
-/// mode). Returns how many tasks it completed.
+/// and need nothing but their device and stream — a healthy context, not executed ahead, not
+/// timing-only — with each device looked up once for the tasks in a row on it: the one path
+/// that executes and completes device-local work as it ends. Stops at the first task that needs
+/// more (it is left to [`finish`]) or that failed (completed; its context and error are
+/// returned for its failure mode). Returns how many tasks it completed.
 fn finish_local_run(
     w: &mut TickWorld,
     batch: &[Entity],
     now: npusim_components::SimTime,
     healthy: &mut Option<Entity>,
 ) -> (usize, Option<(Entity, NpuError)>) {
-    if w.mode.timing_only || w.mode.shape_log.is_some() {
+    if w.mode.timing_only {
         return (0, None);
     }
     let TickWorld {
@@ -238,6 +238,7 @@ fn finish_local_run(
         contexts,
         completion,
         registry,
+        mode,
         ..
     } = w;
     let registry: &KernelRegistry = registry;
@@ -277,6 +278,10 @@ fn finish_local_run(
         if let Some(err) = failure {
             *healthy = None;
             return (i + 1, Some((task.context, err)));
+        }
+        if mode.shape_log.is_some() {
+            // A recording runtime logs the shape a data-dependent op published.
+            published_shape(device, mode, &task);
         }
     }
     (batch.len(), None)
@@ -438,45 +443,24 @@ fn finish(
     } else if task.applied {
         Some(task.error.take().map_or(Ok(()), |e| Err(*e)))
     } else if w.mode.timing_only && task.kind() != TaskKind::Collective {
-        published_shape(w.completion.devices(), &w.mode, &task);
         // Timing-only: the task took its time; its effect (bytes moved, a kernel's results)
         // is not applied, but its pages are translated as the data path would. A collective
         // still leaves its rendezvous (below, without data).
-        if is_device_local(&task)
-            && let Ok(mut d) = w.completion.devices().get_mut(task.device)
-        {
-            for a in task.access.ranges() {
-                // A range that would fault is the functional run's fault: not modelled here.
-                if a.space == npusim_components::access::Space::Local && a.bytes > 0 {
-                    let _ = d.memory.translate_virt(task.context, a.addr, a.bytes);
+        if let Ok(mut d) = w.completion.devices().get_mut(task.device) {
+            published_shape(&mut d, &w.mode, &task);
+            if is_device_local(&task) {
+                for a in task.access.ranges() {
+                    // A range that would fault is the functional run's fault: not modelled.
+                    if a.space == npusim_components::access::Space::Local && a.bytes > 0 {
+                        let _ = d.memory.translate_virt(task.context, a.addr, a.bytes);
+                    }
                 }
             }
         }
         Some(Ok(()))
-    } else if is_device_local(&task) {
-        // Executed and completed with one look at its device.
-        let registry = &w.registry;
-        let Ok(mut stream) = w.streams.get_mut(task.stream) else {
-            if let Ok(mut d) = w.completion.devices().get_mut(task.device) {
-                let _ = execute_local(&task, &mut d, registry);
-            }
-            return Finish::Handled;
-        };
-        let failure =
-            w.completion
-                .run_and_complete(entity, &mut task, &mut stream, now, |task, device| {
-                    execute_local(task, device, registry)
-                });
-        if let Some(err) = failure {
-            *healthy = None;
-            let context = task.context;
-            apply_failure_mode(w, context, err);
-        } else if w.mode.shape_log.is_some() {
-            // A recording runtime logs the shape a data-dependent op published.
-            published_shape(w.completion.devices(), &w.mode, &task);
-        }
-        return Finish::Handled;
     } else if !locals_done {
+        // Device-local work comes here only when `finish_local_run` could not run it (its
+        // stream or device is gone): it executes with the rest ending now, then completes.
         return Finish::AfterLocalWork;
     } else {
         let r = execute(w, entity, now);
@@ -487,8 +471,11 @@ fn finish(
         Some(r)
     };
     // A recording runtime logs the shape a data-dependent op published.
-    if w.mode.shape_log.is_some() && matches!(result, Some(Ok(()))) {
-        published_shape(w.completion.devices(), &w.mode, &task);
+    if w.mode.shape_log.is_some()
+        && matches!(result, Some(Ok(())))
+        && let Ok(mut d) = w.completion.devices().get_mut(task.device)
+    {
+        published_shape(&mut d, &w.mode, &task);
     }
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
         return Finish::Handled;
@@ -569,14 +556,11 @@ fn abort_context(w: &mut TickWorld, context_e: Entity, err: Option<NpuError>) {
 /// The shape a data-dependent op launch publishes, for recording and replay: logged (when
 /// `mode` logs shapes) once its kernel has written it, or written from the recording (in a
 /// timing-only replay) in place of its kernel.
-fn published_shape(devices: &mut Query<&mut DeviceState>, mode: &ExecutionMode, task: &Task) {
+fn published_shape(d: &mut DeviceState, mode: &ExecutionMode, task: &Task) {
     let Some(slot) = npusim_components::shape::OpTiling::parse(task.desc.tiling_words())
         .map(|t| t.out_slot())
         .filter(|&a| a != 0)
     else {
-        return;
-    };
-    let Ok(mut d) = devices.get_mut(task.device) else {
         return;
     };
     let key = (task.stream, task.seq);
