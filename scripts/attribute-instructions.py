@@ -2,10 +2,14 @@
 """Where a probe run's instructions go, by npusim function or source line.
 
 Each instruction callgrind counted in the probe binary is given to the outermost npusim
-function it was inlined into (`--by stage`: ingest, the tick, dispatch, the launch, ...) or to
-the innermost npusim source line (`--by line`), through the binary's debug line tables
-(`addr2line -i`). Instructions in other objects (the C library, the loader) are counted apart.
-Divide by the kernels the run launched to read the figures per kernel.
+function it was inlined into (`--by stage`: ingest, the tick, dispatch, the launch, ...), to
+the innermost npusim source line (`--by line`), to whose code it is (`--by owner`: npusim's or
+bevy_ecs's; the standard library's and other crates' code inlined into either counts for the one
+that called it), or, for bevy's, to the npusim line whose call it is in (`--by bevy-site`:
+an entity lookup, a resource fetch, ...; outside any npusim line it is the schedule's and the
+system parameters' own), through the binary's debug line tables (`addr2line -i`). Instructions
+in other objects (the C library, the loader) are counted apart. Divide by the kernels the run
+launched to read the figures per kernel.
 
     cargo bench --bench probe --no-run
     probe=$(ls -t target/release/deps/probe-* | grep -v '\\.d$' | head -n 1)
@@ -13,6 +17,7 @@ Divide by the kernels the run launched to read the figures per kernel.
     python3 scripts/attribute-instructions.py cg.out "$probe" --per 100000
     python3 scripts/attribute-instructions.py cg.out "$probe" --per 100000 --by line \\
         --within hardware_tick
+    python3 scripts/attribute-instructions.py cg.out "$probe" --per 100000 --by owner
 
 Needs valgrind and binutils (`addr2line`).
 """
@@ -106,12 +111,40 @@ def ours(function, location):
     return "npusim" in function or in_tree(location)
 
 
+def is_bevy(location):
+    """Whether a frame is one of bevy's crates (`bevy_ecs`, `bevy_ptr`, ...)."""
+    return "/bevy_" in location
+
+
+def owner(chain):
+    """Whose code an instruction is: the innermost frame that is npusim's (the probe's own
+    program included) or bevy's; the standard library's and other crates' code count for the
+    one they were inlined into."""
+    for function, location in chain:
+        if is_bevy(location):
+            return "bevy_ecs"
+        if in_tree(location) or "/benches/" in location:
+            return "npusim"
+    return "other (no npusim or bevy frame)"
+
+
+def bevy_site(chain):
+    """For an instruction of bevy's code, the npusim line whose call it is in (the innermost
+    npusim line it was inlined into); None for any other instruction."""
+    if owner(chain) != "bevy_ecs":
+        return None
+    return next(
+        (short(loc) for f, loc in chain if in_tree(loc) or "/benches/" in loc),
+        "(no npusim line: the schedule, system parameters, resource fetches)",
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("callgrind_out")
     parser.add_argument("binary")
     parser.add_argument("--per", type=float, default=1.0, help="divide every count by this")
-    parser.add_argument("--by", choices=["stage", "line"], default="stage")
+    parser.add_argument("--by", choices=["stage", "line", "owner", "bevy-site"], default="stage")
     parser.add_argument("--within", help="only instructions whose stage matches this regex")
     parser.add_argument("--top", type=int, default=30)
     args = parser.parse_args()
@@ -127,6 +160,12 @@ def main():
             continue
         if args.by == "stage":
             key = stage[:100]
+        elif args.by == "owner":
+            key = owner(chain)
+        elif args.by == "bevy-site":
+            key = bevy_site(chain)
+            if key is None:
+                continue
         else:
             key = next(
                 (f"{re.sub(r'<.*?>', '', f)[-40:]} @ {short(loc)}" for f, loc in chain if in_tree(loc)),
