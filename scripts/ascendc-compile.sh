@@ -11,8 +11,16 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 clangxx="${CLANGXX:-clang++-16}"
+layouts=0
+if [[ "${1:-}" == "--layouts" ]]; then
+    # --layouts KERNEL.cpp: print clang's record-layout dump of the source (same flags), which
+    # scripts/npusim-ascendc.sh reads to pack structs passed by value.
+    layouts=1
+    shift
+    set -- "$@" /dev/null
+fi
 if [[ $# -lt 2 ]]; then
-    echo "usage: $0 [clang flags...] KERNEL.cpp OUT.o" >&2
+    echo "usage: $0 [clang flags...] KERNEL.cpp OUT.o   or   $0 --layouts KERNEL.cpp" >&2
     exit 2
 fi
 args=("$@")
@@ -26,11 +34,16 @@ sdk="$root/device/sdk"
 srcdir="$(cd "$(dirname "$src")" && pwd)"
 rel="$(realpath --relative-to="$srcdir" "$sdk" 2>/dev/null || echo "$sdk")"
 
+flags=(--target=riscv64-unknown-elf -march=rv64imf -mabi=lp64f -O2 -std=c++17
+    -ffreestanding -fno-builtin -nostdlib -fno-exceptions -fno-rtti -fno-threadsafe-statics
+    -mcmodel=medany -mno-relax -fno-pic -fno-ident -fno-addrsig
+    -fno-asynchronous-unwind-tables -fno-unwind-tables -Wall -Wextra
+    -D__CCE_KT_TEST__ -DNPUSIM_ASCENDC=1 -I "$rel" -I "$rel/ascendc")
+if [[ $layouts == 1 ]]; then
+    cd "$srcdir"
+    exec "$clangxx" "${flags[@]}" "${extra[@]}" -S -o /dev/null -Xclang -fdump-record-layouts \
+        "$(basename "$src")"
+fi
 out="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 cd "$srcdir"
-"$clangxx" --target=riscv64-unknown-elf -march=rv64imf -mabi=lp64f -O2 -std=c++17 \
-    -ffreestanding -fno-builtin -nostdlib -fno-exceptions -fno-rtti -fno-threadsafe-statics \
-    -mcmodel=medany -mno-relax -fno-pic -fno-ident -fno-addrsig \
-    -fno-asynchronous-unwind-tables -fno-unwind-tables -Wall -Wextra \
-    -D__CCE_KT_TEST__ -DNPUSIM_ASCENDC=1 -I "$rel" -I "$rel/ascendc" \
-    "${extra[@]}" -c "$(basename "$src")" -o "$out"
+"$clangxx" "${flags[@]}" "${extra[@]}" -c "$(basename "$src")" -o "$out"

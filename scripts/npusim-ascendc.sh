@@ -17,8 +17,11 @@
 #                                 (aclrtLaunchKernel's slots, plus float arguments)
 #
 # Kernel arguments: GM_ADDR and other pointers become `void *`; integer and float scalars keep
-# their type. A tiling struct travels by pointer (`GM_ADDR tiling` + GET_TILING_DATA): by-value
-# struct arguments are refused here. Build a host program with
+# their type. A tiling struct travels by pointer (`GM_ADDR tiling` + GET_TILING_DATA) or by value:
+# then the launcher takes a pointer to the host's struct (`&tiling`, as CANN's generated
+# launcher does) and packs its bytes as the device ABI passes it (structs of integers up to 16
+# bytes). Any other argument is refused: the tool names the kernel, the parameter and why, and
+# exits 1. Build a host program with
 #   c++ main.cpp OUTDIR/aclrtlaunch_STEM.cpp -I OUTDIR -I acl/include -L target/release \
 #       -lnpusim_acl
 # (examples/c/ascendc.mk does it in one make command). Needs clang-16 and perl.
@@ -45,6 +48,26 @@ if [[ -z "$sigs" ]]; then
     echo "npusim-ascendc: no extern \"C\" __global__ __aicore__ kernel in $src" >&2
     exit 1
 fi
+
+# "SIZE|FLOATS" of a struct as the device compiler lays it out (bytes; the count of its
+# floating-point fields), from clang's record-layout dump of the kernel source; empty when the
+# source lays out no such struct. Computed once, and only for a source with a by-value struct.
+layouts="$out/.$stem.layouts"
+rm -f "$layouts"
+struct_layout() {
+    if [[ ! -f "$layouts" ]]; then
+        bash "$root/scripts/ascendc-compile.sh" --layouts "$src" >"$layouts"
+    fi
+    perl -0777 -e '
+        my $name = $ARGV[0]; my $dump = do { local $/; <STDIN> }; my @b = split /\*\*\* Dumping AST Record Layout/, $dump;
+        for (@b) {
+            next unless /^\s*0 \| (?:struct|class) \Q$name\E\s*$/m;
+            my ($size) = /\[sizeof=(\d+)/ or next;
+            my $floats = () = /^\s*\d+ \|\s+(?:const\s+)?(?:float|double|half|bfloat16_t|__fp16)\s+\w/mg;
+            print "$size|$floats"; last;
+        }' "$1" <"$layouts"
+}
+refused=0
 
 impl="$out/aclrtlaunch_$stem.cpp"
 {
@@ -102,15 +125,35 @@ while IFS='|' read -r name params; do
             uint32_t | uint64_t | size_t)
                 decl+=("$ptype $pname"); body+=("    slots[$i] = (uint64_t)(int64_t)$pname;") ;;
             *)
-                echo "npusim-ascendc: $name: argument '$p' is passed by value; pass tiling structs by pointer (GM_ADDR + GET_TILING_DATA)" >&2
-                decl+=("SKIP")
+                # A struct by value: the host passes a pointer to it (as CANN's generated
+                # launcher takes `&tiling`) and the launcher packs its bytes as the RISC-V
+                # LP64F ABI passes a struct of integers of at most 16 bytes: in one or two
+                # argument registers, little-endian, in order.
+                struct="${ptype#struct }"
+                layout="$(struct_layout "$struct")"
+                size="${layout%%|*}"
+                floats="${layout#*|}"
+                reason=""
+                if [[ -z "$layout" ]]; then
+                    reason="its type '$ptype' is not a struct the compiler laid out"
+                elif [[ "$floats" != 0 ]]; then
+                    reason="struct $struct has floating-point fields (LP64F passes those in float registers; the launcher packs integer words only)"
+                elif ((size > 16)); then
+                    reason="struct $struct is $size bytes (LP64F passes a struct over 16 bytes by reference to a copy the launcher cannot place in device memory)"
+                fi
+                if [[ -n "$reason" ]]; then
+                    echo "npusim-ascendc: kernel $name, parameter '$p': cannot be passed by value: $reason; pass it by pointer (GM_ADDR + GET_TILING_DATA)" >&2
+                    refused=1
+                    continue 2
+                fi
+                decl+=("const void *$pname")
+                body+=("    if ($pname == nullptr) {" "        return (uint32_t)ACL_ERROR_INVALID_PARAM;" "    }")
+                body+=("    memcpy(&slots[$i], $pname, $size); // struct $struct by value")
+                i=$((i + (size + 7) / 8 - 1))
                 ;;
         esac
         i=$((i + 1))
     done
-    if [[ " ${decl[*]} " == *" SKIP "* ]]; then
-        continue
-    fi
     args="uint32_t blockDim, aclrtStream stream"
     for d in "${decl[@]}"; do args+=", $d"; done
     guard="ACLRTLAUNCH_$(echo "$name" | tr '[:lower:]' '[:upper:]')_H"
@@ -155,4 +198,9 @@ H
         echo "}"
     } >>"$impl"
 done <<<"$sigs"
+rm -f "$layouts"
+if [[ $refused == 1 ]]; then
+    echo "npusim-ascendc: $src: some kernels have no launcher (above)" >&2
+    exit 1
+fi
 echo "npusim-ascendc: $out/$stem.o, $impl and its aclrtlaunch_*.h"

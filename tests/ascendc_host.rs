@@ -1,8 +1,9 @@
 //! The host path of Ascend C kernels: `scripts/npusim-ascendc.sh` compiles a kernel source
 //! unchanged (its `<<<...>>>` launch skipped under `__CCE_KT_TEST__`), generates the
 //! `aclrtlaunch_<kernel>.h` headers with `ACLRT_LAUNCH_KERNEL`, and launch code that
-//! compiles against `acl/acl.h`. (`.ci/run` also links and runs the C++ host program with
-//! `make -f examples/c/ascendc.mk run`.)
+//! compiles against `acl/acl.h`; a parameter it cannot pass makes it exit 1 naming the kernel,
+//! the parameter and why. (`.ci/run` also links and runs the C++ host program with
+//! `make -f examples/c/ascendc.mk run`, which launches a kernel with a by-value tiling struct.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,8 +39,14 @@ fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() 
     assert!(header.contains("#define ACLRT_LAUNCH_KERNEL(kernel_func) aclrtlaunch_##kernel_func"));
     let tiled = read(&out.join("aclrtlaunch_add_custom_tiling.h"));
     assert!(tiled.contains("void *z, void *tiling);"));
-    // A by-value struct argument has no generated launcher.
-    assert!(!out.join("aclrtlaunch_add_custom_tiling_f32.h").exists());
+    // A struct by value: the launcher takes a pointer to the host's struct (`&tiling`, as
+    // CANN's generated launcher does) and packs its 8 bytes into one argument slot.
+    let by_value = read(&out.join("aclrtlaunch_add_custom_tiling_f32.h"));
+    assert!(by_value.contains("void *z, const void *tiling);"));
+    assert!(
+        read(&out.join("aclrtlaunch_add_custom.cpp"))
+            .contains("memcpy(&slots[3], tiling, 8); // struct AddTiling by value")
+    );
     // The object is the committed one (the build is reproducible) and is embedded.
     let object = std::fs::read(out.join("add_custom.o")).unwrap();
     assert_eq!(
@@ -59,4 +66,45 @@ fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() 
         .unwrap();
     assert!(syntax.success(), "the generated launch code compiles");
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_naming_kernel_and_parameter() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("npusim-ascendc-refuse-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("refused.cpp");
+    std::fs::write(
+        &src,
+        "#include \"kernel_operator.h\"\n\
+         struct Scale { float alpha; uint32_t n; };\n\
+         struct Big { uint32_t w[6]; };\n\
+         extern \"C\" __global__ __aicore__ void scaled(GM_ADDR x, Scale s) { (void)x; (void)s; }\n\
+         extern \"C\" __global__ __aicore__ void big(GM_ADDR x, Big b) { (void)x; (void)b; }\n\
+         extern \"C\" __global__ __aicore__ void fine(GM_ADDR x) { (void)x; }\n",
+    )
+    .unwrap();
+    let out = Command::new("bash")
+        .arg(root().join("scripts/npusim-ascendc.sh"))
+        .arg(&src)
+        .arg(dir.join("out"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("kernel scaled, parameter 'Scale s'")
+            && stderr.contains("floating-point fields"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("kernel big, parameter 'Big b'") && stderr.contains("24 bytes"),
+        "{stderr}"
+    );
+    // The kernel it can launch still gets its launcher.
+    assert!(dir.join("out/aclrtlaunch_fine.h").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

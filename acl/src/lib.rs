@@ -67,6 +67,7 @@ pub mod device;
 pub mod error;
 pub mod event;
 pub mod exception;
+pub mod float16;
 pub mod handles;
 pub mod host;
 pub mod kernel;

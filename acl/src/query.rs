@@ -15,7 +15,8 @@ use crate::session::{Session, session};
 use crate::types::*;
 
 /// `aclError aclrtGetRunMode(aclrtRunMode *runMode)`: ACL_HOST: the program runs on the host,
-/// beside the (simulated) device.
+/// beside the (simulated) device. Legal before `aclInit` and after `aclFinalize`, as CANN's
+/// samples rely on (they ask the run mode first): the answer does not depend on a session.
 ///
 /// # Safety
 /// `runMode` is NULL or writable.
@@ -23,7 +24,6 @@ use crate::types::*;
 pub unsafe extern "C" fn aclrtGetRunMode(runMode: *mut u32) -> aclError {
     call("aclrtGetRunMode", || {
         non_null(runMode, "runMode")?;
-        session()?;
         // SAFETY: checked non-NULL.
         unsafe { runMode.write(ACL_HOST) };
         Ok(())

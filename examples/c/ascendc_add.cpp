@@ -2,7 +2,9 @@
  * ascendc_add.cpp — the host side of Ascend C's add_custom sample, on npusim: the kernel
  * (examples/ascendc/add_custom.cpp) is launched with ACLRT_LAUNCH_KERNEL, as a CANN kernel-
  * launch sample does, through the header and launch code scripts/npusim-ascendc.sh
- * generates. Checks z = x + y (half) against the CPU and prints the simulated time.
+ * generates. Checks z = x + y (half) against the CPU and prints the simulated time; then
+ * launches the float variant whose tiling struct is a by-value parameter, passing `&tiling` as
+ * a CANN sample does, and checks it.
  *
  * Build and run, from the repository root (one command):
  *     make -f examples/c/ascendc.mk run
@@ -13,6 +15,7 @@
 
 #include "acl/acl.h"
 #include "aclrtlaunch_add_custom.h"
+#include "aclrtlaunch_add_custom_tiling_f32.h"
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -24,34 +27,15 @@
         }                                                                                    \
     } while (0)
 
-// IEEE half <-> float on the host (round to nearest even), for the inputs and the check.
-static uint16_t to_half(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000;
-    int32_t e = (int32_t)((x >> 23) & 0xff) - 112;
-    uint32_t man = x & 0x7fffff;
-    if (e >= 31) return (uint16_t)(sign | 0x7c00);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        uint32_t m = man | 0x800000, shift = (uint32_t)(14 - e);
-        uint32_t kept = m >> shift, rest = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-        return (uint16_t)(sign | (kept + (rest > half || (rest == half && (kept & 1)))));
-    }
-    uint32_t kept = ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fff;
-    return (uint16_t)(sign | (kept + (rest > 0x1000 || (rest == 0x1000 && (kept & 1)))));
-}
-static float to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, bits;
-    if (e == 0) {
-        float v = (float)m / 16777216.0f;
-        return sign ? -v : v;
-    }
-    bits = e == 31 ? sign | 0x7f800000 | (m << 13) : sign | ((e + 112) << 23) | (m << 13);
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
+// The half conversions CANN's acl_base.h declares (samples' data_utils.h uses them).
+static uint16_t to_half(float f) { return aclFloatToFloat16(f); }
+static float to_float(uint16_t h) { return aclFloat16ToFloat(h); }
+
+// The tiling struct add_custom_tiling_f32 takes by value (its layout in the kernel file).
+struct AddTiling {
+    uint32_t totalLength;
+    uint32_t tileNum;
+};
 
 int main() {
     const uint32_t blockDim = 8;
@@ -97,6 +81,43 @@ int main() {
     CHECK(aclrtEventElapsedTime(&ms, start, end));
     printf("add_custom (half, %zu elements, %u blocks): %s, %.2f us simulated\n", n, blockDim,
            bad ? "WRONG" : "correct", ms * 1000.0f);
+
+    // The float kernel with its tiling struct by value: 8 blocks x 2 tiles x 2 buffers of
+    // n / 32 floats each.
+    const size_t fbytes = n * sizeof(float);
+    float *fx, *fy, *fz;
+    CHECK(aclrtMallocHost((void **)&fx, fbytes));
+    CHECK(aclrtMallocHost((void **)&fy, fbytes));
+    CHECK(aclrtMallocHost((void **)&fz, fbytes));
+    for (size_t i = 0; i < n; i++) {
+        fx[i] = (float)(i % 101) * 0.25f - 3.0f;
+        fy[i] = (float)(i % 7) * 1.5f;
+    }
+    void *dx, *dy, *dz;
+    CHECK(aclrtMalloc(&dx, fbytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&dy, fbytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&dz, fbytes, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMemcpy(dx, fbytes, fx, fbytes, ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(aclrtMemcpy(dy, fbytes, fy, fbytes, ACL_MEMCPY_HOST_TO_DEVICE));
+    AddTiling tiling = {(uint32_t)n, 2};
+    CHECK(ACLRT_LAUNCH_KERNEL(add_custom_tiling_f32)(blockDim, stream, dx, dy, dz, &tiling));
+    CHECK(aclrtSynchronizeStream(stream));
+    CHECK(aclrtMemcpy(fz, fbytes, dz, fbytes, ACL_MEMCPY_DEVICE_TO_HOST));
+    size_t fbad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fz[i] != fx[i] + fy[i]) {
+            if (fbad++ < 5) fprintf(stderr, "float z[%zu] = %g\n", i, fz[i]);
+        }
+    }
+    printf("add_custom_tiling_f32 (float, tiling {%u, %u} by value): %s\n", tiling.totalLength,
+           tiling.tileNum, fbad ? "WRONG" : "correct");
+    bad += fbad;
+    CHECK(aclrtFree(dx));
+    CHECK(aclrtFree(dy));
+    CHECK(aclrtFree(dz));
+    CHECK(aclrtFreeHost(fx));
+    CHECK(aclrtFreeHost(fy));
+    CHECK(aclrtFreeHost(fz));
 
     CHECK(aclrtFree(x));
     CHECK(aclrtFree(y));

@@ -13,12 +13,21 @@
 enum { N = 65536 };
 
 int main(int argc, char **argv) {
-    /* Before aclInit: no session, no SoC name. */
+    /* Before aclInit: no session, no SoC name; the run mode is known (CANN's samples ask it
+     * first) and so are the half conversions of samples' data_utils.h. */
     EXPECT(aclrtGetSocName() == NULL);
-    aclrtRunMode mode;
-    EXPECT_CODE(aclrtGetRunMode(&mode), ACL_ERROR_UNINITIALIZE);
-    EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_UNINITIALIZE);
+    aclrtRunMode mode = ACL_DEVICE;
+    CHECK(aclrtGetRunMode(&mode));
+    EXPECT(mode == ACL_HOST);
+    EXPECT(aclFloatToFloat16(1.5f) == 0x3e00);
+    EXPECT(aclFloat16ToFloat(0x3e00) == 1.5f);
+    EXPECT_CODE(aclrtGetRunMode(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_SUCCESS);
+    EXPECT_CODE(aclrtCreateStream(NULL), ACL_ERROR_INVALID_PARAM);
+    aclrtStream early;
+    EXPECT_CODE(aclrtCreateStream(&early), ACL_ERROR_UNINITIALIZE);
+    EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_UNINITIALIZE);
 
     CHECK(aclInit(NULL));
     const int32_t device = 0;
@@ -133,6 +142,11 @@ int main(int argc, char **argv) {
     CHECK(aclrtDestroyContext(context));
     CHECK(aclrtResetDeviceForce(device));
     CHECK(aclFinalize());
+    /* After aclFinalize: the run mode is still known; the SoC name is gone with the session. */
+    mode = ACL_DEVICE;
+    CHECK(aclrtGetRunMode(&mode));
+    EXPECT(mode == ACL_HOST);
+    EXPECT(aclrtGetSocName() == NULL);
     printf("device_queries: ok\n");
     return 0;
 }

@@ -67,6 +67,11 @@ typedef void *aclrtAllocatorAddr;
  * name otherwise; NULL before aclInit. */
 ACL_FUNC_VISIBILITY const char *aclrtGetSocName(void);
 
+/* IEEE binary16 <-> float, as CANN's acl_base.h declares them (round to nearest even; NaN
+ * stays NaN, overflow becomes infinity). Legal before aclInit: they touch no runtime state. */
+ACL_FUNC_VISIBILITY float aclFloat16ToFloat(aclFloat16 value);
+ACL_FUNC_VISIBILITY aclFloat16 aclFloatToFloat16(float value);
+
 #ifdef __cplusplus
 }
 #endif
