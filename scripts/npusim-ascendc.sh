@@ -2,7 +2,7 @@
 # The host path for an Ascend C kernel on npusim: compiles KERNEL.cpp for the AI core (with
 # scripts/ascendc-compile.sh) and generates what a host program includes and links.
 #
-#   scripts/npusim-ascendc.sh KERNEL.cpp OUTDIR
+#   scripts/npusim-ascendc.sh [-D..] [-U..] [-I DIR] [-O..] [--cce-aicore-arch=..] KERNEL.cpp OUTDIR
 #
 # Produces, for every `extern "C" __global__ __aicore__ void NAME(...)` in KERNEL.cpp:
 #   OUTDIR/aclrtlaunch_NAME.h     declares
@@ -28,15 +28,31 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+usage="usage: $0 [-DNAME[=VALUE]] [-UNAME] [-I DIR] [-O0..3] [--cce-aicore-arch=ARCH] KERNEL.cpp OUTDIR"
+# The flags a sample's kernel compile passes (CANN's ascendc_library / bisheng): defines,
+# include directories (made absolute: the compile runs in the source's directory), the
+# optimisation level and the SoC's AI-core architecture (accepted: npusim's core is the same
+# for every preset).
+flags=()
+while [[ $# -gt 2 ]]; do
+    case "$1" in
+        -D?* | -U?* | -O[0-3s]) flags+=("$1") ;;
+        -I) flags+=("-I$(realpath -m "$2")"); shift ;;
+        -I?*) flags+=("-I$(realpath -m "${1#-I}")") ;;
+        --cce-aicore-arch=*) ;;
+        *) echo "npusim-ascendc: unknown flag '$1'" >&2; echo "$usage" >&2; exit 2 ;;
+    esac
+    shift
+done
 if [[ $# -ne 2 ]]; then
-    echo "usage: $0 KERNEL.cpp OUTDIR" >&2
+    echo "$usage" >&2
     exit 2
 fi
 src="$1"
 out="$2"
 mkdir -p "$out"
 stem="$(basename "$src" .cpp)"
-bash "$root/scripts/ascendc-compile.sh" "$src" "$out/$stem.o"
+bash "$root/scripts/ascendc-compile.sh" ${flags[@]+"${flags[@]}"} "$src" "$out/$stem.o"
 
 # Kernel signatures: "name|type name, type name, ..." lines, comments stripped.
 sigs="$(perl -0777 -ne '
@@ -56,7 +72,7 @@ layouts="$out/.$stem.layouts"
 rm -f "$layouts"
 struct_layout() {
     if [[ ! -f "$layouts" ]]; then
-        bash "$root/scripts/ascendc-compile.sh" --layouts "$src" >"$layouts"
+        bash "$root/scripts/ascendc-compile.sh" --layouts ${flags[@]+"${flags[@]}"} "$src" >"$layouts"
     fi
     perl -0777 -e '
         my $name = $ARGV[0]; my $dump = do { local $/; <STDIN> }; my @b = split /\*\*\* Dumping AST Record Layout/, $dump;

@@ -108,3 +108,61 @@ fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_naming_kernel_and_p
     assert!(dir.join("out/aclrtlaunch_fine.h").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_tool_takes_a_sample_s_defines_include_directories_and_arch_flags() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("npusim-ascendc-flags-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("inc")).unwrap();
+    // The struct's size depends on a define, so the launcher is right only if the layout was
+    // taken with the same flags as the object.
+    std::fs::write(
+        dir.join("inc/tiling.h"),
+        "struct Tiling { uint32_t w[WORDS]; };\n",
+    )
+    .unwrap();
+    let src = dir.join("flags.cpp");
+    std::fs::write(
+        &src,
+        "#include \"kernel_operator.h\"\n\
+         #include \"tiling.h\"\n\
+         #ifndef NEEDED\n#error NEEDED is not defined\n#endif\n\
+         extern \"C\" __global__ __aicore__ void k(GM_ADDR x, Tiling t) { (void)x; (void)t; }\n",
+    )
+    .unwrap();
+    let run = |flags: &[&str]| {
+        Command::new("bash")
+            .arg(root().join("scripts/npusim-ascendc.sh"))
+            .args(flags)
+            .arg(&src)
+            .arg(dir.join("out"))
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let ok = run(&[
+        "-DNEEDED",
+        "-DWORDS=4",
+        "-I",
+        "inc",
+        "-O2",
+        "--cce-aicore-arch=dav-c220-vec",
+    ]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let code = std::fs::read_to_string(dir.join("out/aclrtlaunch_flags.cpp")).unwrap();
+    assert!(code.contains("memcpy(&slots[1], t, 16); // struct Tiling by value"));
+    // Without the define the kernel's own #error stops the build, and the tool fails.
+    assert!(!run(&["-DWORDS=4", "-Iinc"]).status.success());
+    // A flag it does not know is named, with the usage.
+    let unknown = run(&["-fwhatever"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown flag '-fwhatever'"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
