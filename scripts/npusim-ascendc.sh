@@ -215,6 +215,47 @@ H
     } >>"$impl"
 done <<<"$sigs"
 rm -f "$layouts"
+
+# The <<<blockDim, l2ctrl, stream>>> path: the host wrappers (`NAME_do(...)`) a kernel file
+# defines for its host program inside `#ifndef __CCE_KT_TEST__` (or `#ifndef
+# ASCENDC_CPU_DEBUG`), which the device compile skips, are compiled for the host here, with
+# each `KERNEL<<<blockDim, l2ctrl, stream>>>(args...)` a launch through KERNEL's generated
+# launcher (l2ctrl is accepted and unused, as on CANN's simulators). The user's file is not
+# edited: the blocks are copied into the launch code.
+kernels="$(cut -d'|' -f1 <<<"$sigs" | tr '\n' ' ')"
+chevrons="$(NPUSIM_KERNELS="$kernels" perl -0777 -ne '
+    s{//[^\n]*}{}g; s{/\*.*?\*/}{}gs;
+    my %kernels = map { $_ => 1 } split /\s+/, $ENV{NPUSIM_KERNELS};
+    my $out = "";
+    while (/^[ \t]*#\s*(?:ifndef\s+(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)|if\s+!\s*defined\s*\(?\s*(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)\s*\)?)[^\n]*\n(.*?)^[ \t]*#\s*(?:endif|else)\b/gsm) {
+        my $block = $1;
+        next unless $block =~ /<<</;
+        $block =~ s{(\w+)\s*<<<\s*([^,>]+?)\s*,\s*([^,>]+?)\s*,\s*([^>]+?)\s*>>>\s*\(\s*(\)?)}{
+            my ($k, $b, $l2, $st, $empty) = ($1, $2, $3, $4, $5);
+            die "npusim-ascendc: $k<<<...>>>: $k is not an extern \"C\" __global__ __aicore__ kernel of this file with a launcher\n" unless $kernels{$k};
+            "(void)($l2), aclrtlaunch_$k($b, $st" . ($empty ? ")" : ", ")
+        }ge;
+        $out .= $block;
+    }
+    print $out;' "$src" 2>&1)" || {
+    echo "$chevrons" >&2
+    exit 1
+}
+if [[ -n "$chevrons" ]]; then
+    {
+        echo
+        echo "// The kernel file's host wrappers (its #ifndef __CCE_KT_TEST__ blocks), with"
+        echo "// each triple-chevron launch as aclrtlaunch_KERNEL(blockDim, stream, args)."
+        echo "#define __gm__"
+        echo "#define GM_ADDR uint8_t *"
+        echo "#define __aicore__"
+        echo "#define __global__"
+        while IFS='|' read -r name _; do
+            [[ -f "$out/aclrtlaunch_$name.h" ]] && echo "#include \"aclrtlaunch_$name.h\""
+        done <<<"$sigs"
+        echo "$chevrons"
+    } >>"$impl"
+fi
 if [[ $refused == 1 ]]; then
     echo "npusim-ascendc: $src: some kernels have no launcher (above)" >&2
     exit 1

@@ -166,3 +166,36 @@ fn the_tool_takes_a_sample_s_defines_include_directories_and_arch_flags() {
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown flag '-fwhatever'"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_kernel_file_s_chevron_wrapper_is_compiled_for_the_host_as_a_launch() {
+    if !have("clang++-16") || !have("c++") {
+        eprintln!("clang++-16 or c++ not installed (.ci/run installs them): skipped");
+        return;
+    }
+    let out = std::env::temp_dir().join(format!("npusim-ascendc-chevron-{}", std::process::id()));
+    let status = Command::new("bash")
+        .arg(root().join("scripts/npusim-ascendc.sh"))
+        .arg(root().join("examples/ascendc/add_chevron.cpp"))
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = std::fs::read_to_string(out.join("aclrtlaunch_add_chevron.cpp")).unwrap();
+    // The wrapper as the file defines it, its launch now through the generated launcher.
+    assert!(code.contains("void add_chevron_do(uint32_t blockDim, void *l2ctrl, void *stream,"));
+    assert!(
+        code.contains("(void)(l2ctrl), aclrtlaunch_add_chevron(blockDim, stream, x, y, z, n);")
+    );
+    assert!(!code.contains("<<<"));
+    let syntax = Command::new("c++")
+        .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-I"])
+        .arg(&out)
+        .arg("-I")
+        .arg(root().join("acl/include"))
+        .arg(out.join("aclrtlaunch_add_chevron.cpp"))
+        .status()
+        .unwrap();
+    assert!(syntax.success(), "the wrapper compiles for the host");
+    std::fs::remove_dir_all(&out).unwrap();
+}
