@@ -19,6 +19,9 @@
 //!   `aclFinalize` prints how many there were; in `error` mode the later task of each pair
 //!   fails with `ACL_ERROR_RT_DEVICE_MEM_ERROR` (507053). `NPUSIM_SANITIZE_UNINIT=1` also
 //!   reports uninitialised reads.
+//! - `NPUSIM_PROFILE=summary`: `aclFinalize` prints a table of the binary kernel launches
+//!   kept (the latest 1024) to stdout: simulated time, per-pipe busy time, HBM bytes, and the
+//!   fractions of the HBM and cube rooflines ([`npusim_engine::binary::profile_summary`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::{CStr, c_char};
@@ -338,6 +341,22 @@ pub extern "C" fn aclFinalize() -> aclError {
         if s.rt.sanitizer_config().on() {
             let n = s.rt.sanitizer_reports().len();
             eprintln!("npusim sanitizer: {n} report(s)");
+        }
+        // `NPUSIM_PROFILE=summary`: a table of the binary kernel launches in simulated time.
+        match std::env::var("NPUSIM_PROFILE").as_deref() {
+            Ok("summary") => {
+                let launches = s.rt.binary_launch_stats();
+                // After what the program printed through C's stdio, not before it.
+                // SAFETY: fflush(NULL) flushes every open output stream.
+                unsafe { libc::fflush(std::ptr::null_mut()) };
+                println!(
+                    "npusim profile: {} binary kernel launch(es), simulated time",
+                    launches.len()
+                );
+                print!("{}", npusim_engine::binary::profile_summary(&launches));
+            }
+            Ok("") | Err(_) => {}
+            Ok(other) => eprintln!("npusim: NPUSIM_PROFILE={other} is not known (summary)"),
         }
         // With `NPUSIM_RECORD` set, the API trace (see `npusim_engine::record`).
         let recorded =

@@ -262,6 +262,32 @@ fn vector_add_with_a_committed_binary_kernel() {
 }
 
 #[test]
+fn npusim_profile_summary_prints_a_row_per_binary_launch_at_acl_finalize() {
+    let out = program_with("vector_add", &[("NPUSIM_PROFILE", "summary")]);
+    let table = out
+        .find("npusim profile: ")
+        .map(|i| &out[i..])
+        .unwrap_or_else(|| panic!("no profile table:\n{out}"));
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some("vadd_f32"))
+        .collect();
+    // The program's two launches (8 blocks, then 3), each with its time and the scalar
+    // unit's busy time (vadd_f32 is a scalar loop: its loads and stores are not MTE traffic).
+    assert_eq!(rows.len(), 2, "{table}");
+    for (row, blocks) in rows.iter().zip(["8", "3"]) {
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols.len(), 11, "{row}");
+        assert_eq!(cols[1], blocks, "{row}");
+        let time: f64 = cols[2].parse().unwrap();
+        let scalar: f64 = cols[7].parse().unwrap();
+        assert!(time > 0.0 && scalar > 0.0, "{row}");
+    }
+    // Without the variable, no table.
+    assert!(!program("vector_add").contains("npusim profile"));
+}
+
+#[test]
 fn two_streams_joined_by_an_event() {
     program("streams_events");
 }

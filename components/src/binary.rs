@@ -66,6 +66,12 @@ pub struct LaunchStats {
     pub cycles: u64,
     /// Cycles the launch's distinct global-memory traffic needs at the HBM bandwidth.
     pub hbm_floor_cycles: u64,
+    /// The launch's distinct global-memory bytes (reads plus writes).
+    pub hbm_bytes: u64,
+    /// The cores its blocks were spread over.
+    pub cores: u32,
+    /// The core clock of its device, in Hz (cycles to time).
+    pub clock_hz: u64,
 }
 
 /// Lines kernels printed with the SDK's debug print (`ecall`), in the order they ran, and the

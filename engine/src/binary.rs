@@ -193,6 +193,17 @@ impl Runtime {
         Ok(())
     }
 
+    /// The binary launches kept so far (the latest 1024, as [`take_binary_launch_stats`] would
+    /// take them), without taking them; [`profile_summary`] turns them into a table.
+    ///
+    /// [`take_binary_launch_stats`]: Runtime::take_binary_launch_stats
+    pub fn binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
+        self.lock()
+            .world
+            .get_resource::<HostLog>()
+            .map_or_else(Vec::new, |log| log.launches.iter().cloned().collect())
+    }
+
     /// Takes the per-block counters (instructions, cycles, core) of the binary launches run
     /// since the last call (the latest 1024; none if an embedder removed the host log).
     pub fn take_binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
@@ -233,4 +244,89 @@ pub(crate) fn release_binary(inner: &mut Inner, b: Entity) -> bool {
     }
     inner.world.despawn(b);
     true
+}
+
+/// A table of binary kernel launches, one row each, in the spirit of `msprof op`'s summary:
+/// simulated time, the busy time of each pipe (MTE2 GM → local, MTE3 local → GM, V vector,
+/// M cube, S scalar; summed over blocks, so a pipe busy on every core the whole launch is
+/// `cores ×` the launch's time), the distinct HBM bytes moved, and the fractions of the HBM
+/// roofline (the time those bytes need at the device's HBM bandwidth over the launch's time)
+/// and of the cube roofline (cube-busy cycles over the launch's cycles on all its cores).
+/// `NPUSIM_PROFILE=summary` prints it at `aclFinalize`.
+pub fn profile_summary(launches: &[npusim_components::binary::LaunchStats]) -> String {
+    use std::fmt::Write;
+    let us = |cycles: u64, hz: u64| cycles as f64 * 1e6 / hz.max(1) as f64;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<28} {:>6} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>6} {:>6}",
+        "kernel",
+        "blocks",
+        "time us",
+        "MTE2 us",
+        "MTE3 us",
+        "V us",
+        "M us",
+        "S us",
+        "HBM bytes",
+        "HBM%",
+        "cube%"
+    );
+    for l in launches {
+        let hz = l.clock_hz;
+        let p = &l.pipe_busy;
+        let frac = |num: u64, den: u64| {
+            if den == 0 {
+                0.0
+            } else {
+                100.0 * num as f64 / den as f64
+            }
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>6} {:>11.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12} {:>6.1} {:>6.1}",
+            l.kernel,
+            l.blocks.len(),
+            us(l.cycles, hz),
+            us(p.mte2, hz),
+            us(p.mte3, hz),
+            us(p.vector, hz),
+            us(p.cube, hz),
+            us(p.scalar, hz),
+            l.hbm_bytes,
+            frac(l.hbm_floor_cycles, l.cycles),
+            frac(p.cube, l.cycles.saturating_mul(l.cores.max(1) as u64)),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use npusim_components::binary::LaunchStats;
+
+    #[test]
+    fn the_profile_gives_each_launch_its_time_pipes_bytes_and_rooflines() {
+        let mut l = LaunchStats {
+            kernel: "add_custom".into(),
+            cycles: 2_000,
+            hbm_floor_cycles: 1_000,
+            hbm_bytes: 65_536,
+            cores: 8,
+            clock_hz: 1_000_000_000,
+            ..LaunchStats::default()
+        };
+        l.pipe_busy.mte2 = 4_000;
+        l.pipe_busy.cube = 8_000;
+        let table = profile_summary(&[l]);
+        let row = table.lines().nth(1).unwrap();
+        let cols: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cols[0], "add_custom");
+        assert_eq!(cols[2], "2.000"); // 2,000 cycles at 1 GHz
+        assert_eq!(cols[3], "4.000"); // MTE2 busy over all blocks
+        assert_eq!(cols[8], "65536");
+        assert_eq!(cols[9], "50.0"); // the HBM floor is half the launch
+        assert_eq!(cols[10], "50.0"); // 8,000 of 8 cores x 2,000 cycles
+    }
 }

@@ -232,6 +232,9 @@ pub fn run_binary(
     launch.pipe_busy = estimate.pipe_busy;
     launch.cycles = cycles;
     launch.hbm_floor_cycles = estimate.hbm_floor_cycles;
+    launch.hbm_bytes = estimate.hbm_bytes;
+    launch.cores = cores;
+    launch.clock_hz = config.core_clock_hz;
     if let Some(sink) = binary_log {
         let run = BinaryRun {
             block_cycles: per_block.iter().map(|(s, _)| s.block_cycles).collect(),
