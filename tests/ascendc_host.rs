@@ -16,6 +16,31 @@ fn have(tool: &str) -> bool {
     Command::new(tool).arg("--version").output().is_ok()
 }
 
+/// Runs `scripts/npusim-ascendc.sh FLAGS... SRC OUT` in `dir`.
+fn tool(flags: &[&str], src: &Path, out: &Path, dir: &Path) -> std::process::Output {
+    Command::new("bash")
+        .arg(root().join("scripts/npusim-ascendc.sh"))
+        .args(flags)
+        .arg(src)
+        .arg(out)
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
+/// Whether the generated launch code `out/aclrtlaunch_STEM.cpp` compiles for the host.
+fn host_compiles(out: &Path, stem: &str) -> bool {
+    Command::new("c++")
+        .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-I"])
+        .arg(out)
+        .arg("-I")
+        .arg(root().join("acl/include"))
+        .arg(out.join(format!("aclrtlaunch_{stem}.cpp")))
+        .status()
+        .unwrap()
+        .success()
+}
+
 #[test]
 fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() {
     if !have("clang++-16") || !have("c++") {
@@ -23,13 +48,17 @@ fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() 
         return;
     }
     let out = std::env::temp_dir().join(format!("npusim-ascendc-{}", std::process::id()));
-    let status = Command::new("bash")
-        .arg(root().join("scripts/npusim-ascendc.sh"))
-        .arg(root().join("examples/ascendc/add_custom.cpp"))
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let run = tool(
+        &[],
+        &root().join("examples/ascendc/add_custom.cpp"),
+        &out,
+        &root(),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
     let header = read(&out.join("aclrtlaunch_add_custom.h"));
     assert!(header.contains(
@@ -56,15 +85,11 @@ fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() 
     let code = read(&out.join("aclrtlaunch_add_custom.cpp"));
     assert!(code.contains("aclrtBinaryLoadFromData"));
     assert!(code.contains("npusimLaunchKernel(f, blockDim, slots, sizeof slots, 0u, stream)"));
-    let syntax = Command::new("c++")
-        .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-I"])
-        .arg(&out)
-        .arg("-I")
-        .arg(root().join("acl/include"))
-        .arg(out.join("aclrtlaunch_add_custom.cpp"))
-        .status()
-        .unwrap();
-    assert!(syntax.success(), "the generated launch code compiles");
+    assert!(
+        host_compiles(&out, "add_custom"),
+        "the generated launch code compiles"
+    );
+
     std::fs::remove_dir_all(&out).unwrap();
 }
 
@@ -87,12 +112,7 @@ fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_naming_kernel_and_p
          extern \"C\" __global__ __aicore__ void fine(GM_ADDR x) { (void)x; }\n",
     )
     .unwrap();
-    let out = Command::new("bash")
-        .arg(root().join("scripts/npusim-ascendc.sh"))
-        .arg(&src)
-        .arg(dir.join("out"))
-        .output()
-        .unwrap();
+    let out = tool(&[], &src, &dir.join("out"), &dir);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
@@ -133,16 +153,7 @@ fn the_tool_takes_a_sample_s_defines_include_directories_and_arch_flags() {
          extern \"C\" __global__ __aicore__ void k(GM_ADDR x, Tiling t) { (void)x; (void)t; }\n",
     )
     .unwrap();
-    let run = |flags: &[&str]| {
-        Command::new("bash")
-            .arg(root().join("scripts/npusim-ascendc.sh"))
-            .args(flags)
-            .arg(&src)
-            .arg(dir.join("out"))
-            .current_dir(&dir)
-            .output()
-            .unwrap()
-    };
+    let run = |flags: &[&str]| tool(flags, &src, &dir.join("out"), &dir);
     let ok = run(&[
         "-DNEEDED",
         "-DWORDS=4",
@@ -174,13 +185,17 @@ fn the_kernel_file_s_chevron_wrapper_is_compiled_for_the_host_as_a_launch() {
         return;
     }
     let out = std::env::temp_dir().join(format!("npusim-ascendc-chevron-{}", std::process::id()));
-    let status = Command::new("bash")
-        .arg(root().join("scripts/npusim-ascendc.sh"))
-        .arg(root().join("examples/ascendc/add_chevron.cpp"))
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
+    let run = tool(
+        &[],
+        &root().join("examples/ascendc/add_chevron.cpp"),
+        &out,
+        &root(),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let code = std::fs::read_to_string(out.join("aclrtlaunch_add_chevron.cpp")).unwrap();
     // The wrapper as the file defines it, its launch now through the generated launcher.
     assert!(code.contains("void add_chevron_do(uint32_t blockDim, void *l2ctrl, void *stream,"));
@@ -188,14 +203,10 @@ fn the_kernel_file_s_chevron_wrapper_is_compiled_for_the_host_as_a_launch() {
         code.contains("(void)(l2ctrl), aclrtlaunch_add_chevron(blockDim, stream, x, y, z, n);")
     );
     assert!(!code.contains("<<<"));
-    let syntax = Command::new("c++")
-        .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror", "-I"])
-        .arg(&out)
-        .arg("-I")
-        .arg(root().join("acl/include"))
-        .arg(out.join("aclrtlaunch_add_chevron.cpp"))
-        .status()
-        .unwrap();
-    assert!(syntax.success(), "the wrapper compiles for the host");
+    assert!(
+        host_compiles(&out, "add_chevron"),
+        "the wrapper compiles for the host"
+    );
+
     std::fs::remove_dir_all(&out).unwrap();
 }
