@@ -28,6 +28,28 @@ fn tool(flags: &[&str], src: &Path, out: &Path, dir: &Path) -> std::process::Out
         .unwrap()
 }
 
+/// Runs the tool on `examples/ascendc/STEM.cpp` into a fresh directory and returns it; `None`
+/// (the test skips) where clang++-16 or c++ is not installed.
+fn tool_on_example(stem: &str) -> Option<PathBuf> {
+    if !have("clang++-16") || !have("c++") {
+        eprintln!("clang++-16 or c++ not installed (.ci/run installs them): skipped");
+        return None;
+    }
+    let out = std::env::temp_dir().join(format!("npusim-ascendc-{stem}-{}", std::process::id()));
+    let run = tool(
+        &[],
+        &root().join(format!("examples/ascendc/{stem}.cpp")),
+        &out,
+        &root(),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    Some(out)
+}
+
 /// Whether the generated launch code `out/aclrtlaunch_STEM.cpp` compiles for the host.
 fn host_compiles(out: &Path, stem: &str) -> bool {
     Command::new("c++")
