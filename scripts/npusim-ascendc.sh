@@ -220,7 +220,7 @@ rm -f "$layouts"
 # defines for its host program inside `#ifndef __CCE_KT_TEST__` (or `#ifndef
 # ASCENDC_CPU_DEBUG`), which the device compile skips, are compiled for the host here, with
 # each `KERNEL<<<blockDim, l2ctrl, stream>>>(args...)` a launch through KERNEL's generated
-# launcher (l2ctrl is accepted and unused, as on CANN's simulators). The user's file is not
+# launcher (l2ctrl, the L2 cache control, has no counterpart in npusim: it is evaluated and ignored). The user's file is not
 # edited: the blocks are copied into the launch code.
 kernels="$(cut -d'|' -f1 <<<"$sigs" | tr '\n' ' ')"
 chevrons="$(NPUSIM_KERNELS="$kernels" perl -0777 -ne '
