@@ -28,18 +28,24 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-usage="usage: $0 [-DNAME[=VALUE]] [-UNAME] [-I DIR] [-O0..3] [--cce-aicore-arch=ARCH] KERNEL.cpp OUTDIR"
+usage="usage: $0 [--cpu-debug] [-DNAME[=VALUE]] [-UNAME] [-I DIR] [-O0..3] [-W..] [-std=..] [--cce-aicore-arch=ARCH] KERNEL.cpp OUTDIR"
 # The flags a sample's kernel compile passes (CANN's ascendc_library / bisheng): defines,
 # include directories (made absolute: the compile runs in the source's directory), the
 # optimisation level and the SoC's AI-core architecture (accepted: npusim's core is the same
 # for every preset).
 flags=()
+mode=()
+cpu_debug=0
 while [[ $# -gt 2 ]]; do
     case "$1" in
-        -D?* | -U?* | -O[0-3s]) flags+=("$1") ;;
+        -D?* | -U?* | -O[0-3s] | -W* | -std=c++1[47] | -std=gnu++1[47] | -std=c++20 | -std=gnu++20) flags+=("$1") ;;
         -I) flags+=("-I$(realpath -m "$2")"); shift ;;
         -I?*) flags+=("-I$(realpath -m "${1#-I}")") ;;
-        --cce-aicore-arch=*) ;;
+        --cce-aicore-arch=* | --npu-arch=* | --cce-soc-version=* | --cce-soc-core-type=*) flags+=("$1") ;;
+        # CANN's compile flags with no meaning here: the language (-xcce), position-independent
+        # and shared output (the tool writes an object and launch code), debug info.
+        -xcce | -fPIC | -fpic | -shared | -g) ;;
+        --cpu-debug) cpu_debug=1; mode=(--cpu-debug) ;;
         *) echo "npusim-ascendc: unknown flag '$1'" >&2; echo "$usage" >&2; exit 2 ;;
     esac
     shift
@@ -52,7 +58,7 @@ src="$1"
 out="$2"
 mkdir -p "$out"
 stem="$(basename "$src" .cpp)"
-bash "$root/scripts/ascendc-compile.sh" ${flags[@]+"${flags[@]}"} "$src" "$out/$stem.o"
+bash "$root/scripts/ascendc-compile.sh" ${mode[@]+"${mode[@]}"} ${flags[@]+"${flags[@]}"} "$src" "$out/$stem.o"
 
 # Kernel signatures: "name|type name, type name, ..." lines, comments stripped.
 sigs="$(perl -0777 -ne '
@@ -72,7 +78,7 @@ layouts="$out/.$stem.layouts"
 rm -f "$layouts"
 struct_layout() {
     if [[ ! -f "$layouts" ]]; then
-        bash "$root/scripts/ascendc-compile.sh" --layouts ${flags[@]+"${flags[@]}"} "$src" >"$layouts"
+        bash "$root/scripts/ascendc-compile.sh" --layouts ${mode[@]+"${mode[@]}"} ${flags[@]+"${flags[@]}"} "$src" >"$layouts"
     fi
     perl -0777 -e '
         my $name = $ARGV[0]; my $dump = do { local $/; <STDIN> }; my @b = split /\*\*\* Dumping AST Record Layout/, $dump;
@@ -91,6 +97,7 @@ impl="$out/aclrtlaunch_$stem.cpp"
     echo "#include <stdint.h>"
     echo "#include <string.h>"
     echo "#include \"acl/acl.h\""
+    [[ $cpu_debug == 1 ]] && echo "#include \"tikicpulib.h\""
     echo
     echo "static const unsigned char npusim_object[] = {"
     od -An -v -tx1 "$out/$stem.o" | sed -e 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g' -e 's/^/    /'
@@ -124,6 +131,8 @@ CPP
 while IFS='|' read -r name params; do
     decl=()
     body=()
+    hdecl=() # the kernel's host definition (--cpu-debug): its parameters, the launcher's arguments
+    hargs=()
     mask=0
     i=0
     IFS=',' read -ra ps <<<"$params"
@@ -133,13 +142,16 @@ while IFS='|' read -r name params; do
         pname="$(echo "$p" | sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)$/\1/')"
         ptype="$(echo "${p%"$pname"}" | sed -e 's/ *$//' -e 's/__gm__ //g')"
         case "$ptype" in
-            GM_ADDR | *"*") decl+=("void *$pname"); body+=("    slots[$i] = (uint64_t)(uintptr_t)$pname;") ;;
+            GM_ADDR | *"*") decl+=("void *$pname"); body+=("    slots[$i] = (uint64_t)(uintptr_t)$pname;")
+                hdecl+=("void *$pname"); hargs+=("npusim_icpu::device($pname)") ;;
             float) decl+=("float $pname"); mask=$((mask | (1 << i)))
+                   hdecl+=("float $pname"); hargs+=("$pname")
                    body+=("    memcpy(&slots[$i], &$pname, sizeof(float));") ;;
             bool | char | int | long | "unsigned int" | "unsigned long" | "long long" | \
             "unsigned long long" | int8_t | int16_t | int32_t | int64_t | uint8_t | uint16_t | \
             uint32_t | uint64_t | size_t)
-                decl+=("$ptype $pname"); body+=("    slots[$i] = (uint64_t)(int64_t)$pname;") ;;
+                decl+=("$ptype $pname"); body+=("    slots[$i] = (uint64_t)(int64_t)$pname;")
+                hdecl+=("$ptype $pname"); hargs+=("$pname") ;;
             *)
                 # A struct by value: the host passes a pointer to it (as CANN's generated
                 # launcher takes `&tiling`) and the launcher packs its bytes as the RISC-V
@@ -156,6 +168,9 @@ while IFS='|' read -r name params; do
                     reason="struct $struct has floating-point fields (LP64F passes those in float registers; the launcher packs integer words only)"
                 elif ((size > 16)); then
                     reason="struct $struct is $size bytes (LP64F passes a struct over 16 bytes by reference to a copy the launcher cannot place in device memory)"
+                fi
+                if [[ -z "$reason" && $cpu_debug == 1 ]]; then
+                    reason="a twin-debug host program passes GmAlloc memory; a struct by value has no host definition for ICPU_RUN_KF"
                 fi
                 if [[ -n "$reason" ]]; then
                     echo "npusim-ascendc: kernel $name, parameter '$p': cannot be passed by value: $reason; pass it by pointer (GM_ADDR + GET_TILING_DATA)" >&2
@@ -212,6 +227,24 @@ H
             echo "    return (uint32_t)npusimLaunchKernel(f, blockDim, &slot, 0, 0, stream);"
         fi
         echo "}"
+        if [[ $cpu_debug == 1 ]]; then
+            # The kernel's host definition for the twin-debug main: ICPU_RUN_KF calls it; it
+            # launches on the run's stream with GmAlloc pointers as their device addresses.
+            hd="$(IFS=,; echo "${hdecl[*]}" | sed 's/,/, /g')"
+            echo
+            echo "extern \"C\" void $name(${hd:-void}) {"
+            echo "    npusim_icpu::State *run = npusim_icpu::current();"
+            echo "    if (run == nullptr) {"
+            echo "        return;"
+            echo "    }"
+            ha="run->block_dim, run->stream"
+            for a in "${hargs[@]}"; do ha+=", $a"; done
+            echo "    uint32_t err = ACLRT_LAUNCH_KERNEL($name)($ha);"
+            echo "    if (run->status == ACL_SUCCESS) {"
+            echo "        run->status = err;"
+            echo "    }"
+            echo "}"
+        fi
     } >>"$impl"
 done <<<"$sigs"
 rm -f "$layouts"
@@ -223,7 +256,9 @@ rm -f "$layouts"
 # launcher (l2ctrl, the L2 cache control, has no counterpart in npusim: it is evaluated and ignored). The user's file is not
 # edited: the blocks are copied into the launch code.
 kernels="$(cut -d'|' -f1 <<<"$sigs" | tr '\n' ' ')"
-chevrons="$(NPUSIM_KERNELS="$kernels" perl -0777 -ne '
+chevrons=""
+# (Not in the twin-debug build: there the blocks are compiled out, as with CANN.)
+[[ $cpu_debug == 1 ]] || chevrons="$(NPUSIM_KERNELS="$kernels" perl -0777 -ne '
     s{//[^\n]*}{}g; s{/\*.*?\*/}{}gs;
     my %kernels = map { $_ => 1 } split /\s+/, $ENV{NPUSIM_KERNELS};
     my $out = "";
