@@ -445,3 +445,172 @@ fn a_deque_with_nothing_enqueued_fails_the_launch_instead_of_hanging() {
         "{err}"
     );
 }
+
+/// Runs `compile_env` of `bin` on `blocks` blocks and returns its 8 + blocks
+/// words: the mode macros, two limits, and each block's `get_block_idx() + 1`.
+fn compile_env_words(rt: &Runtime, bin: Binary, blocks: u32) -> Vec<i32> {
+    let k = rt.get_function(bin, "compile_env").unwrap();
+    let s = rt.create_stream().unwrap();
+    let out = upload(rt, &[0i32; 64]);
+    run(rt, k, blocks, &[out.into()], s);
+    download(rt, out, 8 + blocks as usize)
+}
+
+#[test]
+fn the_npu_build_defines_cann_s_device_macros_and_the_intrinsic_spellings_work() {
+    let rt = rt();
+    let bin = load(&rt, "compile_env.o");
+    let w = compile_env_words(&rt, bin, 4);
+    // __CCE_AICORE__ = 220 and __DAV_C220_VEC__ (the default dav-c220-vec); no cube macro,
+    // no __CCE_KT_TEST__, no ASCENDC_CPU_DEBUG; get_block_num() and <limits>.
+    assert_eq!(&w[..8], &[220, 1, 0, 0, 0, 4, i32::MIN, 255]);
+    assert_eq!(
+        &w[8..],
+        &[1, 2, 3, 4],
+        "get_block_idx() + 1 from each block"
+    );
+}
+
+/// Distance in units in the last place between two floats of the same sign class (0 when
+/// both are the same NaN-ness or bit-equal).
+fn ulps(a: f32, b: f32) -> u64 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    let key = |x: f32| {
+        let u = x.to_bits() as i64;
+        if u & 0x8000_0000 != 0 {
+            0x8000_0000 - u
+        } else {
+            u
+        }
+    };
+    (key(a) - key(b)).unsigned_abs()
+}
+
+#[test]
+fn cmath_on_the_core_is_exact_or_within_its_documented_ulp_bounds() {
+    let rt = rt();
+    let bin = load(&rt, "compile_env.o");
+    let k = rt.get_function(bin, "std_math").unwrap();
+    let s = rt.create_stream().unwrap();
+    // Both signs, zeros, subnormals, halves (the rounding ties), the exp range's ends, huge
+    // values, infinities and NaN.
+    let mut x: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1e-40,
+        -1e-40,
+        0.5,
+        -0.5,
+        1.5,
+        2.5,
+        -2.5,
+        88.7,
+        -103.0,
+        -87.0,
+        1e30,
+        -1e30,
+        8388609.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        f32::MIN_POSITIVE,
+    ];
+    x.extend((0..1500).map(|i| (i as f32 - 750.0) * 0.1373));
+    x.extend((0..500).map(|i| 1.0 + i as f32 * 7.9e-4));
+    x.extend(
+        (0..500)
+            .map(|i| f32::from_bits(0x0080_0000 + (i as u64 * 0x00fe_1234 % 0x7f00_0000) as u32)),
+    );
+    let n = x.len();
+    let dx = upload(&rt, &x);
+    let dy = rt.malloc((16 * n * 4) as u64).unwrap();
+    run(&rt, k, 4, &[dx.into(), dy.into(), (n as u64).into()], s);
+    let y: Vec<f32> = download(&rt, dy, 16 * n);
+    // The reference: f64, rounded once (correctly rounded but for vanishingly rare double
+    // roundings), and the exact operations.
+    let f64r = |f: fn(f64) -> f64| move |v: f32| f(v as f64) as f32;
+    type Check = (
+        &'static str,
+        Box<dyn Fn(f32) -> f32>,
+        Box<dyn Fn(f32) -> u64>,
+    );
+    let exact = || Box::new(|_: f32| 0u64) as Box<dyn Fn(f32) -> u64>;
+    let within = |u: u64| Box::new(move |_: f32| u) as Box<dyn Fn(f32) -> u64>;
+    let checks: Vec<Check> = vec![
+        ("exp", Box::new(f64r(f64::exp)), within(1)),
+        ("log", Box::new(f64r(f64::ln)), within(1)),
+        ("sqrt", Box::new(f32::sqrt), exact()),
+        ("exp2", Box::new(f64r(f64::exp2)), within(1)),
+        ("log2", Box::new(f64r(f64::log2)), within(2)),
+        ("log10", Box::new(f64r(f64::log10)), within(2)),
+        ("floor", Box::new(f32::floor), exact()),
+        ("ceil", Box::new(f32::ceil), exact()),
+        ("round", Box::new(f32::round), exact()),
+        ("trunc", Box::new(f32::trunc), exact()),
+        ("rint", Box::new(f32::round_ties_even), exact()),
+        ("fabs", Box::new(f32::abs), exact()),
+        ("pow(x, 2)", Box::new(|v: f32| v * v), exact()),
+        (
+            "pow(x, 0.75)",
+            Box::new(|v: f32| (v as f64).powf(0.75) as f32),
+            // pow is exp2(y log2 x): its documented bound grows with |y log2 x|.
+            Box::new(|v: f32| {
+                2u64.saturating_add((1.5 * (v as f64).abs().log2()).abs().ceil() as u64)
+            }),
+        ),
+        ("fmin(x, 1)", Box::new(|v: f32| v.min(1.0)), exact()),
+        (
+            "fma(x, x, 1)",
+            Box::new(|v: f32| v.mul_add(v, 1.0)),
+            exact(),
+        ),
+    ];
+    for (f, (name, reference, bound)) in checks.iter().enumerate() {
+        let mut worst = (0u64, 0.0f32);
+        for (i, &v) in x.iter().enumerate() {
+            let (got, want) = (y[f * n + i], reference(v));
+            let d = ulps(got, want);
+            assert!(
+                d <= bound(v),
+                "std::{name}({v:e} = {:#x}) = {got:e}, want {want:e} ({d} ulp)",
+                v.to_bits()
+            );
+            if d > worst.0 {
+                worst = (d, v);
+            }
+        }
+        eprintln!("std::{name}: worst {} ulp (at {:e})", worst.0, worst.1);
+    }
+}
+
+#[test]
+fn the_local_tensor_operators_run_the_vector_apis_they_stand_for() {
+    let rt = rt();
+    let bin = load(&rt, "compile_env.o");
+    let k = rt.get_function(bin, "tensor_operators").unwrap();
+    let s = rt.create_stream().unwrap();
+    let a: Vec<f32> = (0..256).map(|i| i as f32 * 0.37 - 20.0).collect();
+    let b: Vec<f32> = (0..256).map(|i| 1.0 + (i % 11) as f32 * 0.3).collect();
+    let (da, db) = (upload(&rt, &a), upload(&rt, &b));
+    let out = rt.malloc(6 * 256 * 4).unwrap();
+    run(&rt, k, 1, &[da.into(), db.into(), out.into()], s);
+    let got: Vec<f32> = download(&rt, out, 6 * 256);
+    for i in 0..256 {
+        let r0 = a[i] * b[i];
+        let r1 = r0 + 1.5;
+        let r2 = r1 - a[i];
+        let r3 = 2.0 * r2;
+        let r4 = r3 / b[i];
+        let r5 = r4 - 0.25;
+        let want = [r0, r1, r2, r3, r4, r5];
+        for (j, w) in want.iter().enumerate() {
+            assert_eq!(got[j * 256 + i].to_bits(), w.to_bits(), "r{j}[{i}]");
+        }
+    }
+}

@@ -245,6 +245,49 @@ struct bfloat16_t {
     }
 };
 
+/* ---- The low-level intrinsics (global, as CANN's compiler declares them) ------------------- */
+
+enum pipe_t : uint8_t {
+    PIPE_S = NPU_PIPE_S,
+    PIPE_V = NPU_PIPE_V,
+    PIPE_M = NPU_PIPE_M,
+    PIPE_MTE1 = NPU_PIPE_MTE1,
+    PIPE_MTE2 = NPU_PIPE_MTE2,
+    PIPE_MTE3 = NPU_PIPE_MTE3,
+    PIPE_ALL = NPU_PIPE_ALL,
+};
+
+enum event_t : uint8_t {
+    EVENT_ID0,
+    EVENT_ID1,
+    EVENT_ID2,
+    EVENT_ID3,
+    EVENT_ID4,
+    EVENT_ID5,
+    EVENT_ID6,
+    EVENT_ID7,
+};
+
+/* set_flag(src, dst, ev) / wait_flag(src, dst, ev): the flag from pipe src to pipe dst (isa.md,
+ * "Synchronization"); the queues of a TPipe use ids 0..6 and the layer keeps 7 for its own
+ * scalar synchronisation, so a kernel mixing both takes care as with CANN's reserved ids. */
+__aicore__ inline void set_flag(pipe_t src, pipe_t dst, event_t ev) { npu_set_flag(src, dst, ev); }
+__aicore__ inline void wait_flag(pipe_t src, pipe_t dst, event_t ev) { npu_wait_flag(src, dst, ev); }
+__aicore__ inline void pipe_barrier(pipe_t pipe) { npu_pipe_barrier(pipe); }
+__aicore__ inline int64_t get_block_idx() { return (int64_t)npu_block_idx(); }
+__aicore__ inline int64_t get_block_num() { return (int64_t)npu_block_dim(); }
+__aicore__ inline int64_t get_subblockid() { return 0; }
+__aicore__ inline int64_t get_subblockdim() { return 1; }
+
+/* dcci (data cache clean and invalidate): npusim's scalar unit reads and writes global memory
+ * without a data cache, so there is nothing to clean; accepted in every CANN form. */
+enum class cache_line_t : uint8_t { SINGLE_CACHE_LINE, ENTIRE_DATA_CACHE };
+enum class dcci_dst_t : uint8_t { CACHELINE_ALL, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T> __aicore__ inline void dcci(__gm__ T *, cache_line_t) {}
+template <typename T> __aicore__ inline void dcci(__gm__ T *, cache_line_t, dcci_dst_t) {}
+__aicore__ inline void dcci(uint64_t, cache_line_t) {}
+__aicore__ inline void dcci(uint64_t, cache_line_t, dcci_dst_t) {}
+
 namespace AscendC {
 
 /* ---- Positions, pipes, events -------------------------------------------------------------- */
@@ -270,26 +313,8 @@ enum class TPosition : uint8_t {
 };
 using QuePosition = TPosition;
 
-enum pipe_t : uint8_t {
-    PIPE_S = NPU_PIPE_S,
-    PIPE_V = NPU_PIPE_V,
-    PIPE_M = NPU_PIPE_M,
-    PIPE_MTE1 = NPU_PIPE_MTE1,
-    PIPE_MTE2 = NPU_PIPE_MTE2,
-    PIPE_MTE3 = NPU_PIPE_MTE3,
-    PIPE_ALL = NPU_PIPE_ALL,
-};
-
-enum event_t : uint8_t {
-    EVENT_ID0,
-    EVENT_ID1,
-    EVENT_ID2,
-    EVENT_ID3,
-    EVENT_ID4,
-    EVENT_ID5,
-    EVENT_ID6,
-    EVENT_ID7,
-};
+using ::event_t;
+using ::pipe_t;
 using TEventID = int8_t;
 
 /* A flag between two pipes: the value is src << 4 | dst (npusim's pipe numbers). */
@@ -329,8 +354,7 @@ template <HardEvent e> __aicore__ inline void WaitFlag(int32_t eventID) {
     npu_wait_flag((int)e >> 4, (int)e & 0xf, eventID);
 }
 template <pipe_t pipe> __aicore__ inline void PipeBarrier() { npu_pipe_barrier(pipe); }
-/* Ascend C's older spelling. */
-__aicore__ inline void pipe_barrier(pipe_t pipe) { npu_pipe_barrier(pipe); }
+/* Ascend C's older spelling, pipe_barrier(PIPE_ALL), is the global intrinsic above. */
 
 /* The event id the layer keeps for its own scalar synchronisation (GetValue / SetValue). */
 constexpr int32_t NPUSIM_SYNC_EVENT = 7;
@@ -638,6 +662,17 @@ public:
     }
     __aicore__ inline T *Ptr() const { return ptr_; }
 
+    /* The operator shorthand: `dst = a + b;`, `dst = a * b;`, `dst = t + beta;`, ... runs the
+     * vector API the operator names (Add, Sub, Mul, Div; Adds, Muls) over dst's GetSize()
+     * elements, as CANN's layer does. */
+    template <typename E, bool = E::npusim_expression>
+    __aicore__ inline LocalTensor &operator=(const E &e) {
+        e.Run(*this);
+        return *this;
+    }
+    LocalTensor &operator=(const LocalTensor &) = default;
+    LocalTensor(const LocalTensor &) = default;
+
 private:
     T *ptr_;
     uint32_t size_;
@@ -798,6 +833,14 @@ private:
 
 /* The kernel's pipe (its state is per block; see detail::PipeState). */
 __aicore__ inline TPipe *GetTPipePtr() { return (TPipe *)detail::pipe_state(); }
+
+/* DataCacheCleanAndInvalid: a no-op, as dcci (npusim's scalar unit has no data cache). */
+enum class CacheLine : uint8_t { SINGLE_CACHE_LINE = 0, ENTIRE_DATA_CACHE };
+enum class DcciDst : uint8_t { CACHELINE_ALL = 0, CACHELINE_UB, CACHELINE_OUT, CACHELINE_ATOMIC };
+template <typename T, CacheLine entireType, DcciDst dcciDst = DcciDst::CACHELINE_ALL>
+__aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &) {}
+template <typename T, CacheLine entireType, DcciDst dcciDst = DcciDst::CACHELINE_ALL>
+__aicore__ inline void DataCacheCleanAndInvalid(const LocalTensor<T> &) {}
 
 /* A queue of `depth` slots between two pipes (VECIN: MTE2 -> V, VECOUT: V -> MTE3). */
 template <TPosition pos, int32_t depth = 1> class TQue {
@@ -1026,6 +1069,82 @@ template <typename T, bool isSetMask = true>
 __aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDeduce<T> &scalar,
                                  const int32_t &count) {
     npusim_detail::vdup(dst.Ptr(), detail::Type<T>::bits(scalar), (uint64_t)count, detail::Type<T>::code);
+}
+
+/* ---- LocalTensor operators ----------------------------------------------------------------- */
+
+namespace detail {
+enum class ExprOp : uint8_t { Add, Sub, Mul, Div };
+/* `a op b` on two tensors, run when assigned to a LocalTensor. */
+template <typename T, ExprOp op> struct TensorExpr {
+    static constexpr bool npusim_expression = true;
+    LocalTensor<T> a, b;
+    __aicore__ inline void Run(const LocalTensor<T> &dst) const {
+        const int32_t n = (int32_t)dst.GetSize();
+        if constexpr (op == ExprOp::Add) {
+            Add(dst, a, b, n);
+        } else if constexpr (op == ExprOp::Sub) {
+            Sub(dst, a, b, n);
+        } else if constexpr (op == ExprOp::Mul) {
+            Mul(dst, a, b, n);
+        } else {
+            Div(dst, a, b, n);
+        }
+    }
+};
+/* `t + s`, `t - s`, `t * s` with a scalar s (Adds; Adds of -s, exact; Muls). */
+template <typename T, ExprOp op> struct ScalarExpr {
+    static constexpr bool npusim_expression = true;
+    LocalTensor<T> a;
+    T s;
+    __aicore__ inline void Run(const LocalTensor<T> &dst) const {
+        const int32_t n = (int32_t)dst.GetSize();
+        if constexpr (op == ExprOp::Add) {
+            Adds(dst, a, s, n);
+        } else if constexpr (op == ExprOp::Sub) {
+            Adds(dst, a, (T)(-(float)s), n);
+        } else {
+            Muls(dst, a, s, n);
+        }
+    }
+};
+} // namespace detail
+
+#define NPUSIM_TENSOR_OPERATOR(sym, op)                                                        \
+    template <typename T>                                                                      \
+    __aicore__ inline detail::TensorExpr<T, detail::ExprOp::op> operator sym(                  \
+        const LocalTensor<T> &a, const LocalTensor<T> &b) {                                    \
+        return {a, b};                                                                         \
+    }
+NPUSIM_TENSOR_OPERATOR(+, Add)
+NPUSIM_TENSOR_OPERATOR(-, Sub)
+NPUSIM_TENSOR_OPERATOR(*, Mul)
+NPUSIM_TENSOR_OPERATOR(/, Div)
+#undef NPUSIM_TENSOR_OPERATOR
+template <typename T>
+__aicore__ inline detail::ScalarExpr<T, detail::ExprOp::Add> operator+(const LocalTensor<T> &a,
+                                                                       const detail::NoDeduce<T> &s) {
+    return {a, s};
+}
+template <typename T>
+__aicore__ inline detail::ScalarExpr<T, detail::ExprOp::Add> operator+(const detail::NoDeduce<T> &s,
+                                                                       const LocalTensor<T> &a) {
+    return {a, s};
+}
+template <typename T>
+__aicore__ inline detail::ScalarExpr<T, detail::ExprOp::Sub> operator-(const LocalTensor<T> &a,
+                                                                       const detail::NoDeduce<T> &s) {
+    return {a, s};
+}
+template <typename T>
+__aicore__ inline detail::ScalarExpr<T, detail::ExprOp::Mul> operator*(const LocalTensor<T> &a,
+                                                                       const detail::NoDeduce<T> &s) {
+    return {a, s};
+}
+template <typename T>
+__aicore__ inline detail::ScalarExpr<T, detail::ExprOp::Mul> operator*(const detail::NoDeduce<T> &s,
+                                                                       const LocalTensor<T> &a) {
+    return {a, s};
 }
 
 /* ---- Reductions ---------------------------------------------------------------------------- */
