@@ -1,5 +1,5 @@
 //! The host path of Ascend C kernels: `scripts/npusim-ascendc.sh` compiles a kernel source
-//! unchanged (its `<<<...>>>` launch skipped under `__CCE_KT_TEST__`), generates the
+//! unchanged (its `<<<...>>>` wrapper is host code, left out of the device object), generates the
 //! `aclrtlaunch_<kernel>.h` headers with `ACLRT_LAUNCH_KERNEL`, and launch code that
 //! compiles against `acl/acl.h`; a parameter it cannot pass makes it exit 1 naming the kernel,
 //! the parameter and why. (`.ci/run` also links and runs the C++ host program with
@@ -205,4 +205,180 @@ fn the_kernel_file_s_chevron_wrapper_is_compiled_for_the_host_as_a_launch() {
     );
 
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Compiles `src` with `scripts/ascendc-compile.sh FLAGS... src out.o` (in `dir`); the object's
+/// path, or the compiler's messages.
+fn compile(flags: &[&str], src: &Path, dir: &Path) -> Result<PathBuf, String> {
+    let obj = dir.join(format!(
+        "{}-{}.o",
+        src.file_stem().unwrap().to_string_lossy(),
+        flags.join("").replace(['-', '=', ' '], "")
+    ));
+    let run = Command::new("bash")
+        .arg(root().join("scripts/ascendc-compile.sh"))
+        .args(flags)
+        .arg(src)
+        .arg(&obj)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    if run.status.success() {
+        Ok(obj)
+    } else {
+        Err(format!(
+            "exit {:?}: {}",
+            run.status.code(),
+            String::from_utf8_lossy(&run.stderr)
+        ))
+    }
+}
+
+/// A fresh scratch directory for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("npusim-ascendc-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// The words `compile_env` (examples/ascendc/compile_env.cpp) writes from the object `obj` on
+/// two blocks: `__CCE_AICORE__` (-1 if undefined), then 1 where `__DAV_C220_VEC__`,
+/// `__DAV_C220_CUBE__`, `__CCE_KT_TEST__`, `ASCENDC_CPU_DEBUG` are defined.
+fn mode_macros(obj: &Path) -> [i32; 5] {
+    use npusim::prelude::*;
+    let rt = Runtime::new(RuntimeConfig::default()).unwrap();
+    let bin = rt.load_binary_file(obj).unwrap();
+    let k = rt.get_function(bin, "compile_env").unwrap();
+    let s = rt.create_stream().unwrap();
+    let out = rt.malloc(256).unwrap();
+    rt.memcpy_htod(out, &[0i32; 64]).unwrap();
+    rt.launch(k, 2, &[out.into()], s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    let mut w = [0i32; 10];
+    rt.memcpy_dtoh(&mut w, out).unwrap();
+    assert_eq!(&w[8..], &[1, 2], "each block's get_block_idx() + 1");
+    [w[0], w[1], w[2], w[3], w[4]]
+}
+
+#[test]
+fn one_kernel_file_builds_in_both_of_cann_s_modes_with_their_macros() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("modes");
+    let src = root().join("examples/ascendc/compile_env.cpp");
+    let build = |flags: &[&str]| compile(flags, &src, &dir).unwrap_or_else(|e| panic!("{e}"));
+    // The NPU build (the file's <<<>>> wrapper is host code, left out of the object); the
+    // default architecture is the 910B's vector core.
+    assert_eq!(mode_macros(&build(&[])), [220, 1, 0, 0, 0]);
+    // CANN's twin-debug build: __CCE_KT_TEST__ and ASCENDC_CPU_DEBUG, no core macro.
+    assert_eq!(mode_macros(&build(&["--cpu-debug"])), [220, 0, 0, 1, 1]);
+    // The architecture flags of CANN's compile.
+    let cube = build(&["--cce-aicore-arch=dav-c220-cube"]);
+    assert_eq!(mode_macros(&cube), [220, 0, 1, 0, 0]);
+    assert_eq!(
+        mode_macros(&build(&["--npu-arch=dav-2201"])),
+        [220, 1, 1, 0, 0]
+    );
+    let core = build(&["--cce-aicore-arch=dav-c220", "--cce-soc-core-type=VecCore"]);
+    assert_eq!(mode_macros(&core), [220, 1, 0, 0, 0]);
+    assert_eq!(mode_macros(&build(&["--cce-aicore-arch=dav-m200"]))[0], 200);
+    // Flags of CANN's compile that mean nothing here are taken.
+    build(&["-xcce", "-fPIC", "--cce-soc-version=Ascend910B3", "-O3"]);
+    // An architecture it does not know is named.
+    let err = compile(&["--cce-aicore-arch=dav-x999"], &src, &dir).unwrap_err();
+    assert!(
+        err.starts_with("exit Some(2)") && err.contains("unknown AI-core architecture 'dav-x999'"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn what_the_device_compile_cannot_take_is_named_not_buried_in_errors() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("refusals");
+    let file = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, format!("#include \"kernel_operator.h\"\n{body}")).unwrap();
+        p
+    };
+    // A <<<>>> launch outside the guard CANN's samples put it in: the line is named.
+    let bare = file(
+        "bare.cpp",
+        "extern \"C\" __global__ __aicore__ void k(GM_ADDR x) { (void)x; }\n\
+         void k_do(uint32_t b, void *s, uint8_t *x) {\n    k<<<b, nullptr, s>>>(x);\n}\n",
+    );
+    let err = compile(&[], &bare, &dir).unwrap_err();
+    assert!(
+        err.contains("bare.cpp:4: a <<<...>>> launch outside an `#ifndef ASCENDC_CPU_DEBUG`"),
+        "{err}"
+    );
+    // A std header the core does not have: the compiler names it.
+    let vector = file("vector.cpp", "#include <vector>\n");
+    let err = compile(&[], &vector, &dir).unwrap_err();
+    assert!(err.contains("'vector' file not found"), "{err}");
+    // <cmath> on a double: the core has no double arithmetic, and the message says so.
+    let double = file(
+        "double.cpp",
+        "#include <cmath>\n\
+         extern \"C\" __global__ __aicore__ void k(GM_ADDR x) { *(__gm__ float *)x = (float)std::exp(1.0); }\n",
+    );
+    let err = compile(&[], &double, &dir).unwrap_err();
+    assert!(
+        err.contains("std::exp(double): the AI core has no double arithmetic"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_twin_debug_build_gives_each_kernel_a_host_definition_for_icpu_run_kf() {
+    if !have("clang++-16") || !have("c++") {
+        eprintln!("clang++-16 or c++ not installed (.ci/run installs them): skipped");
+        return;
+    }
+    let dir = scratch("cpu-debug");
+    let out = dir.join("out");
+    let run = tool(
+        &["--cpu-debug"],
+        &root().join("examples/ascendc/add_chevron.cpp"),
+        &out,
+        &root(),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let code = std::fs::read_to_string(out.join("aclrtlaunch_add_chevron.cpp")).unwrap();
+    // The kernel, callable from the host as ICPU_RUN_KF calls it, launching with GmAlloc
+    // pointers as their device addresses; the <<<>>> wrapper is compiled out, as with CANN.
+    assert!(
+        code.contains("extern \"C\" void add_chevron(void *x, void *y, void *z, uint32_t n) {")
+    );
+    assert!(code.contains("npusim_icpu::device(x)"));
+    assert!(!code.contains("add_chevron_do"));
+    // The sample-shaped main builds in its twin-debug form against tikicpulib.h, with the
+    // generated code (`.ci/run` runs it: make ... RUN_MODE=cpu run).
+    let syntax = |file: &Path| {
+        Command::new("c++")
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror"])
+            .args(["-DASCENDC_CPU_DEBUG", "-D__CCE_KT_TEST__", "-I"])
+            .arg(&out)
+            .arg("-I")
+            .arg(root().join("acl/include"))
+            .arg(file)
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(syntax(&out.join("aclrtlaunch_add_chevron.cpp")));
+    assert!(syntax(&root().join("examples/c/ascendc_chevron.cpp")));
+    std::fs::remove_dir_all(&dir).unwrap();
 }
