@@ -45,6 +45,11 @@ while [[ $# -gt 2 ]]; do
         # CANN's compile flags with no meaning here: the language (-xcce), position-independent
         # and shared output (the tool writes an object and launch code), debug info.
         -xcce | -fPIC | -fpic | -shared | -g) ;;
+        # Options of CANN's compiler backend and resource reports (-mllvm OPTION,
+        # --cce-res-usage, ...): npusim's compile has no such stage.
+        -mllvm) shift ;;
+        "") ;;
+        --cce-*) ;;
         --cpu-debug) cpu_debug=1; mode=(--cpu-debug) ;;
         *) echo "npusim-ascendc: unknown flag '$1'" >&2; echo "$usage" >&2; exit 2 ;;
     esac

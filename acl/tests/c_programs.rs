@@ -599,3 +599,60 @@ fn c_programs_recorded_with_npusim_record_replay_to_their_timelines() {
         );
     }
 }
+
+/// Whether `tool --version` runs.
+fn installed(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok()
+}
+
+#[test]
+fn a_cann_sample_s_own_cmake_build_runs_in_both_modes_against_npusim_as_its_cann_package() {
+    if !installed("cmake") || !installed("clang++-16") || !installed("c++") {
+        eprintln!("cmake, clang++-16 or c++ not installed (.ci/run installs them): skipped");
+        return;
+    }
+    let root = workspace();
+    for mode in ["npu", "cpu"] {
+        let build = out_dir().join(format!("cmake-sample-{mode}"));
+        let _ = std::fs::remove_dir_all(&build);
+        let configure = Command::new("cmake")
+            .arg("-S")
+            .arg(root.join("examples/ascendc/cmake"))
+            .arg("-B")
+            .arg(&build)
+            .arg(format!(
+                "-DASCEND_CANN_PACKAGE_PATH={}",
+                root.join("acl/cann").display()
+            ))
+            .arg(format!("-DRUN_MODE={mode}"))
+            .arg(format!("-DNPUSIM_ACL_LIBRARY_DIR={}", lib_dir().display()))
+            .output()
+            .unwrap();
+        let log = |o: &std::process::Output| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        };
+        assert!(configure.status.success(), "{mode}: {}", log(&configure));
+        let make = Command::new("cmake")
+            .arg("--build")
+            .arg(&build)
+            .output()
+            .unwrap();
+        assert!(make.status.success(), "{mode}: {}", log(&make));
+        let run = Command::new(build.join("ascendc_kernels_bbit"))
+            .env("LD_LIBRARY_PATH", lib_dir())
+            .output()
+            .unwrap();
+        let out = log(&run);
+        assert!(run.status.success(), "{mode}: {out}");
+        let want = if mode == "npu" {
+            "<<<>>> launch): correct"
+        } else {
+            "ICPU_RUN_KF): correct"
+        };
+        assert!(out.contains(want), "{mode}: {out}");
+    }
+}
