@@ -8,11 +8,11 @@
  * Ascend C API reference; this file is an independent implementation of the subset the
  * introductory vector samples use (docs/ascendc.md lists it, and what differs).
  *
- * Build (scripts/ascendc-build.sh does this):
- *     clang++-16 --target=riscv64-unknown-elf -march=rv64imf -mabi=lp64f -O2 -std=c++17 \
- *         -ffreestanding -fno-builtin -nostdlib -fno-exceptions -fno-rtti \
- *         -fno-threadsafe-statics -mcmodel=medany -mno-relax -fno-pic -D__CCE_KT_TEST__ \
- *         -I device/sdk -I device/sdk/ascendc -c kernel.cpp
+ * Build with scripts/ascendc-compile.sh (or scripts/npusim-ascendc.sh for the host path): clang++-16
+ * for riscv64 (rv64imf, lp64f), C++17, freestanding, with CANN's mode macros (the NPU build:
+ * __CCE_AICORE__ and the core macro; --cpu-debug: __CCE_KT_TEST__ and ASCENDC_CPU_DEBUG) and
+ * device/sdk, device/sdk/ascendc and device/sdk/ascendc/std on the include path
+ * (docs/ascendc.md, "Compile environment").
  *
  * No exceptions, RTTI, libstdc++ or global constructors: everything is inline and per block.
  * The TPipe's bookkeeping lives at the bottom of the block's own stack window, so blocks share
