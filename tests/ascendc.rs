@@ -614,3 +614,38 @@ fn the_local_tensor_operators_run_the_vector_apis_they_stand_for() {
         }
     }
 }
+
+#[test]
+fn and_or_not_act_on_the_bits_of_uint16_and_int32_tensors() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let k = rt.get_function(bin, "bitwise_probe").unwrap();
+    let s = rt.create_stream().unwrap();
+    let a16: Vec<u16> = (0..128u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 16) as u16)
+        .collect();
+    let b16: Vec<u16> = (0..128u32).map(|i| (i * 40503 + 0x0f0f) as u16).collect();
+    let a32: Vec<i32> = (0..64)
+        .map(|i| (i as i32).wrapping_mul(-1_640_531_535))
+        .collect();
+    let b32: Vec<i32> = (0..64).map(|i| 0x00ff_00ff ^ (i << 20)).collect();
+    let args = [&a16[..], &b16[..]].map(|v| upload(&rt, v));
+    let args32 = [&a32[..], &b32[..]].map(|v| upload(&rt, v));
+    let (o16, o32) = (rt.malloc(3 * 256).unwrap(), rt.malloc(3 * 256).unwrap());
+    let list = [args[0], args[1], args32[0], args32[1], o16, o32].map(Arg::from);
+    run(&rt, k, 1, &list, s);
+    let got16: Vec<u16> = download(&rt, o16, 3 * 128);
+    let got32: Vec<i32> = download(&rt, o32, 3 * 64);
+    for i in 0..128 {
+        let want = [a16[i] & b16[i], a16[i] | b16[i], !a16[i]];
+        for (j, w) in want.iter().enumerate() {
+            assert_eq!(got16[j * 128 + i], *w, "u16 op {j} at {i}");
+        }
+    }
+    for i in 0..64 {
+        let want = [a32[i] & b32[i], a32[i] | b32[i], !a32[i]];
+        for (j, w) in want.iter().enumerate() {
+            assert_eq!(got32[j * 64 + i], *w, "i32 op {j} at {i}");
+        }
+    }
+}

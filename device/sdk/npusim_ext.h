@@ -270,6 +270,9 @@ static inline void npu_vmul_t(void *d, const void *a, const void *b, npu_u64 n, 
 static inline void npu_vdiv_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(3, 0, d, a, b, n, t); }
 static inline void npu_vmax_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(4, 0, d, a, b, n, t); }
 static inline void npu_vmin_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(5, 0, d, a, b, n, t); }
+/* Bitwise and / or / not: integer types only (a float type faults at issue). */
+static inline void npu_vand_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(6, 0, d, a, b, n, t); }
+static inline void npu_vor_t(void *d, const void *a, const void *b, npu_u64 n, int t) { NPU__VT(7, 0, d, a, b, n, t); }
 static inline void npu_vadds_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(0, 1, d, a, s, n, t); }
 static inline void npu_vmuls_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(1, 1, d, a, s, n, t); }
 static inline void npu_vmaxs_t(void *d, const void *a, npu_u64 s, npu_u64 n, int t) { NPU__VT(2, 1, d, a, s, n, t); }
@@ -283,6 +286,7 @@ static inline void npu_vrelu_t(void *d, const void *a, npu_u64 n, int t) { NPU__
 static inline void npu_vabs_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(4, 2, d, a, 0, n, t); }
 static inline void npu_vrec_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(5, 2, d, a, 0, n, t); }
 static inline void npu_vmov_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(6, 2, d, a, 0, n, t); }
+static inline void npu_vnot_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(7, 2, d, a, 0, n, t); }
 /* Reductions: d[0] = sum / max of a[0..n], in type t (f16 sums are exact, rounded once). */
 static inline void npu_vsum_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(0, 3, d, a, 0, n, t); }
 static inline void npu_vrmax_t(void *d, const void *a, npu_u64 n, int t) { NPU__VT(1, 3, d, a, 0, n, t); }

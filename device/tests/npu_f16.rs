@@ -437,6 +437,55 @@ fn f16_runs_at_twice_the_f32_element_rate() {
 }
 
 #[test]
+fn bitwise_and_or_not_act_on_the_bits_of_integers_and_refuse_floats() {
+    let a: Vec<i16> = vec![0x0f0f, -1, 0, 0x7fff, -32768, 0x1234, 5, -6];
+    let b: Vec<i16> = vec![0x00ff, 0x5555, -1, 0x0001, -1, 0x4321, 3, 3];
+    let ab: Vec<u8> = a.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let bb: Vec<u8> = b.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let rs3 = encode::count(a.len() as u32, DType::I16);
+    let i16s = |v: Vec<u8>| -> Vec<i16> { bytes_u16(&v).iter().map(|&x| x as i16).collect() };
+    let want =
+        |f: fn(i16, i16) -> i16| -> Vec<i16> { a.iter().zip(&b).map(|(&x, &y)| f(x, y)).collect() };
+    assert_eq!(
+        i16s(run_vec(VecOp::And, &ab, &bb, 0, rs3, 16)),
+        want(|x, y| x & y)
+    );
+    assert_eq!(
+        i16s(run_vec(VecOp::Or, &ab, &bb, 0, rs3, 16)),
+        want(|x, y| x | y)
+    );
+    assert_eq!(
+        i16s(run_vec(VecOp::Not, &ab, &[], 0, rs3, 16)),
+        want(|x, _| !x)
+    );
+    // 32-bit words.
+    let a32: Vec<i32> = vec![0x0f0f_0f0f, -1, i32::MIN, 0x1234_5678];
+    let b32: Vec<i32> = vec![0x00ff_00ff, 0x5555_5555, -1, 0x0f0f_0f0f];
+    let a32b: Vec<u8> = a32.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let b32b: Vec<u8> = b32.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let i32s = |v: Vec<u8>| -> Vec<i32> {
+        v.chunks_exact(4)
+            .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    let rs3 = encode::count(4, DType::I32);
+    let and: Vec<i32> = a32.iter().zip(&b32).map(|(x, y)| x & y).collect();
+    assert_eq!(i32s(run_vec(VecOp::And, &a32b, &b32b, 0, rs3, 16)), and);
+    let not: Vec<i32> = a32.iter().map(|x| !x).collect();
+    assert_eq!(i32s(run_vec(VecOp::Not, &a32b, &[], 0, rs3, 16)), not);
+    // A float type is refused at issue, naming the instruction.
+    let mut m = Machine::new();
+    let mut asm = Asm::new();
+    asm.vec(VecOp::Or, UB, UB, UB, encode::count(8, DType::F16));
+    match m.run(&asm.words) {
+        Err(Trap::Npu { fault, .. }) => {
+            assert_eq!(fault.to_string(), "vor is not defined on f16 elements")
+        }
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
+#[test]
 fn undefined_types_and_float_only_instructions_on_integers_fault_at_issue() {
     let fault = |op: VecOp, rs3: u64| {
         let mut m = Machine::new();

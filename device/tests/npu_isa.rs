@@ -187,8 +187,15 @@ fn vector_reference(op: VecOp, a: &[f32], b: &[f32], s: f32) -> Vec<f32> {
         VecOp::Mov => a.to_vec(),
         VecOp::Sum => vec![a.iter().map(|&x| x as f64).sum::<f64>() as f32],
         VecOp::RMax => vec![a.iter().fold(f32::NEG_INFINITY, |m, &x| m.max(x))],
-        // Typed instructions: device/tests/npu_f16.rs.
-        VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt | VecOp::Cmp | VecOp::Sel => {
+        // Typed and integer-only instructions: device/tests/npu_f16.rs.
+        VecOp::CvtF32ToF16
+        | VecOp::CvtF16ToF32
+        | VecOp::Cvt
+        | VecOp::Cmp
+        | VecOp::Sel
+        | VecOp::And
+        | VecOp::Or
+        | VecOp::Not => {
             unreachable!()
         }
     }
@@ -202,10 +209,12 @@ fn every_vector_op_matches_its_reference() {
     let b = rng.vec(n, -5.0, 5.0);
     let s = 2.75f32;
     for op in VecOp::ALL {
-        if matches!(
-            op,
-            VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt | VecOp::Cmp | VecOp::Sel
-        ) {
+        if !op.supports(npusim_device::core::npu::DType::F32)
+            || matches!(
+                op,
+                VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt | VecOp::Cmp | VecOp::Sel
+            )
+        {
             continue;
         }
         let mut m = Machine::new();
@@ -657,7 +666,7 @@ fn bad_flags_fault() {
 #[test]
 fn undefined_extension_encodings_are_illegal() {
     for w in [
-        encode::r4(0x0b, 6, 0, 0, 0, 0, 0), // vector funct 0x06
+        encode::r4(0x0b, 6, 1, 0, 0, 0, 0), // vector funct 0x0e
         encode::r4(0x2b, 6, 0, 0, 0, 0, 0), // no seventh copy direction
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
         encode::r4(0x5b, 4, 0, 0, 0, 0, 0), // cube funct3 4

@@ -5,6 +5,7 @@
  *
  *   api_probe(GM_ADDR out)             writes 4 floats: max, min, selected, floored
  *   deque_without_enque(GM_ADDR out)   a deliberate mistake (the block faults)
+ *   bitwise_probe(a16, b16, a32, b32, out16, out32)   And / Or / Not on uint16_t and int32_t
  */
 #include "kernel_operator.h"
 
@@ -58,4 +59,38 @@ extern "C" __global__ __aicore__ void deque_without_enque(GM_ADDR out) {
     GlobalTensor<float> o;
     o.SetGlobalBuffer((__gm__ float *)out, 64);
     DataCopy(o, t, 64);
+}
+
+// And / Or / Not on 128 uint16_t and 64 int32_t: out16 = [a & b, a | b, ~a], out32 likewise.
+extern "C" __global__ __aicore__ void bitwise_probe(GM_ADDR a16, GM_ADDR b16, GM_ADDR a32,
+                                                    GM_ADDR b32, GM_ADDR out16, GM_ADDR out32) {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 5 * 256 + 5 * 256);
+    LocalTensor<uint16_t> u = buf.Get<uint16_t>();
+    LocalTensor<int32_t> w = u[5 * 128].ReinterpretCast<int32_t>();
+    GlobalTensor<uint16_t> ga16, gb16, go16;
+    GlobalTensor<int32_t> ga32, gb32, go32;
+    ga16.SetGlobalBuffer((__gm__ uint16_t *)a16, 128);
+    gb16.SetGlobalBuffer((__gm__ uint16_t *)b16, 128);
+    go16.SetGlobalBuffer((__gm__ uint16_t *)out16, 3 * 128);
+    ga32.SetGlobalBuffer((__gm__ int32_t *)a32, 64);
+    gb32.SetGlobalBuffer((__gm__ int32_t *)b32, 64);
+    go32.SetGlobalBuffer((__gm__ int32_t *)out32, 3 * 64);
+    DataCopy(u, ga16, 128);
+    DataCopy(u[128], gb16, 128);
+    DataCopy(w, ga32, 64);
+    DataCopy(w[64], gb32, 64);
+    SetFlag<HardEvent::MTE2_V>(0);
+    WaitFlag<HardEvent::MTE2_V>(0);
+    And(u[256], u, u[128], 128);
+    Or(u[384], u, u[128], 128);
+    Not(u[512], u, 128);
+    And(w[128], w, w[64], 64);
+    Or(w[192], w, w[64], 64);
+    Not(w[256], w, 64);
+    SetFlag<HardEvent::V_MTE3>(0);
+    WaitFlag<HardEvent::V_MTE3>(0);
+    DataCopy(go16, u[256], 3 * 128);
+    DataCopy(go32, w[128], 3 * 64);
 }

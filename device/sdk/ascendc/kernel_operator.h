@@ -189,6 +189,8 @@ NPUSIM_V3(vmul, 2, 0)
 NPUSIM_V3(vdiv, 3, 0)
 NPUSIM_V3(vmax, 4, 0)
 NPUSIM_V3(vmin, 5, 0)
+NPUSIM_V3(vand, 6, 0)
+NPUSIM_V3(vor, 7, 0)
 NPUSIM_VS(vadds, 0, 1)
 NPUSIM_VS(vmuls, 1, 1)
 NPUSIM_VS(vmaxs, 2, 1)
@@ -201,6 +203,7 @@ NPUSIM_V1(vrelu, 3, 2)
 NPUSIM_V1(vabs, 4, 2)
 NPUSIM_V1(vrec, 5, 2)
 NPUSIM_V1(vmov, 6, 2)
+NPUSIM_V1(vnot, 7, 2)
 NPUSIM_V1(vsum, 0, 3)
 NPUSIM_V1(vrmax, 1, 3)
 #undef NPUSIM_V3
@@ -1038,6 +1041,24 @@ NPUSIM_BINARY(Mul, npusim_detail::vmul)
 NPUSIM_BINARY(Div, npusim_detail::vdiv)
 NPUSIM_BINARY(Max, npusim_detail::vmax)
 NPUSIM_BINARY(Min, npusim_detail::vmin)
+/* Bitwise on int16_t / uint16_t (and int32_t / uint32_t): a float type stops the compile. */
+#define NPUSIM_BITWISE(Name, fn)                                                               \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src0,         \
+                                const LocalTensor<T> &src1, const int32_t &count) {            \
+        static_assert(detail::Type<T>::code == NPU_I16 || detail::Type<T>::code == NPU_I32,    \
+                      #Name ": integer tensors only (int16_t, uint16_t, int32_t, uint32_t)");  \
+        fn(dst.Ptr(), src0.Ptr(), src1.Ptr(), (uint64_t)count, detail::Type<T>::code);         \
+    }
+NPUSIM_BITWISE(And, npusim_detail::vand)
+NPUSIM_BITWISE(Or, npusim_detail::vor)
+#undef NPUSIM_BITWISE
+template <typename T, bool isSetMask = true>
+__aicore__ inline void Not(const LocalTensor<T> &dst, const LocalTensor<T> &src, const int32_t &count) {
+    static_assert(detail::Type<T>::code == NPU_I16 || detail::Type<T>::code == NPU_I32,
+                  "Not: integer tensors only (int16_t, uint16_t, int32_t, uint32_t)");
+    npusim_detail::vnot(dst.Ptr(), src.Ptr(), (uint64_t)count, detail::Type<T>::code);
+}
 
 #define NPUSIM_SCALAR(Name, fn)                                                                \
     template <typename T, bool isSetMask = true>                                               \

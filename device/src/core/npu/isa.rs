@@ -45,6 +45,10 @@ pub enum VecOp {
     Max = 0x04,
     /// `dst[i] = min(a[i], b[i])`.
     Min = 0x05,
+    /// `dst[i] = a[i] & b[i]` (integer types).
+    And = 0x06,
+    /// `dst[i] = a[i] | b[i]` (integer types).
+    Or = 0x07,
     /// `dst[i] = a[i] + s`, `s` the f32 whose bits are the low word of the `rs2` register.
     Adds = 0x08,
     /// `dst[i] = a[i] * s`.
@@ -71,6 +75,8 @@ pub enum VecOp {
     Rec = 0x15,
     /// `dst[i] = a[i]` (copy within UB).
     Mov = 0x16,
+    /// `dst[i] = !a[i]` (bitwise not; integer types).
+    Not = 0x17,
     /// `dst[0] = a[0] + … + a[n-1]` (accumulated in f64, rounded once).
     Sum = 0x18,
     /// `dst[0] = max(a[0..n])` (−∞ for `n = 0`).
@@ -104,13 +110,15 @@ pub(crate) enum VecClass {
 
 impl VecOp {
     /// Every vector instruction.
-    pub const ALL: [VecOp; 26] = [
+    pub const ALL: [VecOp; 29] = [
         VecOp::Add,
         VecOp::Sub,
         VecOp::Mul,
         VecOp::Div,
         VecOp::Max,
         VecOp::Min,
+        VecOp::And,
+        VecOp::Or,
         VecOp::Adds,
         VecOp::Muls,
         VecOp::Maxs,
@@ -124,6 +132,7 @@ impl VecOp {
         VecOp::Abs,
         VecOp::Rec,
         VecOp::Mov,
+        VecOp::Not,
         VecOp::Sum,
         VecOp::RMax,
         VecOp::CvtF32ToF16,
@@ -152,6 +161,8 @@ impl VecOp {
             VecOp::Div => "vdiv",
             VecOp::Max => "vmax",
             VecOp::Min => "vmin",
+            VecOp::And => "vand",
+            VecOp::Or => "vor",
             VecOp::Adds => "vadds",
             VecOp::Muls => "vmuls",
             VecOp::Maxs => "vmaxs",
@@ -165,6 +176,7 @@ impl VecOp {
             VecOp::Abs => "vabs",
             VecOp::Rec => "vrec",
             VecOp::Mov => "vmov",
+            VecOp::Not => "vnot",
             VecOp::Sum => "vsum",
             VecOp::RMax => "vrmax",
             VecOp::CvtF32ToF16 => "vcvt_f16_f32",
@@ -196,6 +208,7 @@ impl VecOp {
             VecOp::Div | VecOp::Exp | VecOp::Ln | VecOp::Sqrt | VecOp::Rec | VecOp::LRelu => {
                 t.is_float()
             }
+            VecOp::And | VecOp::Or | VecOp::Not => !t.is_float(),
             VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 => matches!(t, DType::F32),
             _ => true,
         }
@@ -410,7 +423,7 @@ mod tests {
         for d in CopyDir::ALL {
             assert_eq!(CopyDir::from_code(d as u8), Some(d));
         }
-        assert_eq!(VecOp::from_code(0x06), None);
+        assert_eq!(VecOp::from_code(0x0e), None);
         assert_eq!(VecOp::from_code(0x1f), None);
         assert_eq!(CopyDir::from_code(6), None);
     }

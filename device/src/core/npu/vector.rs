@@ -122,6 +122,8 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
             }
         }
         VecOp::Cvt | VecOp::Cmp | VecOp::Sel => unreachable!("typed instructions"),
+        // Refused on f32 at issue (`VecOp::supports`).
+        VecOp::And | VecOp::Or | VecOp::Not => unreachable!("integer-only instructions"),
     }
 }
 
@@ -343,6 +345,9 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
                         VecOp::Dup => si,
                         VecOp::Relu => p.max(0),
                         VecOp::Abs => p.abs(),
+                        VecOp::And => p & q,
+                        VecOp::Or => p | q,
+                        VecOp::Not => !p,
                         // Mov; float-only instructions never get here (checked at issue).
                         _ => p,
                     };
