@@ -625,9 +625,7 @@ fn and_or_not_act_on_the_bits_of_uint16_and_int32_tensors() {
         .map(|i| (i.wrapping_mul(2654435761) >> 16) as u16)
         .collect();
     let b16: Vec<u16> = (0..128u32).map(|i| (i * 40503 + 0x0f0f) as u16).collect();
-    let a32: Vec<i32> = (0..64)
-        .map(|i| (i as i32).wrapping_mul(-1_640_531_535))
-        .collect();
+    let a32: Vec<i32> = (0..64i32).map(|i| i.wrapping_mul(-1_640_531_535)).collect();
     let b32: Vec<i32> = (0..64).map(|i| 0x00ff_00ff ^ (i << 20)).collect();
     let args = [&a16[..], &b16[..]].map(|v| upload(&rt, v));
     let args32 = [&a32[..], &b32[..]].map(|v| upload(&rt, v));
