@@ -66,8 +66,10 @@ thread_local! {
     static LAST_ERROR: Cell<aclError> = const { Cell::new(ACL_SUCCESS) };
 }
 
+/// Keeps `msg` for `aclGetRecentErrMsg`. On a thread whose locals are torn down (an exit
+/// handler) there is nowhere to keep it: the call's code still says what happened.
 fn record(name: &str, msg: &str) {
-    MESSAGES.with(|m| {
+    let _ = MESSAGES.try_with(|m| {
         let mut m = m.borrow_mut();
         if m.len() == MAX_MESSAGES {
             m.remove(0);
@@ -171,18 +173,23 @@ pub(crate) fn call_value<T>(name: &'static str, fallback: T, f: impl FnOnce() ->
 #[unsafe(no_mangle)]
 pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
     call_value("aclGetRecentErrMsg", std::ptr::null(), || {
-        let messages = MESSAGES.with(|m| std::mem::take(&mut *m.borrow_mut()));
-        RETURNED.with(|r| {
-            let mut r = r.borrow_mut();
-            if messages.is_empty() {
-                *r = None;
-                return std::ptr::null();
-            }
-            let text: Vec<String> = messages.into_iter().rev().collect();
-            let text = text.join("\n").replace('\0', " ");
-            let s = r.insert(CString::new(text).unwrap_or_default());
-            s.as_ptr()
-        })
+        let messages = MESSAGES
+            .try_with(|m| std::mem::take(&mut *m.borrow_mut()))
+            .unwrap_or_default();
+        // (No string outlives a thread whose locals are torn down: NULL there.)
+        RETURNED
+            .try_with(|r| {
+                let mut r = r.borrow_mut();
+                if messages.is_empty() {
+                    *r = None;
+                    return std::ptr::null();
+                }
+                let text: Vec<String> = messages.into_iter().rev().collect();
+                let text = text.join("\n").replace('\0', " ");
+                let s = r.insert(CString::new(text).unwrap_or_default());
+                s.as_ptr()
+            })
+            .unwrap_or(std::ptr::null())
     })
 }
 

@@ -321,6 +321,16 @@ fn callbacks_nobody_serves_time_out_and_a_callback_waiting_for_itself_is_told() 
 }
 
 #[test]
+fn acl_calls_from_an_exit_handler_return_codes_and_finalize_succeeds() {
+    let (stdout, stderr) = program_full("exit_handler", &[]);
+    assert!(
+        stdout.contains("aclFinalize 0"),
+        "the exit handler's aclFinalize:\n{stdout}{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
 fn misuse_returns_error_codes_and_never_crashes() {
     program("errors");
 }

@@ -66,9 +66,18 @@ pub(crate) fn forget_top() {
 
 /// Changes this thread's stack with `f`: the one way to change it while the thread runs (the
 /// cached answer of `top_for` is forgotten first).
+///
+/// A thread whose locals are already torn down (an exit handler: `exit` destroys the exiting
+/// thread's locals before it runs the handlers) has no stack: `f` sees an empty one and what
+/// it pushes does not last — on such a thread no context is current, and calls that need one
+/// say so instead of failing inside.
 fn stack_mut<R>(f: impl FnOnce(&mut Vec<Entry>) -> R) -> R {
     forget_top();
-    STACK.with(|s| f(&mut s.borrow_mut().0))
+    let mut f = Some(f);
+    match STACK.try_with(|s| (f.take().expect("called once"))(&mut s.borrow_mut().0)) {
+        Ok(r) => r,
+        Err(_) => (f.take().expect("not called"))(&mut Vec::new()),
+    }
 }
 
 /// As [`stack_mut`], where the thread's locals may be torn down or the stack already borrowed
@@ -91,10 +100,10 @@ static RUNTIMES_DROPPED: AtomicU64 = AtomicU64::new(0);
 /// since the last look (one atomic load otherwise).
 fn prune_dead_runtimes() {
     let dropped = RUNTIMES_DROPPED.load(Ordering::Acquire);
-    if SEEN_DROPS.with(Cell::get) == dropped {
+    if SEEN_DROPS.try_with(Cell::get).ok() == Some(dropped) {
         return;
     }
-    SEEN_DROPS.with(|c| c.set(dropped));
+    let _ = SEEN_DROPS.try_with(|c| c.set(dropped));
     try_stack_mut(|s| s.retain(|e| e.shared.strong_count() > 0));
 }
 
@@ -115,7 +124,7 @@ impl Drop for Runtime {
 /// the entries of dropped runtimes): a dropped runtime leaves none behind.
 pub fn thread_stack_len() -> usize {
     prune_dead_runtimes();
-    STACK.with(|s| s.borrow().0.len())
+    STACK.try_with(|s| s.borrow().0.len()).unwrap_or(0)
 }
 
 /// The current context of `runtime` on this thread: its innermost stack entry, else the
@@ -140,8 +149,9 @@ fn top_for(runtime: u32) -> Option<Entity> {
 #[inline(never)]
 fn top_for_uncached(runtime: u32, dropped: u64) -> Option<Entity> {
     prune_dead_runtimes();
+    // (A thread whose locals are torn down has no stack: see `stack_mut`.)
     let top = STACK
-        .with(|s| {
+        .try_with(|s| {
             s.borrow()
                 .0
                 .iter()
@@ -149,9 +159,11 @@ fn top_for_uncached(runtime: u32, dropped: u64) -> Option<Entity> {
                 .find(|e| e.runtime == runtime)
                 .map(|e| e.ctx)
         })
+        .ok()
+        .flatten()
         // A host callback runs with its context current (without counting as a user of it).
         .or_else(|| crate::callback::context_of(runtime));
-    TOP.with(|t| t.set(Some((runtime, dropped, top))));
+    let _ = TOP.try_with(|t| t.set(Some((runtime, dropped, top))));
     top
 }
 
@@ -173,13 +185,15 @@ pub(crate) fn clear_thread_entries(runtime: u32) {
 
 /// How many of this thread's stack entries name `ctx` of `runtime`.
 fn own_uses(runtime: u32, ctx: Entity) -> u32 {
-    STACK.with(|s| {
-        s.borrow()
-            .0
-            .iter()
-            .filter(|e| e.runtime == runtime && e.ctx == ctx)
-            .count() as u32
-    })
+    STACK
+        .try_with(|s| {
+            s.borrow()
+                .0
+                .iter()
+                .filter(|e| e.runtime == runtime && e.ctx == ctx)
+                .count() as u32
+        })
+        .unwrap_or(0)
 }
 
 impl Inner {
