@@ -409,6 +409,83 @@ fn a_rank_that_never_joins_makes_the_others_time_out() {
     assert_eq!(err.code(), codes::RT_WAIT_TIMEOUT);
 }
 
+/// How many communicators the world holds.
+fn communicators(rt: &Runtime) -> usize {
+    let mut g = rt.lock_world();
+    let world = g.world_mut();
+    world
+        .query::<&npusim::components::CommState>()
+        .iter(world)
+        .count()
+}
+
+#[test]
+fn destroying_every_handle_while_collectives_are_queued_lets_them_run_then_frees_the_communicator()
+{
+    let n = 2u32;
+    let rt = runtime(n, TopologyConfig::default(), 1);
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let streams = comm_streams(&rt, n);
+    let count = 1u64 << 16;
+    let fill = rt.kernel("fill_f32").unwrap();
+    let mut bufs = Vec::new();
+    for d in 0..n {
+        rt.set_device(d).unwrap();
+        let p = rt.malloc(4 * count).unwrap();
+        // The all-reduce waits behind a kernel: still queued when the handles go.
+        let args = [p.into(), count.into(), (d as f32 + 1.0).into()];
+        rt.launch(fill, 4, &args, streams[d as usize]).unwrap();
+        let c = &comms[d as usize];
+        rt.all_reduce(
+            p,
+            p,
+            count,
+            DataType::F32,
+            ReduceOp::Sum,
+            c,
+            streams[d as usize],
+        )
+        .unwrap();
+        bufs.push(p);
+    }
+    rt.comm_destroy(comms[0]).unwrap();
+    rt.comm_destroy(comms[1]).unwrap();
+    assert_eq!(
+        communicators(&rt),
+        1,
+        "kept while its operations are queued"
+    );
+    // A destroyed handle takes no new work.
+    let err = rt
+        .all_reduce(
+            bufs[0],
+            bufs[0],
+            count,
+            DataType::F32,
+            ReduceOp::Sum,
+            &comms[0],
+            streams[0],
+        )
+        .unwrap_err();
+    assert_eq!(err.code(), codes::RT_INVALID_HANDLE);
+    for r in sync_all(&rt, &streams) {
+        r.unwrap();
+    }
+    for d in 0..n {
+        let got: Vec<f32> = download(&rt, d, bufs[d as usize], count as usize);
+        assert!(
+            got.iter().all(|&x| x == 3.0),
+            "rank {d}: the queued all-reduce ran"
+        );
+    }
+    assert_eq!(communicators(&rt), 0, "gone once its operations ran");
+    // With nothing queued, the last handle frees it at once.
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    rt.comm_destroy(comms[1]).unwrap();
+    rt.comm_destroy(comms[0]).unwrap();
+    assert_eq!(communicators(&rt), 0);
+}
+
 #[test]
 fn a_collective_waits_for_the_event_of_the_kernel_that_makes_its_data() {
     let n = 2u32;

@@ -912,6 +912,39 @@ fn modules_dropped_with_work_queued_go_in_stream_order_without_waiting() -> NpuR
 }
 
 #[test]
+fn a_module_dropped_behind_work_that_faults_its_context_is_still_unloaded() -> NpuResult<()> {
+    let rt = runtime();
+    let ctx = rt.device_context(0)?;
+    let s = ctx.stream()?;
+    let n = 1024;
+    let a = s.clone_htod(&vec![1.0f32; n])?;
+    let mut c = ctx.alloc::<f32>(n)?;
+    let vadd = ctx
+        .load_module_file(kernel_object("vector_add.o"))?
+        .function("vadd_f32")?;
+    // A fault first, then a launch of the module's function, then the last drop: the binary
+    // is to go behind the launch, which the fault stops.
+    s.launch(&rt.kernel("fault_div_zero")?, 1, &[0u64.into()])?;
+    s.launch_builder(&vadd)
+        .arg(&a)
+        .arg(&a)
+        .arg(&mut c)
+        .arg(n)
+        .launch()?;
+    drop(vadd);
+    assert_eq!(binaries(&rt), 1, "still loaded behind the queued launch");
+    let err = s.synchronize().unwrap_err();
+    assert_eq!(err.code(), codes::RT_AICORE_TRAP_EXCEPTION);
+    let _ = rt.run_until_idle();
+    assert_eq!(
+        binaries(&rt),
+        0,
+        "the fault does not keep the binary loaded"
+    );
+    Ok(())
+}
+
+#[test]
 fn a_function_is_launched_only_on_streams_of_its_modules_context() -> NpuResult<()> {
     let rt = runtime();
     let ctx = rt.device_context(0)?;

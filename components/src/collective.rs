@@ -347,6 +347,27 @@ pub struct CommState {
     pub destroyed: Vec<bool>,
     /// Set when an operation timed out: the communicator cannot be used any more.
     pub broken: Option<NpuError>,
+    /// Per stream its operations were enqueued on: the stream position of the latest one.
+    /// Once every one of these positions has completed, none of its operations is left to run.
+    pub queued: Vec<(Entity, u64)>,
+}
+
+impl CommState {
+    /// Notes that an operation was enqueued at position `seq` of `stream`.
+    pub fn enqueued(&mut self, stream: Entity, seq: u64) {
+        match self.queued.iter_mut().find(|(s, _)| *s == stream) {
+            Some(q) => q.1 = q.1.max(seq),
+            None => self.queued.push((stream, seq)),
+        }
+    }
+
+    /// Whether every operation enqueued on it has run (or failed): `completed` gives a
+    /// stream's completed position, `None` for a destroyed stream (nothing left to run there).
+    pub fn drained(&self, completed: impl Fn(Entity) -> Option<u64>) -> bool {
+        self.queued
+            .iter()
+            .all(|&(s, seq)| completed(s).is_none_or(|done| done >= seq))
+    }
 }
 
 /// Which operation of a communicator a rank's task belongs to.

@@ -124,11 +124,15 @@ struct Returned {
     panic: Option<String>,
 }
 
-/// Where callback threads report returns, and where waits sleep until one comes.
+/// Where callback threads report returns, and where waits sleep until one comes; also where
+/// a wait at a rendezvous sleeps until another thread enqueues a rank's part (a *poke*).
 #[derive(Default)]
 pub(crate) struct Hub {
     returns: Mutex<Vec<Returned>>,
     cv: Condvar,
+    /// Pokes so far.
+    pokes: Mutex<u64>,
+    poked: Condvar,
 }
 
 impl Hub {
@@ -147,6 +151,25 @@ impl Hub {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .is_empty()
+    }
+
+    /// Wakes the waits sleeping in [`Hub::wait_poke`]: a collective's part was enqueued.
+    pub(crate) fn poke(&self) {
+        *self.pokes.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.poked.notify_all();
+    }
+
+    /// Pokes so far (what [`Hub::wait_poke`] compares with).
+    pub(crate) fn pokes(&self) -> u64 {
+        *self.pokes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sleeps until the count of pokes differs from `seen` or `for_` has passed.
+    pub(crate) fn wait_poke(&self, seen: u64, for_: Duration) {
+        let g = self.pokes.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self
+            .poked
+            .wait_timeout_while(g, for_, |pokes| *pokes == seen);
     }
 
     /// Sleeps until a return is queued or `for_` has passed.

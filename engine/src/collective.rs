@@ -178,6 +178,7 @@ impl Runtime {
                 recvs: vec![0; n * n],
                 destroyed: vec![false; n],
                 broken: None,
+                queued: Vec::new(),
             })
             .id();
         g.record(|r, _| crate::record::Call::CommInit {
@@ -219,14 +220,16 @@ impl Runtime {
     }
 
     /// Destroys this rank's handle (`HcclCommDestroy`); the communicator goes when every rank's
-    /// handle is destroyed. Operations already enqueued still run.
+    /// handle is destroyed. Operations already enqueued still run: a communicator whose last
+    /// handle goes while some are queued goes once they have run.
     pub fn comm_destroy(&self, comm: Communicator) -> NpuResult<()> {
         let mut g = self.lock();
         self.check_comm(&g, &comm)?;
         let mut state = g.world.get_mut::<CommState>(comm.entity).expect("checked");
         state.destroyed[comm.rank as usize] = true;
         if state.destroyed.iter().all(|d| *d) {
-            g.world.despawn(comm.entity);
+            g.closing_comms.push(comm.entity);
+            close_drained_comms(&mut g);
         }
         g.record(|r, _| crate::record::Call::CommDestroy {
             comm: r.comm(comm.entity),
@@ -368,7 +371,12 @@ impl Runtime {
             None => TaskExtra::None,
         };
         let cost = g.costs.launch_ns;
-        crate::launch::submit(&mut g, s, call.encode(), extra, cost);
+        let position = crate::launch::submit(&mut g, s, call.encode(), extra, cost);
+        if let Some(mut state) = g.world.get_mut::<CommState>(comm.entity) {
+            state.enqueued(s, position);
+        }
+        // A wait of another thread may sleep at the rendezvous for this part.
+        g.callbacks.hub().poke();
         g.record(|r, _| crate::record::collective(r, &call, hosts, comm, s));
         Ok(())
     }
@@ -660,4 +668,20 @@ impl Runtime {
                 ic.engines.iter().map(|e| SimTime(e.busy_ns)).collect()
             })
     }
+}
+
+/// Despawns each communicator of [`Inner::closing_comms`] whose queued operations have all run
+/// (or failed); the others stay closing. Called when the last handle goes and after each frame
+/// while any is closing.
+pub(crate) fn close_drained_comms(inner: &mut Inner) {
+    let world = &mut inner.world;
+    inner.closing_comms.retain(|&comm| {
+        let drained = world.get::<CommState>(comm).is_none_or(|state| {
+            state.drained(|s| world.get::<StreamState>(s).map(|st| st.completed))
+        });
+        if drained {
+            world.despawn(comm);
+        }
+        !drained
+    });
 }

@@ -162,6 +162,9 @@ pub(crate) struct Inner {
     pub open_wait: Option<(String, SimTime)>,
     /// Display id of the next communicator.
     pub next_comm_id: u32,
+    /// Communicators every rank destroyed while operations of theirs were still queued: each
+    /// goes once those have run (see `close_drained_comms`).
+    pub(crate) closing_comms: Vec<Entity>,
     /// The cached queries and resource ids of `world` (see [`Bound`]).
     pub(crate) bound: Bound,
     /// Whether the stream sanitizer is on (its state is a world resource).
@@ -486,6 +489,34 @@ impl Inner {
 pub(crate) struct Shared {
     id: u32,
     inner: Mutex<Inner>,
+    /// Whether `releases` may hold something (one load a frame).
+    pub(crate) releases_pending: std::sync::atomic::AtomicBool,
+    /// Binaries to release that were let go while the lock was held (a module's last
+    /// countdown dropped inside a frame, with its aborted callback): the frame releases them.
+    pub(crate) releases: Mutex<Vec<Entity>>,
+}
+
+impl Shared {
+    /// Releases binary `b` now if the lock is free, else at the end of the frame that holds it
+    /// (the holder may be this very thread, inside a frame).
+    pub(crate) fn release_binary_soon(&self, b: Entity) {
+        match self.inner.try_lock() {
+            Ok(mut g) => {
+                crate::binary::release_binary(&mut g, b);
+            }
+            Err(std::sync::TryLockError::Poisoned(p)) => {
+                crate::binary::release_binary(&mut p.into_inner(), b);
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {
+                self.releases
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(b);
+                self.releases_pending
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+    }
 }
 
 /// A simulated NPU runtime: its devices, and every context, stream, event and allocation made
@@ -795,6 +826,7 @@ impl Runtime {
             host_spans: Vec::new(),
             open_wait: None,
             next_comm_id: 0,
+            closing_comms: Vec::new(),
             bound,
             sanitize: false,
             recorder: None,
@@ -876,6 +908,8 @@ impl Runtime {
             shared: Arc::new(Shared {
                 id,
                 inner: Mutex::new(inner),
+                releases_pending: Default::default(),
+                releases: Default::default(),
             }),
         };
         if sanitize {
@@ -1087,6 +1121,25 @@ impl Runtime {
     ) -> (MutexGuard<'a, Inner>, bool) {
         let returned = take_callback_returns(&mut g);
         let progressed = run_schedule(&mut g) || returned;
+        if !g.closing_comms.is_empty() {
+            crate::collective::close_drained_comms(&mut g);
+        }
+        if self
+            .shared
+            .releases_pending
+            .swap(false, std::sync::atomic::Ordering::Acquire)
+        {
+            let releases = std::mem::take(
+                &mut *self
+                    .shared
+                    .releases
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            for b in releases {
+                crate::binary::release_binary(&mut g, b);
+            }
+        }
         let faults = self.take_faults(&mut g);
         let inner = &mut *g;
         // Exclusive access to the world: the list's mutex is not locked (no atomic a frame).
@@ -1139,23 +1192,31 @@ impl Runtime {
             g.open_wait = Some((format!("wait: {}", what()), start));
         }
         let mut stuck_since: Option<std::time::Instant> = None;
-        let mut grace = RENDEZVOUS_GRACE_POLLS;
+        // When the rendezvous grace (below) began, if it runs.
+        let mut grace_since: Option<std::time::Instant> = None;
         loop {
             if done(&g) {
                 g.set_horizon(None);
                 return (g, Ok(()));
             }
             // Only ranks waiting at a rendezvous are left, so the next frame would jump to their
-            // timeout. If another thread holds this runtime (a thread per rank), give it a
-            // moment to enqueue the missing ranks first.
+            // timeout. If another handle of this runtime exists (a thread per rank), give the
+            // other threads up to RENDEZVOUS_GRACE of wall time to enqueue the missing ranks:
+            // the wait sleeps until one enqueues a collective's part (it pokes the hub), not
+            // by the millisecond.
             if !only_rendezvous_left(&g) {
-                grace = RENDEZVOUS_GRACE_POLLS;
-            } else if grace > 0 && Arc::strong_count(&self.shared) > 1 {
-                grace -= 1;
-                drop(g);
-                std::thread::sleep(std::time::Duration::from_millis(1));
-                g = self.lock_quiet();
-                continue;
+                grace_since = None;
+            } else if Arc::strong_count(&self.shared) > 1 {
+                let since = *grace_since.get_or_insert_with(std::time::Instant::now);
+                let left = RENDEZVOUS_GRACE.saturating_sub(since.elapsed());
+                if !left.is_zero() {
+                    let hub = g.callbacks.hub();
+                    let seen = hub.pokes();
+                    drop(g);
+                    hub.wait_poke(seen, left);
+                    g = self.lock_quiet();
+                    continue;
+                }
             }
             // The device clock does not pass a callback out on the host that this wait holds
             // for: it may still enqueue work, and it ends when it returns.
@@ -1425,9 +1486,9 @@ fn take_callback_returns(g: &mut Inner) -> bool {
     any
 }
 
-/// How many 1 ms polls a wait gives other host threads to join a rendezvous before letting
-/// the ranks already there time out.
-const RENDEZVOUS_GRACE_POLLS: u32 = 200;
+/// How long (wall time) a wait gives other host threads to join a rendezvous before letting
+/// the ranks already there time out; it ends as soon as one enqueues a collective's part.
+pub(crate) const RENDEZVOUS_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// Whether the next thing to happen is ranks at a rendezvous timing out: nothing is queued,
 /// ready or running, and no stream head waits for a submit time before the deadline.

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use npusim_components::{Binary, Kernel, NpuResult, Stream};
 
 use super::NpuContext;
-use crate::binary::release_binary;
 
 struct ModuleInner {
     ctx: NpuContext,
@@ -36,28 +35,51 @@ impl Drop for ModuleInner {
                 .collect()
         };
         // In stream order, without waiting: a host callback behind each busy stream's work
-        // counts down, and the last one releases the binary. (It holds the runtime weakly:
-        // queued work must not keep its own world alive.)
-        let left = Arc::new(AtomicUsize::new(busy.len() + 1));
-        let (weak, binary) = (rt.weak(), self.raw.entity());
-        let release = move |left: &AtomicUsize| {
-            if left.fetch_sub(1, Ordering::AcqRel) == 1
-                && let Some(shared) = weak.upgrade()
-            {
-                release_binary(&mut crate::Runtime::from_shared(shared).lock(), binary);
-            }
+        // holds a share of the countdown, and the last share to go releases the binary —
+        // dropped after its callback ran, or unrun when a fault aborts the callback. (It holds
+        // the runtime weakly: queued work must not keep its own world alive.)
+        let share = Countdown {
+            left: Arc::new(AtomicUsize::new(busy.len() + 1)),
+            runtime: rt.weak(),
+            binary: self.raw.entity(),
         };
         for s in busy {
-            let (mine, then) = (left.clone(), release.clone());
-            let queued = self
+            let mine = share.clone_share();
+            // A stream that takes no more work drops its share at once (nothing queued on it
+            // will run either).
+            let _ = self
                 .ctx
-                .with(|rt| rt.launch_host_func(s, move || then(&mine)));
-            if queued.is_err() {
-                // A stream that takes no more work: nothing queued on it will run either.
-                release(&left);
-            }
+                .with(|rt| rt.launch_host_func(s, move || drop(mine)));
         }
-        release(&left);
+        drop(share);
+    }
+}
+
+/// One share of a dropped module's countdown: the last share dropped releases the binary.
+struct Countdown {
+    left: Arc<AtomicUsize>,
+    runtime: std::sync::Weak<crate::runtime::Shared>,
+    binary: bevy_ecs::entity::Entity,
+}
+
+impl Countdown {
+    /// Another share (the count already includes it).
+    fn clone_share(&self) -> Self {
+        Self {
+            left: self.left.clone(),
+            runtime: self.runtime.clone(),
+            binary: self.binary,
+        }
+    }
+}
+
+impl Drop for Countdown {
+    fn drop(&mut self) {
+        if self.left.fetch_sub(1, Ordering::AcqRel) == 1
+            && let Some(shared) = self.runtime.upgrade()
+        {
+            shared.release_binary_soon(self.binary);
+        }
     }
 }
 
@@ -69,7 +91,7 @@ impl Drop for ModuleInner {
 /// stream's work; at once when none is busy) — so no launch of one of its functions, queued
 /// through the builder or the raw handle, finds its code gone. Work enqueued after the drop
 /// through a raw handle fails (`ACL_ERROR_RT_INVALID_HANDLE`), never runs other code. If its
-/// context faults first, the binary stays until the context is reset or destroyed.
+/// context faults first, the aborted work releases it all the same.
 ///
 /// ```
 /// use npusim_engine::prelude::*;
