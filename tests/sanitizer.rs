@@ -4,8 +4,7 @@
 
 use npusim::prelude::*;
 use npusim::{
-    Arg, CommConfig, DataType, ReduceOp, ReportKind, SanitizerConfig, SanitizerMode,
-    SanitizerReport,
+    Arg, DataType, ReduceOp, ReportKind, SanitizerConfig, SanitizerMode, SanitizerReport,
 };
 use proptest::prelude::*;
 
@@ -533,14 +532,11 @@ fn a_collective_on_a_buffer_still_being_written_races() {
     none(&rt);
 }
 
-#[test]
-fn a_collective_orders_every_rank_after_every_rank_s_earlier_work() {
-    // Rank 1 writes the buffer of device 1 after the all-reduce on its own stream; rank 0's
-    // compute stream, ordered after rank 0's all-reduce, then reads it: the rendezvous orders
-    // the two.
-    let rt = runtime(2, SanitizerConfig::report());
+/// Rank 0 writes a buffer `x` on its communicator stream; with `collective`, every rank then
+/// runs an all-reduce on its own; then rank 1 peer-copies `x`. Returns `x`.
+fn cross_rank_read_program(rt: &Runtime, collective: bool) -> DevicePtr {
     let comms = rt.comm_init_all(&[0, 1]).unwrap();
-    let mut comm_streams = Vec::new();
+    let mut streams = Vec::new();
     let mut bufs = Vec::new();
     for d in 0..2u32 {
         rt.set_device(d).unwrap();
@@ -548,25 +544,48 @@ fn a_collective_orders_every_rank_after_every_rank_s_earlier_work() {
         let (send, recv) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
         rt.memset_async(send, 0, N, s).unwrap();
         rt.memset_async(recv, 0, N, s).unwrap();
-        comm_streams.push(s);
+        streams.push(s);
         bufs.push((send, recv));
     }
-    for d in 0..2usize {
-        rt.set_device(d as u32).unwrap();
-        rt.all_reduce(
-            bufs[d].0,
-            bufs[d].1,
-            N / 4,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[d],
-            comm_streams[d],
-        )
-        .unwrap();
+    rt.set_device(0).unwrap();
+    let x = rt.malloc(N).unwrap();
+    rt.memset_async(x, 7, N, streams[0]).unwrap();
+    if collective {
+        for d in 0..2usize {
+            rt.set_device(d as u32).unwrap();
+            rt.all_reduce(
+                bufs[d].0,
+                bufs[d].1,
+                N / 4,
+                DataType::F32,
+                ReduceOp::Sum,
+                &comms[d],
+                streams[d],
+            )
+            .unwrap();
+        }
     }
+    rt.set_device(1).unwrap();
+    let copy = rt.malloc(N).unwrap();
+    rt.memcpy_peer_async(copy, 1, x, 0, N, streams[1]).unwrap();
     rt.run_until_idle().unwrap();
+    x
+}
+
+#[test]
+fn a_collective_orders_every_rank_after_every_rank_s_earlier_work() {
+    // Rank 0's write, then the all-reduce on both ranks, then rank 1's peer copy of what rank 0
+    // wrote: the collective orders the copy after the write (every rank's earlier work before
+    // every rank's later work), whichever rank's part of it completes first.
+    let rt = runtime(2, SanitizerConfig::report());
+    cross_rank_read_program(&rt, true);
     none(&rt);
-    let _ = CommConfig::default();
+    // Without the collective nothing orders them: the same copy races with the write.
+    let rt = runtime(2, SanitizerConfig::report());
+    let x = cross_rank_read_program(&rt, false);
+    let r = one(&rt, ReportKind::Race, x.0, N);
+    assert_eq!((r.earlier.device, r.later.device), (0, 1));
+    assert_eq!(r.later.name, "memcpy_peer");
 }
 
 #[test]

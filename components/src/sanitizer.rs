@@ -666,8 +666,6 @@ pub struct Sanitizer {
     runtime: u32,
     streams: EntityHashMap<StreamClock>,
     names: Names,
-    /// An empty clock to stand in while a stream's own is updated in place.
-    empty: Arc<VectorClock>,
     next_slot: u32,
     /// Slots of destroyed streams, with the epoch they ended at.
     free_slots: Vec<(u32, u64)>,
@@ -749,7 +747,6 @@ impl Sanitizer {
             runtime,
             streams: EntityHashMap::default(),
             names: Names::default(),
-            empty: Arc::new(VectorClock::default()),
             next_slot: 0,
             free_slots: Vec::new(),
             threads: Vec::new(),
@@ -1714,6 +1711,17 @@ impl Sanitizer {
     /// Completes `task` (which ended well when `ok`) at `now`: computes its clock and checks
     /// its accesses. In error mode, returns the error it fails with.
     pub fn completed(&mut self, task: &Task, ok: bool, now: SimTime) -> Option<NpuError> {
+        let kind = task.kind();
+        // A collective's part joins what every member had done before it: the group's clock
+        // is built while this stream's own clock and submission still stand for its earlier
+        // work, so the first member to complete brings its own in too.
+        let group = (kind == TaskKind::Collective)
+            .then(|| CollectiveCall::decode(&task.desc))
+            .flatten()
+            .map(|call| {
+                let key = group_key(&call);
+                (key, self.group_clock(key))
+            });
         let st = self.streams.get_mut(&task.stream)?;
         while st.submitted.front().is_some_and(|s| s.seq < task.seq) {
             st.submitted.pop_front();
@@ -1726,8 +1734,7 @@ impl Sanitizer {
         let slot = st.slot;
         let epoch = st.base + task.seq;
         // The stream's clock, updated in place unless an event record still shares it.
-        let mut arc = std::mem::replace(&mut st.clock, self.empty.clone());
-        let clock = Arc::make_mut(&mut arc);
+        let clock = Arc::make_mut(&mut st.clock);
         if let Some(s) = &sub
             && !st
                 .joined_host
@@ -1737,7 +1744,6 @@ impl Sanitizer {
             clock.join(&s.host);
             st.joined_host = Some(s.host.clone());
         }
-        let kind = task.kind();
         match kind {
             TaskKind::EventWait => {
                 if let Some(ev) = task.desc.as_event()
@@ -1761,9 +1767,7 @@ impl Sanitizer {
                 }
             }
             TaskKind::Collective => {
-                if let Some(call) = CollectiveCall::decode(&task.desc) {
-                    let key = group_key(&call);
-                    let joined = self.group_clock(key);
+                if let Some((key, joined)) = group {
                     if let Some(j) = joined {
                         clock.join(&j);
                     }
@@ -1778,8 +1782,6 @@ impl Sanitizer {
             _ => {}
         }
         clock.set(slot, epoch);
-        let st = self.streams.get_mut(&task.stream).expect("looked up above");
-        st.clock = arc;
         let clock = st.clock.clone();
         st.processed = task.seq;
         // On a stream several threads enqueue on, the owner's latest task: its own work on the
