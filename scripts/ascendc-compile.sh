@@ -14,8 +14,9 @@
 #   --cpu-debug            __CCE_KT_TEST__ and ASCENDC_CPU_DEBUG (the twin-debug build of CANN's
 #                          tikicpulib path), __CCE_AICORE__ as above, no core macro
 # In the NPU build the kernel file's host wrappers with a `<<<...>>>` launch (inside `#ifndef
-# ASCENDC_CPU_DEBUG` / `#ifndef __CCE_KT_TEST__`) are host code: the compile reads a copy of
-# the source with those blocks blanked (line numbers kept); the user's file is not edited.
+# ASCENDC_CPU_DEBUG` / `#ifndef __CCE_KT_TEST__`, or top-level host functions) are host code:
+# the compile reads a copy of the source with them blanked (line numbers kept; found by
+# scripts/ascendc-host-wrappers.pl); the user's file is not edited.
 # Flags: --cce-aicore-arch=ARCH / --npu-arch=ARCH pick the architecture (table below);
 # CANN's -xcce, -fPIC, -shared, --cce-soc-version=, --cce-soc-core-type= are accepted; every
 # other flag goes to clang. Environment: CLANGXX (default clang++-16).
@@ -96,17 +97,7 @@ prefix_map=()
 if [[ $cpu_debug == 0 && $layouts == 0 ]] && grep -q '<<<' "$src"; then
     tmp="$(mktemp -d)"
     trap 'rm -rf "$tmp"' EXIT
-    NPUSIM_SRC="$src" perl -0777 -pe '
-        my $guard = qr/^[ \t]*#\s*(?:ifndef\s+(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)|if\s+!\s*defined\s*\(?\s*(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)\s*\)?)[^\n]*\n/m;
-        s{($guard)(.*?)(^[ \t]*#\s*(?:endif|else)\b)}{
-            my ($open, $block, $close) = ($1, $2, $3);
-            $block =~ /<<</ ? $open . ($block =~ s/[^\n]//gr) . $close : $open . $block . $close
-        }gsme;
-        my $left = $_; $left =~ s{//[^\n]*}{}g; $left =~ s{/\*.*?\*/}{ $& =~ s/[^\n]//gr }gse;
-        if ($left =~ /^(.*?)<<</s) {
-            my $line = 1 + ($1 =~ tr/\n//);
-            die "ascendc-compile: $ENV{NPUSIM_SRC}:$line: a <<<...>>> launch outside an `#ifndef ASCENDC_CPU_DEBUG` (or `#ifndef __CCE_KT_TEST__`) block: host code the device compile cannot take\n";
-        }' <"$src" >"$tmp/$base" 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
+    perl "$root/scripts/ascendc-host-wrappers.pl" --blank "$src" >"$tmp/$base" || exit 1
     input="$tmp/$base"
     prefix_map=(-fmacro-prefix-map="$tmp/=")
 fi

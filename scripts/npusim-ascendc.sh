@@ -256,28 +256,15 @@ rm -f "$layouts"
 
 # The <<<blockDim, l2ctrl, stream>>> path: the host wrappers (`NAME_do(...)`) a kernel file
 # defines for its host program inside `#ifndef __CCE_KT_TEST__` (or `#ifndef
-# ASCENDC_CPU_DEBUG`), which the device compile skips, are compiled for the host here, with
+# ASCENDC_CPU_DEBUG`), or as top-level host functions, which the device compile skips
+# (scripts/ascendc-host-wrappers.pl finds them), are compiled for the host here, with
 # each `KERNEL<<<blockDim, l2ctrl, stream>>>(args...)` a launch through KERNEL's generated
 # launcher (l2ctrl, the L2 cache control, has no counterpart in npusim: it is evaluated and ignored). The user's file is not
 # edited: the blocks are copied into the launch code.
 kernels="$(cut -d'|' -f1 <<<"$sigs" | tr '\n' ' ')"
 chevrons=""
 # (Not in the twin-debug build: there the blocks are compiled out, as with CANN.)
-[[ $cpu_debug == 1 ]] || chevrons="$(NPUSIM_KERNELS="$kernels" perl -0777 -ne '
-    s{//[^\n]*}{}g; s{/\*.*?\*/}{}gs;
-    my %kernels = map { $_ => 1 } split /\s+/, $ENV{NPUSIM_KERNELS};
-    my $out = "";
-    while (/^[ \t]*#\s*(?:ifndef\s+(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)|if\s+!\s*defined\s*\(?\s*(?:__CCE_KT_TEST__|ASCENDC_CPU_DEBUG)\s*\)?)[^\n]*\n(.*?)^[ \t]*#\s*(?:endif|else)\b/gsm) {
-        my $block = $1;
-        next unless $block =~ /<<</;
-        $block =~ s{(\w+)\s*<<<\s*([^,>]+?)\s*,\s*([^,>]+?)\s*,\s*([^>]+?)\s*>>>\s*\(\s*(\)?)}{
-            my ($k, $b, $l2, $st, $empty) = ($1, $2, $3, $4, $5);
-            die "npusim-ascendc: $k<<<...>>>: $k is not an extern \"C\" __global__ __aicore__ kernel of this file with a launcher\n" unless $kernels{$k};
-            "(void)($l2), aclrtlaunch_$k($b, $st" . ($empty ? ")" : ", ")
-        }ge;
-        $out .= $block;
-    }
-    print $out;' "$src" 2>&1)" || {
+[[ $cpu_debug == 1 ]] || chevrons="$(NPUSIM_KERNELS="$kernels" perl "$root/scripts/ascendc-host-wrappers.pl" --extract "$src" 2>&1)" || {
     echo "$chevrons" >&2
     exit 1
 }

@@ -79,7 +79,7 @@ function(_npusim_ascendc_command target mode kernel outdir gen)
     get_filename_component(stem "${kernel}" NAME_WE)
     set(code "${outdir}/aclrtlaunch_${stem}.cpp")
     _npusim_soc_arch("${SOC_VERSION}" arch)
-    set(opts "$<TARGET_PROPERTY:${target},NPUSIM_ASCENDC_OPTIONS>")
+    set(opts "$<TARGET_GENEX_EVAL:${target},$<TARGET_PROPERTY:${target},NPUSIM_ASCENDC_OPTIONS>>")
     set(incs "$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>")
     set(defs "$<TARGET_PROPERTY:${target},COMPILE_DEFINITIONS>")
     add_custom_command(OUTPUT "${code}"
@@ -112,13 +112,35 @@ function(ascendc_library name type)
     set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON NPUSIM_ASCENDC_OPTIONS "")
     target_include_directories(${name} PUBLIC ${dirs})
     target_link_libraries(${name} PUBLIC npusim_acl)
+    # As CANN's ascendc_library: `cmake --install` puts the library in the prefix's lib
+    # directory, where a sample's run.sh points LD_LIBRARY_PATH for the installed program.
+    include(GNUInstallDirs)
+    install(TARGETS ${name}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endfunction()
 
 # The kernel-compile flags of an ascendc_library (the visibility word is taken and ignored:
 # they apply to the kernel compile).
 function(_npusim_ascendc_append name prefix)
-    set(words ${ARGN})
-    list(REMOVE_ITEM words PRIVATE PUBLIC INTERFACE)
+    set(args ${ARGN})
+    list(REMOVE_ITEM args PRIVATE PUBLIC INTERFACE)
+    # A generator expression whose value holds a list (`$<IN_LIST:${SOC_VERSION},${LIST}>`)
+    # arrives cut at the list's semicolons: its pieces are joined back into one word.
+    set(words "")
+    set(open 0)
+    foreach(a IN LISTS args)
+        if(open GREATER 0)
+            list(POP_BACK words w)
+            set(a "${w}\;${a}")
+        endif()
+        list(APPEND words "${a}")
+        string(REGEX MATCHALL "\\$<" starts "${a}")
+        string(REGEX MATCHALL ">" ends "${a}")
+        list(LENGTH starts nstarts)
+        list(LENGTH ends nends)
+        math(EXPR open "${nstarts} - ${nends}")
+    endforeach()
     set(flags "")
     foreach(w IN LISTS words)
         if(prefix STREQUAL "")
@@ -134,7 +156,10 @@ function(_npusim_ascendc_append name prefix)
             list(APPEND flags "${prefix}${w}")
         endif()
     endforeach()
-    set_property(TARGET ${name} APPEND PROPERTY NPUSIM_ASCENDC_OPTIONS ${flags})
+    # The property is read through $<TARGET_GENEX_EVAL>, which parses its whole text: the
+    # semicolons inside a generator expression are its own again there.
+    string(REPLACE "\\;" ";" flags "${flags}")
+    set_property(TARGET ${name} APPEND PROPERTY NPUSIM_ASCENDC_OPTIONS "${flags}")
 endfunction()
 function(ascendc_compile_definitions name)
     _npusim_ascendc_append(${name} "-D" ${ARGN})
