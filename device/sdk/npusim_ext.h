@@ -175,6 +175,26 @@ static inline void npu_copy_l0c_to_gm(void *gm_dst, const void *l0c_src, npu_u32
     NPU__R4(0x2b, 5, 0, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
             NPU__STRIDES(src_stride, dst_stride));
 }
+/* L1 -> L0A / L0B with every row one 16 x 16 fractal of 2-byte elements (row_bytes = 512),
+ * written transposed (MTE1; copy mode 1). */
+static inline void npu_copy_l1_to_l0a_t(void *l0a_dst, const void *l1_src, npu_u32 rows,
+                                        npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 3, 1, l0a_dst, l1_src, NPU__SHAPE(rows, 512),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+static inline void npu_copy_l1_to_l0b_t(void *l0b_dst, const void *l1_src, npu_u32 rows,
+                                        npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 4, 1, l0b_dst, l1_src, NPU__SHAPE(rows, 512),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L0C -> GM converting f32 to f16 (round to nearest even): row_bytes counts the f32 source
+ * bytes, each row lands as row_bytes / 2 bytes (MTE3; copy mode 1). */
+static inline void npu_copy_l0c_to_gm_f16(void *gm_dst, const void *l0c_src, npu_u32 rows,
+                                          npu_u32 row_bytes, npu_u32 src_stride,
+                                          npu_u32 dst_stride) {
+    NPU__R4(0x2b, 5, 1, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
 /* Contiguous forms: one row of `bytes`. */
 static inline void npu_copy_gm_to_ub_1d(void *ub_dst, const void *gm_src, npu_u32 bytes) {
     npu_copy_gm_to_ub(ub_dst, gm_src, 1, bytes, bytes, bytes);
@@ -332,6 +352,30 @@ static inline void npu_mmad_f32(float *c, const float *a, const float *b, npu_u3
         NPU__R4(0x5b, 3, 0, c, a, b, NPU__MNK(m, n, k));
     } else {
         NPU__R4(0x5b, 2, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+
+/*
+ * The fractal layout (funct3 bit 2): with K0 = 32 / element bytes (16 for f16, 8 for f32),
+ * A in L0A is ceil(m/16) x ceil(k/K0) fractals of 16 rows x 32 bytes, fractal row by fractal
+ * row ("zZ"); B in L0B is ceil(k/K0) x ceil(n/16) fractals in the same order, each holding its
+ * 16 columns of B as 32-byte rows ("zN"); C in L0C is ceil(n/16) x ceil(m/16) fractals of
+ * 16 x 16 f32, fractal column by fractal column ("NZ"). Same arithmetic, same cost.
+ */
+static inline void npu_mmad_f16_nz(float *c, const npu_u16 *a, const npu_u16 *b, npu_u32 m,
+                                   npu_u32 n, npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 5, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 4, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+static inline void npu_mmad_f32_nz(float *c, const float *a, const float *b, npu_u32 m,
+                                   npu_u32 n, npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 7, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 6, 0, c, a, b, NPU__MNK(m, n, k));
     }
 }
 

@@ -97,6 +97,11 @@ impl Staging {
         self.len = len;
     }
 
+    /// Keeps the first `len` bytes (`len` ≤ the current length).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     pub fn bytes(&self) -> &[u8] {
         &bytemuck::cast_slice(&self.words)[..self.len]
     }

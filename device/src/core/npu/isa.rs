@@ -10,8 +10,8 @@
 //! | opcode | unit | f2 / f3 | operands `rd, rs1, rs2, rs3` |
 //! |---|---|---|---|
 //! | custom-0 `0x0b` | vector | [`VecOp`] code `f2 << 3 \| f3` | dst, a, b (or f32 bits), n |
-//! | custom-1 `0x2b` | data movers | f2 = 0, f3 = [`CopyDir`] | dst, src, `rows << 32 \| row_bytes`, `src_stride << 32 \| dst_stride` |
-//! | custom-2 `0x5b` | cube | f2 = 0, f3 = `f32 << 1 \| accumulate` | c, a, b, `m \| n << 16 \| k << 32` |
+//! | custom-1 `0x2b` | data movers | f2 = [`CopyMode`], f3 = [`CopyDir`] | dst, src, `rows << 32 \| row_bytes`, `src_stride << 32 \| dst_stride` |
+//! | custom-2 `0x5b` | cube | f2 = 0, f3 = `fractal << 2 \| f32 << 1 \| accumulate` ([`CubeLayout`]) | c, a, b, `m \| n << 16 \| k << 32` |
 //! | custom-3 `0x7b` | sync | f7 = 0, f3 = [`SyncOp`] | –, `src \| dst << 8 \| event << 16` (or a pipe), – |
 //!
 //! `docs/isa.md` has the full table with semantics and costs; [`encode`] builds the words.
@@ -292,6 +292,52 @@ impl CopyDir {
     }
 }
 
+/// What a data-mover instruction does to the bytes on the way (its funct2). Each mode other
+/// than [`CopyMode::Plain`] is defined for some directions only ([`CopyMode::decode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyMode {
+    /// f2 = 0: the bytes as they are (every direction).
+    Plain,
+    /// f2 = 1 on L1 → L0A / L0B: every row is one 16 × 16 fractal of 2-byte elements
+    /// (`row_bytes` = 512) and lands transposed (Ascend C's `LoadData` with `ifTranspose`).
+    Transpose16,
+    /// f2 = 1 on L0C → GM: every row is f32 (`row_bytes` a multiple of 4) and lands in global
+    /// memory as f16, rounded to nearest even, `row_bytes / 2` bytes per row (Ascend C's
+    /// `Fixpipe` with `QuantMode_t::F322F16`).
+    F32ToF16,
+}
+
+impl CopyMode {
+    /// The mode funct2 `f2` selects for direction `dir`, when it is defined.
+    pub fn decode(dir: CopyDir, f2: u8) -> Option<CopyMode> {
+        match (f2, dir) {
+            (0, _) => Some(CopyMode::Plain),
+            (1, CopyDir::L1ToL0a | CopyDir::L1ToL0b) => Some(CopyMode::Transpose16),
+            (1, CopyDir::L0cToGm) => Some(CopyMode::F32ToF16),
+            _ => None,
+        }
+    }
+
+    /// The funct2 that selects this mode.
+    pub const fn funct2(self) -> u8 {
+        match self {
+            CopyMode::Plain => 0,
+            CopyMode::Transpose16 | CopyMode::F32ToF16 => 1,
+        }
+    }
+}
+
+/// How a cube instruction's operands are laid out in L0A / L0B / L0C (funct3 bit 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CubeLayout {
+    /// All three row-major, each row starting on a 32-byte boundary.
+    RowMajor,
+    /// Ascend's fractal layouts: A in L0A as zZ fractals of 16 rows × 32 bytes, B in L0B as
+    /// zN fractals (16 columns of B × 32 bytes of its rows, i.e. each fractal transposed), C in
+    /// L0C as NZ fractals of 16 × 16 f32 (`docs/isa.md`, "Cube").
+    Fractal,
+}
+
 /// A synchronization instruction (funct3 of custom-3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
@@ -351,11 +397,45 @@ pub mod encode {
         r4(OPCODE_MOVE, dir as u32, 0, dst, src, shape, strides)
     }
 
-    /// A cube instruction: `mmad c, a, b, mnk` (registers).
+    /// A data-mover instruction with a [`CopyMode`] (the caller picks one defined for `dir`).
+    pub const fn copy_mode(
+        dir: CopyDir,
+        mode: CopyMode,
+        dst: u32,
+        src: u32,
+        shape: u32,
+        strides: u32,
+    ) -> u32 {
+        r4(
+            OPCODE_MOVE,
+            dir as u32,
+            mode.funct2() as u32,
+            dst,
+            src,
+            shape,
+            strides,
+        )
+    }
+
+    /// A cube instruction: `mmad c, a, b, mnk` (registers), row-major operands.
     pub const fn mmad(accumulate: bool, f32_inputs: bool, c: u32, a: u32, b: u32, mnk: u32) -> u32 {
+        mmad_layout(CubeLayout::RowMajor, accumulate, f32_inputs, c, a, b, mnk)
+    }
+
+    /// A cube instruction with its operands in `layout`.
+    pub const fn mmad_layout(
+        layout: CubeLayout,
+        accumulate: bool,
+        f32_inputs: bool,
+        c: u32,
+        a: u32,
+        b: u32,
+        mnk: u32,
+    ) -> u32 {
+        let fractal = matches!(layout, CubeLayout::Fractal) as u32;
         r4(
             OPCODE_CUBE,
-            (f32_inputs as u32) << 1 | accumulate as u32,
+            fractal << 2 | (f32_inputs as u32) << 1 | accumulate as u32,
             0,
             c,
             a,

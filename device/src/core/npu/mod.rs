@@ -48,7 +48,7 @@ pub use dtype::{
 pub use f16::{f16_to_f32, f32_to_f16};
 pub use fault::NpuFault;
 pub use footprint::Footprint;
-pub use isa::{CopyDir, SyncOp, VecOp};
+pub use isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecOp};
 pub use layout::{Buffer, pitch};
 pub use pipes::{Pipe, PipeCycles};
 
@@ -78,6 +78,17 @@ struct CopyOp {
     row_bytes: u64,
     src_stride: u64,
     dst_stride: u64,
+    mode: CopyMode,
+}
+
+impl CopyOp {
+    /// Bytes each row has once it lands (an f32 → f16 copy halves them).
+    fn out_row_bytes(&self) -> u64 {
+        match self.mode {
+            CopyMode::F32ToF16 => self.row_bytes / 2,
+            _ => self.row_bytes,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -257,6 +268,28 @@ impl Npu {
                         }
                     }
                 }
+                match c.mode {
+                    CopyMode::Plain => {}
+                    CopyMode::Transpose16 => {
+                        for fractal in p.data.u16s_mut().chunks_exact_mut(256) {
+                            for i in 0..16 {
+                                for j in i + 1..16 {
+                                    fractal.swap(i * 16 + j, j * 16 + i);
+                                }
+                            }
+                        }
+                    }
+                    CopyMode::F32ToF16 => {
+                        // In place: half i lands on bytes f32 i / 2 held, already read.
+                        let bytes = p.data.bytes_mut();
+                        let n = bytes.len() / 4;
+                        for i in 0..n {
+                            let v = f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+                            bytes[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+                        }
+                        p.data.truncate(n * 2);
+                    }
+                }
             }
             AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data),
             AsyncOp::Cube(c) => cube::compute(
@@ -275,14 +308,10 @@ impl Npu {
         let data = p.data.bytes();
         match p.op {
             AsyncOp::Copy(c) => {
-                let rb = c.row_bytes as usize;
+                let rb = c.out_row_bytes() as usize;
                 match c.dst {
                     Side::Gm(va) => {
-                        let rows = if c.dst_stride == c.row_bytes {
-                            1
-                        } else {
-                            c.rows
-                        };
+                        let rows = if c.dst_stride == rb as u64 { 1 } else { c.rows };
                         let len = data.len() / rows.max(1) as usize;
                         for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
                             let addr = va.wrapping_add(r as u64 * c.dst_stride);
@@ -315,17 +344,12 @@ impl Npu {
                     .copy_from_slice(data);
             }
             AsyncOp::Cube(c) => {
-                let (_, _, pc) = c.pitches();
-                let (m, row) = (c.m as usize, c.n as usize * 4);
-                if m == 0 || row == 0 {
+                let (_, _, extent) = c.extents();
+                if c.m == 0 || c.n == 0 {
                     return Ok(());
                 }
-                let len = (m - 1) * pc as usize + row;
-                let dst = self.buffers.range_mut(Buffer::L0c, c.c as usize, len);
-                for (i, chunk) in data.chunks_exact(row).enumerate() {
-                    let o = i * pc as usize;
-                    dst[o..o + row].copy_from_slice(chunk);
-                }
+                let end = c.c as usize + extent as usize;
+                cube::store(&c, data, self.buffers.range_mut(Buffer::L0c, 0, end));
             }
         }
         Ok(())
