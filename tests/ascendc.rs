@@ -742,6 +742,64 @@ fn a_transposed_b_in_float_and_in_half_matches_the_cpu() {
 }
 
 #[test]
+fn a_bias_through_c1_and_c2_starts_c_and_matches_the_cpu_bit_for_bit() {
+    let rt = rt();
+    let bin = load(&rt, "mmad_custom.o");
+    let s = rt.create_stream().unwrap();
+    for (name, m, n, k, half) in [
+        ("mmad_bias", 48, 32, 64, true),
+        ("mmad_bias_f32_bt", 16, 32, 16, false),
+    ] {
+        let (a, b, bias) = if half {
+            (
+                f16_values(m * k, 11),
+                f16_values(k * n, 12),
+                f16_values(n, 13),
+            )
+        } else {
+            let v = |len: usize, s: f32| -> Vec<f32> {
+                (0..len).map(|i| (i % 29) as f32 * s - 3.7).collect()
+            };
+            (v(m * k, 0.31), v(k * n, -0.23), v(n, 1.9))
+        };
+        let (da, db, dbias) = if half {
+            (
+                upload(&rt, &halves(&a)),
+                upload(&rt, &halves(&b)),
+                upload(&rt, &halves(&bias)),
+            )
+        } else {
+            (
+                upload(&rt, &a),
+                upload(&rt, &transpose(&b, k, n)),
+                upload(&rt, &bias),
+            )
+        };
+        let f = rt.get_function(bin, name).unwrap();
+        let dc = rt.malloc(4 * (m * n) as u64).unwrap();
+        run(
+            &rt,
+            f,
+            1,
+            &[da.into(), db.into(), dbias.into(), dc.into()],
+            s,
+        );
+        let c: Vec<f32> = download(&rt, dc, m * n);
+        // C starts at the bias, then accumulates its products in k order.
+        let mut want: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    want[i * n + j] += a[i * k + kk] * b[kk * n + j];
+                }
+            }
+        }
+        assert_eq!(c, want, "{name}");
+        assert_ne!(c, matmul_ref(&a, &b, m, n, k), "{name}: the bias is in");
+    }
+}
+
+#[test]
 fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
     let rt = rt();
     let bin = load(&rt, "mmad_custom.o");

@@ -346,15 +346,14 @@ fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
     let dir = scratch("cube-refusals");
     let cases = [
         (
-            "bias.cpp",
-            "TQue<TPosition::C2, 1> q;",
+            "gm_queue.cpp",
+            "TQue<TPosition::GM, 1> q;",
             "TQue: this TPosition is not offered by npusim's layer",
         ),
         (
-            "mmad_bias.cpp",
-            "LocalTensor<float> c; LocalTensor<half> a, b; LocalTensor<float> bias; \
-             Mmad(c, a, b, bias, MmadParams());",
-            "Mmad with a bias tensor (TPosition::C2, the bias table) is not offered",
+            "half_bias.cpp",
+            "LocalTensor<float> c; LocalTensor<half> a, b, bias; Mmad(c, a, b, bias, MmadParams());",
+            "Mmad: the bias table holds float",
         ),
         (
             "int8.cpp",

@@ -47,6 +47,8 @@ typedef __UINT16_TYPE__ npu_u16;
 #define NPU_L0A_BASE 0x23000000UL
 #define NPU_L0B_BASE 0x24000000UL
 #define NPU_L0C_BASE 0x25000000UL
+/* The bias table (BT): f32 bias rows a cube instruction can start C from (1 KiB). */
+#define NPU_BT_BASE 0x26000000UL
 /* Alignment of every local-buffer address and local row stride, in bytes. */
 #define NPU_LOCAL_ALIGN 32UL
 
@@ -63,6 +65,7 @@ typedef __UINT16_TYPE__ npu_u16;
 #define NPU_L0A_AT(off) ((void *)(NPU_L0A_BASE + (npu_u64)(off)))
 #define NPU_L0B_AT(off) ((void *)(NPU_L0B_BASE + (npu_u64)(off)))
 #define NPU_L0C_AT(off) ((float *)(NPU_L0C_BASE + (npu_u64)(off)))
+#define NPU_BT_AT(off) ((float *)(NPU_BT_BASE + (npu_u64)(off)))
 
 /* `bytes` rounded up to the local alignment: the row pitch of a cube operand. */
 static inline npu_u64 npu_pitch(npu_u64 bytes) {
@@ -81,6 +84,7 @@ static inline npu_u64 npu_l1_bytes(void) { return NPU__CSR_READ(0xCC5); }
 static inline npu_u64 npu_l0a_bytes(void) { return NPU__CSR_READ(0xCC6); }
 static inline npu_u64 npu_l0b_bytes(void) { return NPU__CSR_READ(0xCC7); }
 static inline npu_u64 npu_l0c_bytes(void) { return NPU__CSR_READ(0xCC8); }
+static inline npu_u64 npu_bt_bytes(void) { return NPU__CSR_READ(0xCC9); }
 
 /* ---- Encoding helpers ------------------------------------------------------------------- */
 
@@ -193,6 +197,19 @@ static inline void npu_copy_l0c_to_gm_f16(void *gm_dst, const void *l0c_src, npu
                                           npu_u32 row_bytes, npu_u32 src_stride,
                                           npu_u32 dst_stride) {
     NPU__R4(0x2b, 5, 1, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L1 -> BT (MTE1): f32 rows as they are, or (_f16) f16 rows widened to f32 (row_bytes counts
+ * the f16 source bytes; each row lands as 2 * row_bytes). */
+static inline void npu_copy_l1_to_bt(float *bt_dst, const void *l1_src, npu_u32 rows,
+                                     npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 6, 0, bt_dst, l1_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+static inline void npu_copy_l1_to_bt_f16(float *bt_dst, const void *l1_src, npu_u32 rows,
+                                         npu_u32 row_bytes, npu_u32 src_stride,
+                                         npu_u32 dst_stride) {
+    NPU__R4(0x2b, 6, 1, bt_dst, l1_src, NPU__SHAPE(rows, row_bytes),
             NPU__STRIDES(src_stride, dst_stride));
 }
 /* Contiguous forms: one row of `bytes`. */
@@ -377,6 +394,19 @@ static inline void npu_mmad_f32_nz(float *c, const float *a, const float *b, npu
     } else {
         NPU__R4(0x5b, 6, 0, c, a, b, NPU__MNK(m, n, k));
     }
+}
+
+/* The fractal layout with C starting from a bias row: C = bias + A x B, bias the n f32 at
+ * `bias` (in BT, 32-byte aligned), the same for every row of C (funct2 = 1). */
+#define NPU__MNK_BIAS(m, n, k, bias)                                                           \
+    (NPU__MNK(m, n, k) | (((npu_u64)(bias) - NPU_BT_BASE) / NPU_LOCAL_ALIGN) << 48)
+static inline void npu_mmad_f16_nz_bias(float *c, const npu_u16 *a, const npu_u16 *b,
+                                        const float *bias, npu_u32 m, npu_u32 n, npu_u32 k) {
+    NPU__R4(0x5b, 4, 1, c, a, b, NPU__MNK_BIAS(m, n, k, bias));
+}
+static inline void npu_mmad_f32_nz_bias(float *c, const float *a, const float *b,
+                                        const float *bias, npu_u32 m, npu_u32 n, npu_u32 k) {
+    NPU__R4(0x5b, 6, 1, c, a, b, NPU__MNK_BIAS(m, n, k, bias));
 }
 
 #ifdef __cplusplus

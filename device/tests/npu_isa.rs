@@ -566,6 +566,115 @@ fn the_fractal_cube_computes_what_the_row_major_cube_computes() {
 }
 
 #[test]
+fn a_bias_mmad_starts_every_row_of_c_from_the_bias_table() {
+    let (m, n, k) = (20, 24, 40);
+    let halves =
+        |v: Vec<f32>| -> Vec<f32> { v.into_iter().map(|x| f16_to_f32(f32_to_f16(x))).collect() };
+    let mut rng = Rng(31);
+    let a = halves(rng.vec(m * k, -2.0, 2.0));
+    let b = halves(rng.vec(k * n, -2.0, 2.0));
+    let bias = halves(rng.vec(n, -8.0, 8.0));
+    let bits = |v: &[f32]| v.iter().map(|&x| f32_to_f16(x) as u32).collect::<Vec<_>>();
+    let (ia, ib) = (fractal_a(&bits(&a), m, k, 2), fractal_b(&bits(&b), k, n, 2));
+    let mut mach = Machine::new();
+    mach.gm.write_bytes(GM, &ia);
+    mach.gm.write_bytes(GM + 0x10000, &ib);
+    mach.gm.write_u16(
+        GM + 0x20000,
+        &bias.iter().map(|&x| f32_to_f16(x)).collect::<Vec<_>>(),
+    );
+    let l1 = abi::L1_BASE;
+    let c_bytes = m.div_ceil(16) * n.div_ceil(16) * 1024;
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, l1, GM, ia.len() as u32)
+        .copy(CopyDir::GmToL1, l1 + 0x10000, GM + 0x10000, ib.len() as u32)
+        .copy(CopyDir::GmToL1, l1 + 0x20000, GM + 0x20000, 2 * n as u32)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, l1, ia.len() as u32)
+        .copy(
+            CopyDir::L1ToL0b,
+            abi::L0B_BASE,
+            l1 + 0x10000,
+            ib.len() as u32,
+        )
+        // The bias row, f16 in L1, lands as f32 at BT offset 64.
+        .li(A0, abi::BT_BASE + 64)
+        .li(A1, l1 + 0x20000)
+        .li(A2, encode::shape(1, 2 * n as u32))
+        .li(A3, encode::strides(0, 0))
+        .word(encode::copy_mode(
+            CopyDir::L1ToBt,
+            CopyMode::F16ToF32,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::Mte1, Pipe::M)
+        .li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk_bias(m as u16, n as u16, k as u16, 64))
+        .word(encode::mmad_bias(
+            CubeLayout::Fractal,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::M, Pipe::Mte3)
+        .copy(
+            CopyDir::L0cToGm,
+            GM + 0x30000,
+            abi::L0C_BASE,
+            c_bytes as u32,
+        );
+    mach.run(&asm.words).unwrap();
+    let c = read_nz(&mach.gm.read_f32(GM + 0x30000, c_bytes / 4), m, n);
+    let start: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+    assert_eq!(c, matmul_acc_ref(start, &a, &b, m, n, k));
+    let bt = mach.core.buffer(Buffer::Bt);
+    assert_eq!(f32::from_le_bytes(bt[64..68].try_into().unwrap()), bias[0]);
+    assert_eq!(mach.core.buffer_size(Buffer::Bt), 1024);
+
+    // A bias row past the 1 KiB table faults; bias with accumulate is no instruction.
+    let mut asm = Asm::new();
+    asm.li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk_bias(16, 16, 16, 1024 - 32))
+        .word(encode::mmad_bias(
+            CubeLayout::Fractal,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ));
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::OutOfBuffer {
+                buffer: Buffer::Bt,
+                len: 64,
+                ..
+            }
+        ),
+        "{f}"
+    );
+    let w = encode::r4(0x5b, 5, 1, 0, 0, 0, 0);
+    assert_eq!(
+        Machine::new().run(&[w]).unwrap_err(),
+        Trap::IllegalInstruction {
+            pc: abi::CODE_BASE,
+            bits: w
+        }
+    );
+}
+
+#[test]
 fn a_fractal_mmad_leaves_the_padding_of_partial_fractals_alone() {
     // C is 5 × 7 inside one 16 × 16 fractal; L0C starts as 0, so the other 256 - 35 f32 stay 0
     // while a real product lands in the 35.
@@ -995,9 +1104,9 @@ fn bad_flags_fault() {
 fn undefined_extension_encodings_are_illegal() {
     for w in [
         encode::r4(0x0b, 6, 1, 0, 0, 0, 0), // vector funct 0x0e
-        encode::r4(0x2b, 6, 0, 0, 0, 0, 0), // no seventh copy direction
+        encode::r4(0x2b, 7, 0, 0, 0, 0, 0), // no eighth copy direction
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
-        encode::r4(0x5b, 4, 1, 0, 0, 0, 0), // cube funct2 != 0
+        encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
         encode::r4(0x2b, 3, 2, 0, 0, 0, 0), // copy mode 2
         encode::r4(0x2b, 1, 1, 0, 0, 0, 0), // no transpose on GM -> L1
         encode::r4(0x7b, 3, 0, 0, 0, 0, 0), // sync funct3 3

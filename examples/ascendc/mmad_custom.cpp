@@ -9,7 +9,11 @@
  * each step's Mmad accumulating on the previous ones in CO1 (cmatrixInitVal only on the first).
  * A and B are double buffered in A1 / B1 / A2 / B2.
  *
- * Entry points (all (GM_ADDR a, GM_ADDR b, GM_ADDR c), one block):
+ * With BIAS the kernel also takes a bias row (n values of A's type): GM -> C1 (L1), C1 -> C2
+ * (the bias table, as float: DataCopy with DataCopyParams), and the first step's Mmad starts
+ * C from it (Mmad with the bias tensor, cmatrixInitVal = false): C = bias + A x B.
+ *
+ * Entry points ((GM_ADDR a, GM_ADDR b, GM_ADDR c), or (a, b, bias, c) with a bias; one block):
  *   mmad_custom        half 32 x 32 x 32 -> float, one step (the sample's shape)
  *   mmad_kloop         half m = 48, k = 64, n = 32 -> float, four K steps of 16
  *   mmad_ragged_half   half m = 20, k = 40, n = 24 -> half (Fixpipe F322F16): partial fractals
@@ -17,6 +21,8 @@
  *   mmad_f32_bt        float m = 32, k = 24, n = 16 -> float, B given transposed (n x k in GM),
  *                      three K steps of 8 (float fractals are 16 x 8)
  *   mmad_half_bt       half m = 16, k = 32, n = 48 -> float, B given transposed
+ *   mmad_bias          half m = 48, k = 64, n = 32 + half bias -> float, two K steps of 32
+ *   mmad_bias_f32_bt   float m = 16, k = 16, n = 32 + float bias, B transposed, K steps of 8
  * and two deliberate mistakes:
  *   mmad_l0a_overflow   an A2 queue larger than L0A (InitBuffer aborts the block, code 136)
  *   mmad_wrong_position Mmad with A still in A1 (L1): the cube faults naming the operand
@@ -30,8 +36,9 @@ constexpr uint32_t CUBE_BLOCK = 16;
 __aicore__ constexpr uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename OutT, uint32_t M, uint32_t N, uint32_t K, uint32_t K_STEP,
-          bool B_TRANSPOSED>
+          bool B_TRANSPOSED, bool BIAS = false>
 class KernelCube {
+    static_assert(!BIAS || N * sizeof(T) % 64 == 0, "C1 -> C2 moves the bias in 64-byte units");
     static_assert(K % K_STEP == 0, "K_STEP must divide K");
     static_assert(B_TRANSPOSED || sizeof(T) == 2, "LoadData transposes 16-bit fractals only");
     // Elements along K in one fractal row (32 bytes), and in one 512-byte fractal.
@@ -45,7 +52,7 @@ class KernelCube {
 
 public:
     __aicore__ inline KernelCube() {}
-    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR c) {
+    __aicore__ inline void Init(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c) {
         KERNEL_TASK_TYPE_DEFAULT(KERNEL_TYPE_AIC_ONLY);
         aGM.SetGlobalBuffer((__gm__ T *)a, M * K);
         bGM.SetGlobalBuffer((__gm__ T *)b, K * N);
@@ -55,9 +62,18 @@ public:
         pipe.InitBuffer(inQueueA2, 2, M1 * KA1 * 512);
         pipe.InitBuffer(inQueueB2, 2, KB1 * N1 * 512);
         pipe.InitBuffer(outQueueCO1, 1, M1 * N1 * CUBE_BLOCK * CUBE_BLOCK * sizeof(float));
+        if (BIAS) {
+            biasGM.SetGlobalBuffer((__gm__ T *)bias, N);
+            pipe.InitBuffer(inQueueC1, 1, N * sizeof(T));
+            pipe.InitBuffer(outQueueC2, 1, N * sizeof(float));
+        }
     }
     __aicore__ inline void Process() {
         LocalTensor<float> c1Local = outQueueCO1.AllocTensor<float>();
+        if (BIAS) {
+            CopyBiasIn();
+            SplitBias();
+        }
         for (uint32_t step = 0; step < K / K_STEP; step++) {
             CopyIn(step);
             SplitA();
@@ -69,6 +85,19 @@ public:
     }
 
 private:
+    __aicore__ inline void CopyBiasIn() {
+        LocalTensor<T> bias1Local = inQueueC1.AllocTensor<T>();
+        DataCopy(bias1Local, biasGM, N);
+        inQueueC1.EnQue(bias1Local);
+    }
+    __aicore__ inline void SplitBias() {
+        LocalTensor<T> bias1Local = inQueueC1.DeQue<T>();
+        LocalTensor<float> bias2Local = outQueueC2.AllocTensor<float>();
+        // C1 -> C2 in 64-byte units of the source; half widens to float on the way.
+        DataCopy(bias2Local, bias1Local, {1, (uint16_t)(N * sizeof(T) / 64), 0, 0});
+        outQueueC2.EnQue<float>(bias2Local);
+        inQueueC1.FreeTensor(bias1Local);
+    }
     __aicore__ inline void CopyIn(uint32_t step) {
         LocalTensor<T> a1Local = inQueueA1.AllocTensor<T>();
         LocalTensor<T> b1Local = inQueueB1.AllocTensor<T>();
@@ -135,8 +164,15 @@ private:
         params.m = M;
         params.n = N;
         params.k = K_STEP;
-        params.cmatrixInitVal = step == 0;
-        Mmad(c1Local, a2Local, b2Local, params);
+        if (BIAS && step == 0) {
+            LocalTensor<float> bias2Local = outQueueC2.DeQue<float>();
+            params.cmatrixInitVal = false;
+            Mmad(c1Local, a2Local, b2Local, bias2Local, params);
+            outQueueC2.FreeTensor(bias2Local);
+        } else {
+            params.cmatrixInitVal = step == 0;
+            Mmad(c1Local, a2Local, b2Local, params);
+        }
         inQueueA2.FreeTensor(a2Local);
         inQueueB2.FreeTensor(b2Local);
     }
@@ -163,15 +199,24 @@ private:
     TQue<TPosition::A2, 2> inQueueA2;
     TQue<TPosition::B2, 2> inQueueB2;
     TQue<TPosition::CO1, 1> outQueueCO1;
+    TQue<TPosition::C1, 1> inQueueC1;
+    TQue<TPosition::C2, 1> outQueueC2;
     GlobalTensor<T> aGM;
     GlobalTensor<T> bGM;
+    GlobalTensor<T> biasGM;
     GlobalTensor<OutT> cGM;
 };
 
 #define NPUSIM_CUBE_KERNEL(name, T, OutT, M, N, K, K_STEP, B_TRANSPOSED)                       \
     extern "C" __global__ __aicore__ void name(GM_ADDR a, GM_ADDR b, GM_ADDR c) {              \
         KernelCube<T, OutT, M, N, K, K_STEP, B_TRANSPOSED> op;                                 \
-        op.Init(a, b, c);                                                                      \
+        op.Init(a, b, nullptr, c);                                                             \
+        op.Process();                                                                          \
+    }
+#define NPUSIM_CUBE_BIAS_KERNEL(name, T, M, N, K, K_STEP, B_TRANSPOSED)                         \
+    extern "C" __global__ __aicore__ void name(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c) { \
+        KernelCube<T, float, M, N, K, K_STEP, B_TRANSPOSED, true> op;                          \
+        op.Init(a, b, bias, c);                                                                \
         op.Process();                                                                          \
     }
 NPUSIM_CUBE_KERNEL(mmad_custom, half, float, 32, 32, 32, 32, false)
@@ -179,6 +224,8 @@ NPUSIM_CUBE_KERNEL(mmad_kloop, half, float, 48, 32, 64, 16, false)
 NPUSIM_CUBE_KERNEL(mmad_ragged_half, half, half, 20, 24, 40, 20, false)
 NPUSIM_CUBE_KERNEL(mmad_f32_bt, float, float, 32, 16, 24, 8, true)
 NPUSIM_CUBE_KERNEL(mmad_half_bt, half, float, 16, 48, 32, 32, true)
+NPUSIM_CUBE_BIAS_KERNEL(mmad_bias, half, 48, 32, 64, 32, false)
+NPUSIM_CUBE_BIAS_KERNEL(mmad_bias_f32_bt, float, 16, 32, 16, 8, true)
 
 /* A 65 KiB A2 queue: L0A holds 64 KiB, so InitBuffer aborts the block with its message. */
 extern "C" __global__ __aicore__ void mmad_l0a_overflow(GM_ADDR, GM_ADDR, GM_ADDR) {

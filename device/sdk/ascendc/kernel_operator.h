@@ -29,8 +29,9 @@
  *  - Vector APIs issue one NPU vector instruction per call (tensor-count form) or per repeat
  *    (mask / repeat form); element types float, half, bfloat16_t, int32_t, int16_t.
  *  - The cube positions carve their own buffers: A1 / B1 / C1 from L1, A2 from L0A, B2 from
- *    L0B, CO1 from L0C (CO2 from UB); their queues sync MTE2 -> MTE1 (A1 / B1 / C1),
- *    MTE1 -> M (A2 / B2) and M -> MTE3 (CO1; npusim's fixpipe is the MTE3 mover). DataCopy
+ *    L0B, CO1 from L0C, C2 from BT, the bias table (CO2 from UB); their queues sync
+ *    MTE2 -> MTE1 (A1 / B1 / C1), MTE1 -> M (A2 / B2 / C2) and M -> MTE3 (CO1; npusim's
+ *    fixpipe is the MTE3 mover). DataCopy
  *    with Nd2NzParams, LoadData, Mmad (one fractal-layout cube instruction) and Fixpipe are
  *    the cube path (docs/ascendc.md, "The model").
  */
@@ -176,9 +177,15 @@ inline void move(const void *d, const void *s, uint32_t rows, uint32_t row_bytes
                      : "r"(d), "r"(s), "r"(((uint64_t)rows << 32) | row_bytes),
                        "r"(((uint64_t)src_stride << 32) | dst_stride), "i"(F3), "i"(F2));
 }
-/* The cube in its fractal layout (isa.md, "Cube"): F3 = 4 | f32 inputs << 1 | accumulate. */
+/* The cube in its fractal layout (isa.md, "Cube"): F3 = 4 | f32 inputs << 1 | accumulate;
+ * mmad_bias starts C from the bias row whose BT offset / 32 is in mnk's bits 48.. */
 template <int F3> inline void mmad(void *c, const void *a, const void *b, uint64_t mnk) {
     __asm__ volatile(".insn r4 0x5b, %4, 0, %0, %1, %2, %3"
+                     :
+                     : "r"(c), "r"(a), "r"(b), "r"(mnk), "i"(F3));
+}
+template <int F3> inline void mmad_bias(void *c, const void *a, const void *b, uint64_t mnk) {
+    __asm__ volatile(".insn r4 0x5b, %4, 1, %0, %1, %2, %3"
                      :
                      : "r"(c), "r"(a), "r"(b), "r"(mnk), "i"(F3));
 }
@@ -755,7 +762,7 @@ class TPipe;
 
 namespace detail {
 /* The local buffer a position's storage is carved from. */
-enum Storage : uint8_t { UB, L1, L0A, L0B, L0C, STORAGES, NO_STORAGE = 0xff };
+enum Storage : uint8_t { UB, L1, L0A, L0B, L0C, BT, STORAGES, NO_STORAGE = 0xff };
 __aicore__ constexpr Storage storage(TPosition pos) {
     return pos == TPosition::VECIN || pos == TPosition::VECOUT || pos == TPosition::VECCALC ||
                    pos == TPosition::CO2
@@ -764,10 +771,10 @@ __aicore__ constexpr Storage storage(TPosition pos) {
            : pos == TPosition::A2                                                ? L0A
            : pos == TPosition::B2                                                ? L0B
            : pos == TPosition::CO1                                               ? L0C
+           : pos == TPosition::C2                                                ? BT
                                                                                  : NO_STORAGE;
 }
-/* A position TQue / TBuf can hold (the rest are not offered: C2, the bias table; GM; TSCM, SPM,
- * SHM). */
+/* A position TQue / TBuf can hold (the rest are not offered: GM, TSCM, SPM, SHM). */
 __aicore__ constexpr bool position_offered(TPosition pos) { return storage(pos) != NO_STORAGE; }
 
 /* The pipe's bookkeeping (bytes handed out per local buffer, event ids taken per flag) lives
@@ -788,6 +795,7 @@ __aicore__ constexpr int producer(TPosition pos) {
            : pos == TPosition::A1 || pos == TPosition::B1 || pos == TPosition::C1 ? NPU_PIPE_MTE2
            : pos == TPosition::A2 || pos == TPosition::B2          ? NPU_PIPE_MTE1
            : pos == TPosition::CO1                                 ? NPU_PIPE_M
+           : pos == TPosition::C2                                  ? NPU_PIPE_MTE1
                                                                    : -1;
 }
 __aicore__ constexpr int consumer(TPosition pos) {
@@ -796,6 +804,7 @@ __aicore__ constexpr int consumer(TPosition pos) {
            : pos == TPosition::A1 || pos == TPosition::B1 || pos == TPosition::C1 ? NPU_PIPE_MTE1
            : pos == TPosition::A2 || pos == TPosition::B2          ? NPU_PIPE_M
            : pos == TPosition::CO1                                 ? NPU_PIPE_MTE3
+           : pos == TPosition::C2                                  ? NPU_PIPE_M
                                                                    : -1;
 }
 } // namespace detail
@@ -805,7 +814,8 @@ public:
     __aicore__ inline TPipe() { Clear(); }
     /* Carves num slots of len bytes (each rounded up to 32) for the queue from the local
      * buffer of its position: UB (VECIN, VECOUT, VECCALC, CO2), L1 (A1, B1, C1), L0A (A2), L0B
-     * (B2), L0C (CO1). Each buffer is carved linearly from offset 0; running out aborts. */
+     * (B2), L0C (CO1), BT (C2). Each buffer is carved linearly from offset 0; running out
+     * aborts. */
     template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
         uint32_t l = detail::align32(len);
         que.Init(Carve(detail::storage(Q::kPosition), (uint32_t)num * l), num, l, *this);
@@ -875,6 +885,9 @@ private:
         case detail::L0C:
             base = NPU_L0C_BASE, cap = npu_l0c_bytes(), name = "L0C";
             break;
+        case detail::BT:
+            base = NPU_BT_BASE, cap = npu_bt_bytes(), name = "BT";
+            break;
         default:
             base = NPU_UB_BASE, cap = npu_ub_bytes(), name = "UB";
             break;
@@ -920,11 +933,11 @@ template <typename T, CacheLine entireType, DcciDst dcciDst = DcciDst::CACHELINE
 __aicore__ inline void DataCacheCleanAndInvalid(const LocalTensor<T> &) {}
 
 /* A queue of `depth` slots between two pipes: VECIN MTE2 -> V, VECOUT and CO2 V -> MTE3,
- * A1 / B1 / C1 MTE2 -> MTE1, A2 / B2 MTE1 -> M, CO1 M -> MTE3 (npusim's fixpipe). */
+ * A1 / B1 / C1 MTE2 -> MTE1, A2 / B2 / C2 MTE1 -> M, CO1 M -> MTE3 (npusim's fixpipe). */
 template <TPosition pos, int32_t depth = 1> class TQue {
     static_assert(detail::position_offered(pos),
-                  "TQue: this TPosition is not offered by npusim's layer (C2, the bias table, "
-                  "GM, TSCM, SPM and SHM are not; see docs/ascendc.md)");
+                  "TQue: this TPosition is not offered by npusim's layer (GM, TSCM, SPM and SHM "
+                  "are not; see docs/ascendc.md)");
 
 public:
     static constexpr TPosition kPosition = pos;
@@ -999,8 +1012,8 @@ private:
 /* A plain buffer (no queue, no synchronisation) in its position's local buffer. */
 template <TPosition pos = TPosition::VECCALC> class TBuf {
     static_assert(detail::position_offered(pos),
-                  "TBuf: this TPosition is not offered by npusim's layer (C2, the bias table, "
-                  "GM, TSCM, SPM and SHM are not; see docs/ascendc.md)");
+                  "TBuf: this TPosition is not offered by npusim's layer (GM, TSCM, SPM and SHM "
+                  "are not; see docs/ascendc.md)");
 
 public:
     static constexpr TPosition kPosition = pos;
@@ -1662,8 +1675,8 @@ __aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm,
                   "Mmad: npusim's cube multiplies half x half or float x float (no int8, "
                   "bfloat16_t or int32 inputs)");
     if (p.cmatrixSource) {
-        detail::fail("Mmad: cmatrixSource (C from the bias table, C2) is not offered by "
-                     "npusim's layer");
+        detail::fail("Mmad: cmatrixSource (C from the bias table, C2) needs the bias tensor: "
+                     "Mmad(dst, fm, filter, bias, params)");
     }
     if (p.unitFlag != 0 || p.fmOffset != 0 || p.enSsparse || p.enWinogradA || p.enWinogradB) {
         detail::fail("Mmad: unitFlag, fmOffset, enSsparse and enWinogradA/B are not offered by "
@@ -1683,13 +1696,76 @@ __aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm,
         npusim_detail::mmad<4>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
     }
 }
-/* The bias form (C2, the bias table) is not offered. */
+/* dst (CO1) = bias + fm x filter: C starts from the bias row (C2, the bias table, float; the
+ * same n values for every row) — with cmatrixInitVal = false, as Ascend C's flags say. */
 template <typename T, typename U, typename S, typename V>
-__aicore__ inline void Mmad(const LocalTensor<T> &, const LocalTensor<U> &, const LocalTensor<S> &,
-                            const LocalTensor<V> &, const MmadParams &) {
-    static_assert(detail::Unsupported<sizeof(V) == 0>::value,
-                  "Mmad with a bias tensor (TPosition::C2, the bias table) is not offered by "
-                  "npusim's layer");
+__aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm,
+                            const LocalTensor<S> &filter, const LocalTensor<V> &bias,
+                            const MmadParams &p) {
+    static_assert(sizeof(T) == 4 && detail::Type<T>::code == NPU_F32,
+                  "Mmad: npusim's cube accumulates in float (dst must be LocalTensor<float>)");
+    static_assert(detail::Type<U>::code == detail::Type<S>::code && sizeof(U) == sizeof(S),
+                  "Mmad: fm and filter must have the same element type");
+    static_assert(detail::Type<U>::code == NPU_F16 || detail::Type<U>::code == NPU_F32,
+                  "Mmad: npusim's cube multiplies half x half or float x float (no int8, "
+                  "bfloat16_t or int32 inputs)");
+    static_assert(detail::Type<V>::code == NPU_F32 && sizeof(V) == 4,
+                  "Mmad: the bias table holds float (bias must be LocalTensor<float> in C2)");
+    const uint64_t b = (uint64_t)bias.Ptr();
+    if ((b >> 24) != (NPU_BT_BASE >> 24)) {
+        detail::fail("Mmad: the bias tensor must be in TPosition::C2 (the bias table)");
+    }
+    if (p.cmatrixInitVal) {
+        detail::fail("Mmad with a bias: set cmatrixInitVal = false (C starts from the bias)");
+    }
+    if (p.unitFlag != 0 || p.fmOffset != 0 || p.enSsparse || p.enWinogradA || p.enWinogradB) {
+        detail::fail("Mmad: unitFlag, fmOffset, enSsparse and enWinogradA/B are not offered by "
+                     "npusim's layer (leave them 0)");
+    }
+    const uint64_t mnk = (uint64_t)p.m | ((uint64_t)p.n << 16) | ((uint64_t)p.k << 32) |
+                         ((b - NPU_BT_BASE) / 32) << 48;
+    if (detail::Type<U>::code == NPU_F32) {
+        npusim_detail::mmad_bias<6>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    } else {
+        npusim_detail::mmad_bias<4>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    }
+}
+
+/* C1 -> C2 (L1 -> the bias table, MTE1): blockCount blocks of blockLen x 64 source bytes, the
+ * gaps in the same units; half widens to float on the way (exactly). Between UB tensors of one
+ * element size (VECIN -> VECOUT): blockLen x 32 bytes per block, gaps in 32-byte units, on V. */
+template <typename T, typename U>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<U> &src,
+                                const DataCopyParams &p) {
+    uint8_t *d = (uint8_t *)dst.Ptr();
+    const uint8_t *s = (const uint8_t *)src.Ptr();
+    const bool to_bt = ((uint64_t)d >> 24) == (NPU_BT_BASE >> 24);
+    const uint32_t bt_row = (uint32_t)p.blockLen * 64;
+    if constexpr (sizeof(T) != sizeof(U)) {
+        static_assert(detail::Type<T>::code == NPU_F32 && detail::Type<U>::code == NPU_F16,
+                      "DataCopy between local tensors of two types: only C1 (half) -> C2 "
+                      "(float), the bias table");
+        if (!to_bt) {
+            detail::fail("DataCopy(LocalTensor<float>, LocalTensor<half>, ...): the destination "
+                         "must be TPosition::C2 (the bias table)");
+        }
+        npusim_detail::move<6, 1>(d, s, p.blockCount, bt_row, bt_row + p.srcStride * 64u,
+                                  2 * (bt_row + p.dstStride * 64u));
+        return;
+    } else if (to_bt) {
+        if constexpr (detail::Type<T>::code == NPU_F32) {
+            npusim_detail::move<6>(d, s, p.blockCount, bt_row, bt_row + p.srcStride * 64u,
+                                   bt_row + p.dstStride * 64u);
+        } else {
+            detail::fail("DataCopy C1 -> C2: the bias table holds float (from half or float)");
+        }
+        return;
+    }
+    const uint32_t row = (uint32_t)p.blockLen * 32;
+    for (uint32_t r = 0; r < p.blockCount; r++) {
+        npusim_detail::vmov(d + r * (row + (uint32_t)p.dstStride * 32),
+                            s + r * (row + (uint32_t)p.srcStride * 32), row / 4, NPU_F32);
+    }
 }
 
 } // namespace AscendC

@@ -436,7 +436,10 @@ fn decode_npu(w: u32) -> Inst {
         {
             (Op::NpuMove, (funct2 << 3 | funct3) as u8)
         }
-        isa::OPCODE_CUBE if funct2 == 0 => (Op::NpuCube, funct3 as u8),
+        // f2 = 1: C starts from a bias row instead of 0 or L0C (so not with accumulate).
+        isa::OPCODE_CUBE if funct2 == 0 || (funct2 == 1 && funct3 & 1 == 0) => {
+            (Op::NpuCube, (funct2 << 3 | funct3) as u8)
+        }
         isa::OPCODE_SYNC if w >> 25 == 0 && isa::SyncOp::from_code(funct3 as u8).is_some() => {
             (Op::NpuSync, funct3 as u8)
         }

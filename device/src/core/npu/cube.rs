@@ -10,7 +10,9 @@
 //!   fractals of 16 × 16 f32, stored fractal column by fractal column, rows inside ("NZ").
 //!   Every fractal is 512 bytes (C's 1024).
 //!
-//! Either way only the `m × n` elements are computed and written (padding of a partial
+//! C starts at 0, at what L0C holds (accumulate), or at a bias row of `n` f32 in BT repeated
+//! for every row (`C = bias + A × B`). Either way only the `m × n` elements are computed and
+//! written (padding of a partial
 //! fractal is neither read nor written). f16 inputs are widened exactly; products are exact in
 //! f32 for f16 inputs, and every element accumulates its `k` products in order, one f32
 //! rounding per addition — the same numbers in both layouts.
@@ -37,6 +39,8 @@ pub(crate) struct CubeOp {
     pub accumulate: bool,
     pub f32_inputs: bool,
     pub layout: CubeLayout,
+    /// C starts from this BT offset's `n` f32, the same for every row (instead of 0 or L0C).
+    pub bias: Option<u32>,
 }
 
 /// A run of consecutive elements of a dense matrix and where it lives in a buffer.
@@ -237,9 +241,7 @@ fn widen(
 /// Computes the new C tile, dense `m × n`, into `out`.
 pub(crate) fn compute(
     op: &CubeOp,
-    l0a: &[u8],
-    l0b: &[u8],
-    l0c: &[u8],
+    [l0a, l0b, l0c, bt]: [&[u8]; 4],
     scratch: &mut CubeScratch,
     out: &mut Staging,
 ) {
@@ -261,7 +263,12 @@ pub(crate) fn compute(
     }
     out.resize(m * n * 4);
     let c = out.f32s_mut();
-    if op.accumulate {
+    if let Some(off) = op.bias {
+        let row = f32s(bt, off as usize, n);
+        for c_row in c.chunks_exact_mut(n.max(1)) {
+            c_row.copy_from_slice(row);
+        }
+    } else if op.accumulate {
         op.c_segments(|s| {
             c[s.dense..s.dense + s.len].copy_from_slice(f32s(l0c, s.off, s.len));
         });

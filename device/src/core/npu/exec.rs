@@ -191,18 +191,11 @@ impl Npu {
     ) -> Result<(CopyOp, u64, u64), NpuFault> {
         let (rows, row_bytes) = (shape >> 32, shape & 0xffff_ffff);
         let (src_stride, dst_stride) = (strides >> 32, strides & 0xffff_ffff);
-        let out_row_bytes = match mode {
-            CopyMode::Plain => row_bytes,
-            CopyMode::Transpose16 if row_bytes == 512 => row_bytes,
-            CopyMode::F32ToF16 if row_bytes.is_multiple_of(4) => row_bytes / 2,
-            _ => {
-                return Err(NpuFault::BadCopyRow {
-                    op: dir.name(),
-                    mode,
-                    row_bytes,
-                });
-            }
-        };
+        let out_row_bytes = mode.out_row_bytes(row_bytes).ok_or(NpuFault::BadCopyRow {
+            op: dir.name(),
+            mode,
+            row_bytes,
+        })?;
         let side = |buffer: Option<Buffer>, operand, addr, stride, bytes| {
             Ok::<_, NpuFault>(match buffer {
                 None => Side::Gm(addr),
@@ -245,7 +238,14 @@ impl Npu {
 
     fn cube_op(&self, funct: u8, [c, a, b, mnk]: [u64; 4]) -> Result<(CubeOp, u64), NpuFault> {
         let (m, n, k) = (mnk & 0xffff, (mnk >> 16) & 0xffff, (mnk >> 32) & 0xffff);
+        let bias = if funct & 8 != 0 {
+            let addr = abi::BT_BASE + (mnk >> 48) * abi::LOCAL_BUFFER_ALIGN;
+            Some(local_region(self, "bias", Buffer::Bt, addr, 1, n * 4, 0)? as u32)
+        } else {
+            None
+        };
         let mut op = CubeOp {
+            bias,
             c: 0,
             a: 0,
             b: 0,

@@ -37,7 +37,7 @@ pub mod tiling;
 mod vector;
 
 pub use config::{
-    BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
+    BT_BYTES, BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
     L1_BYTES_PER_CYCLE, MTE_SETUP_CYCLES, MTE1_SETUP_CYCLES, NpuConfig, NpuTiming,
     PIPE_QUEUE_DEPTH, PerCycle, VECTOR_STARTUP_CYCLES, hbm_share_bytes_per_cycle,
 };
@@ -82,12 +82,9 @@ struct CopyOp {
 }
 
 impl CopyOp {
-    /// Bytes each row has once it lands (an f32 → f16 copy halves them).
+    /// Bytes each row has once it lands (checked at issue).
     fn out_row_bytes(&self) -> u64 {
-        match self.mode {
-            CopyMode::F32ToF16 => self.row_bytes / 2,
-            _ => self.row_bytes,
-        }
+        self.mode.out_row_bytes(self.row_bytes).unwrap_or(0)
     }
 }
 
@@ -289,14 +286,22 @@ impl Npu {
                         }
                         p.data.truncate(n * 2);
                     }
+                    CopyMode::F16ToF32 => {
+                        // Back to front: f32 i lands on bytes halves 2i.. held, read before.
+                        let n = p.data.bytes().len() / 2;
+                        p.data.grow(n * 4);
+                        let bytes = p.data.bytes_mut();
+                        for i in (0..n).rev() {
+                            let h = u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]);
+                            bytes[4 * i..4 * i + 4].copy_from_slice(&f16_to_f32(h).to_le_bytes());
+                        }
+                    }
                 }
             }
             AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data),
             AsyncOp::Cube(c) => cube::compute(
                 &c,
-                self.buffers.bytes(Buffer::L0a),
-                self.buffers.bytes(Buffer::L0b),
-                self.buffers.bytes(Buffer::L0c),
+                [Buffer::L0a, Buffer::L0b, Buffer::L0c, Buffer::Bt].map(|b| self.buffers.bytes(b)),
                 &mut self.cube_scratch,
                 &mut p.data,
             ),
