@@ -710,6 +710,21 @@ fn the_mmad_sample_and_a_k_loop_over_odd_fractal_counts_match_the_cpu_bit_for_bi
 }
 
 #[test]
+fn an_mmad_that_skips_the_l0_queues_multiplies_what_l0a_and_l0b_held_before() {
+    let rt = rt();
+    let (m, n, k) = (32, 32, 32);
+    let a = f16_values(m * k, 1);
+    let b = f16_values(k * n, 77);
+    let (da, db) = (upload(&rt, &halves(&a)), upload(&rt, &halves(&b)));
+    let (good, _) = run_cube::<f32>(&rt, "mmad_custom", da, db, m * n);
+    assert_eq!(good, matmul_ref(&a, &b, m, n, k));
+    // Without A2 / B2's EnQue and DeQue nothing orders the cube after LoadData: it multiplies
+    // the zeros L0A and L0B start a block with.
+    let (stale, _) = run_cube::<f32>(&rt, "mmad_unsynced", da, db, m * n);
+    assert!(stale.iter().all(|&v| v == 0.0), "{:?}", &stale[..8]);
+}
+
+#[test]
 fn partial_fractals_and_a_half_fixpipe_match_the_cpu_rounded_once() {
     let rt = rt();
     let (m, n, k) = (20, 24, 40);

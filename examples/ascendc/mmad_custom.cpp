@@ -23,7 +23,9 @@
  *   mmad_half_bt       half m = 16, k = 32, n = 48 -> float, B given transposed
  *   mmad_bias          half m = 48, k = 64, n = 32 + half bias -> float, two K steps of 32
  *   mmad_bias_f32_bt   float m = 16, k = 16, n = 32 + float bias, B transposed, K steps of 8
- * and two deliberate mistakes:
+ * and three deliberate mistakes:
+ *   mmad_unsynced       mmad_custom without EnQue / DeQue of A2 and B2: Mmad reads L0A / L0B
+ *                       before LoadData landed (stale bytes, as on hardware)
  *   mmad_l0a_overflow   an A2 queue larger than L0A (InitBuffer aborts the block, code 136)
  *   mmad_wrong_position Mmad with A still in A1 (L1): the cube faults naming the operand
  */
@@ -36,7 +38,7 @@ constexpr uint32_t CUBE_BLOCK = 16;
 __aicore__ constexpr uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 
 template <typename T, typename OutT, uint32_t M, uint32_t N, uint32_t K, uint32_t K_STEP,
-          bool B_TRANSPOSED, bool BIAS = false>
+          bool B_TRANSPOSED, bool BIAS = false, bool SYNC_L0 = true>
 class KernelCube {
     static_assert(!BIAS || N * sizeof(T) % 64 == 0, "C1 -> C2 moves the bias in 64-byte units");
     static_assert(K % K_STEP == 0, "K_STEP must divide K");
@@ -136,7 +138,10 @@ private:
             params.startIndex = i;
             LoadData(a2Local[i * KA1 * FRACTAL], a1Local, params);
         }
-        inQueueA2.EnQue<T>(a2Local);
+        a2Stale = a2Local;
+        if (SYNC_L0) {
+            inQueueA2.EnQue<T>(a2Local);
+        }
         inQueueA1.FreeTensor(a1Local);
     }
     __aicore__ inline void SplitB() {
@@ -155,11 +160,14 @@ private:
             }
         }
         inQueueB1.FreeTensor(b1Local);
-        inQueueB2.EnQue<T>(b2Local);
+        b2Stale = b2Local;
+        if (SYNC_L0) {
+            inQueueB2.EnQue<T>(b2Local);
+        }
     }
     __aicore__ inline void Compute(const LocalTensor<float> &c1Local, uint32_t step) {
-        LocalTensor<T> a2Local = inQueueA2.DeQue<T>();
-        LocalTensor<T> b2Local = inQueueB2.DeQue<T>();
+        LocalTensor<T> a2Local = SYNC_L0 ? inQueueA2.DeQue<T>() : a2Stale;
+        LocalTensor<T> b2Local = SYNC_L0 ? inQueueB2.DeQue<T>() : b2Stale;
         MmadParams params;
         params.m = M;
         params.n = N;
@@ -204,12 +212,20 @@ private:
     GlobalTensor<T> aGM;
     GlobalTensor<T> bGM;
     GlobalTensor<T> biasGM;
+    LocalTensor<T> a2Stale;
+    LocalTensor<T> b2Stale;
     GlobalTensor<OutT> cGM;
 };
 
 #define NPUSIM_CUBE_KERNEL(name, T, OutT, M, N, K, K_STEP, B_TRANSPOSED)                       \
     extern "C" __global__ __aicore__ void name(GM_ADDR a, GM_ADDR b, GM_ADDR c) {              \
         KernelCube<T, OutT, M, N, K, K_STEP, B_TRANSPOSED> op;                                 \
+        op.Init(a, b, nullptr, c);                                                             \
+        op.Process();                                                                          \
+    }
+#define NPUSIM_CUBE_UNSYNCED_KERNEL(name, T, OutT, M, N, K, K_STEP, B_TRANSPOSED)              \
+    extern "C" __global__ __aicore__ void name(GM_ADDR a, GM_ADDR b, GM_ADDR c) {              \
+        KernelCube<T, OutT, M, N, K, K_STEP, B_TRANSPOSED, false, false> op;                   \
         op.Init(a, b, nullptr, c);                                                             \
         op.Process();                                                                          \
     }
@@ -224,6 +240,7 @@ NPUSIM_CUBE_KERNEL(mmad_kloop, half, float, 48, 32, 64, 16, false)
 NPUSIM_CUBE_KERNEL(mmad_ragged_half, half, half, 20, 24, 40, 20, false)
 NPUSIM_CUBE_KERNEL(mmad_f32_bt, float, float, 32, 16, 24, 8, true)
 NPUSIM_CUBE_KERNEL(mmad_half_bt, half, float, 16, 48, 32, 32, true)
+NPUSIM_CUBE_UNSYNCED_KERNEL(mmad_unsynced, half, float, 32, 32, 32, 32, false)
 NPUSIM_CUBE_BIAS_KERNEL(mmad_bias, half, 48, 32, 64, 32, false)
 NPUSIM_CUBE_BIAS_KERNEL(mmad_bias_f32_bt, float, 16, 32, 16, 8, true)
 
