@@ -8,7 +8,8 @@
 //! fraction of the HBM roofline (the bytes the kernel must move over the device's HBM
 //! bandwidth), and the wall time the simulation took. The first line is the introductory
 //! sample itself: a half-precision add of 8 × 2048 elements on 8 blocks, double buffered,
-//! through the whole path (upload, launch, synchronize, download).
+//! through the whole path (upload, launch, synchronize, download). The last lines are the cube
+//! path (`mmad_custom.cpp`: `Nd2NzParams`, `LoadData`, `Mmad`, `Fixpipe`).
 //!
 //! Run: `cargo run --release --example 12_ascend_c`
 
@@ -210,5 +211,21 @@ fn main() -> Result<(), NpuError> {
         &[x.into(), z.into(), rc.into()],
         4.0 * (rows * cols + rows) as f64,
     )?;
+
+    // The cube path (mmad_custom.cpp): GM -> A1 / B1 (ND -> NZ), LoadData to A2 / B2, one Mmad,
+    // Fixpipe back to GM; one block each, so latency-bound at these sample shapes.
+    for (name, m, n, k) in [("mmad_custom", 32, 32, 32), ("mmad_kloop", 48, 32, 64)] {
+        let a = c.upload(&halves(m * k, |i| (i % 7) as f32 * 0.5 - 1.0))?;
+        let b = c.upload(&halves(k * n, |i| (i % 5) as f32 * 0.25))?;
+        let out = c.zeros(4 * m * n)?;
+        let kernel = c.kernel("mmad_custom.o", name)?;
+        c.run(
+            &format!("{name} (half -> float) {m} x {n} x {k}"),
+            kernel,
+            1,
+            &[a.into(), b.into(), out.into()],
+            (2 * (m * k + k * n) + 4 * m * n) as f64,
+        )?;
+    }
     Ok(())
 }

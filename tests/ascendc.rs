@@ -647,3 +647,197 @@ fn and_or_not_act_on_the_bits_of_uint16_and_int32_tensors() {
         }
     }
 }
+
+/// `C = A × B` on the CPU in the cube's order: every element accumulates its `k` products
+/// (exact in f32 for f16 inputs) in `k` order, one f32 rounding per addition.
+fn matmul_ref(a: &[f32], b: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for kk in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + kk] * b[kk * n + j];
+            }
+        }
+    }
+    c
+}
+
+/// Values exactly representable in f16, varied in sign and magnitude.
+fn f16_values(n: usize, seed: u32) -> Vec<f32> {
+    (0..n as u32)
+        .map(|i| {
+            let v = ((i.wrapping_mul(2654435761).wrapping_add(seed)) >> 20) % 2001;
+            f16_to_f32(f32_to_f16(v as f32 / 200.0 - 5.0))
+        })
+        .collect()
+}
+
+fn transpose(b: &[f32], k: usize, n: usize) -> Vec<f32> {
+    (0..n * k).map(|i| b[(i % k) * n + i / k]).collect()
+}
+
+/// Runs one of `mmad_custom.o`'s `(a, b, c)` kernels on one block; returns C's `n` elements
+/// and the launch's cycles.
+fn run_cube<T: bytemuck::Pod + Default + Clone>(
+    rt: &Runtime,
+    name: &str,
+    a: DevicePtr,
+    b: DevicePtr,
+    n: usize,
+) -> (Vec<T>, u64) {
+    let bin = load(rt, "mmad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, name).unwrap();
+    let c = rt.malloc((n * std::mem::size_of::<T>()) as u64).unwrap();
+    let cycles = run(rt, k, 1, &[a.into(), b.into(), c.into()], s);
+    (download(rt, c, n), cycles)
+}
+
+#[test]
+fn the_mmad_sample_and_a_k_loop_over_odd_fractal_counts_match_the_cpu_bit_for_bit() {
+    let rt = rt();
+    for (name, m, n, k) in [("mmad_custom", 32, 32, 32), ("mmad_kloop", 48, 32, 64)] {
+        let a = f16_values(m * k, 1);
+        let b = f16_values(k * n, 77);
+        let (da, db) = (upload(&rt, &halves(&a)), upload(&rt, &halves(&b)));
+        let (c, cycles) = run_cube::<f32>(&rt, name, da, db, m * n);
+        let want = matmul_ref(&a, &b, m, n, k);
+        assert_eq!(c, want, "{name}");
+        assert!(want.iter().any(|&v| v != 0.0));
+        // A block of a few thousand cycles, not one cube startup per fractal triple.
+        assert!(cycles > 0 && cycles < 5_000, "{name}: {cycles} cycles");
+    }
+}
+
+#[test]
+fn an_mmad_that_skips_the_l0_queues_multiplies_what_l0a_and_l0b_held_before() {
+    let rt = rt();
+    let (m, n, k) = (32, 32, 32);
+    let a = f16_values(m * k, 1);
+    let b = f16_values(k * n, 77);
+    let (da, db) = (upload(&rt, &halves(&a)), upload(&rt, &halves(&b)));
+    let (good, _) = run_cube::<f32>(&rt, "mmad_custom", da, db, m * n);
+    assert_eq!(good, matmul_ref(&a, &b, m, n, k));
+    // Without A2 / B2's EnQue and DeQue nothing orders the cube after LoadData: it multiplies
+    // the zeros L0A and L0B start a block with.
+    let (stale, _) = run_cube::<f32>(&rt, "mmad_unsynced", da, db, m * n);
+    assert!(stale.iter().all(|&v| v == 0.0), "{:?}", &stale[..8]);
+}
+
+#[test]
+fn partial_fractals_and_a_half_fixpipe_match_the_cpu_rounded_once() {
+    let rt = rt();
+    let (m, n, k) = (20, 24, 40);
+    let a = f16_values(m * k, 5);
+    let b = f16_values(k * n, 9);
+    let (da, db) = (upload(&rt, &halves(&a)), upload(&rt, &halves(&b)));
+    let (c, _) = run_cube::<u16>(&rt, "mmad_ragged_half", da, db, m * n);
+    assert_eq!(c, halves(&matmul_ref(&a, &b, m, n, k)));
+}
+
+#[test]
+fn a_transposed_b_in_float_and_in_half_matches_the_cpu() {
+    let rt = rt();
+    let (m, n, k) = (32, 16, 24);
+    let a: Vec<f32> = (0..m * k).map(|i| (i % 37) as f32 * 0.3 - 4.1).collect();
+    let b: Vec<f32> = (0..k * n).map(|i| (i % 23) as f32 * -0.7 + 3.3).collect();
+    let (da, db) = (upload(&rt, &a), upload(&rt, &transpose(&b, k, n)));
+    let (c, _) = run_cube::<f32>(&rt, "mmad_f32_bt", da, db, m * n);
+    assert_eq!(c, matmul_ref(&a, &b, m, n, k), "float");
+
+    let (m, n, k) = (16, 48, 32);
+    let a = f16_values(m * k, 3);
+    let b = f16_values(k * n, 4);
+    let (da, db) = (
+        upload(&rt, &halves(&a)),
+        upload(&rt, &halves(&transpose(&b, k, n))),
+    );
+    let (c, _) = run_cube::<f32>(&rt, "mmad_half_bt", da, db, m * n);
+    assert_eq!(c, matmul_ref(&a, &b, m, n, k), "half");
+}
+
+#[test]
+fn a_bias_through_c1_and_c2_starts_c_and_matches_the_cpu_bit_for_bit() {
+    let rt = rt();
+    let bin = load(&rt, "mmad_custom.o");
+    let s = rt.create_stream().unwrap();
+    for (name, m, n, k, half) in [
+        ("mmad_bias", 48, 32, 64, true),
+        ("mmad_bias_f32_bt", 16, 32, 16, false),
+    ] {
+        let (a, b, bias) = if half {
+            (
+                f16_values(m * k, 11),
+                f16_values(k * n, 12),
+                f16_values(n, 13),
+            )
+        } else {
+            let v = |len: usize, s: f32| -> Vec<f32> {
+                (0..len).map(|i| (i % 29) as f32 * s - 3.7).collect()
+            };
+            (v(m * k, 0.31), v(k * n, -0.23), v(n, 1.9))
+        };
+        let (da, db, dbias) = if half {
+            (
+                upload(&rt, &halves(&a)),
+                upload(&rt, &halves(&b)),
+                upload(&rt, &halves(&bias)),
+            )
+        } else {
+            (
+                upload(&rt, &a),
+                upload(&rt, &transpose(&b, k, n)),
+                upload(&rt, &bias),
+            )
+        };
+        let f = rt.get_function(bin, name).unwrap();
+        let dc = rt.malloc(4 * (m * n) as u64).unwrap();
+        run(
+            &rt,
+            f,
+            1,
+            &[da.into(), db.into(), dbias.into(), dc.into()],
+            s,
+        );
+        let c: Vec<f32> = download(&rt, dc, m * n);
+        // C starts at the bias, then accumulates its products in k order.
+        let mut want: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+        for i in 0..m {
+            for kk in 0..k {
+                for j in 0..n {
+                    want[i * n + j] += a[i * k + kk] * b[kk * n + j];
+                }
+            }
+        }
+        assert_eq!(c, want, "{name}");
+        assert_ne!(c, matmul_ref(&a, &b, m, n, k), "{name}: the bias is in");
+    }
+}
+
+#[test]
+fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
+    let rt = rt();
+    let bin = load(&rt, "mmad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let d = upload(&rt, &[0u16; 1024]);
+    let k = rt.get_function(bin, "mmad_l0a_overflow").unwrap();
+    rt.launch(k, 1, &[d.into(), d.into(), d.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("136"), "{err}");
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("66560 bytes do not fit in L0A (65536 of 65536 left)")),
+        "{log:?}"
+    );
+
+    // The abort faulted that context; the second mistake runs in a fresh runtime.
+    let rt = self::rt();
+    let bin = load(&rt, "mmad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let d = upload(&rt, &[0u16; 1024]);
+    let k = rt.get_function(bin, "mmad_wrong_position").unwrap();
+    rt.launch(k, 1, &[d.into(), d.into(), d.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("a address 0x22000000 is not in L0A"), "{err}");
+}

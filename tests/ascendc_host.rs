@@ -394,6 +394,67 @@ fn what_the_device_compile_cannot_take_is_named_not_buried_in_errors() {
 }
 
 #[test]
+fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("cube-refusals");
+    let cases = [
+        (
+            "gm_queue.cpp",
+            "TQue<TPosition::GM, 1> q;",
+            "TQue: this TPosition is not offered by npusim's layer",
+        ),
+        (
+            "half_bias.cpp",
+            "LocalTensor<float> c; LocalTensor<half> a, b, bias; Mmad(c, a, b, bias, MmadParams());",
+            "Mmad: the bias table holds float",
+        ),
+        (
+            "int8.cpp",
+            "LocalTensor<int32_t> c; LocalTensor<int32_t> a, b; Mmad(c, a, b, MmadParams());",
+            "Mmad: npusim's cube accumulates in float",
+        ),
+        (
+            "load3d.cpp",
+            "LoadData3DParamsV2<half> p; (void)p;",
+            "LoadData3DParamsV2 (LoadData Load3Dv2, im2col) is not offered",
+        ),
+        (
+            "enhanced.cpp",
+            "DataCopyEnhancedParams p; (void)p;",
+            "DataCopyEnhancedParams (DataCopy CO1 -> CO2, the Atlas inference path) is not offered",
+        ),
+        (
+            "gm_load.cpp",
+            "LocalTensor<half> a; GlobalTensor<half> g; LoadData(a, g, LoadData2DParams());",
+            "LoadData(LocalTensor, GlobalTensor, LoadData2DParams) (GM -> A2 / B2) is not offered",
+        ),
+        (
+            "fixpipe_nz.cpp",
+            "GlobalTensor<float> g; LocalTensor<float> c; \
+             Fixpipe<float, float, CFG_NZ>(g, c, FixpipeParamsV220());",
+            "Fixpipe: only the ND (CFG_ROW_MAJOR) output is offered",
+        ),
+    ];
+    for (name, body, message) in cases {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#include \"kernel_operator.h\"\nusing namespace AscendC;\n\
+                 extern \"C\" __global__ __aicore__ void k(GM_ADDR x) {{ (void)x; {body} }}\n"
+            ),
+        )
+        .unwrap();
+        let err = compile(&[], &p, &dir).unwrap_err();
+        assert!(err.contains(message), "{name}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_twin_debug_build_gives_each_kernel_a_host_definition_for_icpu_run_kf() {
     if !have("clang++-16") || !have("c++") {
         eprintln!("clang++-16 or c++ not installed (.ci/run installs them): skipped");

@@ -47,6 +47,8 @@ typedef __UINT16_TYPE__ npu_u16;
 #define NPU_L0A_BASE 0x23000000UL
 #define NPU_L0B_BASE 0x24000000UL
 #define NPU_L0C_BASE 0x25000000UL
+/* The bias table (BT): f32 bias rows a cube instruction can start C from (1 KiB). */
+#define NPU_BT_BASE 0x26000000UL
 /* Alignment of every local-buffer address and local row stride, in bytes. */
 #define NPU_LOCAL_ALIGN 32UL
 
@@ -63,6 +65,7 @@ typedef __UINT16_TYPE__ npu_u16;
 #define NPU_L0A_AT(off) ((void *)(NPU_L0A_BASE + (npu_u64)(off)))
 #define NPU_L0B_AT(off) ((void *)(NPU_L0B_BASE + (npu_u64)(off)))
 #define NPU_L0C_AT(off) ((float *)(NPU_L0C_BASE + (npu_u64)(off)))
+#define NPU_BT_AT(off) ((float *)(NPU_BT_BASE + (npu_u64)(off)))
 
 /* `bytes` rounded up to the local alignment: the row pitch of a cube operand. */
 static inline npu_u64 npu_pitch(npu_u64 bytes) {
@@ -81,6 +84,7 @@ static inline npu_u64 npu_l1_bytes(void) { return NPU__CSR_READ(0xCC5); }
 static inline npu_u64 npu_l0a_bytes(void) { return NPU__CSR_READ(0xCC6); }
 static inline npu_u64 npu_l0b_bytes(void) { return NPU__CSR_READ(0xCC7); }
 static inline npu_u64 npu_l0c_bytes(void) { return NPU__CSR_READ(0xCC8); }
+static inline npu_u64 npu_bt_bytes(void) { return NPU__CSR_READ(0xCC9); }
 
 /* ---- Encoding helpers ------------------------------------------------------------------- */
 
@@ -173,6 +177,39 @@ static inline void npu_copy_l1_to_l0b(void *l0b_dst, const void *l1_src, npu_u32
 static inline void npu_copy_l0c_to_gm(void *gm_dst, const void *l0c_src, npu_u32 rows,
                                       npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
     NPU__R4(0x2b, 5, 0, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L1 -> L0A / L0B with every row one 16 x 16 fractal of 2-byte elements (row_bytes = 512),
+ * written transposed (MTE1; copy mode 1). */
+static inline void npu_copy_l1_to_l0a_t(void *l0a_dst, const void *l1_src, npu_u32 rows,
+                                        npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 3, 1, l0a_dst, l1_src, NPU__SHAPE(rows, 512),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+static inline void npu_copy_l1_to_l0b_t(void *l0b_dst, const void *l1_src, npu_u32 rows,
+                                        npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 4, 1, l0b_dst, l1_src, NPU__SHAPE(rows, 512),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L0C -> GM converting f32 to f16 (round to nearest even): row_bytes counts the f32 source
+ * bytes, each row lands as row_bytes / 2 bytes (MTE3; copy mode 1). */
+static inline void npu_copy_l0c_to_gm_f16(void *gm_dst, const void *l0c_src, npu_u32 rows,
+                                          npu_u32 row_bytes, npu_u32 src_stride,
+                                          npu_u32 dst_stride) {
+    NPU__R4(0x2b, 5, 1, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+/* L1 -> BT (MTE1): f32 rows as they are, or (_f16) f16 rows widened to f32 (row_bytes counts
+ * the f16 source bytes; each row lands as 2 * row_bytes). */
+static inline void npu_copy_l1_to_bt(float *bt_dst, const void *l1_src, npu_u32 rows,
+                                     npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 6, 0, bt_dst, l1_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+static inline void npu_copy_l1_to_bt_f16(float *bt_dst, const void *l1_src, npu_u32 rows,
+                                         npu_u32 row_bytes, npu_u32 src_stride,
+                                         npu_u32 dst_stride) {
+    NPU__R4(0x2b, 6, 1, bt_dst, l1_src, NPU__SHAPE(rows, row_bytes),
             NPU__STRIDES(src_stride, dst_stride));
 }
 /* Contiguous forms: one row of `bytes`. */
@@ -333,6 +370,43 @@ static inline void npu_mmad_f32(float *c, const float *a, const float *b, npu_u3
     } else {
         NPU__R4(0x5b, 2, 0, c, a, b, NPU__MNK(m, n, k));
     }
+}
+
+/*
+ * The fractal layout (funct3 bit 2): with K0 = 32 / element bytes (16 for f16, 8 for f32),
+ * A in L0A is ceil(m/16) x ceil(k/K0) fractals of 16 rows x 32 bytes, fractal row by fractal
+ * row ("zZ"); B in L0B is ceil(k/K0) x ceil(n/16) fractals in the same order, each holding its
+ * 16 columns of B as 32-byte rows ("zN"); C in L0C is ceil(n/16) x ceil(m/16) fractals of
+ * 16 x 16 f32, fractal column by fractal column ("NZ"). Same arithmetic, same cost.
+ */
+static inline void npu_mmad_f16_nz(float *c, const npu_u16 *a, const npu_u16 *b, npu_u32 m,
+                                   npu_u32 n, npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 5, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 4, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+static inline void npu_mmad_f32_nz(float *c, const float *a, const float *b, npu_u32 m,
+                                   npu_u32 n, npu_u32 k, int accumulate) {
+    if (accumulate) {
+        NPU__R4(0x5b, 7, 0, c, a, b, NPU__MNK(m, n, k));
+    } else {
+        NPU__R4(0x5b, 6, 0, c, a, b, NPU__MNK(m, n, k));
+    }
+}
+
+/* The fractal layout with C starting from a bias row: C = bias + A x B, bias the n f32 at
+ * `bias` (in BT, 32-byte aligned), the same for every row of C (funct2 = 1). */
+#define NPU__MNK_BIAS(m, n, k, bias)                                                           \
+    (NPU__MNK(m, n, k) | (((npu_u64)(bias) - NPU_BT_BASE) / NPU_LOCAL_ALIGN) << 48)
+static inline void npu_mmad_f16_nz_bias(float *c, const npu_u16 *a, const npu_u16 *b,
+                                        const float *bias, npu_u32 m, npu_u32 n, npu_u32 k) {
+    NPU__R4(0x5b, 4, 1, c, a, b, NPU__MNK_BIAS(m, n, k, bias));
+}
+static inline void npu_mmad_f32_nz_bias(float *c, const float *a, const float *b,
+                                        const float *bias, npu_u32 m, npu_u32 n, npu_u32 k) {
+    NPU__R4(0x5b, 6, 1, c, a, b, NPU__MNK_BIAS(m, n, k, bias));
 }
 
 #ifdef __cplusplus

@@ -62,6 +62,8 @@ pub const L0A_BASE: u64 = 0x2300_0000;
 pub const L0B_BASE: u64 = 0x2400_0000;
 /// Start of the L0C buffer: the cube's f32 accumulator.
 pub const L0C_BASE: u64 = 0x2500_0000;
+/// Start of the BT buffer (bias table): f32 bias rows the cube can start C from, filled from L1.
+pub const BT_BASE: u64 = 0x2600_0000;
 /// Address space reserved for each local buffer (16 MiB); the configured size is smaller and
 /// anything past it faults.
 pub const LOCAL_BUFFER_WINDOW: u64 = 0x0100_0000;
@@ -79,3 +81,5 @@ pub const CSR_L0A_BYTES: u16 = 0xCC6;
 pub const CSR_L0B_BYTES: u16 = 0xCC7;
 /// CSR: the size of this core's L0C buffer in bytes (read-only).
 pub const CSR_L0C_BYTES: u16 = 0xCC8;
+/// CSR: the size of this core's BT (bias table) buffer in bytes (read-only).
+pub const CSR_BT_BYTES: u16 = 0xCC9;

@@ -6,7 +6,7 @@ mod npu_support;
 
 use npu_support::*;
 use npusim_device::abi;
-use npusim_device::core::npu::isa::{CopyDir, VecOp, encode};
+use npusim_device::core::npu::isa::{CopyDir, CopyMode, CubeLayout, VecOp, encode};
 use npusim_device::core::npu::{
     Buffer, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES, f16_to_f32,
     f32_to_f16, pipes::PIPE_ALL,
@@ -432,6 +432,443 @@ fn the_cube_multiplies_f16_and_f32_matrices_of_any_shape() {
     }
 }
 
+/// The fractal images of A (zZ), B (zN) for L0A / L0B and the reader of C (NZ) from L0C, as
+/// `docs/isa.md` defines them; element bytes `e` (2: f16 bits, 4: f32).
+fn fractal_a(a: &[u32], m: usize, k: usize, e: usize) -> Vec<u8> {
+    let k0 = 32 / e;
+    let (m1, k1) = (m.div_ceil(16), k.div_ceil(k0));
+    let mut out = vec![0u8; m1 * k1 * 512];
+    for i in 0..m {
+        for kk in 0..k {
+            let off = ((i / 16) * k1 + kk / k0) * 512 + (i % 16) * 32 + (kk % k0) * e;
+            out[off..off + e].copy_from_slice(&a[i * k + kk].to_le_bytes()[..e]);
+        }
+    }
+    out
+}
+
+fn fractal_b(b: &[u32], k: usize, n: usize, e: usize) -> Vec<u8> {
+    let k0 = 32 / e;
+    let (k1, n1) = (k.div_ceil(k0), n.div_ceil(16));
+    let mut out = vec![0u8; k1 * n1 * 512];
+    for kk in 0..k {
+        for j in 0..n {
+            let off = ((kk / k0) * n1 + j / 16) * 512 + (j % 16) * 32 + (kk % k0) * e;
+            out[off..off + e].copy_from_slice(&b[kk * n + j].to_le_bytes()[..e]);
+        }
+    }
+    out
+}
+
+fn read_nz(img: &[f32], m: usize, n: usize) -> Vec<f32> {
+    let m1 = m.div_ceil(16);
+    let mut c = vec![0f32; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = img[((j / 16) * m1 + i / 16) * 256 + (i % 16) * 16 + j % 16];
+        }
+    }
+    c
+}
+
+/// A and B as fractal images through GM → L1 → L0A / L0B, one fractal-layout `mmad`, then
+/// `mmad` accumulating; returns (once, twice) read back from the NZ image of C.
+fn fractal_cube(
+    a: &[f32],
+    b: &[f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    f32_in: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let e = if f32_in { 4 } else { 2 };
+    let bits = |v: &[f32]| -> Vec<u32> {
+        v.iter()
+            .map(|&x| {
+                if f32_in {
+                    x.to_bits()
+                } else {
+                    f32_to_f16(x) as u32
+                }
+            })
+            .collect()
+    };
+    let (ia, ib) = (fractal_a(&bits(a), m, k, e), fractal_b(&bits(b), k, n, e));
+    let c_bytes = m.div_ceil(16) * n.div_ceil(16) * 1024;
+    let mut mach = Machine::new();
+    mach.gm.write_bytes(GM, &ia);
+    mach.gm.write_bytes(GM + 0x10000, &ib);
+    let l1 = abi::L1_BASE;
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, l1, GM, ia.len() as u32)
+        .copy(CopyDir::GmToL1, l1 + 0x10000, GM + 0x10000, ib.len() as u32)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, l1, ia.len() as u32)
+        .copy(
+            CopyDir::L1ToL0b,
+            abi::L0B_BASE,
+            l1 + 0x10000,
+            ib.len() as u32,
+        )
+        .sync(Pipe::Mte1, Pipe::M);
+    for (acc, out) in [(false, GM + 0x20000), (true, GM + 0x40000)] {
+        asm.li(A0, abi::L0C_BASE)
+            .li(A1, abi::L0A_BASE)
+            .li(A2, abi::L0B_BASE)
+            .li(A3, encode::mnk(m as u16, n as u16, k as u16))
+            .word(encode::mmad_layout(
+                CubeLayout::Fractal,
+                acc,
+                f32_in,
+                A0,
+                A1,
+                A2,
+                A3,
+            ))
+            .sync(Pipe::M, Pipe::Mte3)
+            .copy(CopyDir::L0cToGm, out, abi::L0C_BASE, c_bytes as u32)
+            .sync(Pipe::Mte3, Pipe::M);
+    }
+    mach.run(&asm.words).unwrap();
+    (
+        read_nz(&mach.gm.read_f32(GM + 0x20000, c_bytes / 4), m, n),
+        read_nz(&mach.gm.read_f32(GM + 0x40000, c_bytes / 4), m, n),
+    )
+}
+
+#[test]
+fn the_fractal_cube_computes_what_the_row_major_cube_computes() {
+    for &(m, n, k) in &[
+        (16, 16, 16),
+        (32, 32, 32),
+        (48, 32, 64),
+        (5, 7, 9),
+        (33, 17, 40),
+        (1, 64, 3),
+    ] {
+        for f32_in in [false, true] {
+            let mut rng = Rng(7 + (m * n * k) as u64);
+            let halves = |v: Vec<f32>| -> Vec<f32> {
+                v.into_iter().map(|x| f16_to_f32(f32_to_f16(x))).collect()
+            };
+            let a = halves(rng.vec(m * k, -2.0, 2.0));
+            let b = halves(rng.vec(k * n, -2.0, 2.0));
+            let (once, twice) = fractal_cube(&a, &b, m, n, k, f32_in);
+            let want = matmul_ref(&a, &b, m, n, k);
+            assert_eq!(once, want, "{m}x{n}x{k} f32_in={f32_in}");
+            assert_eq!(
+                twice,
+                matmul_acc_ref(want, &a, &b, m, n, k),
+                "{m}x{n}x{k} accumulate"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_bias_mmad_starts_every_row_of_c_from_the_bias_table() {
+    let (m, n, k) = (20, 24, 40);
+    let halves =
+        |v: Vec<f32>| -> Vec<f32> { v.into_iter().map(|x| f16_to_f32(f32_to_f16(x))).collect() };
+    let mut rng = Rng(31);
+    let a = halves(rng.vec(m * k, -2.0, 2.0));
+    let b = halves(rng.vec(k * n, -2.0, 2.0));
+    let bias = halves(rng.vec(n, -8.0, 8.0));
+    let bits = |v: &[f32]| v.iter().map(|&x| f32_to_f16(x) as u32).collect::<Vec<_>>();
+    let (ia, ib) = (fractal_a(&bits(&a), m, k, 2), fractal_b(&bits(&b), k, n, 2));
+    let mut mach = Machine::new();
+    mach.gm.write_bytes(GM, &ia);
+    mach.gm.write_bytes(GM + 0x10000, &ib);
+    mach.gm.write_u16(
+        GM + 0x20000,
+        &bias.iter().map(|&x| f32_to_f16(x)).collect::<Vec<_>>(),
+    );
+    let l1 = abi::L1_BASE;
+    let c_bytes = m.div_ceil(16) * n.div_ceil(16) * 1024;
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, l1, GM, ia.len() as u32)
+        .copy(CopyDir::GmToL1, l1 + 0x10000, GM + 0x10000, ib.len() as u32)
+        .copy(CopyDir::GmToL1, l1 + 0x20000, GM + 0x20000, 2 * n as u32)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, l1, ia.len() as u32)
+        .copy(
+            CopyDir::L1ToL0b,
+            abi::L0B_BASE,
+            l1 + 0x10000,
+            ib.len() as u32,
+        )
+        // The bias row, f16 in L1, lands as f32 at BT offset 64.
+        .li(A0, abi::BT_BASE + 64)
+        .li(A1, l1 + 0x20000)
+        .li(A2, encode::shape(1, 2 * n as u32))
+        .li(A3, encode::strides(0, 0))
+        .word(encode::copy_mode(
+            CopyDir::L1ToBt,
+            CopyMode::F16ToF32,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::Mte1, Pipe::M)
+        .li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk_bias(m as u16, n as u16, k as u16, 64))
+        .word(encode::mmad_bias(
+            CubeLayout::Fractal,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::M, Pipe::Mte3)
+        .copy(
+            CopyDir::L0cToGm,
+            GM + 0x30000,
+            abi::L0C_BASE,
+            c_bytes as u32,
+        );
+    mach.run(&asm.words).unwrap();
+    let c = read_nz(&mach.gm.read_f32(GM + 0x30000, c_bytes / 4), m, n);
+    let start: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+    assert_eq!(c, matmul_acc_ref(start, &a, &b, m, n, k));
+    let bt = mach.core.buffer(Buffer::Bt);
+    assert_eq!(f32::from_le_bytes(bt[64..68].try_into().unwrap()), bias[0]);
+    assert_eq!(mach.core.buffer_size(Buffer::Bt), 1024);
+
+    // A bias row past the 1 KiB table faults; bias with accumulate is no instruction.
+    let mut asm = Asm::new();
+    asm.li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk_bias(16, 16, 16, 1024 - 32))
+        .word(encode::mmad_bias(
+            CubeLayout::Fractal,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ));
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::OutOfBuffer {
+                buffer: Buffer::Bt,
+                len: 64,
+                ..
+            }
+        ),
+        "{f}"
+    );
+    let w = encode::r4(0x5b, 5, 1, 0, 0, 0, 0);
+    assert_eq!(
+        Machine::new().run(&[w]).unwrap_err(),
+        Trap::IllegalInstruction {
+            pc: abi::CODE_BASE,
+            bits: w
+        }
+    );
+}
+
+#[test]
+fn a_fractal_mmad_leaves_the_padding_of_partial_fractals_alone() {
+    // C is 5 × 7 inside one 16 × 16 fractal; L0C starts as 0, so the other 256 - 35 f32 stay 0
+    // while a real product lands in the 35.
+    let (m, n, k) = (5, 7, 9);
+    let a = vec![1.5f32; m * k];
+    let b = vec![2.0f32; k * n];
+    let mut mach = Machine::new();
+    let bits = |v: &[f32]| v.iter().map(|&x| f32_to_f16(x) as u32).collect::<Vec<_>>();
+    mach.gm.write_bytes(GM, &fractal_a(&bits(&a), m, k, 2));
+    mach.gm
+        .write_bytes(GM + 0x1000, &fractal_b(&bits(&b), k, n, 2));
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 512)
+        .copy(CopyDir::GmToL1, abi::L1_BASE + 512, GM + 0x1000, 512)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, abi::L1_BASE, 512)
+        .copy(CopyDir::L1ToL0b, abi::L0B_BASE, abi::L1_BASE + 512, 512)
+        .sync(Pipe::Mte1, Pipe::M)
+        .li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk(m as u16, n as u16, k as u16))
+        .word(encode::mmad_layout(
+            CubeLayout::Fractal,
+            false,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::M, Pipe::Mte3)
+        .copy(CopyDir::L0cToGm, GM + 0x2000, abi::L0C_BASE, 1024);
+    mach.run(&asm.words).unwrap();
+    let img = mach.gm.read_f32(GM + 0x2000, 256);
+    for r in 0..16 {
+        for c in 0..16 {
+            let want = if r < m && c < n { 27.0 } else { 0.0 };
+            assert_eq!(img[r * 16 + c], want, "({r}, {c})");
+        }
+    }
+}
+
+#[test]
+fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
+    let mut mach = Machine::new();
+    let src: Vec<u16> = (0..512u16).collect(); // two fractals
+    mach.gm.write_u16(GM, &src);
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 1024)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .li(A0, abi::L0B_BASE)
+        .li(A1, abi::L1_BASE)
+        .li(A2, encode::shape(2, 512))
+        .li(A3, encode::strides(512, 1024))
+        .word(encode::copy_mode(
+            CopyDir::L1ToL0b,
+            CopyMode::Transpose16,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::Mte1, Pipe::S);
+    mach.run(&asm.words).unwrap();
+    let l0b = mach.core.buffer(Buffer::L0b);
+    let at = |i: usize| u16::from_le_bytes([l0b[2 * i], l0b[2 * i + 1]]);
+    for f in 0..2 {
+        for r in 0..16 {
+            for c in 0..16 {
+                // Fractal f landed at 1024 * f bytes, transposed.
+                assert_eq!(at(f * 512 + r * 16 + c), (f * 256 + c * 16 + r) as u16);
+            }
+        }
+    }
+    let mut asm = Asm::new();
+    asm.li(A0, abi::L0A_BASE)
+        .li(A1, abi::L1_BASE)
+        .li(A2, encode::shape(1, 256))
+        .li(A3, 0)
+        .word(encode::copy_mode(
+            CopyDir::L1ToL0a,
+            CopyMode::Transpose16,
+            A0,
+            A1,
+            A2,
+            A3,
+        ));
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(f, NpuFault::BadCopyRow { row_bytes: 256, .. }),
+        "{f}"
+    );
+    assert!(f.to_string().contains("512"), "{f}");
+}
+
+#[test]
+fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
+    let vals = [
+        1.0f32,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+        65520.0,
+        -0.1,
+        1e-8,
+        3.25,
+    ];
+    let mut mach = Machine::new();
+    let mut row = vals.to_vec();
+    row.push(2.5); // 8 f32 = one 32-byte row
+    let mut rows = row.clone();
+    rows.extend(row.iter().map(|v| -v));
+    mach.gm.write_f32(GM, &rows);
+    // GM -> L1 is the only way into a local buffer from GM for the cube side; L0C is filled
+    // by an mmad of A = rows (2 × 8 f32 in one 32-byte row each) × I (8 × 8).
+    let mut asm = Asm::new();
+    let ident: Vec<f32> = (0..64)
+        .map(|i| if i % 9 == 0 { 1.0 } else { 0.0 })
+        .collect();
+    mach.gm.write_f32(GM + 0x1000, &ident);
+    asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 64)
+        .copy(CopyDir::GmToL1, abi::L1_BASE + 64, GM + 0x1000, 256)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, abi::L1_BASE, 64)
+        .copy(CopyDir::L1ToL0b, abi::L0B_BASE, abi::L1_BASE + 64, 256)
+        .sync(Pipe::Mte1, Pipe::M)
+        .mmad(
+            false,
+            true,
+            abi::L0C_BASE,
+            abi::L0A_BASE,
+            abi::L0B_BASE,
+            2,
+            8,
+            8,
+        )
+        .sync(Pipe::M, Pipe::Mte3)
+        .li(A0, GM + 0x2000)
+        .li(A1, abi::L0C_BASE)
+        .li(A2, encode::shape(2, 32))
+        .li(A3, encode::strides(32, 16))
+        .word(encode::copy_mode(
+            CopyDir::L0cToGm,
+            CopyMode::F32ToF16,
+            A0,
+            A1,
+            A2,
+            A3,
+        ));
+    let stats = mach.run(&asm.words).unwrap();
+    let out = mach.gm.read_bytes(GM + 0x2000, 32);
+    for (i, want) in rows.iter().enumerate() {
+        let h = u16::from_le_bytes([out[2 * i], out[2 * i + 1]]);
+        assert_eq!(h, f32_to_f16(*want), "element {i}: {want}");
+    }
+    assert_eq!(stats.gm_write_bytes, 32);
+    assert_eq!(
+        f32_to_f16(1.0 + 1.0 / 2048.0),
+        f32_to_f16(1.0),
+        "a tie rounds to even"
+    );
+}
+
+#[test]
+fn fractal_operands_past_their_buffer_fault_at_issue() {
+    // 256 × 256 × 256 f16: A needs 16 × 16 fractals = 128 KiB > L0A (64 KiB).
+    let mut asm = Asm::new();
+    asm.li(A0, abi::L0C_BASE)
+        .li(A1, abi::L0A_BASE)
+        .li(A2, abi::L0B_BASE)
+        .li(A3, encode::mnk(256, 16, 256))
+        .word(encode::mmad_layout(
+            CubeLayout::Fractal,
+            false,
+            false,
+            A0,
+            A1,
+            A2,
+            A3,
+        ));
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::OutOfBuffer {
+                buffer: Buffer::L0a,
+                len: 131072,
+                ..
+            }
+        ),
+        "{f}"
+    );
+}
+
 #[test]
 fn a_copy_costs_setup_plus_bytes_over_bandwidth_plus_latency() {
     let mut m = Machine::new();
@@ -667,9 +1104,11 @@ fn bad_flags_fault() {
 fn undefined_extension_encodings_are_illegal() {
     for w in [
         encode::r4(0x0b, 6, 1, 0, 0, 0, 0), // vector funct 0x0e
-        encode::r4(0x2b, 6, 0, 0, 0, 0, 0), // no seventh copy direction
+        encode::r4(0x2b, 7, 0, 0, 0, 0, 0), // no eighth copy direction
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
-        encode::r4(0x5b, 4, 0, 0, 0, 0, 0), // cube funct3 4
+        encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
+        encode::r4(0x2b, 3, 2, 0, 0, 0, 0), // copy mode 2
+        encode::r4(0x2b, 1, 1, 0, 0, 0, 0), // no transpose on GM -> L1
         encode::r4(0x7b, 3, 0, 0, 0, 0, 0), // sync funct3 3
         encode::r4(0x7b, 0, 0, 0, 0, 0, 1), // sync with rs3 != 0
     ] {

@@ -6,7 +6,7 @@
  * clang for the simulated AI core against this header and run on npusim, functionally and in
  * simulated time. Names, template parameters, argument orders and semantics follow the
  * Ascend C API reference; this file is an independent implementation of the subset the
- * introductory vector samples use (docs/ascendc.md lists it, and what differs).
+ * introductory vector and cube samples use (docs/ascendc.md lists it, and what differs).
  *
  * Build with scripts/ascendc-compile.sh (or scripts/npusim-ascendc.sh for the host path): clang++-16
  * for riscv64 (rv64imf, lp64f), C++17, freestanding, with CANN's mode macros (the NPU build:
@@ -19,8 +19,8 @@
  * no mutable global state.
  *
  * How the model maps:
- *  - UB is the only VECIN / VECOUT / VECCALC storage; TPipe::InitBuffer carves it linearly
- *    from offset 0 (32-byte aligned); running out aborts the block with a message.
+ *  - UB is the VECIN / VECOUT / VECCALC storage; TPipe::InitBuffer carves each local buffer
+ *    linearly from offset 0 (32-byte aligned); running out aborts the block with a message.
  *  - A TQue<VECIN> is filled by MTE2 (DataCopy GM -> UB) and read by V: EnQue is
  *    set_flag(MTE2, V), DeQue is wait_flag(MTE2, V), FreeTensor is set_flag(V, MTE2) and the
  *    AllocTensor that reuses the slot waits for it. TQue<VECOUT> is the same with V -> MTE3.
@@ -28,6 +28,12 @@
  *    data, as on hardware.
  *  - Vector APIs issue one NPU vector instruction per call (tensor-count form) or per repeat
  *    (mask / repeat form); element types float, half, bfloat16_t, int32_t, int16_t.
+ *  - The cube positions carve their own buffers: A1 / B1 / C1 from L1, A2 from L0A, B2 from
+ *    L0B, CO1 from L0C, C2 from BT, the bias table (CO2 from UB); their queues sync
+ *    MTE2 -> MTE1 (A1 / B1 / C1), MTE1 -> M (A2 / B2 / C2) and M -> MTE3 (CO1; npusim's
+ *    fixpipe is the MTE3 mover). DataCopy
+ *    with Nd2NzParams, LoadData, Mmad (one fractal-layout cube instruction) and Fixpipe are
+ *    the cube path (docs/ascendc.md, "The model").
  */
 #ifndef NPUSIM_ASCENDC_KERNEL_OPERATOR_H
 #define NPUSIM_ASCENDC_KERNEL_OPERATOR_H
@@ -163,13 +169,25 @@ inline void vop(const void *d, const void *a, uint64_t b, uint64_t count) {
                      :
                      : "r"(d), "r"(a), "r"(b), "r"(count), "i"(F3), "i"(F2));
 }
-template <int F3>
+template <int F3, int F2 = 0>
 inline void move(const void *d, const void *s, uint32_t rows, uint32_t row_bytes,
                  uint32_t src_stride, uint32_t dst_stride) {
-    __asm__ volatile(".insn r4 0x2b, %4, 0, %0, %1, %2, %3"
+    __asm__ volatile(".insn r4 0x2b, %4, %5, %0, %1, %2, %3"
                      :
                      : "r"(d), "r"(s), "r"(((uint64_t)rows << 32) | row_bytes),
-                       "r"(((uint64_t)src_stride << 32) | dst_stride), "i"(F3));
+                       "r"(((uint64_t)src_stride << 32) | dst_stride), "i"(F3), "i"(F2));
+}
+/* The cube in its fractal layout (isa.md, "Cube"): F3 = 4 | f32 inputs << 1 | accumulate;
+ * mmad_bias starts C from the bias row whose BT offset / 32 is in mnk's bits 48.. */
+template <int F3> inline void mmad(void *c, const void *a, const void *b, uint64_t mnk) {
+    __asm__ volatile(".insn r4 0x5b, %4, 0, %0, %1, %2, %3"
+                     :
+                     : "r"(c), "r"(a), "r"(b), "r"(mnk), "i"(F3));
+}
+template <int F3> inline void mmad_bias(void *c, const void *a, const void *b, uint64_t mnk) {
+    __asm__ volatile(".insn r4 0x5b, %4, 1, %0, %1, %2, %3"
+                     :
+                     : "r"(c), "r"(a), "r"(b), "r"(mnk), "i"(F3));
 }
 #define NPUSIM_V3(name, f3, f2)                                                                \
     inline void name(void *d, const void *a, const void *b, uint64_t n, int t) {               \
@@ -257,6 +275,8 @@ enum pipe_t : uint8_t {
     PIPE_MTE1 = NPU_PIPE_MTE1,
     PIPE_MTE2 = NPU_PIPE_MTE2,
     PIPE_MTE3 = NPU_PIPE_MTE3,
+    /* Ascend's fixpipe (L0C -> GM) is npusim's MTE3 mover. */
+    PIPE_FIX = NPU_PIPE_MTE3,
     PIPE_ALL = NPU_PIPE_ALL,
 };
 
@@ -348,6 +368,19 @@ enum class HardEvent : uint8_t {
     MTE3_S = NPU_PIPE_MTE3 << 4 | NPU_PIPE_S,
     M_S = NPU_PIPE_M << 4 | NPU_PIPE_S,
     S_M = NPU_PIPE_S << 4 | NPU_PIPE_M,
+    S_MTE1 = NPU_PIPE_S << 4 | NPU_PIPE_MTE1,
+    MTE1_S = NPU_PIPE_MTE1 << 4 | NPU_PIPE_S,
+    /* The fixpipe (FIX) is npusim's MTE3 mover (PIPE_FIX). */
+    M_FIX = NPU_PIPE_M << 4 | NPU_PIPE_MTE3,
+    FIX_M = NPU_PIPE_MTE3 << 4 | NPU_PIPE_M,
+    FIX_MTE2 = NPU_PIPE_MTE3 << 4 | NPU_PIPE_MTE2,
+    MTE2_FIX = NPU_PIPE_MTE2 << 4 | NPU_PIPE_MTE3,
+    FIX_MTE1 = NPU_PIPE_MTE3 << 4 | NPU_PIPE_MTE1,
+    MTE1_FIX = NPU_PIPE_MTE1 << 4 | NPU_PIPE_MTE3,
+    FIX_S = NPU_PIPE_MTE3 << 4 | NPU_PIPE_S,
+    S_FIX = NPU_PIPE_S << 4 | NPU_PIPE_MTE3,
+    M_MTE3 = NPU_PIPE_M << 4 | NPU_PIPE_MTE3,
+    MTE3_M = NPU_PIPE_MTE3 << 4 | NPU_PIPE_M,
 };
 
 template <HardEvent e> __aicore__ inline void SetFlag(int32_t eventID) {
@@ -728,38 +761,69 @@ private:
 class TPipe;
 
 namespace detail {
-/* The pipe's bookkeeping (UB bytes handed out, event ids taken per flag) lives at the bottom of
- * the block's own 64 KiB stack window (abi::LOCAL_BASE), zeroed at every block start: per
- * block, and never behind a pointer that escapes, so the compiler keeps the kernel's queues
- * and tensors in registers. A kernel has one TPipe (as Ascend C requires). */
+/* The local buffer a position's storage is carved from. */
+enum Storage : uint8_t { UB, L1, L0A, L0B, L0C, BT, STORAGES, NO_STORAGE = 0xff };
+__aicore__ constexpr Storage storage(TPosition pos) {
+    return pos == TPosition::VECIN || pos == TPosition::VECOUT || pos == TPosition::VECCALC ||
+                   pos == TPosition::CO2
+               ? UB
+           : pos == TPosition::A1 || pos == TPosition::B1 || pos == TPosition::C1 ? L1
+           : pos == TPosition::A2                                                ? L0A
+           : pos == TPosition::B2                                                ? L0B
+           : pos == TPosition::CO1                                               ? L0C
+           : pos == TPosition::C2                                                ? BT
+                                                                                 : NO_STORAGE;
+}
+/* A position TQue / TBuf can hold (the rest are not offered: GM, TSCM, SPM, SHM). */
+__aicore__ constexpr bool position_offered(TPosition pos) { return storage(pos) != NO_STORAGE; }
+
+/* The pipe's bookkeeping (bytes handed out per local buffer, event ids taken per flag) lives
+ * at the bottom of the block's own 64 KiB stack window (abi::LOCAL_BASE), zeroed at every
+ * block start: per block, and never behind a pointer that escapes, so the compiler keeps the
+ * kernel's queues and tensors in registers. A kernel has one TPipe (as Ascend C requires). */
 struct PipeState {
-    uint32_t used;
-    uint32_t reserved;
+    uint32_t used[8]; /* bytes carved so far, by Storage */
     uint64_t events[8]; /* event ids taken for flag (src, dst): byte dst of word src */
 };
 __aicore__ inline PipeState *pipe_state() { return (PipeState *)0x20000000UL; }
 __aicore__ inline uint32_t align32(uint32_t v) { return (v + 31u) & ~31u; }
 
-/* The producer and consumer pipes of a queue position. */
+/* The producer and consumer pipes of a queue position (-1: no synchronisation). */
 __aicore__ constexpr int producer(TPosition pos) {
-    return pos == TPosition::VECIN ? NPU_PIPE_MTE2 : pos == TPosition::VECOUT ? NPU_PIPE_V : -1;
+    return pos == TPosition::VECIN                                 ? NPU_PIPE_MTE2
+           : pos == TPosition::VECOUT || pos == TPosition::CO2     ? NPU_PIPE_V
+           : pos == TPosition::A1 || pos == TPosition::B1 || pos == TPosition::C1 ? NPU_PIPE_MTE2
+           : pos == TPosition::A2 || pos == TPosition::B2          ? NPU_PIPE_MTE1
+           : pos == TPosition::CO1                                 ? NPU_PIPE_M
+           : pos == TPosition::C2                                  ? NPU_PIPE_MTE1
+                                                                   : -1;
 }
 __aicore__ constexpr int consumer(TPosition pos) {
-    return pos == TPosition::VECIN ? NPU_PIPE_V : pos == TPosition::VECOUT ? NPU_PIPE_MTE3 : -1;
+    return pos == TPosition::VECIN                                 ? NPU_PIPE_V
+           : pos == TPosition::VECOUT || pos == TPosition::CO2     ? NPU_PIPE_MTE3
+           : pos == TPosition::A1 || pos == TPosition::B1 || pos == TPosition::C1 ? NPU_PIPE_MTE1
+           : pos == TPosition::A2 || pos == TPosition::B2          ? NPU_PIPE_M
+           : pos == TPosition::CO1                                 ? NPU_PIPE_MTE3
+           : pos == TPosition::C2                                  ? NPU_PIPE_M
+                                                                   : -1;
 }
 } // namespace detail
 
 class TPipe {
 public:
     __aicore__ inline TPipe() { Clear(); }
+    /* Carves num slots of len bytes (each rounded up to 32) for the queue from the local
+     * buffer of its position: UB (VECIN, VECOUT, VECCALC, CO2), L1 (A1, B1, C1), L0A (A2), L0B
+     * (B2), L0C (CO1), BT (C2). Each buffer is carved linearly from offset 0; running out
+     * aborts. */
     template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
         uint32_t l = detail::align32(len);
-        que.Init(Carve((uint32_t)num * l), num, l, *this);
+        que.Init(Carve(detail::storage(Q::kPosition), (uint32_t)num * l), num, l, *this);
         return true;
     }
     template <class B> __aicore__ inline bool InitBuffer(B &buf, uint32_t len) {
         uint32_t l = detail::align32(len);
-        buf.Init(Carve(l), l);
+        buf.Init(Carve(detail::storage(B::kPosition), l), l);
         return true;
     }
     /* Reserves the next free event id of flag (src, dst); the layer keeps id 7 for itself. */
@@ -794,26 +858,49 @@ public:
         Clear();
     }
     /* UB bytes handed out so far. */
-    __aicore__ inline uint32_t Used() const { return detail::pipe_state()->used; }
+    __aicore__ inline uint32_t Used() const { return detail::pipe_state()->used[detail::UB]; }
 
 private:
     __aicore__ inline void Clear() {
         detail::PipeState *st = detail::pipe_state();
-        st->used = 0;
         for (int i = 0; i < 8; i++) {
+            st->used[i] = 0;
             st->events[i] = 0;
         }
     }
-    __aicore__ inline uint8_t *Carve(uint32_t bytes) {
+    __aicore__ inline uint8_t *Carve(detail::Storage where, uint32_t bytes) {
         detail::PipeState *st = detail::pipe_state();
-        uint64_t cap = npu_ub_bytes();
-        uint32_t used = st->used;
+        uint64_t base, cap;
+        const char *name;
+        switch (where) {
+        case detail::L1:
+            base = NPU_L1_BASE, cap = npu_l1_bytes(), name = "L1";
+            break;
+        case detail::L0A:
+            base = NPU_L0A_BASE, cap = npu_l0a_bytes(), name = "L0A";
+            break;
+        case detail::L0B:
+            base = NPU_L0B_BASE, cap = npu_l0b_bytes(), name = "L0B";
+            break;
+        case detail::L0C:
+            base = NPU_L0C_BASE, cap = npu_l0c_bytes(), name = "L0C";
+            break;
+        case detail::BT:
+            base = NPU_BT_BASE, cap = npu_bt_bytes(), name = "BT";
+            break;
+        default:
+            base = NPU_UB_BASE, cap = npu_ub_bytes(), name = "UB";
+            break;
+        }
+        uint32_t used = st->used[where];
         if ((uint64_t)used + bytes > cap) {
             detail::Out o;
             o.n = 0;
             o.str("TPipe::InitBuffer: ");
             o.num(bytes, 10, false, 0, ' ');
-            o.str(" bytes do not fit in UB (");
+            o.str(" bytes do not fit in ");
+            o.str(name);
+            o.str(" (");
             o.num(cap - used, 10, false, 0, ' ');
             o.str(" of ");
             o.num(cap, 10, false, 0, ' ');
@@ -821,8 +908,8 @@ private:
             npu_print_bytes(o.buf, o.n);
             npu_abort(136);
         }
-        st->used = used + bytes;
-        return (uint8_t *)(NPU_UB_BASE + used);
+        st->used[where] = used + bytes;
+        return (uint8_t *)(base + used);
     }
     __aicore__ inline uint32_t Taken(int src, int dst) const {
         return (uint32_t)(detail::pipe_state()->events[src] >> (8 * dst)) & 0xff;
@@ -845,9 +932,15 @@ __aicore__ inline void DataCacheCleanAndInvalid(const GlobalTensor<T> &) {}
 template <typename T, CacheLine entireType, DcciDst dcciDst = DcciDst::CACHELINE_ALL>
 __aicore__ inline void DataCacheCleanAndInvalid(const LocalTensor<T> &) {}
 
-/* A queue of `depth` slots between two pipes (VECIN: MTE2 -> V, VECOUT: V -> MTE3). */
+/* A queue of `depth` slots between two pipes: VECIN MTE2 -> V, VECOUT and CO2 V -> MTE3,
+ * A1 / B1 / C1 MTE2 -> MTE1, A2 / B2 / C2 MTE1 -> M, CO1 M -> MTE3 (npusim's fixpipe). */
 template <TPosition pos, int32_t depth = 1> class TQue {
+    static_assert(detail::position_offered(pos),
+                  "TQue: this TPosition is not offered by npusim's layer (GM, TSCM, SPM and SHM "
+                  "are not; see docs/ascendc.md)");
+
 public:
+    static constexpr TPosition kPosition = pos;
     __aicore__ inline TQue()
         : base_(nullptr), num_(0), len_(0), alloc_(0), deq_(0), alloc_slot_(0), deq_slot_(0) {}
     __aicore__ inline void Init(uint8_t *base, uint8_t num, uint32_t len, TPipe &pipe) {
@@ -916,9 +1009,14 @@ private:
     int32_t free_event_;
 };
 
-/* A plain UB buffer (no queue, no synchronisation). */
+/* A plain buffer (no queue, no synchronisation) in its position's local buffer. */
 template <TPosition pos = TPosition::VECCALC> class TBuf {
+    static_assert(detail::position_offered(pos),
+                  "TBuf: this TPosition is not offered by npusim's layer (GM, TSCM, SPM and SHM "
+                  "are not; see docs/ascendc.md)");
+
 public:
+    static constexpr TPosition kPosition = pos;
     __aicore__ inline TBuf() : base_(nullptr), len_(0) {}
     __aicore__ inline void Init(uint8_t *base, uint32_t len) {
         base_ = base;
@@ -973,12 +1071,25 @@ template <typename T> struct DataCopyPadExtParams {
         : isPad(pad), leftPadding(l), rightPadding(r), paddingValue(v) {}
 };
 
-/* GM -> UB, `count` contiguous elements (MTE2). */
+namespace detail {
+__aicore__ inline bool in_l1(const void *p) { return ((uint64_t)p >> 24) == (NPU_L1_BASE >> 24); }
+/* GM -> the local tensor's buffer (L1 for A1 / B1 / C1, else UB), on MTE2. */
+__aicore__ inline void gm_to_local(void *dst, const void *src, uint32_t rows, uint32_t row_bytes,
+                                   uint32_t src_stride, uint32_t dst_stride) {
+    if (in_l1(dst)) {
+        npusim_detail::move<1>(dst, src, rows, row_bytes, src_stride, dst_stride);
+    } else {
+        npusim_detail::move<0>(dst, src, rows, row_bytes, src_stride, dst_stride);
+    }
+}
+} // namespace detail
+
+/* GM -> UB or L1 (A1 / B1 / C1), `count` contiguous elements (MTE2). */
 template <typename T>
 __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                 uint32_t count) {
     uint32_t bytes = count * (uint32_t)sizeof(T);
-    npusim_detail::move<0>(dst.Ptr(), src.GetPhyAddr(), 1, bytes, bytes, bytes);
+    detail::gm_to_local(dst.Ptr(), src.GetPhyAddr(), 1, bytes, bytes, bytes);
 }
 /* UB -> GM (MTE3). */
 template <typename T>
@@ -1002,8 +1113,8 @@ template <typename T>
 __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                 const DataCopyParams &p) {
     uint32_t row = (uint32_t)p.blockLen * 32;
-    npusim_detail::move<0>(dst.Ptr(), src.GetPhyAddr(), p.blockCount, row, row + p.srcStride * 32u,
-                      row + p.dstStride * 32u);
+    detail::gm_to_local(dst.Ptr(), src.GetPhyAddr(), p.blockCount, row, row + p.srcStride * 32u,
+                        row + p.dstStride * 32u);
 }
 template <typename T>
 __aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
@@ -1377,6 +1488,405 @@ __aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDedu
                            npusim_detail::vdup(d0 + d, s, n, detail::Type<T>::code);
                        });
 }
+
+/* ---- Cube: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM --------------------------------------- */
+/*
+ * Layouts (isa.md, "Cube"): a matrix in L1 is NZ (Nd2Nz below: column blocks of 32 bytes, each
+ * block's rows 32 bytes apart); LoadData moves 512-byte fractals (16 rows x 32 bytes) to L0A
+ * ("zZ": fractal rows of A one after another) and, with ifTranspose, to L0B ("zN": each 16 x 16
+ * fractal transposed); Mmad runs one cube instruction in the fractal layout, writing C to L0C
+ * as NZ fractals of 16 x 16 float; Fixpipe writes C to GM as ND rows (float, or half with
+ * QuantMode_t::F322F16), one copy per 16-column block.
+ */
+
+namespace detail {
+/* Parameter values the layer does not model stop the block with a message naming them. */
+template <bool B> struct Unsupported {
+    static constexpr bool value = B;
+};
+} // namespace detail
+
+/* ND (row-major in GM) -> NZ (in L1, or UB): ndNum matrices of nValue rows x dValue elements;
+ * srcNdMatrixStride, srcDValue and dstNzMatrixStride count elements, dstNzC0Stride and
+ * dstNzNStride 32-byte blocks. The pad bytes of a row's last, partial 32-byte block are not
+ * written (Mmad never reads them). */
+struct Nd2NzParams {
+    __aicore__ Nd2NzParams() {}
+    __aicore__ Nd2NzParams(const uint16_t ndNumIn, const uint16_t nValueIn, const uint16_t dValueIn,
+                           const uint16_t srcNdMatrixStrideIn, const uint16_t srcDValueIn,
+                           const uint16_t dstNzC0StrideIn, const uint16_t dstNzNStrideIn,
+                           const uint16_t dstNzMatrixStrideIn)
+        : ndNum(ndNumIn), nValue(nValueIn), dValue(dValueIn),
+          srcNdMatrixStride(srcNdMatrixStrideIn), srcDValue(srcDValueIn),
+          dstNzC0Stride(dstNzC0StrideIn), dstNzNStride(dstNzNStrideIn),
+          dstNzMatrixStride(dstNzMatrixStrideIn) {}
+    uint16_t ndNum = 0;
+    uint16_t nValue = 0;
+    uint16_t dValue = 0;
+    uint16_t srcNdMatrixStride = 0;
+    uint16_t srcDValue = 0;
+    uint16_t dstNzC0Stride = 0;
+    uint16_t dstNzNStride = 0;
+    uint16_t dstNzMatrixStride = 0;
+};
+
+/* GM -> A1 / B1 (or VECIN) with ND -> NZ: per matrix, one MTE2 copy per 32-byte column block
+ * (its nValue rows, srcDValue elements apart in GM, dstNzNStride blocks apart in L1). */
+template <typename T>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
+                                const Nd2NzParams &p) {
+    const uint32_t e = (uint32_t)sizeof(T);
+    const uint32_t row_bytes = (uint32_t)p.dValue * e;
+    const uint32_t blocks = (row_bytes + 31) / 32;
+    for (uint32_t nd = 0; nd < p.ndNum; nd++) {
+        const uint8_t *s = (const uint8_t *)src.GetPhyAddr() + (uint64_t)nd * p.srcNdMatrixStride * e;
+        uint8_t *d = (uint8_t *)dst.Ptr() + (uint64_t)nd * p.dstNzMatrixStride * e;
+        for (uint32_t j = 0; j < blocks; j++) {
+            uint32_t bytes = row_bytes - 32 * j < 32 ? row_bytes - 32 * j : 32;
+            detail::gm_to_local(d + (uint64_t)j * p.dstNzC0Stride * 32, s + 32 * j, p.nValue, bytes,
+                                (uint32_t)p.srcDValue * e, (uint32_t)p.dstNzNStride * 32);
+        }
+    }
+}
+
+/* L1 -> L0A / L0B: repeatTimes fractals of 512 bytes, the first startIndex fractals into src,
+ * then srcStride fractals apart; in dst one after another with dstGap fractals between;
+ * ifTranspose (16-bit types) transposes each fractal. */
+struct LoadData2DParams {
+    __aicore__ LoadData2DParams() {}
+    __aicore__ LoadData2DParams(const uint16_t startIndexIn, const uint8_t repeatTimesIn,
+                                const uint16_t srcStrideIn, const uint8_t sidIn,
+                                const uint16_t dstGapIn, const bool ifTransposeIn,
+                                const uint8_t addrModeIn)
+        : startIndex(startIndexIn), dstGap(dstGapIn), srcStride(srcStrideIn),
+          ifTranspose(ifTransposeIn), repeatTimes(repeatTimesIn), sid(sidIn), addrMode(addrModeIn) {}
+    uint16_t startIndex = 0;
+    uint16_t dstGap = 0;
+    uint16_t srcStride = 0;
+    bool ifTranspose = 0;
+    uint8_t repeatTimes = 0;
+    uint8_t sid = 0;
+    uint8_t addrMode = 0;
+};
+using LoadData2dParams = LoadData2DParams;
+
+namespace detail {
+template <int F2>
+__aicore__ inline void l1_to_l0(void *dst, const void *src, uint32_t rows, uint32_t src_stride,
+                                uint32_t dst_stride) {
+    if (((uint64_t)dst >> 24) == (NPU_L0B_BASE >> 24)) {
+        npusim_detail::move<4, F2>(dst, src, rows, 512, src_stride, dst_stride);
+    } else {
+        npusim_detail::move<3, F2>(dst, src, rows, 512, src_stride, dst_stride);
+    }
+}
+} // namespace detail
+
+template <typename T>
+__aicore__ inline void LoadData(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                const LoadData2DParams &p) {
+    if (p.addrMode != 0) {
+        detail::fail("LoadData: LoadData2DParams::addrMode (decrementing addresses) is not "
+                     "supported by npusim's layer");
+    }
+    if (p.ifTranspose && sizeof(T) != 2) {
+        detail::fail("LoadData: ifTranspose transposes 16-bit fractals only (as on Ascend)");
+    }
+    const uint8_t *s = (const uint8_t *)src.Ptr() + (uint32_t)p.startIndex * 512u;
+    uint8_t *d = (uint8_t *)dst.Ptr();
+    const uint32_t dst_stride = ((uint32_t)p.dstGap + 1) * 512u;
+    /* srcStride 0 repeats one fractal: one copy per repeat (rows of a copy may not overlap). */
+    const uint32_t rows = p.srcStride == 0 ? 1 : p.repeatTimes;
+    const uint32_t issues = p.srcStride == 0 ? p.repeatTimes : (p.repeatTimes ? 1 : 0);
+    for (uint32_t r = 0; r < issues; r++) {
+        if (p.ifTranspose) {
+            detail::l1_to_l0<1>(d + r * dst_stride, s, rows, (uint32_t)p.srcStride * 512u, dst_stride);
+        } else {
+            detail::l1_to_l0<0>(d + r * dst_stride, s, rows, (uint32_t)p.srcStride * 512u, dst_stride);
+        }
+    }
+}
+/* GM -> A2 / B2 directly is not offered (npusim's movers fill L0A / L0B from L1 only). */
+template <typename T>
+__aicore__ inline void LoadData(const LocalTensor<T> &, const GlobalTensor<T> &,
+                                const LoadData2DParams &) {
+    static_assert(detail::Unsupported<sizeof(T) == 0>::value,
+                  "LoadData(LocalTensor, GlobalTensor, LoadData2DParams) (GM -> A2 / B2) is not "
+                  "offered by npusim's layer: DataCopy to A1 / B1, then LoadData from there");
+}
+/* Load3D (im2col) and the transposing LoadData variants are not offered. */
+template <typename T> struct LoadData3DParamsV1 {
+    template <int N = 0> __aicore__ LoadData3DParamsV1() {
+        static_assert(N != 0, "LoadData3DParamsV1 (LoadData Load3Dv1, im2col) is not offered by "
+                              "npusim's layer");
+    }
+};
+template <typename T> struct LoadData3DParamsV2 {
+    template <int N = 0> __aicore__ LoadData3DParamsV2() {
+        static_assert(N != 0, "LoadData3DParamsV2 (LoadData Load3Dv2, im2col) is not offered by "
+                              "npusim's layer");
+    }
+};
+struct LoadData2dTransposeParams {
+    template <int N = 0> __aicore__ LoadData2dTransposeParams() {
+        static_assert(N != 0, "LoadData2dTransposeParams (LoadDataWithTranspose) is not offered "
+                              "by npusim's layer; LoadData2DParams::ifTranspose is (16-bit types)");
+    }
+};
+
+/* Mmad's parameters, with Ascend C's fields and constructors. cmatrixInitVal: C starts at 0
+ * (true) or accumulates on what L0C holds (false); isBias also accumulates. */
+struct MmadParams {
+    __aicore__ MmadParams() {}
+    __aicore__ MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn,
+                          const bool isBiasIn, const int32_t fmOffsetIn, const bool enSsparseIn,
+                          const bool enWinogradAIn, const bool enWinogradBIn)
+        : m(mIn), n(nIn), k(kIn), isBias(isBiasIn), fmOffset(fmOffsetIn), enSsparse(enSsparseIn),
+          enWinogradA(enWinogradAIn), enWinogradB(enWinogradBIn) {}
+    __aicore__ MmadParams(const uint16_t mIn, const uint16_t nIn, const uint16_t kIn,
+                          const uint8_t unitFlagIn, const bool cmatrixSourceIn,
+                          const bool cmatrixInitValIn)
+        : m(mIn), n(nIn), k(kIn), unitFlag(unitFlagIn), cmatrixSource(cmatrixSourceIn),
+          cmatrixInitVal(cmatrixInitValIn) {}
+    uint16_t m = 0;
+    uint16_t n = 0;
+    uint16_t k = 0;
+    bool isBias = false;
+    int32_t fmOffset = 0;
+    bool enSsparse = false;
+    bool enWinogradA = false;
+    bool enWinogradB = false;
+    uint8_t unitFlag = 0;
+    bool kDirectionAlign = false;
+    bool cmatrixSource = false;
+    bool cmatrixInitVal = true;
+};
+
+/* dst (CO1, float) [+]= fm (A2) x filter (B2), m x n over k: one cube instruction on the
+ * fractal layouts. half x half and float x float. */
+template <typename T, typename U, typename S>
+__aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm,
+                            const LocalTensor<S> &filter, const MmadParams &p) {
+    static_assert(sizeof(T) == 4 && detail::Type<T>::code == NPU_F32,
+                  "Mmad: npusim's cube accumulates in float (dst must be LocalTensor<float>)");
+    static_assert(detail::Type<U>::code == detail::Type<S>::code && sizeof(U) == sizeof(S),
+                  "Mmad: fm and filter must have the same element type");
+    static_assert(detail::Type<U>::code == NPU_F16 || detail::Type<U>::code == NPU_F32,
+                  "Mmad: npusim's cube multiplies half x half or float x float (no int8, "
+                  "bfloat16_t or int32 inputs)");
+    if (p.cmatrixSource) {
+        detail::fail("Mmad: cmatrixSource (C from the bias table, C2) needs the bias tensor: "
+                     "Mmad(dst, fm, filter, bias, params)");
+    }
+    if (p.unitFlag != 0 || p.fmOffset != 0 || p.enSsparse || p.enWinogradA || p.enWinogradB) {
+        detail::fail("Mmad: unitFlag, fmOffset, enSsparse and enWinogradA/B are not offered by "
+                     "npusim's layer (leave them 0)");
+    }
+    const uint64_t mnk = (uint64_t)p.m | ((uint64_t)p.n << 16) | ((uint64_t)p.k << 32);
+    const bool acc = !p.cmatrixInitVal || p.isBias;
+    if (detail::Type<U>::code == NPU_F32) {
+        if (acc) {
+            npusim_detail::mmad<7>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+        } else {
+            npusim_detail::mmad<6>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+        }
+    } else if (acc) {
+        npusim_detail::mmad<5>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    } else {
+        npusim_detail::mmad<4>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    }
+}
+/* dst (CO1) = bias + fm x filter: C starts from the bias row (C2, the bias table, float; the
+ * same n values for every row) — with cmatrixInitVal = false, as Ascend C's flags say. */
+template <typename T, typename U, typename S, typename V>
+__aicore__ inline void Mmad(const LocalTensor<T> &dst, const LocalTensor<U> &fm,
+                            const LocalTensor<S> &filter, const LocalTensor<V> &bias,
+                            const MmadParams &p) {
+    static_assert(sizeof(T) == 4 && detail::Type<T>::code == NPU_F32,
+                  "Mmad: npusim's cube accumulates in float (dst must be LocalTensor<float>)");
+    static_assert(detail::Type<U>::code == detail::Type<S>::code && sizeof(U) == sizeof(S),
+                  "Mmad: fm and filter must have the same element type");
+    static_assert(detail::Type<U>::code == NPU_F16 || detail::Type<U>::code == NPU_F32,
+                  "Mmad: npusim's cube multiplies half x half or float x float (no int8, "
+                  "bfloat16_t or int32 inputs)");
+    static_assert(detail::Type<V>::code == NPU_F32 && sizeof(V) == 4,
+                  "Mmad: the bias table holds float (bias must be LocalTensor<float> in C2)");
+    const uint64_t b = (uint64_t)bias.Ptr();
+    if ((b >> 24) != (NPU_BT_BASE >> 24)) {
+        detail::fail("Mmad: the bias tensor must be in TPosition::C2 (the bias table)");
+    }
+    if (p.cmatrixInitVal) {
+        detail::fail("Mmad with a bias: set cmatrixInitVal = false (C starts from the bias)");
+    }
+    if (p.unitFlag != 0 || p.fmOffset != 0 || p.enSsparse || p.enWinogradA || p.enWinogradB) {
+        detail::fail("Mmad: unitFlag, fmOffset, enSsparse and enWinogradA/B are not offered by "
+                     "npusim's layer (leave them 0)");
+    }
+    const uint64_t mnk = (uint64_t)p.m | ((uint64_t)p.n << 16) | ((uint64_t)p.k << 32) |
+                         ((b - NPU_BT_BASE) / 32) << 48;
+    if (detail::Type<U>::code == NPU_F32) {
+        npusim_detail::mmad_bias<6>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    } else {
+        npusim_detail::mmad_bias<4>(dst.Ptr(), fm.Ptr(), filter.Ptr(), mnk);
+    }
+}
+
+/* C1 -> C2 (L1 -> the bias table, MTE1): blockCount blocks of blockLen x 64 source bytes, the
+ * gaps in the same units; half widens to float on the way (exactly). Between UB tensors of one
+ * element size (VECIN -> VECOUT): blockLen x 32 bytes per block, gaps in 32-byte units, on V. */
+template <typename T, typename U>
+__aicore__ inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<U> &src,
+                                const DataCopyParams &p) {
+    uint8_t *d = (uint8_t *)dst.Ptr();
+    const uint8_t *s = (const uint8_t *)src.Ptr();
+    const bool to_bt = ((uint64_t)d >> 24) == (NPU_BT_BASE >> 24);
+    const uint32_t bt_row = (uint32_t)p.blockLen * 64;
+    if constexpr (sizeof(T) != sizeof(U)) {
+        static_assert(detail::Type<T>::code == NPU_F32 && detail::Type<U>::code == NPU_F16,
+                      "DataCopy between local tensors of two types: only C1 (half) -> C2 "
+                      "(float), the bias table");
+        if (!to_bt) {
+            detail::fail("DataCopy(LocalTensor<float>, LocalTensor<half>, ...): the destination "
+                         "must be TPosition::C2 (the bias table)");
+        }
+        npusim_detail::move<6, 1>(d, s, p.blockCount, bt_row, bt_row + p.srcStride * 64u,
+                                  2 * (bt_row + p.dstStride * 64u));
+        return;
+    } else if (to_bt) {
+        if constexpr (detail::Type<T>::code == NPU_F32) {
+            npusim_detail::move<6>(d, s, p.blockCount, bt_row, bt_row + p.srcStride * 64u,
+                                   bt_row + p.dstStride * 64u);
+        } else {
+            detail::fail("DataCopy C1 -> C2: the bias table holds float (from half or float)");
+        }
+        return;
+    }
+    const uint32_t row = (uint32_t)p.blockLen * 32;
+    for (uint32_t r = 0; r < p.blockCount; r++) {
+        npusim_detail::vmov(d + r * (row + (uint32_t)p.dstStride * 32),
+                            s + r * (row + (uint32_t)p.srcStride * 32), row / 4, NPU_F32);
+    }
+}
+
+} // namespace AscendC
+
+/* Fixpipe's quantisation modes (global, as CANN declares them). npusim's layer offers NoQuant
+ * (float out) and F322F16 (float -> half, round to nearest even). */
+enum QuantMode_t {
+    NoQuant,
+    F322F16,
+    F322BF16,
+    DEQF16,
+    VDEQF16,
+    QF322B8_PRE,
+    VQF322B8_PRE,
+    REQ8,
+    VREQ8,
+};
+
+namespace AscendC {
+
+enum class CO2Layout : uint8_t {
+    NZ = 0,
+    ROW_MAJOR,
+    COLUMN_MAJOR,
+};
+struct FixpipeConfig {
+    CO2Layout format;
+};
+constexpr FixpipeConfig CFG_NZ = {CO2Layout::NZ};
+constexpr FixpipeConfig CFG_ROW_MAJOR = {CO2Layout::ROW_MAJOR};
+constexpr FixpipeConfig CFG_COLUMN_MAJOR = {CO2Layout::COLUMN_MAJOR};
+
+/* L0C (NZ) -> GM (ND): mSize rows x nSize columns; srcStride is the distance between C's
+ * 16-column blocks in 16-element rows (mSize rounded up to 16 for Mmad's layout), dstStride the
+ * GM row length in elements; ndNum matrices srcNdStride x 1024 bytes apart in L0C and
+ * dstNdStride elements apart in GM. */
+struct FixpipeParamsV220 {
+    __aicore__ FixpipeParamsV220() {}
+    __aicore__ FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn,
+                                 const uint16_t srcStrideIn, const uint32_t dstStrideIn,
+                                 const bool reluEnIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn),
+          reluEn(reluEnIn) {}
+    __aicore__ FixpipeParamsV220(const uint16_t nSizeIn, const uint16_t mSizeIn,
+                                 const uint16_t srcStrideIn, const uint32_t dstStrideIn,
+                                 const bool reluEnIn, const QuantMode_t quantPreIn,
+                                 const int64_t deqScalarIn, const uint16_t ndNumIn,
+                                 const uint16_t srcNdStrideIn, const uint16_t dstNdStrideIn,
+                                 const uint8_t unitFlagIn)
+        : nSize(nSizeIn), mSize(mSizeIn), srcStride(srcStrideIn), dstStride(dstStrideIn),
+          quantPre(quantPreIn), deqScalar((uint64_t)deqScalarIn), ndNum(ndNumIn),
+          srcNdStride(srcNdStrideIn), dstNdStride(dstNdStrideIn), reluEn(reluEnIn),
+          unitFlag(unitFlagIn) {}
+    uint16_t nSize = 0;
+    uint16_t mSize = 0;
+    uint16_t srcStride = 0;
+    uint32_t dstStride = 0;
+    QuantMode_t quantPre = QuantMode_t::NoQuant;
+    uint64_t deqScalar = 0;
+    uint16_t ndNum = 1;
+    uint16_t srcNdStride = 0;
+    uint16_t dstNdStride = 0;
+    bool reluEn = false;
+    uint8_t unitFlag = 0;
+    bool isChannelSplit = false;
+};
+
+/* CO1 -> GM through npusim's fixpipe (the MTE3 mover): NZ -> ND, float out, or half out with
+ * QuantMode_t::F322F16. */
+template <typename T, typename U, const FixpipeConfig &config = CFG_ROW_MAJOR>
+__aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> &src,
+                               const FixpipeParamsV220 &p) {
+    static_assert(config.format == CO2Layout::ROW_MAJOR,
+                  "Fixpipe: only the ND (CFG_ROW_MAJOR) output is offered by npusim's layer");
+    static_assert(detail::Type<U>::code == NPU_F32 && sizeof(U) == 4,
+                  "Fixpipe: npusim's L0C holds float (src must be LocalTensor<float>)");
+    static_assert(detail::Type<T>::code == NPU_F32 || detail::Type<T>::code == NPU_F16,
+                  "Fixpipe: float or half output only");
+    constexpr bool to_half = detail::Type<T>::code == NPU_F16;
+    if (p.quantPre != (to_half ? QuantMode_t::F322F16 : QuantMode_t::NoQuant)) {
+        detail::fail(to_half ? "Fixpipe: half output needs quantPre = QuantMode_t::F322F16 "
+                               "(the only quantisation npusim's layer offers)"
+                             : "Fixpipe: float output needs quantPre = QuantMode_t::NoQuant "
+                               "(the only quantisation npusim's layer offers)");
+    }
+    if (p.reluEn || p.unitFlag != 0 || p.isChannelSplit) {
+        detail::fail("Fixpipe: reluEn, unitFlag and isChannelSplit are not offered by npusim's "
+                     "layer (leave them 0)");
+    }
+    const uint32_t blocks = ((uint32_t)p.nSize + 15) / 16;
+    for (uint32_t nd = 0; nd < p.ndNum; nd++) {
+        const uint8_t *s = (const uint8_t *)src.Ptr() + (uint64_t)nd * p.srcNdStride * 1024u;
+        uint8_t *d = (uint8_t *)dst.GetPhyAddr() + (uint64_t)nd * p.dstNdStride * sizeof(T);
+        for (uint32_t j = 0; j < blocks; j++) {
+            uint32_t cols = p.nSize - 16 * j < 16 ? p.nSize - 16 * j : 16;
+            const uint8_t *sj = s + (uint64_t)j * p.srcStride * 64u;
+            uint8_t *dj = d + (uint64_t)j * 16 * sizeof(T);
+            if (to_half) {
+                npusim_detail::move<5, 1>(dj, sj, p.mSize, cols * 4, 64, p.dstStride * 2);
+            } else {
+                npusim_detail::move<5>(dj, sj, p.mSize, cols * 4, 64, p.dstStride * 4);
+            }
+        }
+    }
+}
+
+/* DataCopy CO1 -> CO2 with DataCopyEnhancedParams (the Atlas inference path) is not offered. */
+enum class BlockMode : uint8_t {
+    BLOCK_MODE_NORMAL = 0,
+    BLOCK_MODE_MATRIX,
+    BLOCK_MODE_VECTOR,
+    BLOCK_MODE_SMALL_CHANNEL,
+    BLOCK_MODE_DEPTHWISE,
+};
+struct DataCopyEnhancedParams {
+    template <int N = 0> __aicore__ DataCopyEnhancedParams() {
+        static_assert(N != 0, "DataCopyEnhancedParams (DataCopy CO1 -> CO2, the Atlas inference "
+                              "path) is not offered by npusim's layer: use Fixpipe (910B)");
+    }
+    BlockMode blockMode = BlockMode::BLOCK_MODE_NORMAL;
+};
 
 /* ---- Tiling -------------------------------------------------------------------------------- */
 

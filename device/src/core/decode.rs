@@ -429,10 +429,17 @@ fn decode_npu(w: u32) -> Inst {
             Some(v) => (Op::NpuVector, v.code()),
             None => return Inst::illegal(w),
         },
-        isa::OPCODE_MOVE if funct2 == 0 && isa::CopyDir::from_code(funct3 as u8).is_some() => {
-            (Op::NpuMove, funct3 as u8)
+        isa::OPCODE_MOVE
+            if isa::CopyDir::from_code(funct3 as u8)
+                .and_then(|d| isa::CopyMode::decode(d, funct2 as u8))
+                .is_some() =>
+        {
+            (Op::NpuMove, (funct2 << 3 | funct3) as u8)
         }
-        isa::OPCODE_CUBE if funct2 == 0 && funct3 <= 3 => (Op::NpuCube, funct3 as u8),
+        // f2 = 1: C starts from a bias row instead of 0 or L0C (so not with accumulate).
+        isa::OPCODE_CUBE if funct2 == 0 || (funct2 == 1 && funct3 & 1 == 0) => {
+            (Op::NpuCube, (funct2 << 3 | funct3) as u8)
+        }
         isa::OPCODE_SYNC if w >> 25 == 0 && isa::SyncOp::from_code(funct3 as u8).is_some() => {
             (Op::NpuSync, funct3 as u8)
         }

@@ -64,6 +64,11 @@ impl Gm {
         self.write_bytes(addr, &bytes);
     }
 
+    pub fn read_bytes(&self, addr: u64, n: usize) -> Vec<u8> {
+        let o = (addr - abi::HEAP_BASE) as usize;
+        self.mem[o..o + n].to_vec()
+    }
+
     pub fn read_f32(&self, addr: u64, n: usize) -> Vec<f32> {
         let o = (addr - abi::HEAP_BASE) as usize;
         self.mem[o..o + 4 * n]

@@ -7,14 +7,16 @@ use super::config::BufferSizes;
 use super::layout::Buffer;
 use crate::abi;
 
-/// The five local buffers of one core.
+const BUFFERS: usize = Buffer::ALL.len();
+
+/// The local buffers of one core.
 pub(crate) struct LocalBuffers {
     /// Empty until [`LocalBuffers::ensure`].
-    mem: [Vec<u64>; 5],
+    mem: [Vec<u64>; BUFFERS],
     allocated: bool,
-    size: [usize; 5],
+    size: [usize; BUFFERS],
     /// Bytes from 0 up to here may be non-zero.
-    dirty: [usize; 5],
+    dirty: [usize; BUFFERS],
 }
 
 /// Zeros that unallocated buffers read as: one lazily mapped block as large as a buffer
@@ -31,7 +33,7 @@ impl LocalBuffers {
             mem: Default::default(),
             allocated: false,
             size: Buffer::ALL.map(|b| sizes.of(b) as usize),
-            dirty: [0; 5],
+            dirty: [0; BUFFERS],
         }
     }
 
@@ -95,6 +97,17 @@ impl Staging {
         self.words.clear();
         self.words.resize(len.div_ceil(8), 0);
         self.len = len;
+    }
+
+    /// Grows to `len` bytes keeping the current ones (the new ones are zero).
+    pub fn grow(&mut self, len: usize) {
+        self.words.resize(len.div_ceil(8).max(self.words.len()), 0);
+        self.len = self.len.max(len);
+    }
+
+    /// Keeps the first `len` bytes (`len` ≤ the current length).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
     }
 
     pub fn bytes(&self) -> &[u8] {

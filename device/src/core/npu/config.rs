@@ -53,7 +53,12 @@ pub struct BufferSizes {
     pub l0b: u32,
     /// L0C buffer.
     pub l0c: u32,
+    /// BT buffer (bias table); not in the preset: [`BT_BYTES`] by default.
+    pub bt: u32,
 }
+
+/// Bytes of the bias table (BT) per core: the Ascend 910B's 1 KiB, 256 f32 bias values.
+pub const BT_BYTES: u32 = 1024;
 
 impl BufferSizes {
     /// The preset's sizes (`ub_bytes`, `l1_bytes`, `l0a_bytes`, `l0b_bytes`, `l0c_bytes`).
@@ -64,6 +69,7 @@ impl BufferSizes {
             l0a: cfg.l0a_bytes,
             l0b: cfg.l0b_bytes,
             l0c: cfg.l0c_bytes,
+            bt: BT_BYTES,
         }
     }
 
@@ -75,6 +81,7 @@ impl BufferSizes {
             Buffer::L0a => self.l0a,
             Buffer::L0b => self.l0b,
             Buffer::L0c => self.l0c,
+            Buffer::Bt => self.bt,
         };
         raw.min(abi::LOCAL_BUFFER_WINDOW as u32) & !(abi::LOCAL_BUFFER_ALIGN as u32 - 1)
     }

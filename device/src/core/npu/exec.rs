@@ -3,7 +3,7 @@
 
 use super::cube::CubeOp;
 use super::dtype::{CmpMode, DType, RoundMode};
-use super::isa::{CopyDir, SyncOp, VecClass, VecOp};
+use super::isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecClass, VecOp};
 use super::layout::{Buffer, pitch};
 use super::pipes::{Pipe, Pipes};
 use super::vector::VectorOp;
@@ -186,21 +186,27 @@ impl Npu {
     fn copy_op(
         &self,
         dir: CopyDir,
+        mode: CopyMode,
         [d, s, shape, strides]: [u64; 4],
     ) -> Result<(CopyOp, u64, u64), NpuFault> {
         let (rows, row_bytes) = (shape >> 32, shape & 0xffff_ffff);
         let (src_stride, dst_stride) = (strides >> 32, strides & 0xffff_ffff);
-        let side = |buffer: Option<Buffer>, operand, addr, stride| -> Result<Side, NpuFault> {
-            Ok(match buffer {
+        let out_row_bytes = mode.out_row_bytes(row_bytes).ok_or(NpuFault::BadCopyRow {
+            op: dir.name(),
+            mode,
+            row_bytes,
+        })?;
+        let side = |buffer: Option<Buffer>, operand, addr, stride, bytes| {
+            Ok::<_, NpuFault>(match buffer {
                 None => Side::Gm(addr),
                 Some(b) => Side::Local(
                     b,
-                    local_region(self, operand, b, addr, rows, row_bytes, stride)?,
+                    local_region(self, operand, b, addr, rows, bytes, stride)?,
                 ),
             })
         };
-        let src = side(dir.src(), "src", s, src_stride)?;
-        let dst = side(dir.dst(), "dst", d, dst_stride)?;
+        let src = side(dir.src(), "src", s, src_stride, row_bytes)?;
+        let dst = side(dir.dst(), "dst", d, dst_stride, out_row_bytes)?;
         // A local side bounds rows × row_bytes by its buffer, so this cannot overflow.
         let bytes = if row_bytes == 0 {
             0
@@ -225,13 +231,21 @@ impl Npu {
             row_bytes,
             src_stride,
             dst_stride,
+            mode,
         };
         Ok((op, occupancy, extra))
     }
 
     fn cube_op(&self, funct: u8, [c, a, b, mnk]: [u64; 4]) -> Result<(CubeOp, u64), NpuFault> {
         let (m, n, k) = (mnk & 0xffff, (mnk >> 16) & 0xffff, (mnk >> 32) & 0xffff);
+        let bias = if funct & 8 != 0 {
+            let addr = abi::BT_BASE + (mnk >> 48) * abi::LOCAL_BUFFER_ALIGN;
+            Some(local_region(self, "bias", Buffer::Bt, addr, 1, n * 4, 0)? as u32)
+        } else {
+            None
+        };
         let mut op = CubeOp {
+            bias,
             c: 0,
             a: 0,
             b: 0,
@@ -240,12 +254,27 @@ impl Npu {
             k: k as u32,
             accumulate: funct & 1 != 0,
             f32_inputs: funct & 2 != 0,
+            layout: if funct & 4 != 0 {
+                CubeLayout::Fractal
+            } else {
+                CubeLayout::RowMajor
+            },
         };
-        let e = op.elem();
-        let (pa, pb, pc) = op.pitches();
-        op.a = local_region(self, "a", Buffer::L0a, a, m, k * e, pa)? as u32;
-        op.b = local_region(self, "b", Buffer::L0b, b, k, n * e, pb)? as u32;
-        op.c = local_region(self, "c", Buffer::L0c, c, m, n * 4, pc)? as u32;
+        match op.layout {
+            CubeLayout::RowMajor => {
+                let e = op.elem();
+                let (pa, pb, pc) = op.pitches();
+                op.a = local_region(self, "a", Buffer::L0a, a, m, k * e, pa)? as u32;
+                op.b = local_region(self, "b", Buffer::L0b, b, k, n * e, pb)? as u32;
+                op.c = local_region(self, "c", Buffer::L0c, c, m, n * 4, pc)? as u32;
+            }
+            CubeLayout::Fractal => {
+                let (ea, eb, ec) = op.extents();
+                op.a = local_region(self, "a", Buffer::L0a, a, 1, ea, 0)? as u32;
+                op.b = local_region(self, "b", Buffer::L0b, b, 1, eb, 0)? as u32;
+                op.c = local_region(self, "c", Buffer::L0c, c, 1, ec, 0)? as u32;
+            }
+        }
         let t = &self.timing;
         let rate = if op.f32_inputs {
             t.cube_f32_flops_per_cycle
@@ -313,9 +342,10 @@ impl Core {
                 self.issue(Pipe::V, occ, 0, AsyncOp::Vector(v), pc);
             }
             Op::NpuMove => {
-                let dir =
-                    CopyDir::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
-                let (c, occ, extra) = self.npu.copy_op(dir, regs).map_err(fault)?;
+                let illegal = Trap::IllegalInstruction { pc, bits: 0 };
+                let dir = CopyDir::from_code(code & 7).ok_or(illegal.clone())?;
+                let mode = CopyMode::decode(dir, code >> 3).ok_or(illegal)?;
+                let (c, occ, extra) = self.npu.copy_op(dir, mode, regs).map_err(fault)?;
                 self.issue(dir.pipe(), occ, extra, AsyncOp::Copy(c), pc);
             }
             Op::NpuCube => {

@@ -66,6 +66,19 @@ pub enum NpuFault {
         /// The address.
         addr: u64,
     },
+    /// A data-mover row that its mode cannot take: a transposing copy's rows are 512-byte
+    /// fractals, an f32 → f16 copy's rows whole f32s.
+    #[error(
+        "{op} in mode {mode:?}: rows of {row_bytes} bytes (transpose: 512; f32 -> f16: a multiple of 4)"
+    )]
+    BadCopyRow {
+        /// The instruction's SDK name.
+        op: &'static str,
+        /// The copy's mode.
+        mode: super::isa::CopyMode,
+        /// The row length given.
+        row_bytes: u64,
+    },
     /// A vector instruction's `rs3` operand with an undefined type, mode or reserved bit.
     #[error("{op}: undefined type / mode bits in operand {value:#x}")]
     BadVectorOperand {

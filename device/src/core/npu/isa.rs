@@ -10,8 +10,8 @@
 //! | opcode | unit | f2 / f3 | operands `rd, rs1, rs2, rs3` |
 //! |---|---|---|---|
 //! | custom-0 `0x0b` | vector | [`VecOp`] code `f2 << 3 \| f3` | dst, a, b (or f32 bits), n |
-//! | custom-1 `0x2b` | data movers | f2 = 0, f3 = [`CopyDir`] | dst, src, `rows << 32 \| row_bytes`, `src_stride << 32 \| dst_stride` |
-//! | custom-2 `0x5b` | cube | f2 = 0, f3 = `f32 << 1 \| accumulate` | c, a, b, `m \| n << 16 \| k << 32` |
+//! | custom-1 `0x2b` | data movers | f2 = [`CopyMode`], f3 = [`CopyDir`] | dst, src, `rows << 32 \| row_bytes`, `src_stride << 32 \| dst_stride` |
+//! | custom-2 `0x5b` | cube | f2 = bias, f3 = `fractal << 2 \| f32 << 1 \| accumulate` ([`CubeLayout`]) | c, a, b, `m \| n << 16 \| k << 32 \| bias_offset / 32 << 48` |
 //! | custom-3 `0x7b` | sync | f7 = 0, f3 = [`SyncOp`] | –, `src \| dst << 8 \| event << 16` (or a pipe), – |
 //!
 //! `docs/isa.md` has the full table with semantics and costs; [`encode`] builds the words.
@@ -231,17 +231,20 @@ pub enum CopyDir {
     L1ToL0b = 4,
     /// L0C → global memory (f32), on MTE3.
     L0cToGm = 5,
+    /// L1 → BT (the bias table), on MTE1.
+    L1ToBt = 6,
 }
 
 impl CopyDir {
     /// Every direction.
-    pub const ALL: [CopyDir; 6] = [
+    pub const ALL: [CopyDir; 7] = [
         CopyDir::GmToUb,
         CopyDir::GmToL1,
         CopyDir::UbToGm,
         CopyDir::L1ToL0a,
         CopyDir::L1ToL0b,
         CopyDir::L0cToGm,
+        CopyDir::L1ToBt,
     ];
 
     /// The direction with funct3 `code`.
@@ -254,7 +257,7 @@ impl CopyDir {
         match self {
             CopyDir::GmToUb | CopyDir::GmToL1 => Pipe::Mte2,
             CopyDir::UbToGm | CopyDir::L0cToGm => Pipe::Mte3,
-            CopyDir::L1ToL0a | CopyDir::L1ToL0b => Pipe::Mte1,
+            CopyDir::L1ToL0a | CopyDir::L1ToL0b | CopyDir::L1ToBt => Pipe::Mte1,
         }
     }
 
@@ -263,7 +266,7 @@ impl CopyDir {
         match self {
             CopyDir::GmToUb | CopyDir::GmToL1 => None,
             CopyDir::UbToGm => Some(Buffer::Ub),
-            CopyDir::L1ToL0a | CopyDir::L1ToL0b => Some(Buffer::L1),
+            CopyDir::L1ToL0a | CopyDir::L1ToL0b | CopyDir::L1ToBt => Some(Buffer::L1),
             CopyDir::L0cToGm => Some(Buffer::L0c),
         }
     }
@@ -276,6 +279,7 @@ impl CopyDir {
             CopyDir::UbToGm | CopyDir::L0cToGm => None,
             CopyDir::L1ToL0a => Some(Buffer::L0a),
             CopyDir::L1ToL0b => Some(Buffer::L0b),
+            CopyDir::L1ToBt => Some(Buffer::Bt),
         }
     }
 
@@ -288,8 +292,72 @@ impl CopyDir {
             CopyDir::L1ToL0a => "copy_l1_to_l0a",
             CopyDir::L1ToL0b => "copy_l1_to_l0b",
             CopyDir::L0cToGm => "copy_l0c_to_gm",
+            CopyDir::L1ToBt => "copy_l1_to_bt",
         }
     }
+}
+
+/// What a data-mover instruction does to the bytes on the way (its funct2). Each mode other
+/// than [`CopyMode::Plain`] is defined for some directions only ([`CopyMode::decode`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyMode {
+    /// f2 = 0: the bytes as they are (every direction).
+    Plain,
+    /// f2 = 1 on L1 → L0A / L0B: every row is one 16 × 16 fractal of 2-byte elements
+    /// (`row_bytes` = 512) and lands transposed (Ascend C's `LoadData` with `ifTranspose`).
+    Transpose16,
+    /// f2 = 1 on L0C → GM: every row is f32 (`row_bytes` a multiple of 4) and lands in global
+    /// memory as f16, rounded to nearest even, `row_bytes / 2` bytes per row (Ascend C's
+    /// `Fixpipe` with `QuantMode_t::F322F16`).
+    F32ToF16,
+    /// f2 = 1 on L1 → BT: every row is f16 (`row_bytes` even) and lands in the bias table as
+    /// f32 (exact), `2 × row_bytes` bytes per row (Ascend C's `DataCopy` C1 → C2 from half).
+    F16ToF32,
+}
+
+impl CopyMode {
+    /// The mode funct2 `f2` selects for direction `dir`, when it is defined.
+    pub fn decode(dir: CopyDir, f2: u8) -> Option<CopyMode> {
+        match (f2, dir) {
+            (0, _) => Some(CopyMode::Plain),
+            (1, CopyDir::L1ToL0a | CopyDir::L1ToL0b) => Some(CopyMode::Transpose16),
+            (1, CopyDir::L0cToGm) => Some(CopyMode::F32ToF16),
+            (1, CopyDir::L1ToBt) => Some(CopyMode::F16ToF32),
+            _ => None,
+        }
+    }
+
+    /// The bytes a row of `row_bytes` source bytes has once it lands, or `None` when the mode
+    /// cannot take such a row (a transposed row is one 512-byte fractal; the conversions take
+    /// whole elements).
+    pub const fn out_row_bytes(self, row_bytes: u64) -> Option<u64> {
+        match self {
+            CopyMode::Plain => Some(row_bytes),
+            CopyMode::Transpose16 if row_bytes == 512 => Some(row_bytes),
+            CopyMode::F32ToF16 if row_bytes.is_multiple_of(4) => Some(row_bytes / 2),
+            CopyMode::F16ToF32 if row_bytes.is_multiple_of(2) => Some(row_bytes * 2),
+            _ => None,
+        }
+    }
+
+    /// The funct2 that selects this mode.
+    pub const fn funct2(self) -> u8 {
+        match self {
+            CopyMode::Plain => 0,
+            CopyMode::Transpose16 | CopyMode::F32ToF16 | CopyMode::F16ToF32 => 1,
+        }
+    }
+}
+
+/// How a cube instruction's operands are laid out in L0A / L0B / L0C (funct3 bit 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CubeLayout {
+    /// All three row-major, each row starting on a 32-byte boundary.
+    RowMajor,
+    /// Ascend's fractal layouts: A in L0A as zZ fractals of 16 rows × 32 bytes, B in L0B as
+    /// zN fractals (16 columns of B × 32 bytes of its rows, i.e. each fractal transposed), C in
+    /// L0C as NZ fractals of 16 × 16 f32 (`docs/isa.md`, "Cube").
+    Fractal,
 }
 
 /// A synchronization instruction (funct3 of custom-3).
@@ -351,11 +419,58 @@ pub mod encode {
         r4(OPCODE_MOVE, dir as u32, 0, dst, src, shape, strides)
     }
 
-    /// A cube instruction: `mmad c, a, b, mnk` (registers).
+    /// A data-mover instruction with a [`CopyMode`] (the caller picks one defined for `dir`).
+    pub const fn copy_mode(
+        dir: CopyDir,
+        mode: CopyMode,
+        dst: u32,
+        src: u32,
+        shape: u32,
+        strides: u32,
+    ) -> u32 {
+        r4(
+            OPCODE_MOVE,
+            dir as u32,
+            mode.funct2() as u32,
+            dst,
+            src,
+            shape,
+            strides,
+        )
+    }
+
+    /// A cube instruction: `mmad c, a, b, mnk` (registers), row-major operands.
     pub const fn mmad(accumulate: bool, f32_inputs: bool, c: u32, a: u32, b: u32, mnk: u32) -> u32 {
+        mmad_layout(CubeLayout::RowMajor, accumulate, f32_inputs, c, a, b, mnk)
+    }
+
+    /// A cube instruction with its operands in `layout` whose C starts from the bias row at
+    /// the offset in the `mnk` operand's bits 48.. ([`mnk_bias`]; C = bias + A × B).
+    pub const fn mmad_bias(
+        layout: CubeLayout,
+        f32_inputs: bool,
+        c: u32,
+        a: u32,
+        b: u32,
+        mnk: u32,
+    ) -> u32 {
+        mmad_layout(layout, false, f32_inputs, c, a, b, mnk) | 1 << 25
+    }
+
+    /// A cube instruction with its operands in `layout`.
+    pub const fn mmad_layout(
+        layout: CubeLayout,
+        accumulate: bool,
+        f32_inputs: bool,
+        c: u32,
+        a: u32,
+        b: u32,
+        mnk: u32,
+    ) -> u32 {
+        let fractal = matches!(layout, CubeLayout::Fractal) as u32;
         r4(
             OPCODE_CUBE,
-            (f32_inputs as u32) << 1 | accumulate as u32,
+            fractal << 2 | (f32_inputs as u32) << 1 | accumulate as u32,
             0,
             c,
             a,
@@ -409,6 +524,12 @@ pub mod encode {
     pub const fn mnk(m: u16, n: u16, k: u16) -> u64 {
         m as u64 | (n as u64) << 16 | (k as u64) << 32
     }
+
+    /// The packed operand of a bias cube instruction: `m, n, k` and the bias row's BT offset
+    /// (a multiple of 32).
+    pub const fn mnk_bias(m: u16, n: u16, k: u16, bias_offset: u32) -> u64 {
+        mnk(m, n, k) | ((bias_offset / 32) as u64) << 48
+    }
 }
 
 #[cfg(test)]
@@ -425,7 +546,7 @@ mod tests {
         }
         assert_eq!(VecOp::from_code(0x0e), None);
         assert_eq!(VecOp::from_code(0x1f), None);
-        assert_eq!(CopyDir::from_code(6), None);
+        assert_eq!(CopyDir::from_code(7), None);
     }
 
     #[test]

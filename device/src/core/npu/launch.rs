@@ -24,14 +24,17 @@ use crate::config::DeviceConfig;
 use crate::core::Program;
 use crate::core::RunStats;
 
-/// Whether `program` has no cube-side instruction (no cube op, no copy into L1 / L0A / L0B,
+/// Whether `program` has no cube-side instruction (no cube op, no copy into L0A / L0B / BT,
 /// none out of L0C): a vector-only kernel, which the 910B runs on its AIV cores.
 pub fn is_vector_only(program: &Program) -> bool {
+    // GM -> L1 alone does not need the cube: Ascend C's DataCopy picks UB or L1 by the
+    // tensor's position at run time, so every vector kernel carries a GM -> L1 copy it never
+    // runs. A kernel that really feeds the cube also moves L1 -> L0A / L0B.
     let cube_side = [
-        CopyDir::GmToL1,
         CopyDir::L1ToL0a,
         CopyDir::L1ToL0b,
         CopyDir::L0cToGm,
+        CopyDir::L1ToBt,
     ];
     let mut pc = program.base();
     while pc < program.end() {

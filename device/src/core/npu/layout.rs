@@ -18,16 +18,19 @@ pub enum Buffer {
     L0b,
     /// L0C: the cube's f32 accumulator.
     L0c,
+    /// BT (bias table): f32 bias rows a cube instruction can start C from.
+    Bt,
 }
 
 impl Buffer {
     /// All buffers, in window order.
-    pub const ALL: [Buffer; 5] = [
+    pub const ALL: [Buffer; 6] = [
         Buffer::Ub,
         Buffer::L1,
         Buffer::L0a,
         Buffer::L0b,
         Buffer::L0c,
+        Buffer::Bt,
     ];
 
     /// The address of the buffer's first byte.
@@ -38,6 +41,7 @@ impl Buffer {
             Buffer::L0a => abi::L0A_BASE,
             Buffer::L0b => abi::L0B_BASE,
             Buffer::L0c => abi::L0C_BASE,
+            Buffer::Bt => abi::BT_BASE,
         }
     }
 
@@ -49,6 +53,7 @@ impl Buffer {
             Buffer::L0a => "L0A",
             Buffer::L0b => "L0B",
             Buffer::L0c => "L0C",
+            Buffer::Bt => "BT",
         }
     }
 
@@ -95,11 +100,11 @@ mod tests {
             );
         }
         assert_eq!(Buffer::at(abi::UB_BASE - 1), None);
-        assert_eq!(Buffer::at(abi::L0C_BASE + abi::LOCAL_BUFFER_WINDOW), None);
+        assert_eq!(Buffer::at(abi::BT_BASE + abi::LOCAL_BUFFER_WINDOW), None);
         assert_eq!(Buffer::at(abi::LOCAL_BASE), None);
     }
 
     // The buffers sit between the stack and the exit pc.
     const _: () = assert!(abi::LOCAL_BASE + abi::LOCAL_STACK_SIZE <= abi::UB_BASE);
-    const _: () = assert!(abi::L0C_BASE + abi::LOCAL_BUFFER_WINDOW <= abi::EXIT_PC);
+    const _: () = assert!(abi::BT_BASE + abi::LOCAL_BUFFER_WINDOW <= abi::EXIT_PC);
 }

@@ -37,7 +37,7 @@ pub mod tiling;
 mod vector;
 
 pub use config::{
-    BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
+    BT_BYTES, BufferSizes, CUBE_STARTUP_CYCLES, GM_LATENCY_CYCLES, GM_PORT_BYTES_PER_CYCLE,
     L1_BYTES_PER_CYCLE, MTE_SETUP_CYCLES, MTE1_SETUP_CYCLES, NpuConfig, NpuTiming,
     PIPE_QUEUE_DEPTH, PerCycle, VECTOR_STARTUP_CYCLES, hbm_share_bytes_per_cycle,
 };
@@ -48,7 +48,7 @@ pub use dtype::{
 pub use f16::{f16_to_f32, f32_to_f16};
 pub use fault::NpuFault;
 pub use footprint::Footprint;
-pub use isa::{CopyDir, SyncOp, VecOp};
+pub use isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecOp};
 pub use layout::{Buffer, pitch};
 pub use pipes::{Pipe, PipeCycles};
 
@@ -78,6 +78,14 @@ struct CopyOp {
     row_bytes: u64,
     src_stride: u64,
     dst_stride: u64,
+    mode: CopyMode,
+}
+
+impl CopyOp {
+    /// Bytes each row has once it lands (checked at issue).
+    fn out_row_bytes(&self) -> u64 {
+        self.mode.out_row_bytes(self.row_bytes).unwrap_or(0)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -257,13 +265,43 @@ impl Npu {
                         }
                     }
                 }
+                match c.mode {
+                    CopyMode::Plain => {}
+                    CopyMode::Transpose16 => {
+                        for fractal in p.data.u16s_mut().chunks_exact_mut(256) {
+                            for i in 0..16 {
+                                for j in i + 1..16 {
+                                    fractal.swap(i * 16 + j, j * 16 + i);
+                                }
+                            }
+                        }
+                    }
+                    CopyMode::F32ToF16 => {
+                        // In place: half i lands on bytes f32 i / 2 held, already read.
+                        let bytes = p.data.bytes_mut();
+                        let n = bytes.len() / 4;
+                        for i in 0..n {
+                            let v = f32::from_le_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap());
+                            bytes[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+                        }
+                        p.data.truncate(n * 2);
+                    }
+                    CopyMode::F16ToF32 => {
+                        // Back to front: f32 i lands on bytes halves 2i.. held, read before.
+                        let n = p.data.bytes().len() / 2;
+                        p.data.grow(n * 4);
+                        let bytes = p.data.bytes_mut();
+                        for i in (0..n).rev() {
+                            let h = u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]);
+                            bytes[4 * i..4 * i + 4].copy_from_slice(&f16_to_f32(h).to_le_bytes());
+                        }
+                    }
+                }
             }
             AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data),
             AsyncOp::Cube(c) => cube::compute(
                 &c,
-                self.buffers.bytes(Buffer::L0a),
-                self.buffers.bytes(Buffer::L0b),
-                self.buffers.bytes(Buffer::L0c),
+                [Buffer::L0a, Buffer::L0b, Buffer::L0c, Buffer::Bt].map(|b| self.buffers.bytes(b)),
                 &mut self.cube_scratch,
                 &mut p.data,
             ),
@@ -275,14 +313,10 @@ impl Npu {
         let data = p.data.bytes();
         match p.op {
             AsyncOp::Copy(c) => {
-                let rb = c.row_bytes as usize;
+                let rb = c.out_row_bytes() as usize;
                 match c.dst {
                     Side::Gm(va) => {
-                        let rows = if c.dst_stride == c.row_bytes {
-                            1
-                        } else {
-                            c.rows
-                        };
+                        let rows = if c.dst_stride == rb as u64 { 1 } else { c.rows };
                         let len = data.len() / rows.max(1) as usize;
                         for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
                             let addr = va.wrapping_add(r as u64 * c.dst_stride);
@@ -315,17 +349,12 @@ impl Npu {
                     .copy_from_slice(data);
             }
             AsyncOp::Cube(c) => {
-                let (_, _, pc) = c.pitches();
-                let (m, row) = (c.m as usize, c.n as usize * 4);
-                if m == 0 || row == 0 {
+                let (_, _, extent) = c.extents();
+                if c.m == 0 || c.n == 0 {
                     return Ok(());
                 }
-                let len = (m - 1) * pc as usize + row;
-                let dst = self.buffers.range_mut(Buffer::L0c, c.c as usize, len);
-                for (i, chunk) in data.chunks_exact(row).enumerate() {
-                    let o = i * pc as usize;
-                    dst[o..o + row].copy_from_slice(chunk);
-                }
+                let end = c.c as usize + extent as usize;
+                cube::store(&c, data, self.buffers.range_mut(Buffer::L0c, 0, end));
             }
         }
         Ok(())
