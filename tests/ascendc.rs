@@ -841,3 +841,64 @@ fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
     let err = rt.synchronize_stream(s).unwrap_err().to_string();
     assert!(err.contains("a address 0x22000000 is not in L0A"), "{err}");
 }
+
+#[test]
+fn static_tensor_programming_adds_through_an_allocator_and_fixed_addresses_on_any_block_count() {
+    let rt = rt();
+    let bin = load(&rt, "static_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let n = 8 * 5 * 1024;
+    let x: Vec<f32> = (0..n).map(|i| (i % 101) as f32 * 0.25 - 7.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 3.5 + 0.125).collect();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
+    for (name, blocks) in [("static_add", 8), ("static_add", 1), ("static_add_addr", 4)] {
+        let k = rt.get_function(bin, name).unwrap();
+        let dz = rt.malloc(4 * n as u64).unwrap();
+        let args = [dx.into(), dy.into(), dz.into(), (n as u64).into()];
+        run(&rt, k, blocks, &args, s);
+        let z: Vec<f32> = download(&rt, dz, n);
+        assert_eq!(z, want, "{name} on {blocks} blocks");
+    }
+}
+
+#[test]
+fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
+    let rt = rt();
+    let bin = load(&rt, "static_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let n = 37;
+    let x: Vec<u16> = (0..48).map(|i| f32_to_f16(i as f32 * 0.5 - 3.0)).collect();
+    // Element i goes to (7 i + 3) mod n: a permutation, as byte offsets.
+    let to: Vec<usize> = (0..n).map(|i| (7 * i + 3) % n).collect();
+    let idx: Vec<i32> = to.iter().map(|&t| 2 * t as i32).chain([0; 11]).collect();
+    let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
+    let dz = upload(&rt, &[0u16; 48]);
+    let k = rt.get_function(bin, "half_permute").unwrap();
+    run(&rt, k, 1, &[dx.into(), di.into(), dz.into(), (n as u64).into()], s);
+    let z: Vec<u16> = download(&rt, dz, 48);
+    let mut want = vec![0u16; 48];
+    for i in 0..n {
+        want[to[i]] = x[i];
+    }
+    assert_eq!(&z[..n], &want[..n]);
+}
+
+#[test]
+fn an_allocator_that_runs_out_of_ub_aborts_the_block_naming_the_sizes() {
+    let rt = rt();
+    let bin = load(&rt, "static_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let d = upload(&rt, &[0u32; 16]);
+    let k = rt.get_function(bin, "static_overflow").unwrap();
+    rt.launch(k, 1, &[d.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("136"), "{err}");
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter().any(|l| l.contains(
+            "LocalMemAllocator::Alloc: 131072 bytes do not fit in UB (65536 of 196608 left)"
+        )),
+        "{log:?}"
+    );
+}

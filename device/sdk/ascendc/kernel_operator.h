@@ -266,6 +266,29 @@ struct bfloat16_t {
     }
 };
 
+namespace npusim_detail {
+/* A scalar access that the compiler keeps where it is written (another block or a pipe may own
+ * the bytes until then), for every element type: half and bfloat16_t move as their bits. */
+template <typename T> __aicore__ inline T volatile_load(const T *p) {
+    return *(const volatile T *)p;
+}
+template <typename T> __aicore__ inline void volatile_store(T *p, T v) { *(volatile T *)p = v; }
+template <> __aicore__ inline half volatile_load(const half *p) {
+    return half::FromBits(*(const volatile uint16_t *)p);
+}
+template <> __aicore__ inline void volatile_store(half *p, half v) {
+    *(volatile uint16_t *)p = v.bits_;
+}
+template <> __aicore__ inline bfloat16_t volatile_load(const bfloat16_t *p) {
+    bfloat16_t v;
+    v.bits_ = *(const volatile uint16_t *)p;
+    return v;
+}
+template <> __aicore__ inline void volatile_store(bfloat16_t *p, bfloat16_t v) {
+    *(volatile uint16_t *)p = v.bits_;
+}
+} // namespace npusim_detail
+
 /* ---- The low-level intrinsics (global, as CANN's compiler declares them) ------------------- */
 
 enum pipe_t : uint8_t {
@@ -399,6 +422,19 @@ constexpr int32_t NPUSIM_SYNC_EVENT = 7;
 
 __aicore__ inline int64_t GetBlockIdx() { return (int64_t)npu_block_idx(); }
 __aicore__ inline int64_t GetBlockNum() { return (int64_t)npu_block_dim(); }
+/* Puts the AI core in its initial state before static tensor programming: on npusim every block
+ * starts with its buffers zeroed, no flag set and every pipe idle, so there is nothing to do. */
+__aicore__ inline void InitSocState() {}
+
+/* AscendC::Std: the standard-library subset kernels call through Ascend C's own namespace. */
+namespace Std {
+template <typename T> __aicore__ constexpr const T &max(const T &a, const T &b) {
+    return a < b ? b : a;
+}
+template <typename T> __aicore__ constexpr const T &min(const T &a, const T &b) {
+    return b < a ? b : a;
+}
+} // namespace Std
 __aicore__ inline int64_t GetSubBlockIdx() { return 0; }
 __aicore__ inline int64_t GetTaskRation() { return 1; }
 __aicore__ inline int64_t GetSystemCycle() { return (int64_t)npu_cycles(); }
@@ -661,6 +697,11 @@ public:
     __aicore__ inline LocalTensor() : ptr_(nullptr), size_(0), pos_(TPosition::VECCALC) {}
     __aicore__ inline LocalTensor(T *ptr, uint32_t size, TPosition pos)
         : ptr_(ptr), size_(size), pos_(pos) {}
+    /* Static tensor programming: `tileSize` elements at byte `addr` of the local buffer that
+     * holds `pos` (UB for the vector positions, L1 for A1/B1/C1, L0A for A2 ...), with no TPipe;
+     * the kernel orders the pipes itself (SetFlag / WaitFlag). The address is 32-byte aligned
+     * for the vector and copy instructions; one past the buffer faults the instruction. */
+    __aicore__ inline LocalTensor(TPosition pos, uint32_t addr, uint32_t tileSize);
 
     /* The tensor from element `offset` on (the address must stay 32-byte aligned for the
      * vector and copy instructions). */
@@ -676,7 +717,7 @@ public:
         npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        return *(volatile T *)(ptr_ + i);
+        return npusim_detail::volatile_load(ptr_ + i);
     }
     /* Writes element i once every instruction that may still read or write UB is done. */
     __aicore__ inline void SetValue(uint32_t i, T v) const {
@@ -686,7 +727,7 @@ public:
         npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        *(volatile T *)(ptr_ + i) = v;
+        npusim_detail::volatile_store(ptr_ + i, v);
     }
     __aicore__ inline uint32_t GetSize() const { return size_; }
     __aicore__ inline void SetSize(uint32_t size) { size_ = size; }
@@ -736,7 +777,7 @@ public:
     __aicore__ inline T GetValue(uint64_t i) const {
         npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        return *(volatile T *)(ptr_ + i);
+        return npusim_detail::volatile_load(ptr_ + i);
     }
     /* Writes element i once the copies that may still read or write GM are done. */
     __aicore__ inline void SetValue(uint64_t i, T v) const {
@@ -744,7 +785,7 @@ public:
         npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        *(volatile T *)(ptr_ + i) = v;
+        npusim_detail::volatile_store(ptr_ + i, v);
     }
     __aicore__ inline T &operator()(uint64_t i) const { return ptr_[i]; }
     __aicore__ inline uint64_t GetSize() const { return size_; }
@@ -776,7 +817,58 @@ __aicore__ constexpr Storage storage(TPosition pos) {
 }
 /* A position TQue / TBuf can hold (the rest are not offered: GM, TSCM, SPM, SHM). */
 __aicore__ constexpr bool position_offered(TPosition pos) { return storage(pos) != NO_STORAGE; }
+/* A local buffer's base address, configured size and name. */
+struct Buffer {
+    uint64_t base;
+    uint64_t bytes;
+    const char *name;
+};
+__aicore__ inline Buffer buffer(Storage where) {
+    switch (where) {
+    case L1:
+        return {NPU_L1_BASE, npu_l1_bytes(), "L1"};
+    case L0A:
+        return {NPU_L0A_BASE, npu_l0a_bytes(), "L0A"};
+    case L0B:
+        return {NPU_L0B_BASE, npu_l0b_bytes(), "L0B"};
+    case L0C:
+        return {NPU_L0C_BASE, npu_l0c_bytes(), "L0C"};
+    case BT:
+        return {NPU_BT_BASE, npu_bt_bytes(), "BT"};
+    default:
+        return {NPU_UB_BASE, npu_ub_bytes(), "UB"};
+    }
+}
+/* Aborts the block (code 136) with "API: N bytes do not fit in BUF (L of C left)" unless
+ * `bytes` more fit in local buffer `where` after the `used` bytes handed out already. */
+__aicore__ inline void reserve(const char *api, Storage where, uint32_t used, uint32_t bytes) {
+    Buffer b = buffer(where);
+    if ((uint64_t)used + bytes <= b.bytes) {
+        return;
+    }
+    Out o;
+    o.n = 0;
+    o.str(api);
+    o.str(": ");
+    o.num(bytes, 10, false, 0, ' ');
+    o.str(" bytes do not fit in ");
+    o.str(b.name);
+    o.str(" (");
+    o.num(b.bytes > used ? b.bytes - used : 0, 10, false, 0, ' ');
+    o.str(" of ");
+    o.num(b.bytes, 10, false, 0, ' ');
+    o.str(" left)");
+    npu_print_bytes(o.buf, o.n);
+    npu_abort(136);
+}
 
+} // namespace detail
+
+template <typename T>
+__aicore__ inline LocalTensor<T>::LocalTensor(TPosition pos, uint32_t addr, uint32_t tileSize)
+    : ptr_((T *)(detail::buffer(detail::storage(pos)).base + addr)), size_(tileSize), pos_(pos) {}
+
+namespace detail {
 /* The pipe's bookkeeping (bytes handed out per local buffer, event ids taken per flag) lives
  * at the bottom of the block's own 64 KiB stack window (abi::LOCAL_BASE), zeroed at every
  * block start: per block, and never behind a pointer that escapes, so the compiler keeps the
@@ -808,6 +900,57 @@ __aicore__ constexpr int consumer(TPosition pos) {
                                                                    : -1;
 }
 } // namespace detail
+
+/* The physical buffers, as LocalMemAllocator names them. */
+enum class Hardware : uint8_t { GM, UB, L1, L0A, L0B, L0C, BIAS, FIXBUF, MAX };
+
+namespace detail {
+/* The position a tensor from buffer `hard` takes by default (the first one that lives there). */
+__aicore__ constexpr TPosition default_position(Hardware hard) {
+    return hard == Hardware::L1    ? TPosition::A1
+           : hard == Hardware::L0A ? TPosition::A2
+           : hard == Hardware::L0B ? TPosition::B2
+           : hard == Hardware::L0C ? TPosition::CO1
+           : hard == Hardware::BIAS ? TPosition::C2
+                                    : TPosition::VECCALC;
+}
+} // namespace detail
+
+/* Static tensor programming's allocator: tensors carved linearly from byte 0 of buffer `hard`
+ * (32-byte aligned), with no TPipe (the two are not mixed, as in Ascend C). Running out aborts
+ * the block with a message. */
+template <Hardware hard = Hardware::UB> class LocalMemAllocator {
+    static_assert(hard != Hardware::GM && hard != Hardware::FIXBUF && hard != Hardware::MAX,
+                  "LocalMemAllocator: npusim offers UB, L1, L0A, L0B, L0C and BIAS");
+
+public:
+    __aicore__ inline LocalMemAllocator() : cur_(0) {}
+    /* The byte offset the next tensor starts at. */
+    __aicore__ inline uint32_t GetCurAddr() const { return cur_; }
+    template <class DataType, uint32_t tileSize> __aicore__ inline LocalTensor<DataType> Alloc() {
+        return Alloc<detail::default_position(hard), DataType>(tileSize);
+    }
+    template <TPosition pos, class DataType, uint32_t tileSize>
+    __aicore__ inline LocalTensor<DataType> Alloc() {
+        return Alloc<pos, DataType>(tileSize);
+    }
+    template <class DataType> __aicore__ inline LocalTensor<DataType> Alloc(uint32_t tileSize) {
+        return Alloc<detail::default_position(hard), DataType>(tileSize);
+    }
+    template <TPosition pos, class DataType>
+    __aicore__ inline LocalTensor<DataType> Alloc(uint32_t tileSize) {
+        static_assert(detail::storage(pos) == detail::storage(detail::default_position(hard)),
+                      "LocalMemAllocator::Alloc: the position is not in the allocator's buffer");
+        uint32_t bytes = detail::align32(tileSize * (uint32_t)sizeof(DataType));
+        detail::reserve("LocalMemAllocator::Alloc", detail::storage(pos), cur_, bytes);
+        LocalTensor<DataType> t(pos, cur_, tileSize);
+        cur_ += bytes;
+        return t;
+    }
+
+private:
+    uint32_t cur_;
+};
 
 class TPipe {
 public:
@@ -870,46 +1013,10 @@ private:
     }
     __aicore__ inline uint8_t *Carve(detail::Storage where, uint32_t bytes) {
         detail::PipeState *st = detail::pipe_state();
-        uint64_t base, cap;
-        const char *name;
-        switch (where) {
-        case detail::L1:
-            base = NPU_L1_BASE, cap = npu_l1_bytes(), name = "L1";
-            break;
-        case detail::L0A:
-            base = NPU_L0A_BASE, cap = npu_l0a_bytes(), name = "L0A";
-            break;
-        case detail::L0B:
-            base = NPU_L0B_BASE, cap = npu_l0b_bytes(), name = "L0B";
-            break;
-        case detail::L0C:
-            base = NPU_L0C_BASE, cap = npu_l0c_bytes(), name = "L0C";
-            break;
-        case detail::BT:
-            base = NPU_BT_BASE, cap = npu_bt_bytes(), name = "BT";
-            break;
-        default:
-            base = NPU_UB_BASE, cap = npu_ub_bytes(), name = "UB";
-            break;
-        }
         uint32_t used = st->used[where];
-        if ((uint64_t)used + bytes > cap) {
-            detail::Out o;
-            o.n = 0;
-            o.str("TPipe::InitBuffer: ");
-            o.num(bytes, 10, false, 0, ' ');
-            o.str(" bytes do not fit in ");
-            o.str(name);
-            o.str(" (");
-            o.num(cap - used, 10, false, 0, ' ');
-            o.str(" of ");
-            o.num(cap, 10, false, 0, ' ');
-            o.str(" left)");
-            npu_print_bytes(o.buf, o.n);
-            npu_abort(136);
-        }
+        detail::reserve("TPipe::InitBuffer", where, used, bytes);
         st->used[where] = used + bytes;
-        return (uint8_t *)(base + used);
+        return (uint8_t *)(detail::buffer(where).base + used);
     }
     __aicore__ inline uint32_t Taken(int src, int dst) const {
         return (uint32_t)(detail::pipe_state()->events[src] >> (8 * dst)) & 0xff;
