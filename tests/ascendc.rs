@@ -875,7 +875,13 @@ fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
     let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
     let dz = upload(&rt, &[0u16; 48]);
     let k = rt.get_function(bin, "half_permute").unwrap();
-    run(&rt, k, 1, &[dx.into(), di.into(), dz.into(), (n as u64).into()], s);
+    run(
+        &rt,
+        k,
+        1,
+        &[dx.into(), di.into(), dz.into(), (n as u64).into()],
+        s,
+    );
     let z: Vec<u16> = download(&rt, dz, 48);
     let mut want = vec![0u16; 48];
     for i in 0..n {
@@ -899,6 +905,58 @@ fn an_allocator_that_runs_out_of_ub_aborts_the_block_naming_the_sizes() {
         log.iter().any(|l| l.contains(
             "LocalMemAllocator::Alloc: 131072 bytes do not fit in UB (65536 of 196608 left)"
         )),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn dump_tensor_prints_gm_and_ub_values_by_shape_and_names_what_it_cannot_read() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let s = rt.create_stream().unwrap();
+    let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
+    let d = upload(&rt, &x);
+    let k = rt.get_function(bin, "dump_probe").unwrap();
+    run(&rt, k, 1, &[d.into()], s);
+    let log = rt.take_kernel_log();
+    let lines: Vec<&str> = log
+        .iter()
+        .map(|l| l.strip_prefix("[dump_probe block 0] ").unwrap())
+        .collect();
+    let at = |prefix: &str| {
+        lines
+            .iter()
+            .position(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no line starting {prefix:?} in {log:?}"))
+    };
+    let gm = at("DumpTensor: desc=0, addr=0x");
+    assert!(
+        lines[gm].ends_with("data_type=float32, position=GM, dump_size=12"),
+        "{log:?}"
+    );
+    assert_eq!(
+        lines[gm + 1],
+        "-1.000000, -0.500000, 0.000000, 0.500000, 1.000000, 1.500000, 2.000000, 2.500000"
+    );
+    assert_eq!(lines[gm + 2], "3.000000, 3.500000, 4.000000, 4.500000");
+    // The UB tensor as its shape's rows of 4.
+    let ub = at("DumpTensor: desc=1,");
+    assert!(
+        lines[ub].contains("data_type=float16, position=UB, dump_size=12"),
+        "{log:?}"
+    );
+    assert_eq!(lines[ub + 1], "1.500000, 1.500000, 1.500000, 1.500000");
+    assert_eq!(lines[ub + 2], "1.500000, -2.250000, 1.500000, 1.500000");
+    assert_eq!(lines[ub + 3], "1.500000, 1.500000, 1.500000, 1.500000");
+    let chk = at("DumpAccChkPoint: index=2,");
+    assert_eq!(lines[chk + 1], "1.500000, -2.250000, 1.500000");
+    let l1 = at("DumpTensor: desc=3,");
+    assert!(
+        lines[l1].contains("data_type=int32, position=L1, dump_size=8"),
+        "{log:?}"
+    );
+    assert!(
+        lines[l1 + 1].contains("not readable by the scalar unit"),
         "{log:?}"
     );
 }

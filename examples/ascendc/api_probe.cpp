@@ -6,6 +6,7 @@
  *   api_probe(GM_ADDR out)             writes 4 floats: max, min, selected, floored
  *   deque_without_enque(GM_ADDR out)   a deliberate mistake (the block faults)
  *   bitwise_probe(a16, b16, a32, b32, out16, out32)   And / Or / Not on uint16_t and int32_t
+ *   dump_probe(GM_ADDR x)              DumpTensor / DumpAccChkPoint of GM, UB and L1 tensors
  */
 #include "kernel_operator.h"
 
@@ -93,4 +94,25 @@ extern "C" __global__ __aicore__ void bitwise_probe(GM_ADDR a16, GM_ADDR b16, GM
     WaitFlag<HardEvent::V_MTE3>(0);
     DataCopy(go16, u[256], 3 * 128);
     DataCopy(go32, w[128], 3 * 64);
+}
+
+/* DumpTensor of a GM tensor (no shape), of a UB tensor as a 3 x 4 shape, DumpAccChkPoint from
+ * an offset, and of an L1 tensor (named, not read). `x` holds 12 floats. */
+extern "C" __global__ __aicore__ void dump_probe(GM_ADDR x) {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> ub;
+    TBuf<TPosition::A1> l1;
+    pipe.InitBuffer(ub, 64);
+    pipe.InitBuffer(l1, 64);
+    GlobalTensor<float> xg;
+    xg.SetGlobalBuffer((__gm__ float *)x, 12);
+    DumpTensor(xg, 0, 12);
+    LocalTensor<half> h = ub.Get<half>();
+    Duplicate(h, half(1.5f), 16);
+    h.SetValue(5, half(-2.25f));
+    uint32_t shape[] = {3, 4};
+    DumpTensor(h, 1, 12, ShapeInfo(2, shape));
+    DumpAccChkPoint(h, 2, 4, 3);
+    LocalTensor<int32_t> a1 = l1.Get<int32_t>();
+    DumpTensor(a1, 3, 8);
 }

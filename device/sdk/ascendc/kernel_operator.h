@@ -2013,6 +2013,183 @@ template <typename T> __aicore__ inline void read_tiling(T *out, const void *gm)
 }
 } // namespace detail
 
+/* ---- DumpTensor ---------------------------------------------------------------------------- */
+
+enum class DataFormat : uint8_t { ND = 0, NCHW, NHWC, HWCN, NC1HWC0, FRACTAL_Z, FRACTAL_NZ };
+
+/* A tensor's shape for DumpTensor: the dump prints one line per row of the last dimension. */
+struct ShapeInfo {
+    uint8_t shapeDim;
+    uint8_t originalShapeDim;
+    uint32_t shape[8];
+    uint32_t originalShape[8];
+    DataFormat dataFormat;
+    __aicore__ inline ShapeInfo() : shapeDim(0), originalShapeDim(0), dataFormat(DataFormat::ND) {}
+    __aicore__ inline ShapeInfo(uint8_t dim, const uint32_t s[], DataFormat format = DataFormat::ND)
+        : ShapeInfo(dim, s, dim, s, format) {}
+    __aicore__ inline ShapeInfo(uint8_t dim, const uint32_t s[], uint8_t originalDim,
+                                const uint32_t original[], DataFormat format = DataFormat::ND)
+        : shapeDim(dim > 8 ? 8 : dim), originalShapeDim(originalDim > 8 ? 8 : originalDim),
+          dataFormat(format) {
+        for (uint32_t i = 0; i < shapeDim; i++) {
+            shape[i] = s[i];
+        }
+        for (uint32_t i = 0; i < originalShapeDim; i++) {
+            originalShape[i] = original[i];
+        }
+    }
+};
+
+namespace detail {
+template <typename T> __aicore__ constexpr const char *type_name() {
+    return __is_same(T, float)        ? "float32"
+           : __is_same(T, half)       ? "float16"
+           : __is_same(T, bfloat16_t) ? "bfloat16"
+           : __is_same(T, int32_t)    ? "int32"
+           : __is_same(T, uint32_t)   ? "uint32"
+           : __is_same(T, int16_t)    ? "int16"
+           : __is_same(T, uint16_t)   ? "uint16"
+           : __is_same(T, int8_t)     ? "int8"
+           : __is_same(T, uint8_t)    ? "uint8"
+           : __is_same(T, int64_t)    ? "int64"
+                                      : "uint64";
+}
+__aicore__ inline const char *position_name(TPosition pos) {
+    switch (storage(pos)) {
+    case UB:
+        return "UB";
+    case L1:
+        return "L1";
+    case L0A:
+        return "L0A";
+    case L0B:
+        return "L0B";
+    case L0C:
+        return "L0C";
+    case BT:
+        return "BT";
+    default:
+        return "GM";
+    }
+}
+/* The double bits of a float (for Out::flt). */
+__aicore__ inline uint64_t f64_bits(float f) {
+    uint32_t u = npusim_detail::f32_bits(f);
+    uint64_t sign = (uint64_t)(u >> 31) << 63;
+    uint32_t e = (u >> 23) & 0xff;
+    uint64_t man = (uint64_t)(u & 0x7fffff) << 29;
+    if (e == 0xff) {
+        return sign | 0x7ff0000000000000ULL | man;
+    }
+    return e == 0 ? sign : sign | (uint64_t)(e - 127 + 1023) << 52 | man;
+}
+template <typename T> __aicore__ inline void put_value(Out &o, T v) {
+    if constexpr (__is_same(T, float) || __is_same(T, half) || __is_same(T, bfloat16_t)) {
+        o.flt(f64_bits((float)v), 6);
+    } else if constexpr ((T)-1 < (T)0) {
+        int64_t x = (int64_t)v;
+        if (x < 0) {
+            o.put('-');
+        }
+        o.num(x < 0 ? (uint64_t)0 - (uint64_t)x : (uint64_t)x, 10, false, 0, ' ');
+    } else {
+        o.num((uint64_t)v, 10, false, 0, ' ');
+    }
+}
+/* Prints `count` elements from `get(i)` as lines of values: one line per `row` elements (or 8
+ * when `row` is 0), a long row cut where the line fills. */
+template <typename T, typename Get>
+__aicore__ inline void dump_values(uint32_t count, uint32_t row, Get get) {
+    uint32_t per = row ? row : 8;
+    Out o;
+    o.n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        if (o.n) {
+            o.str(", ");
+        }
+        put_value<T>(o, get(i));
+        if ((i + 1) % per == 0 || i + 1 == count || o.n > sizeof(o.buf) - 40) {
+            npu_print_bytes(o.buf, o.n);
+            o.n = 0;
+        }
+    }
+}
+/* The header line: "WHAT: desc=D, addr=0x.., data_type=T, position=P, dump_size=N". */
+template <typename T>
+__aicore__ inline void dump_header(const char *what, const char *key, uint32_t desc, uint64_t addr,
+                                   const char *pos, uint32_t count) {
+    Out o;
+    o.n = 0;
+    o.str(what);
+    o.str(": ");
+    o.str(key);
+    o.put('=');
+    o.num(desc, 10, false, 0, ' ');
+    o.str(", addr=0x");
+    o.num(addr, 16, false, 0, ' ');
+    o.str(", data_type=");
+    o.str(type_name<T>());
+    o.str(", position=");
+    o.str(pos);
+    o.str(", dump_size=");
+    o.num(count, 10, false, 0, ' ');
+    npu_print_bytes(o.buf, o.n);
+}
+template <typename T>
+__aicore__ inline void dump_local(const char *what, const char *key, const LocalTensor<T> &t,
+                                  uint32_t desc, uint32_t count, uint32_t row) {
+    TPosition pos = t.GetPosition();
+    dump_header<T>(what, key, desc, t.GetPhyAddr(), position_name(pos), count);
+    if (storage(pos) != UB) {
+        /* The scalar unit cannot read L1 / L0A / L0B / L0C / BT (isa.md, "Local buffers"). */
+        static const char msg[] =
+            "  (not readable by the scalar unit: copy the tensor to UB or GM to dump it)";
+        npu_print_bytes(msg, sizeof(msg) - 1);
+        return;
+    }
+    dump_values<T>(count, row, [&](uint32_t i) { return t.GetValue(i); });
+}
+__aicore__ inline uint32_t last_dim(const ShapeInfo &s) {
+    return s.shapeDim ? s.shape[s.shapeDim - 1] : 0;
+}
+} // namespace detail
+
+/* DumpTensor(tensor, desc, dumpSize[, shapeInfo]): prints a header line (desc, address, data
+ * type, position, size) and `dumpSize` elements to the host log — one line per row of the
+ * shape's last dimension with a ShapeInfo, else 8 per line. UB and GM tensors are read (after
+ * the pipes that may still write them); a tensor in L1 / L0A / L0B / L0C / BT is named but
+ * its values are not printed (the scalar unit cannot read those buffers). */
+template <typename T>
+__aicore__ inline void DumpTensor(const LocalTensor<T> &t, uint32_t desc, uint32_t dumpSize) {
+    detail::dump_local("DumpTensor", "desc", t, desc, dumpSize, 0);
+}
+template <typename T>
+__aicore__ inline void DumpTensor(const LocalTensor<T> &t, uint32_t desc, uint32_t dumpSize,
+                                  const ShapeInfo &shape) {
+    detail::dump_local("DumpTensor", "desc", t, desc, dumpSize, detail::last_dim(shape));
+}
+template <typename T>
+__aicore__ inline void DumpTensor(const GlobalTensor<T> &t, uint32_t desc, uint32_t dumpSize,
+                                  const ShapeInfo &shape = ShapeInfo()) {
+    detail::dump_header<T>("DumpTensor", "desc", desc, (uint64_t)t.GetPhyAddr(), "GM", dumpSize);
+    detail::dump_values<T>(dumpSize, detail::last_dim(shape),
+                           [&](uint32_t i) { return t.GetValue(i); });
+}
+/* DumpAccChkPoint(tensor, index, countOff, dumpSize): DumpTensor of the elements from
+ * `countOff` on, the header naming the index and the offset. */
+template <typename T>
+__aicore__ inline void DumpAccChkPoint(const LocalTensor<T> &t, uint32_t index, uint32_t countOff,
+                                       uint32_t dumpSize) {
+    detail::dump_local("DumpAccChkPoint", "index", t[countOff], index, dumpSize, 0);
+}
+template <typename T>
+__aicore__ inline void DumpAccChkPoint(const GlobalTensor<T> &t, uint32_t index, uint32_t countOff,
+                                       uint32_t dumpSize) {
+    detail::dump_header<T>("DumpAccChkPoint", "index", index, (uint64_t)t.GetPhyAddr(countOff), "GM",
+                           dumpSize);
+    detail::dump_values<T>(dumpSize, 0, [&](uint32_t i) { return t.GetValue(countOff + i); });
+}
+
 } // namespace AscendC
 
 /* REGISTER_TILING_DEFAULT(Type) names the struct GET_TILING_DATA fills; declare it at namespace
