@@ -65,6 +65,17 @@ mkdir -p "$out"
 stem="$(basename "$src" .cpp)"
 bash "$root/scripts/ascendc-compile.sh" ${mode[@]+"${mode[@]}"} ${flags[@]+"${flags[@]}"} "$src" "$out/$stem.o"
 
+# A mix kernel (one that includes lib/matmul_intf.h on the 910B) runs 2 AIV blocks per AI core:
+# CANN's blockDim counts AI cores, GetBlockIdx() the AIV blocks. npusim's core runs both parts as
+# one program, so its launcher runs blockDim x 2 blocks. The header defines the marker symbol;
+# its name in the object's string table is the mark.
+mix=1
+blocks="blockDim"
+if LC_ALL=C grep -q -a 'npusim_kernel_mix_aiv' "$out/$stem.o"; then
+    mix=2
+    blocks="blockDim * 2u"
+fi
+
 # Kernel signatures: "name|type name, type name, ..." lines, comments stripped.
 sigs="$(perl -0777 -ne '
     s{//[^\n]*}{}g; s{/\*.*?\*/}{}gs;
@@ -207,7 +218,8 @@ while IFS='|' read -r name params; do
 #ifdef __cplusplus
 extern "C" {
 #endif
-// Launches $name on blockDim blocks on the stream; returns an aclError (0 on success).
+// Launches $name on blockDim blocks on the stream ($mix AIV block(s) per AI core, GetBlockIdx()
+// counting them); returns an aclError (0 on success).
 uint32_t aclrtlaunch_$name($args);
 #ifdef __cplusplus
 }
@@ -226,10 +238,10 @@ H
         if [[ $i -gt 0 ]]; then
             echo "    uint64_t slots[$i] = {};"
             printf '%s\n' "${body[@]}"
-            echo "    return (uint32_t)npusimLaunchKernel(f, blockDim, slots, sizeof slots, ${mask}u, stream);"
+            echo "    return (uint32_t)npusimLaunchKernel(f, $blocks, slots, sizeof slots, ${mask}u, stream);"
         else
             echo "    uint64_t slot = 0;"
-            echo "    return (uint32_t)npusimLaunchKernel(f, blockDim, &slot, 0, 0, stream);"
+            echo "    return (uint32_t)npusimLaunchKernel(f, $blocks, &slot, 0, 0, stream);"
         fi
         echo "}"
         if [[ $cpu_debug == 1 ]]; then

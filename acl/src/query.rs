@@ -432,3 +432,64 @@ pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
         Ok(())
     })
 }
+
+/// The figures of one AI core and its device that CANN's host-side platform API
+/// (`platform_ascendc::PlatformAscendC`, `acl/include/tiling/platform/platform_ascendc.h`)
+/// reports: filled from the preset the session runs, or, before `aclInit`, the one `aclInit`
+/// would pick (`NPUSIM_PRESET`), because tiling code runs before the runtime starts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct npusimPlatformInfo {
+    /// AI (cube, AIC) cores.
+    pub aiCores: u32,
+    /// Vector (AIV) cores: two per AI core on the 910B preset.
+    pub vectorCores: u32,
+    /// Unified buffer per core, bytes.
+    pub ubBytes: u32,
+    /// L1 buffer per core, bytes.
+    pub l1Bytes: u32,
+    /// L0A per core, bytes.
+    pub l0aBytes: u32,
+    /// L0B per core, bytes.
+    pub l0bBytes: u32,
+    /// L0C per core, bytes.
+    pub l0cBytes: u32,
+    /// The bias table (BT) per core, bytes.
+    pub btBytes: u32,
+    /// Device memory (HBM), bytes.
+    pub hbmBytes: u64,
+    /// The L2 the core model assumes, bytes.
+    pub l2Bytes: u64,
+}
+
+/// `aclError npusimGetPlatformInfo(npusimPlatformInfo *info)` (npusim extension): the core and
+/// device figures of the preset in use (see [`npusimPlatformInfo`]); callable before `aclInit`.
+/// `ACL_ERROR_INVALID_PARAM` for a NULL `info` or an unknown `NPUSIM_PRESET`.
+///
+/// # Safety
+/// `info` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npusimGetPlatformInfo(info: *mut npusimPlatformInfo) -> aclError {
+    call("npusimGetPlatformInfo", || {
+        non_null(info, "info")?;
+        let c = match session() {
+            Ok(s) => s.rt.device_config(0)?,
+            Err(_) => crate::session::config_from_env()?.runtime.device,
+        };
+        let v = npusimPlatformInfo {
+            aiCores: c.ai_cores,
+            vectorCores: c.vector_cores(),
+            ubBytes: c.ub_bytes,
+            l1Bytes: c.l1_bytes,
+            l0aBytes: c.l0a_bytes,
+            l0bBytes: c.l0b_bytes,
+            l0cBytes: c.l0c_bytes,
+            btBytes: npusim_engine::device::core::npu::BT_BYTES,
+            hbmBytes: c.hbm_bytes,
+            l2Bytes: 192 << 20,
+        };
+        // SAFETY: checked non-NULL.
+        unsafe { info.write(v) };
+        Ok(())
+    })
+}

@@ -1,0 +1,364 @@
+/*
+ * lib/matmul_intf.h — Ascend C's high-level Matmul API on npusim: C = A x B (+ bias) for one
+ * core's share of a problem, driven by a TCubeTiling (kernel_tiling/kernel_tiling.h, filled
+ * on the host by tiling/tiling_api.h). Written over the cube path of kernel_operator.h, the
+ * same steps a hand-written cube kernel takes (examples/ascendc/mmad_custom.cpp):
+ *
+ *   for each baseM x baseN block of C (M blocks first, iterateOrder 0):
+ *     for each baseK step of K:   GM -> A1 / B1 (DataCopy, Nd2NzParams)
+ *                                 A1 -> A2, B1 -> B2 (LoadData; B's fractals transposed)
+ *                                 Mmad into CO1, accumulating after the first step
+ *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N)
+ *
+ * with A1 / B1 / A2 / B2 double buffered and every hand-over a TQue on the TPipe handed to
+ * REGIST_MATMUL_OBJ (so the pipes overlap as the queues allow). Tails on every side: the last
+ * block along M, N and K is whatever is left (partial fractals are the cube path's). Numbers
+ * are the cube's: half products exact in float, each element's K products summed in K order,
+ * so the result is bit for bit a CPU loop in that order.
+ *
+ * The Matmul of CANN's samples runs its cube part on the AIC and is called from the two AIV
+ * cores of each AI core (a mix kernel, blockDim counting AI cores). npusim's AI core runs a
+ * kernel's cube and vector parts as one program, so on the 910B (dav-c220) this header marks
+ * the kernel object as mix 1:2 (the symbol npusim_kernel_mix_aiv) and its generated launcher
+ * (scripts/npusim-ascendc.sh) runs 2 x blockDim blocks: GetBlockIdx() counts AIV blocks, as
+ * on hardware, and the samples' `blockDim = (usedCoreNum + 1) / 2` covers every block.
+ *
+ * Not offered (compile errors naming them): A or B outside GM or not ND, a transposed A or B,
+ * float or int8 inputs, C in a local tensor (GetTensorC / IterateAll to a LocalTensor), a
+ * bias, batch matmul, and MatmulConfig other than the default.
+ */
+#ifndef NPUSIM_ASCENDC_MATMUL_INTF_H
+#define NPUSIM_ASCENDC_MATMUL_INTF_H
+#include "kernel_operator.h"
+#include "../../../../acl/include/kernel_tiling/kernel_tiling.h"
+
+#if defined(__CCE_AICORE__) && __CCE_AICORE__ == 220 && !defined(ASCENDC_CUBE_ONLY)
+/* Read by the launcher generator: this kernel is a mix kernel with 2 AIV blocks per AI core. */
+extern "C" __attribute__((used, weak)) const unsigned char npusim_kernel_mix_aiv = 2;
+#endif
+
+namespace matmul {
+using namespace AscendC;
+
+/* An operand's layout. */
+enum class CubeFormat { ND = 0, NZ, ZN, ZZ, NN, ND_ALIGN, SCALAR, VECTOR };
+/* Batch layouts (only NONE is offered). */
+enum class LayoutMode { NONE = 0, BSNGD, SBNGD, BNGS1S2, NORMAL };
+
+/* What one operand of a Matmul is: where it lives, its layout, its element type. */
+template <TPosition POSITION, CubeFormat FORMAT, typename TYPE, bool ISTRANS = false,
+          LayoutMode LAYOUT = LayoutMode::NONE, bool IBSHARE = false>
+struct MatmulType {
+    constexpr static TPosition pos = POSITION;
+    constexpr static CubeFormat format = FORMAT;
+    using T = TYPE;
+    constexpr static bool isTrans = ISTRANS;
+    constexpr static LayoutMode layout = LAYOUT;
+    constexpr static bool ibShare = IBSHARE;
+};
+
+/* The schedule variants of CANN's Matmul (npusim runs one: the norm schedule). */
+struct MatmulConfig {
+    bool doNorm;
+    bool doBasicBlock;
+    bool doMultiDataLoad;
+};
+constexpr MatmulConfig CFG_NORM = {true, false, false};
+constexpr MatmulConfig CFG_MDL = {false, false, true};
+
+namespace detail {
+template <typename T> struct IsHalf { static constexpr bool value = false; };
+template <> struct IsHalf<half> { static constexpr bool value = true; };
+template <typename T> struct IsFloat { static constexpr bool value = false; };
+template <> struct IsFloat<float> { static constexpr bool value = true; };
+template <typename T> struct Never { static constexpr bool value = false; };
+__aicore__ constexpr uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
+__aicore__ constexpr uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
+} // namespace detail
+
+template <class A_TYPE, class B_TYPE, class C_TYPE,
+          class BIAS_TYPE = MatmulType<TPosition::GM, CubeFormat::ND, float>,
+          const MatmulConfig &MM_CFG = CFG_NORM>
+class Matmul {
+    using A_T = typename A_TYPE::T;
+    using B_T = typename B_TYPE::T;
+    using C_T = typename C_TYPE::T;
+    static_assert(A_TYPE::pos == TPosition::GM && B_TYPE::pos == TPosition::GM,
+                  "Matmul: A and B outside TPosition::GM are not offered by npusim's layer");
+    static_assert(A_TYPE::format == CubeFormat::ND && B_TYPE::format == CubeFormat::ND &&
+                      C_TYPE::format == CubeFormat::ND,
+                  "Matmul: CubeFormat other than ND is not offered by npusim's layer");
+    static_assert(!A_TYPE::isTrans && !B_TYPE::isTrans,
+                  "Matmul: a transposed A or B (MatmulType ISTRANS) is not offered by npusim's layer");
+    static_assert(A_TYPE::layout == LayoutMode::NONE && B_TYPE::layout == LayoutMode::NONE,
+                  "Matmul: batch layouts (LayoutMode) are not offered by npusim's layer");
+    static_assert(detail::IsHalf<A_T>::value && detail::IsHalf<B_T>::value,
+                  "Matmul: A and B must be half (float, int8 and bfloat16_t inputs are not "
+                  "offered by npusim's layer)");
+    static_assert(detail::IsFloat<C_T>::value || detail::IsHalf<C_T>::value,
+                  "Matmul: C must be float or half");
+    static_assert(C_TYPE::pos == TPosition::GM || C_TYPE::pos == TPosition::VECIN ||
+                      C_TYPE::pos == TPosition::VECOUT || C_TYPE::pos == TPosition::VECCALC,
+                  "Matmul: C must be in GM or UB");
+    static_assert(MM_CFG.doNorm, "Matmul: MatmulConfig other than CFG_NORM is not offered by "
+                                 "npusim's layer");
+
+    static constexpr uint32_t BLOCK = 16;    // cube fractal rows and columns (half)
+    static constexpr uint32_t FRACTAL = 256; // elements of one 512-byte half fractal
+
+public:
+    __aicore__ inline Matmul() {}
+    /* Takes the tiling and carves the L1 / L0 queues from pipe (REGIST_MATMUL_OBJ calls it). */
+    __aicore__ inline void Init(const TCubeTiling *tiling, TPipe *tpipe = nullptr) {
+        t_ = *tiling;
+        pipe_ = tpipe != nullptr ? tpipe : GetTPipePtr();
+        orgM_ = t_.M;
+        orgN_ = t_.N;
+        orgKa_ = t_.Ka;
+        SetSingleShape(t_.singleCoreM, t_.singleCoreN, t_.singleCoreK);
+        if (t_.baseM <= 0 || t_.baseN <= 0 || t_.baseK <= 0 || t_.baseM % BLOCK ||
+            t_.baseN % BLOCK || t_.baseK % BLOCK) {
+            AscendC::detail::fail("Matmul: the tiling's baseM, baseN and baseK must be positive "
+                                  "multiples of 16");
+        }
+        uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
+        pipe_->InitBuffer(qA1_, 2, bm * bk * sizeof(A_T));
+        pipe_->InitBuffer(qB1_, 2, bk * bn * sizeof(B_T));
+        pipe_->InitBuffer(qA2_, 2, bm * bk * sizeof(A_T));
+        pipe_->InitBuffer(qB2_, 2, bk * bn * sizeof(B_T));
+        pipe_->InitBuffer(qCO1_, 1, bm * bn * sizeof(float));
+    }
+    /* The whole matrices: A is orgM x orgKa, B orgKb x orgN, C orgM x orgN (row strides). */
+    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
+    __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgKa, int orgKb, int orgKc = 0) {
+        orgM_ = orgM;
+        orgN_ = orgN;
+        orgKa_ = orgKa;
+        if (orgKb != orgKa) {
+            AscendC::detail::fail("Matmul::SetOrgShape: Ka != Kb");
+        }
+        (void)orgKc;
+    }
+    /* This core's M, N, K (the tiling's singleCore sizes until changed). */
+    __aicore__ inline void SetSingleShape(int singleM, int singleN, int singleK) {
+        sM_ = singleM;
+        sN_ = singleN;
+        sK_ = singleK;
+    }
+    /* A tail core's M, N (and K): -1 keeps the current value. */
+    __aicore__ inline void SetTail(int tailM = -1, int tailN = -1, int tailK = -1) {
+        if (tailM > 0) sM_ = tailM;
+        if (tailN > 0) sN_ = tailN;
+        if (tailK > 0) sK_ = tailK;
+    }
+    __aicore__ inline void SetTensorA(const GlobalTensor<A_T> &gm, bool isTransposeA = false) {
+        if (isTransposeA) {
+            AscendC::detail::fail("Matmul::SetTensorA: a transposed A is not offered by npusim's layer");
+        }
+        a_ = gm;
+    }
+    __aicore__ inline void SetTensorB(const GlobalTensor<B_T> &gm, bool isTransposeB = false) {
+        if (isTransposeB) {
+            AscendC::detail::fail("Matmul::SetTensorB: a transposed B is not offered by npusim's layer");
+        }
+        b_ = gm;
+    }
+    template <typename U> __aicore__ inline void SetBias(const GlobalTensor<U> &) {
+        static_assert(detail::Never<U>::value, "Matmul::SetBias: a bias is not offered by npusim's "
+                                               "Matmul layer yet");
+    }
+    __aicore__ inline void DisableBias() {}
+    __aicore__ inline void ClearBias() {}
+    /* The system workspace npusim's Matmul does not need: accepted. */
+    template <typename U> __aicore__ inline void SetWorkspace(const GlobalTensor<U> &) {}
+    /* The 310P's UB scratch for format conversion: not needed, accepted. */
+    __aicore__ inline void SetLocalWorkspace(const LocalTensor<uint8_t> &) {}
+
+    /* Computes this core's whole C and writes it to gm (row stride orgN). */
+    __aicore__ inline void IterateAll(const GlobalTensor<C_T> &gm, uint8_t enAtomic = 0,
+                                      bool enSequentialWrite = false, bool waitIterateAll = false,
+                                      bool fakeMsg = false) {
+        if (enAtomic != 0) {
+            AscendC::detail::fail("Matmul::IterateAll: enAtomic is not offered by npusim's layer");
+        }
+        (void)enSequentialWrite;
+        (void)waitIterateAll;
+        (void)fakeMsg;
+        while (Iterate()) {
+            GetTensorC(gm);
+        }
+    }
+    template <typename U> __aicore__ inline void IterateAll(const LocalTensor<U> &, uint8_t = 0) {
+        static_assert(detail::Never<U>::value, "Matmul::IterateAll to a LocalTensor (C in UB) is "
+                                               "not offered by npusim's layer");
+    }
+    /* Computes C's next baseM x baseN block into L0C; false when every block is done. */
+    template <bool sync = true> __aicore__ inline bool Iterate(bool enPartialSum = false) {
+        if (enPartialSum) {
+            AscendC::detail::fail("Matmul::Iterate: enPartialSum is not offered by npusim's layer");
+        }
+        uint32_t mIter = detail::CeilDiv(sM_, t_.baseM), nIter = detail::CeilDiv(sN_, t_.baseN);
+        if (next_ >= mIter * nIter || sK_ <= 0) {
+            next_ = 0;
+            return false;
+        }
+        // iterateOrder 0 walks M first, 1 walks N first.
+        if (t_.iterateOrder == 1) {
+            ni_ = next_ % nIter;
+            mi_ = next_ / nIter;
+        } else {
+            mi_ = next_ % mIter;
+            ni_ = next_ / mIter;
+        }
+        next_++;
+        Compute();
+        return true;
+    }
+    /* Writes the block Iterate computed to gm, at its place in this core's C. */
+    template <bool sync = true>
+    __aicore__ inline void GetTensorC(const GlobalTensor<C_T> &gm, uint8_t enAtomic = 0,
+                                      bool enSequentialWrite = false) {
+        if (enAtomic != 0) {
+            AscendC::detail::fail("Matmul::GetTensorC: enAtomic is not offered by npusim's layer");
+        }
+        LocalTensor<float> c = qCO1_.template DeQue<float>();
+        FixpipeParamsV220 p;
+        p.nSize = n_;
+        p.mSize = m_;
+        p.srcStride = detail::CeilDiv(m_, BLOCK) * BLOCK;
+        // enSequentialWrite: the blocks one after another, baseN apart; else at C's place.
+        p.dstStride = enSequentialWrite ? t_.baseN : orgN_;
+        p.ndNum = 1;
+        p.srcNdStride = 0;
+        p.dstNdStride = 0;
+        if (sizeof(C_T) == 2) {
+            p.quantPre = QuantMode_t::F322F16;
+        }
+        uint32_t off = enSequentialWrite ? 0 : mi_ * t_.baseM * orgN_ + ni_ * t_.baseN;
+        Fixpipe(gm[off], c, p);
+        qCO1_.FreeTensor(c);
+    }
+    template <bool sync = true, typename U>
+    __aicore__ inline void GetTensorC(const LocalTensor<U> &, uint8_t = 0, bool = false) {
+        static_assert(detail::Never<U>::value, "Matmul::GetTensorC to a LocalTensor (C in UB) is "
+                                               "not offered by npusim's layer");
+    }
+    /* Ends the matmul: drains the cube pipes. */
+    __aicore__ inline void End() { PipeBarrier<PIPE_ALL>(); }
+
+private:
+    /* One block of C: every K step's loads and Mmad, accumulating in CO1. */
+    __aicore__ inline void Compute() {
+        m_ = detail::Min(t_.baseM, sM_ - mi_ * t_.baseM);
+        n_ = detail::Min(t_.baseN, sN_ - ni_ * t_.baseN);
+        uint32_t kIter = detail::CeilDiv(sK_, t_.baseK);
+        LocalTensor<float> c = qCO1_.template AllocTensor<float>();
+        for (uint32_t ki = 0; ki < kIter; ki++) {
+            uint32_t k = detail::Min(t_.baseK, sK_ - ki * t_.baseK);
+            CopyIn(ki, k);
+            SplitA(k);
+            SplitB(k);
+            LocalTensor<A_T> a2 = qA2_.template DeQue<A_T>();
+            LocalTensor<B_T> b2 = qB2_.template DeQue<B_T>();
+            MmadParams p;
+            p.m = m_;
+            p.n = n_;
+            p.k = k;
+            p.cmatrixInitVal = ki == 0;
+            Mmad(c, a2, b2, p);
+            qA2_.FreeTensor(a2);
+            qB2_.FreeTensor(b2);
+        }
+        qCO1_.EnQue(c);
+    }
+    __aicore__ inline void CopyIn(uint32_t ki, uint32_t k) {
+        LocalTensor<A_T> a1 = qA1_.template AllocTensor<A_T>();
+        LocalTensor<B_T> b1 = qB1_.template AllocTensor<B_T>();
+        uint32_t m1 = detail::CeilDiv(m_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
+        // A's rows [mi * baseM, +m), columns [ki * baseK, +k): NZ with m1 * 16 rows a column block.
+        DataCopy(a1, a_[mi_ * t_.baseM * orgKa_ + ki * t_.baseK],
+                 Nd2NzParams(1, m_, k, 0, orgKa_, m1 * BLOCK, 1, 0));
+        // B's rows [ki * baseK, +k), columns [ni * baseN, +n).
+        DataCopy(b1, b_[ki * t_.baseK * orgN_ + ni_ * t_.baseN],
+                 Nd2NzParams(1, k, n_, 0, orgN_, k1 * BLOCK, 1, 0));
+        qA1_.EnQue(a1);
+        qB1_.EnQue(b1);
+    }
+    __aicore__ inline void SplitA(uint32_t k) {
+        LocalTensor<A_T> a1 = qA1_.template DeQue<A_T>();
+        LocalTensor<A_T> a2 = qA2_.template AllocTensor<A_T>();
+        uint32_t m1 = detail::CeilDiv(m_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
+        // NZ -> zZ: fractal row i of A is fractals i, i + m1, i + 2 m1, ... of A1.
+        LoadData2DParams p;
+        p.repeatTimes = k1;
+        p.srcStride = m1;
+        p.ifTranspose = false;
+        for (uint32_t i = 0; i < m1; i++) {
+            p.startIndex = i;
+            LoadData(a2[i * k1 * FRACTAL], a1, p);
+        }
+        qA2_.EnQue(a2);
+        qA1_.FreeTensor(a1);
+    }
+    __aicore__ inline void SplitB(uint32_t k) {
+        LocalTensor<B_T> b1 = qB1_.template DeQue<B_T>();
+        LocalTensor<B_T> b2 = qB2_.template AllocTensor<B_T>();
+        uint32_t n1 = detail::CeilDiv(n_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
+        // NZ -> zN: fractal row kb of B is fractals kb, kb + k1, ... of B1, transposed.
+        LoadData2DParams p;
+        p.repeatTimes = n1;
+        p.srcStride = k1;
+        p.ifTranspose = true;
+        for (uint32_t kb = 0; kb < k1; kb++) {
+            LoadData(b2[kb * n1 * FRACTAL], b1[kb * FRACTAL], p);
+        }
+        qB2_.EnQue(b2);
+        qB1_.FreeTensor(b1);
+    }
+
+    TCubeTiling t_;
+    TPipe *pipe_ = nullptr;
+    GlobalTensor<A_T> a_;
+    GlobalTensor<B_T> b_;
+    TQue<TPosition::A1, 2> qA1_;
+    TQue<TPosition::B1, 2> qB1_;
+    TQue<TPosition::A2, 2> qA2_;
+    TQue<TPosition::B2, 2> qB2_;
+    TQue<TPosition::CO1, 1> qCO1_;
+    uint32_t orgM_ = 0, orgN_ = 0, orgKa_ = 0;
+    uint32_t sM_ = 0, sN_ = 0, sK_ = 0;
+    uint32_t next_ = 0, mi_ = 0, ni_ = 0, m_ = 0, n_ = 0;
+};
+} // namespace matmul
+
+namespace AscendC {
+using matmul::CubeFormat;
+using matmul::LayoutMode;
+using matmul::Matmul;
+using matmul::MatmulConfig;
+using matmul::MatmulType;
+using matmul::CFG_MDL;
+using matmul::CFG_NORM;
+/* The system workspace of the high-level APIs: npusim's Matmul needs none (its cube and vector
+ * parts run as one program), so there is none to point at. */
+__aicore__ inline GM_ADDR GetSysWorkSpacePtr() { return nullptr; }
+__aicore__ inline void SetSysWorkspace(GM_ADDR) {}
+} // namespace AscendC
+
+/* Initialises each Matmul object with its tiling on the pipe (CANN's macro: the pipe, the
+ * system workspace, then object, tiling pairs; a null tiling leaves the object for a later
+ * Init). */
+#define REGIST_MATMUL_OBJ(tpipe, workspace, ...) ::matmul::detail::regist((tpipe), __VA_ARGS__)
+namespace matmul {
+namespace detail {
+__aicore__ inline void regist(TPipe *) {}
+template <class MM, class... Rest>
+__aicore__ inline void regist(TPipe *pipe, MM &mm, const TCubeTiling *tiling, Rest &&...rest) {
+    if (tiling != nullptr) {
+        mm.Init(tiling, pipe);
+    }
+    regist(pipe, rest...);
+}
+} // namespace detail
+} // namespace matmul
+#endif
