@@ -499,3 +499,74 @@ fn the_twin_debug_build_gives_each_kernel_a_host_definition_for_icpu_run_kf() {
     assert!(syntax(&root().join("examples/c/ascendc_chevron.cpp")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_matmul_api_feature_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("matmul-refusals");
+    let half = "MatmulType<TPosition::GM, CubeFormat::ND, half>";
+    let out = "MatmulType<TPosition::GM, CubeFormat::ND, float>";
+    let cases = [
+        (
+            "float_in.cpp",
+            format!(
+                "Matmul<MatmulType<TPosition::GM, CubeFormat::ND, float>, \
+                 MatmulType<TPosition::GM, CubeFormat::ND, float>, {out}> mm; (void)mm;"
+            ),
+            "Matmul: A and B must be half",
+        ),
+        (
+            "nz.cpp",
+            format!(
+                "Matmul<MatmulType<TPosition::GM, CubeFormat::NZ, half>, {half}, {out}> mm; (void)mm;"
+            ),
+            "Matmul: CubeFormat other than ND is not offered",
+        ),
+        (
+            "trans.cpp",
+            format!(
+                "Matmul<{half}, MatmulType<TPosition::GM, CubeFormat::ND, half, true>, {out}> mm; \
+                 (void)mm;"
+            ),
+            "Matmul: a transposed A or B (MatmulType ISTRANS) is not offered",
+        ),
+        (
+            "l1_a.cpp",
+            format!(
+                "Matmul<MatmulType<TPosition::A1, CubeFormat::ND, half>, {half}, {out}> mm; (void)mm;"
+            ),
+            "Matmul: A and B outside TPosition::GM are not offered",
+        ),
+        (
+            "bias.cpp",
+            format!("Matmul<{half}, {half}, {out}> mm; GlobalTensor<float> b; mm.SetBias(b);"),
+            "Matmul::SetBias: a bias is not offered",
+        ),
+        (
+            "ub_c.cpp",
+            format!(
+                "Matmul<{half}, {half}, MatmulType<TPosition::VECIN, CubeFormat::ND, float>> mm; \
+                 LocalTensor<float> c; mm.GetTensorC(c);"
+            ),
+            "Matmul::GetTensorC to a LocalTensor (C in UB) is not offered",
+        ),
+    ];
+    for (name, body, message) in cases {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#include \"kernel_operator.h\"\n#include \"lib/matmul_intf.h\"\n\
+                 using namespace matmul;\n\
+                 extern \"C\" __global__ __aicore__ void k(GM_ADDR x) {{ (void)x; {body} }}\n"
+            ),
+        )
+        .unwrap();
+        let err = compile(&[], &p, &dir).unwrap_err();
+        assert!(err.contains(message), "{name}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
