@@ -960,3 +960,27 @@ fn dump_tensor_prints_gm_and_ub_values_by_shape_and_names_what_it_cannot_read() 
         "{log:?}"
     );
 }
+
+#[test]
+fn a_kernel_assert_with_a_message_prints_it_and_the_condition_and_fails_the_launch() {
+    let rt = rt();
+    let bin = load(&rt, "matmul_api.o");
+    let s = rt.create_stream().unwrap();
+    let d = rt.malloc(4096).unwrap();
+    // A TCubeTiling (CANN's field order: usedCoreNum, M, N, Ka, Kb, singleCoreM, singleCoreN,
+    // singleCoreK, baseM, baseN, baseK, ...) whose Ka and Kb disagree.
+    let mut words = [0i32; 64];
+    words[..11].copy_from_slice(&[1, 16, 16, 32, 16, 16, 16, 32, 16, 16, 32]);
+    let tiling = upload(&rt, &words);
+    let k = rt.get_function(bin, "matmul_api").unwrap();
+    rt.launch(k, 1, &[d.into(), d.into(), d.into(), tiling.into()], s)
+        .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("134"), "{err}");
+    let log = rt.take_kernel_log().join("\n");
+    assert!(log.contains("matmul_api: Ka 32 != Kb 16"), "{log}");
+    assert!(
+        log.contains("Assertion `tiling.Ka == tiling.Kb' failed."),
+        "{log}"
+    );
+}

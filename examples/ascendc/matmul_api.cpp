@@ -8,6 +8,7 @@
  * Entry points ((GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR tiling); half A and B):
  *   matmul_api          float C, IterateAll
  *   matmul_api_iterate  half C (rounded to nearest even), one Iterate / GetTensorC per base block
+ * A tiling with Ka != Kb fails the kernel's assert(cond, fmt, ...) (abort code 134).
  * The host program examples/c/ascendc_matmul.cpp builds the tiling and checks both against a
  * CPU loop in the cube's order (acl/tests/c_programs.rs runs it on two shapes).
  */
@@ -36,6 +37,8 @@ __aicore__ inline BlockPart Part(const TCubeTiling &t, uint32_t block) {
 
 template <typename C_T> __aicore__ inline void Run(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR tilingGm, bool iterate) {
     GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
+    // Ascend C's kernel assert, with a message (tests/ascendc.rs breaks it).
+    assert(tiling.Ka == tiling.Kb, "matmul_api: Ka %d != Kb %d\n", tiling.Ka, tiling.Kb);
     if (GetBlockIdx() >= tiling.usedCoreNum) {
         return;
     }

@@ -642,8 +642,32 @@ __aicore__ inline void PRINTF(const char *fmt, ...) {
     }
     npu_print_bytes(o.buf, o.n);
 }
+namespace detail {
+/* The message of a failed assert(cond, fmt, ...): one host-log line, printf's formats. */
+__aicore__ inline void assert_message() {}
+__aicore__ inline void assert_message(const char *fmt, ...) {
+    Out o;
+    o.n = 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vformat(o, fmt, ap);
+    va_end(ap);
+    if (o.n && o.buf[o.n - 1] == '\n') {
+        o.n--;
+    }
+    npu_print_bytes(o.buf, o.n);
+}
+} // namespace detail
 
 } // namespace AscendC
+
+/* assert(cond[, fmt, args...]), Ascend C's kernel assert: when cond is false, prints the message
+ * (printf's formats), then "[ASSERT] file:line: Assertion `cond' failed.", and aborts the block
+ * with code 134. */
+#define assert(expr, ...)                                                                      \
+    ((expr) ? (void)0                                                                          \
+            : (::AscendC::detail::assert_message(__VA_ARGS__),                                 \
+               ::AscendC::detail::assert_fail(#expr, __FILE__, __LINE__)))
 
 /* ASSERT(cond): prints "[ASSERT] file:line: Assertion `cond' failed." and aborts the block
  * with code 134. */
