@@ -568,5 +568,17 @@ fn a_matmul_api_feature_the_layer_does_not_offer_stops_the_compile_naming_it() {
         let err = compile(&[], &p, &dir).unwrap_err();
         assert!(err.contains(message), "{name}: {err}");
     }
+    // What a Matmul sample's own code uses beside it compiles: DEFAULT_C0_SIZE, the
+    // DataCopyParams unit, found through `using namespace matmul` as with CANN.
+    let p = dir.join("c0.cpp");
+    std::fs::write(
+        &p,
+        "#include \"kernel_operator.h\"\n#include \"lib/matmul_intf.h\"\n\
+         using namespace matmul;\n\
+         static_assert(AscendC::DEFAULT_C0_SIZE == 32 && DEFAULT_C0_SIZE == 32, \"C0\");\n\
+         extern \"C\" __global__ __aicore__ void k(GM_ADDR x) { (void)x; (void)GetBlockIdx(); }\n",
+    )
+    .unwrap();
+    compile(&[], &p, &dir).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

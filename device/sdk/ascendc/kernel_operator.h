@@ -1637,6 +1637,9 @@ template <bool B> struct Unsupported {
 };
 } // namespace detail
 
+/* Bytes of one C0 block, the unit of DataCopyParams' lengths and strides. */
+constexpr uint32_t DEFAULT_C0_SIZE = 32;
+
 /* ND (row-major in GM) -> NZ (in L1, or UB): ndNum matrices of nValue rows x dValue elements;
  * srcNdMatrixStride, srcDValue and dstNzMatrixStride count elements, dstNzC0Stride and
  * dstNzNStride 32-byte blocks. The pad bytes of a row's last, partial 32-byte block are not
