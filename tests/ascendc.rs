@@ -960,3 +960,61 @@ fn dump_tensor_prints_gm_and_ub_values_by_shape_and_names_what_it_cannot_read() 
         "{log:?}"
     );
 }
+
+/// A ListTensorDesc as hosts lay it out: the data-pointer array's byte offset, then per tensor
+/// `dim | index << 32` and the shape, then the data pointers.
+fn list_desc(tensors: &[(u32, &[u64], DevicePtr)]) -> Vec<u64> {
+    let head: usize = tensors.iter().map(|(_, s, _)| 1 + s.len()).sum();
+    let mut w = vec![8 * (1 + head) as u64];
+    for (index, shape, _) in tensors {
+        w.push(shape.len() as u64 | (*index as u64) << 32);
+        w.extend_from_slice(shape);
+    }
+    w.extend(tensors.iter().map(|(_, _, p)| p.0));
+    w
+}
+
+#[test]
+fn a_list_of_tensors_gives_each_one_s_shape_index_and_data() {
+    let rt = rt();
+    let bin = load(&rt, "list_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let shapes: [&[u64]; 3] = [&[8, 16], &[5], &[2, 3, 4]];
+    let datas: Vec<Vec<f32>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(t, sh)| {
+            let n: u64 = sh.iter().product();
+            (0..n).map(|i| (t * 1000) as f32 + i as f32 * 0.5).collect()
+        })
+        .collect();
+    let ptrs: Vec<DevicePtr> = datas.iter().map(|d| upload(&rt, d)).collect();
+    let list: Vec<(u32, &[u64], DevicePtr)> =
+        (0..3).map(|t| (7 + t as u32, shapes[t], ptrs[t])).collect();
+    let desc = upload(&rt, &list_desc(&list));
+    let out = upload(&rt, &[0u64; 12]);
+    let k = rt.get_function(bin, "list_probe").unwrap();
+    run(&rt, k, 1, &[desc.into(), out.into(), 3u64.into()], s);
+    let got: Vec<u64> = download(&rt, out, 12);
+    for t in 0..3 {
+        let n: u64 = shapes[t].iter().product();
+        let want = [
+            shapes[t].len() as u64,
+            7 + t as u64,
+            n,
+            datas[t][n as usize - 1].to_bits() as u64,
+        ];
+        assert_eq!(got[4 * t..4 * t + 4], want, "tensor {t}");
+    }
+
+    // Asking a list for a tensor past its end stops the block with the reason.
+    let k = rt.get_function(bin, "list_past_end").unwrap();
+    rt.launch(k, 1, &[desc.into(), out.into()], s).unwrap();
+    assert!(rt.synchronize_stream(s).is_err());
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("ListTensorDesc: the tensor index is past the list")),
+        "{log:?}"
+    );
+}
