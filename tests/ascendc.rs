@@ -936,3 +936,42 @@ fn gather_mask_packs_by_pattern_and_reports_the_count() {
         .collect();
     assert_eq!(&y32[..want2.len()], &want2[..]);
 }
+
+#[test]
+fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
+    let rt = rt();
+    let bin = load(&rt, "whole_reduce_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "gather_custom").unwrap();
+    let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let dx = upload(&rt, &x);
+    let n = 333usize;
+    let mut offs: Vec<u32> = (0..n as u32).map(|i| (255 - i % 256) * 4).collect();
+    let doff = upload(&rt, &offs);
+    let dy = rt.malloc(4 * n as u64).unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[dx.into(), doff.into(), dy.into(), (n as u64).into()],
+        s,
+    );
+    let y: Vec<f32> = download(&rt, dy, n);
+    for i in 0..n {
+        assert_eq!(y[i], x[offs[i] as usize / 4], "{i}");
+    }
+    offs[300] = 0x4_0000;
+    let doff = upload(&rt, &offs);
+    rt.launch(
+        k,
+        1,
+        &[dx.into(), doff.into(), dy.into(), (n as u64).into()],
+        s,
+    )
+    .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(
+        err.contains("gather element 300: byte offset 0x40000"),
+        "{err}"
+    );
+}

@@ -94,3 +94,29 @@ extern "C" __global__ __aicore__ void brcb_gather(GM_ADDR x, GM_ADDR offsets, GM
     WaitFlag<HardEvent::V_MTE3>(0);
     DataCopy(yg, y8, 4096);
 }
+
+/* y[i] = x[offsets[i] / 4] for `count` floats (Gather, count form): offsets come from the
+ * caller, so a bad one shows how the layer reports it. */
+extern "C" __global__ __aicore__ void gather_custom(GM_ADDR x, GM_ADDR offsets, GM_ADDR y,
+                                                    uint32_t count) {
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> xb, ob, yb;
+    pipe.InitBuffer(xb, 1024);
+    pipe.InitBuffer(ob, 4 * count);
+    pipe.InitBuffer(yb, 4 * count);
+    GlobalTensor<float> xg, yg;
+    GlobalTensor<uint32_t> og;
+    xg.SetGlobalBuffer((__gm__ float *)x);
+    og.SetGlobalBuffer((__gm__ uint32_t *)offsets);
+    yg.SetGlobalBuffer((__gm__ float *)y);
+    LocalTensor<float> xl = xb.Get<float>(), yl = yb.Get<float>();
+    LocalTensor<uint32_t> ol = ob.Get<uint32_t>();
+    DataCopy(xl, xg, 256);
+    DataCopy(ol, og, count);
+    SetFlag<HardEvent::MTE2_V>(0);
+    WaitFlag<HardEvent::MTE2_V>(0);
+    Gather(yl, xl, ol, 0, count);
+    SetFlag<HardEvent::V_MTE3>(0);
+    WaitFlag<HardEvent::V_MTE3>(0);
+    DataCopy(yg, yl, count);
+}
