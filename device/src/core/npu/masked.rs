@@ -317,7 +317,8 @@ pub(crate) fn decode(
                 f.src_rep = ((c >> 48) & 0xffff) as u32;
                 let last = if flags & GATHER_MASK_COUNTER != 0 {
                     f.count = f.mask as u64;
-                    f.repeat = u32::try_from(f.count.div_ceil(e as u64)).map_err(|_| bad())?;
+                    // As many repeats as the normal mode's 16-bit field allows.
+                    f.repeat = u16::try_from(f.count.div_ceil(e as u64)).map_err(|_| bad())? as u32;
                     f.count - (f.repeat.max(1) as u64 - 1) * e as u64
                 } else {
                     f.repeat = (c & 0xffff) as u32;
@@ -636,15 +637,15 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) -> Result<(), 
                         _ => true,
                     };
                     if keep {
+                        if v.dst as usize + (picked.len() + 1) * es > ub.len() {
+                            let len = (picked.len() as u64 + 1) * es as u64;
+                            return Err(oob(abi::UB_BASE + v.dst as u64, len, ub.len()));
+                        }
                         picked.push(load(ub, at(r, p), es));
                     }
                 }
             }
-            let len = picked.len() * es;
-            if v.dst as usize + len > ub.len() {
-                return Err(oob(abi::UB_BASE + v.dst as u64, len as u64, ub.len()));
-            }
-            out.resize(len);
+            out.resize(picked.len() * es);
             let o = out.bytes_mut();
             for (i, x) in picked.into_iter().enumerate() {
                 store(&mut o[i * es..], x, es);
