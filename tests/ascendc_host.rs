@@ -499,3 +499,55 @@ fn the_twin_debug_build_gives_each_kernel_a_host_definition_for_icpu_run_kf() {
     assert!(syntax(&root().join("examples/c/ascendc_chevron.cpp")));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_reduction_or_gather_on_a_type_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("masked-types");
+    let cases = [
+        (
+            "WholeReduceSum<int32_t>(d, s, 8, 1, 1, 1, 8);",
+            "int32_t",
+            "WholeReduceSum: half or float tensors only",
+        ),
+        (
+            "WholeReduceMax<int16_t>(d, s, 8, 1, 1, 1, 8);",
+            "int16_t",
+            "WholeReduceMax: half or float tensors only",
+        ),
+        (
+            "BlockReduceSum<int32_t>(d, s, 1, 8, 1, 1, 8);",
+            "int32_t",
+            "BlockReduceSum: half or float tensors only",
+        ),
+        (
+            "WholeReduceSum<float, false>(d, s, 8, 1, 1, 1, 8);",
+            "float",
+            "WholeReduceSum: isSetMask = false is not supported",
+        ),
+        (
+            "uint64_t n; GatherMask(d, s, s.ReinterpretCast<uint16_t>(), false, 0, GatherMaskParams(), n);",
+            "float",
+            "GatherMask: src1Pattern is uint16_t for 16-bit tensors, uint32_t for 32-bit",
+        ),
+    ];
+    for (i, (call, ty, message)) in cases.iter().enumerate() {
+        let src = dir.join(format!("bad{i}.cpp"));
+        std::fs::write(
+            &src,
+            format!(
+                "#include \"kernel_operator.h\"\nusing namespace AscendC;\n\
+                 extern \"C\" __global__ __aicore__ void k() {{\n\
+                 TPipe pipe; TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);\n\
+                 LocalTensor<{ty}> d = b.Get<{ty}>(), s = b.Get<{ty}>();\n{call}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let err = compile(&[], &src, &dir).expect_err(call);
+        assert!(err.contains(message), "{call}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

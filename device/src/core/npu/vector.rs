@@ -27,9 +27,29 @@ pub(crate) struct VectorOp {
     pub mask: u32,
     /// The raw scalar register.
     pub scalar_bits: u64,
+    /// Fields of the mask-register instructions (`vred`, `vperm`).
+    pub rep: super::masked::RepeatForm,
 }
 
 impl VectorOp {
+    /// An instruction with every operand zero.
+    pub fn new(op: VecOp, dtype: DType) -> VectorOp {
+        VectorOp {
+            op,
+            dst: 0,
+            a: 0,
+            b: 0,
+            scalar: 0.0,
+            n: 0,
+            dtype,
+            src_dtype: dtype,
+            mode: 0,
+            mask: 0,
+            scalar_bits: 0,
+            rep: Default::default(),
+        }
+    }
+
     /// Bytes the destination receives.
     pub fn dst_bytes(&self) -> u64 {
         let n = self.n as u64;
@@ -56,8 +76,17 @@ fn relu(x: f32) -> f32 {
     if x > 0.0 { x } else { 0.0 }
 }
 
-/// Computes `v` from `ub` into `out` (the bytes its destination receives).
-pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
+/// Computes `v` from `ub` into `out` (the bytes its destination receives). Only the
+/// mask-register instructions can fault here (on data: a gather offset).
+pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) -> Result<(), super::NpuFault> {
+    if matches!(v.op, VecOp::Red | VecOp::Perm) {
+        return super::masked::compute(v, ub, out);
+    }
+    compute_plain(v, ub, out);
+    Ok(())
+}
+
+fn compute_plain(v: &VectorOp, ub: &[u8], out: &mut Staging) {
     if v.dtype != DType::F32 || matches!(v.op, VecOp::Cvt | VecOp::Cmp | VecOp::Sel) {
         return compute_typed(v, ub, out);
     }
@@ -124,6 +153,7 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
         VecOp::Cvt | VecOp::Cmp | VecOp::Sel => unreachable!("typed instructions"),
         // Refused on f32 at issue (`VecOp::supports`).
         VecOp::And | VecOp::Or | VecOp::Not => unreachable!("integer-only instructions"),
+        VecOp::Mask | VecOp::Red | VecOp::Perm => unreachable!("mask-register instructions"),
     }
 }
 
@@ -420,6 +450,7 @@ mod tests {
                     mode: RoundMode::Rint as u8,
                     mask: 0,
                     scalar_bits: 0xb555,
+                    rep: Default::default(),
                 };
                 let (mut fast, mut general) = (Staging::default(), Staging::default());
                 assert!(compute_fast(&v, &ub, &mut fast), "{}", op.name());
