@@ -1346,3 +1346,50 @@ fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
         "{err}"
     );
 }
+
+#[test]
+fn buffer_pools_reuse_one_ub_region_for_two_phases() {
+    let rt = rt();
+    let bin = load(&rt, "buf_pool.o");
+    let s = rt.create_stream().unwrap();
+    let n = 4 * 256;
+    let x: Vec<f32> = (0..n).map(|i| (i % 31) as f32 * 0.75 - 4.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 17) as f32 * -0.5 + 2.25).collect();
+    let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
+    let (ds, dp) = (
+        rt.malloc(4 * n as u64).unwrap(),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
+    let k = rt.get_function(bin, "buf_pool").unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[
+            dx.into(),
+            dy.into(),
+            ds.into(),
+            dp.into(),
+            (n as u64).into(),
+        ],
+        s,
+    );
+    let sum: Vec<f32> = download(&rt, ds, n);
+    let prod: Vec<f32> = download(&rt, dp, n);
+    let want_sum: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let want_prod: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    assert_eq!(sum, want_sum);
+    assert_eq!(prod, want_prod);
+
+    let k = rt.get_function(bin, "buf_pool_overflow").unwrap();
+    rt.launch(k, 1, &[dx.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("136"), "{err}");
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter().any(|l| l.contains(
+            "TBufPool::InitBuffer: 2048 bytes do not fit in the TBufPool (1024 of 1024 left)"
+        )),
+        "{log:?}"
+    );
+}

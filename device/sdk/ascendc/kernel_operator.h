@@ -839,11 +839,11 @@ __aicore__ inline Buffer buffer(Storage where) {
         return {NPU_UB_BASE, npu_ub_bytes(), "UB"};
     }
 }
-/* Aborts the block (code 136) with "API: N bytes do not fit in BUF (L of C left)" unless
- * `bytes` more fit in local buffer `where` after the `used` bytes handed out already. */
-__aicore__ inline void reserve(const char *api, Storage where, uint32_t used, uint32_t bytes) {
-    Buffer b = buffer(where);
-    if ((uint64_t)used + bytes <= b.bytes) {
+/* Aborts the block (code 136) with "API: N bytes do not fit in WHERE (L of C left)" unless
+ * `bytes` more fit in a region of `cap` bytes after the `used` bytes handed out already. */
+__aicore__ inline void reserve_in(const char *api, const char *where, uint64_t cap, uint32_t used,
+                                  uint32_t bytes) {
+    if ((uint64_t)used + bytes <= cap) {
         return;
     }
     Out o;
@@ -852,14 +852,19 @@ __aicore__ inline void reserve(const char *api, Storage where, uint32_t used, ui
     o.str(": ");
     o.num(bytes, 10, false, 0, ' ');
     o.str(" bytes do not fit in ");
-    o.str(b.name);
+    o.str(where);
     o.str(" (");
-    o.num(b.bytes > used ? b.bytes - used : 0, 10, false, 0, ' ');
+    o.num(cap > used ? cap - used : 0, 10, false, 0, ' ');
     o.str(" of ");
-    o.num(b.bytes, 10, false, 0, ' ');
+    o.num(cap, 10, false, 0, ' ');
     o.str(" left)");
     npu_print_bytes(o.buf, o.n);
     npu_abort(136);
+}
+/* reserve_in for local buffer `where`. */
+__aicore__ inline void reserve(const char *api, Storage where, uint32_t used, uint32_t bytes) {
+    Buffer b = buffer(where);
+    reserve_in(api, b.name, b.bytes, used, bytes);
 }
 
 } // namespace detail
@@ -969,6 +974,18 @@ public:
         buf.Init(Carve(detail::storage(B::kPosition), l), l);
         return true;
     }
+    /* Carves len bytes (rounded up to 32) of the pool's position's buffer for a TBufPool,
+     * whose InitBuffer calls then carve from it; with `shareWith`, the pool takes the same
+     * bytes as that pool instead (the two are used one after the other, Reset between). */
+    template <class P> __aicore__ inline bool InitBufPool(P &pool, uint32_t len) {
+        uint32_t l = detail::align32(len);
+        pool.Attach(Carve(detail::storage(P::kPosition), l), l, this);
+        return true;
+    }
+    template <class P, class S>
+    __aicore__ inline bool InitBufPool(P &pool, uint32_t len, S &shareWith) {
+        return pool.Share(len, shareWith, this);
+    }
     /* Reserves the next free event id of flag (src, dst); the layer keeps id 7 for itself. */
     __aicore__ inline int32_t TakeEvent(int src, int dst) {
         uint32_t n = Taken(src, dst);
@@ -1026,6 +1043,80 @@ private:
         uint64_t shift = 8 * (uint64_t)dst;
         w = (w & ~(0xffULL << shift)) | ((uint64_t)n << shift);
     }
+};
+
+/* A pool of one position's buffer, carved from the TPipe (TPipe::InitBufPool) or from another
+ * pool: its InitBuffer calls carve queues and buffers from the pool's bytes, InitBufPool
+ * carves a sub-pool (or shares another pool's bytes), and Reset hands the bytes out again
+ * from the start. Running out of the pool aborts the block with a message. */
+template <TPosition pos, uint32_t bufIDSize = 4> class TBufPool {
+public:
+    static constexpr TPosition kPosition = pos;
+    static_assert(detail::position_offered(pos), "TBufPool: npusim offers the VECIN, VECOUT, "
+                                                 "VECCALC and cube positions");
+    __aicore__ inline TBufPool() : base_(nullptr), len_(0), used_(0), pipe_(nullptr) {}
+    template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
+        static_assert(detail::storage(Q::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBuffer: the queue's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        que.Init(Take("TBufPool::InitBuffer", (uint32_t)num * l), num, l, *pipe_);
+        return true;
+    }
+    template <class B> __aicore__ inline bool InitBuffer(B &buf, uint32_t len) {
+        static_assert(detail::storage(B::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBuffer: the buffer's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        buf.Init(Take("TBufPool::InitBuffer", l), l);
+        return true;
+    }
+    template <class P> __aicore__ inline bool InitBufPool(P &sub, uint32_t len) {
+        static_assert(detail::storage(P::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBufPool: the sub-pool's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        sub.Attach(Take("TBufPool::InitBufPool", l), l, pipe_);
+        return true;
+    }
+    template <class P, class S>
+    __aicore__ inline bool InitBufPool(P &sub, uint32_t len, S &shareWith) {
+        return sub.Share(len, shareWith, pipe_);
+    }
+    /* Hands the pool's bytes out again from its start (what was carved before is the
+     * kernel's to stop using). */
+    __aicore__ inline void Reset() { used_ = 0; }
+
+    /* (The layer's) the pool takes `len` bytes at `base`. */
+    __aicore__ inline void Attach(uint8_t *base, uint32_t len, TPipe *pipe) {
+        base_ = base;
+        len_ = len;
+        used_ = 0;
+        pipe_ = pipe;
+    }
+    /* (The layer's) the pool takes the first `len` bytes of `other`'s. */
+    template <class S> __aicore__ inline bool Share(uint32_t len, S &other, TPipe *pipe) {
+        static_assert(detail::storage(S::kPosition) == detail::storage(pos),
+                      "InitBufPool: the shared pool's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        detail::reserve_in("InitBufPool (shared)", "the shared pool", other.Length(), 0, l);
+        Attach(other.Base(), l, pipe);
+        return true;
+    }
+    __aicore__ inline uint8_t *Base() const { return base_; }
+    __aicore__ inline uint32_t Length() const { return len_; }
+
+private:
+    __aicore__ inline uint8_t *Take(const char *api, uint32_t bytes) {
+        if (base_ == nullptr) {
+            detail::fail("TBufPool: the pool was not initialised (TPipe::InitBufPool)");
+        }
+        detail::reserve_in(api, "the TBufPool", len_, used_, bytes);
+        uint8_t *p = base_ + used_;
+        used_ += bytes;
+        return p;
+    }
+    uint8_t *base_;
+    uint32_t len_;
+    uint32_t used_;
+    TPipe *pipe_;
 };
 
 /* The kernel's pipe (its state is per block; see detail::PipeState). */
