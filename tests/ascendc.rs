@@ -1393,3 +1393,29 @@ fn buffer_pools_reuse_one_ub_region_for_two_phases() {
         "{log:?}"
     );
 }
+
+#[test]
+fn int8_tensors_cast_to_half_and_back_rounding_and_saturating() {
+    let rt = rt();
+    let bin = load(&rt, "static_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let n = 256;
+    let x: Vec<i8> = (0..n).map(|i| (i as i32 - 128) as i8).collect();
+    let dx = upload(&rt, &x);
+    let dz = upload(&rt, &vec![0i8; n]);
+    let k = rt.get_function(bin, "int8_scale").unwrap();
+    run(&rt, k, 1, &[dx.into(), dz.into(), (n as u64).into()], s);
+    let z: Vec<i8> = download(&rt, dz, n);
+    // Every step is exact in half here (|x · 1.5 + 0.5| ≤ 191.5 on a 0.5 grid), so the
+    // result is x · 1.5 + 0.5 rounded to nearest even, saturated to i8.
+    let want: Vec<i8> = x
+        .iter()
+        .map(|&v| {
+            (v as f64 * 1.5 + 0.5)
+                .round_ties_even()
+                .clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(z, want);
+    assert!(z.contains(&127) && z.contains(&-128));
+}

@@ -684,6 +684,16 @@ template <> struct Type<uint16_t> {
     static constexpr int code = NPU_I16;
     static __aicore__ inline uint64_t bits(uint16_t v) { return v; }
 };
+/* 8-bit integers: Cast to and from them, Duplicate and copies; arithmetic on them faults at
+ * the instruction (as Ascend C offers none). */
+template <> struct Type<int8_t> {
+    static constexpr int code = NPU_I8;
+    static __aicore__ inline uint64_t bits(int8_t v) { return (uint8_t)v; }
+};
+template <> struct Type<uint8_t> {
+    static constexpr int code = NPU_U8;
+    static __aicore__ inline uint64_t bits(uint8_t v) { return v; }
+};
 template <typename T> struct Identity {
     using type = T;
 };

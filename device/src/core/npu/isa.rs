@@ -223,6 +223,9 @@ impl VecOp {
     /// Whether the instruction is defined on elements of type `t` (the legacy f16 ↔ f32
     /// conversions take no type: `t` is F32).
     pub const fn supports(self, t: DType) -> bool {
+        if matches!(t, DType::I8 | DType::U8) {
+            return matches!(self, VecOp::Cvt | VecOp::Dup | VecOp::Mov);
+        }
         match self {
             VecOp::Div | VecOp::Exp | VecOp::Ln | VecOp::Sqrt | VecOp::Rec | VecOp::LRelu => {
                 t.is_float()

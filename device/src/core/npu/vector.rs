@@ -340,6 +340,8 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
         // Integers: exact in i64, then wrapped to the type's width.
         let wrap = |x: i64| match t {
             DType::I16 => x as i16 as f64,
+            DType::I8 => x as i8 as f64,
+            DType::U8 => x as u8 as f64,
             _ => x as i32 as f64,
         };
         let int = |base: u32, i: usize| at(base, i, t) as i64;
@@ -350,11 +352,7 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
                 t.store(wrap(total), o);
             }
             VecOp::RMax => {
-                let min = if t == DType::I16 {
-                    i16::MIN as i64
-                } else {
-                    i32::MIN as i64
-                };
+                let min = t.int_range().0;
                 let m = (0..n).fold(min, |m, i| m.max(int(v.a, i)));
                 t.store(m as f64, o);
             }
