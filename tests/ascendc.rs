@@ -883,7 +883,7 @@ fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
         s,
     );
     let z: Vec<u16> = download(&rt, dz, 48);
-    let mut want = vec![0u16; 48];
+    let mut want = [0u16; 48];
     for i in 0..n {
         want[to[i]] = x[i];
     }
