@@ -432,3 +432,50 @@ pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
         Ok(())
     })
 }
+
+/// `npusimPlatformValue` items: what CANN's `platform_ascendc::PlatformAscendC` reports.
+const PLATFORM_AIC_CORES: u32 = 0;
+const PLATFORM_AIV_CORES: u32 = 1;
+const PLATFORM_UB_BYTES: u32 = 2;
+const PLATFORM_L1_BYTES: u32 = 3;
+const PLATFORM_L0A_BYTES: u32 = 4;
+const PLATFORM_L0B_BYTES: u32 = 5;
+const PLATFORM_L0C_BYTES: u32 = 6;
+const PLATFORM_HBM_BYTES: u32 = 7;
+const PLATFORM_L2_BYTES: u32 = 8;
+const PLATFORM_BT_BYTES: u32 = 9;
+
+/// npusim extension: a figure of the device the process runs on (`item`: the
+/// `NPUSIM_PLATFORM_*` values of `tiling/platform/platform_ascendc.h`) — device 0 of the
+/// session, or before `aclInit` the preset `NPUSIM_PRESET` selects — so a host tiling function
+/// may ask before the runtime is up, as CANN's platform API allows.
+///
+/// # Safety
+/// `value` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn npusimPlatformValue(item: u32, value: *mut u64) -> aclError {
+    call("npusimPlatformValue", || {
+        non_null(value, "value")?;
+        let c = match session() {
+            Ok(s) => s.rt.device_config(0)?,
+            Err(_) => crate::session::config_from_env()?.runtime.device,
+        };
+        let v: u64 = match item {
+            PLATFORM_AIC_CORES => c.ai_cores.into(),
+            PLATFORM_AIV_CORES => c.vector_cores().into(),
+            PLATFORM_UB_BYTES => c.ub_bytes.into(),
+            PLATFORM_L1_BYTES => c.l1_bytes.into(),
+            PLATFORM_L0A_BYTES => c.l0a_bytes.into(),
+            PLATFORM_L0B_BYTES => c.l0b_bytes.into(),
+            PLATFORM_L0C_BYTES => c.l0c_bytes.into(),
+            PLATFORM_HBM_BYTES => c.hbm_bytes,
+            // The L2 the core model assumes (as aclrtGetDeviceInfo's ACL_DEV_ATTR_L2_CACHE_SIZE).
+            PLATFORM_L2_BYTES => 192 << 20,
+            PLATFORM_BT_BYTES => npusim_engine::device::core::npu::BT_BYTES.into(),
+            other => return Err(AclError::param(format!("item {other}: expected 0..=9"))),
+        };
+        // SAFETY: checked non-NULL.
+        unsafe { value.write(v) };
+        Ok(())
+    })
+}
