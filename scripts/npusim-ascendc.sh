@@ -144,6 +144,63 @@ static aclrtFuncHandle npusim_function(const char *name, aclError *err) {
 CPP
 } >"$impl"
 
+# The launch through the args builder, for a kernel with a struct over 16 bytes by value (in
+# `kinds`): one args handle per thread and loaded binary, built at the first launch and updated
+# at each later one (a handle lives as long as its binary, so none is made per launch).
+args_builder_launch() {
+    local n=${#kinds[@]} k kind rest pname size
+    echo "    // A struct over 16 bytes goes by reference to a copy (LP64F): a placeholder argument."
+    echo "    static thread_local aclrtFuncHandle made_for = nullptr;"
+    echo "    static thread_local aclrtArgsHandle h = nullptr;"
+    echo "    static thread_local aclrtParamHandle ph[$n];"
+    for k in "${!kinds[@]}"; do
+        IFS=: read -r kind pname size <<<"${kinds[$k]}"
+        [[ $kind == small || $kind == big ]] &&
+            printf '    if (%s == nullptr) {\n        return (uint32_t)ACL_ERROR_INVALID_PARAM;\n    }\n' "$pname"
+    done
+    echo "    bool fresh = made_for != f;"
+    echo "    if (fresh) {"
+    echo "        made_for = nullptr;"
+    echo "        err = aclrtKernelArgsInit(f, &h);"
+    echo "        if (err != ACL_SUCCESS) {"
+    echo "            return (uint32_t)err;"
+    echo "        }"
+    echo "    }"
+    for k in "${!kinds[@]}"; do
+        IFS=: read -r kind pname size <<<"${kinds[$k]}"
+        case "$kind" in
+            ptr) echo "    { void *v = $pname; err = fresh ? aclrtKernelArgsAppend(h, &v, sizeof v, &ph[$k]) : aclrtKernelArgsParaUpdate(h, ph[$k], &v, sizeof v); }" ;;
+            int) echo "    { auto v = $pname; err = fresh ? aclrtKernelArgsAppend(h, &v, sizeof v, &ph[$k]) : aclrtKernelArgsParaUpdate(h, ph[$k], &v, sizeof v); }" ;;
+            float) echo "    { float v = $pname; err = fresh ? npusimKernelArgsAppendFloat(h, v, &ph[$k]) : aclrtKernelArgsParaUpdate(h, ph[$k], &v, sizeof v); }" ;;
+            small) echo "    { uint64_t v[$(((size + 7) / 8))] = {}; memcpy(v, $pname, $size); err = fresh ? aclrtKernelArgsAppend(h, v, sizeof v, &ph[$k]) : aclrtKernelArgsParaUpdate(h, ph[$k], v, sizeof v); }" ;;
+            big)
+                echo "    if (fresh) {"
+                echo "        void *buf = nullptr;"
+                echo "        err = aclrtKernelArgsAppendPlaceHolder(h, &ph[$k]);"
+                echo "        if (err == ACL_SUCCESS) {"
+                echo "            err = aclrtKernelArgsGetPlaceHolderBuffer(h, ph[$k], $size, &buf);"
+                echo "        }"
+                echo "        if (err == ACL_SUCCESS) {"
+                echo "            memcpy(buf, $pname, $size);"
+                echo "        }"
+                echo "    } else {"
+                echo "        err = aclrtKernelArgsParaUpdate(h, ph[$k], const_cast<void *>($pname), $size);"
+                echo "    }" ;;
+        esac
+        echo "    if (err != ACL_SUCCESS) {"
+        echo "        return (uint32_t)err;"
+        echo "    }"
+    done
+    echo "    if (fresh) {"
+    echo "        err = aclrtKernelArgsFinalize(h);"
+    echo "        if (err != ACL_SUCCESS) {"
+    echo "            return (uint32_t)err;"
+    echo "        }"
+    echo "        made_for = f;"
+    echo "    }"
+    echo "    return (uint32_t)aclrtLaunchKernelWithConfig(f, blockDim, stream, nullptr, h, nullptr);"
+}
+
 while IFS='|' read -r name params; do
     decl=()
     body=()
@@ -151,6 +208,8 @@ while IFS='|' read -r name params; do
     hargs=()
     mask=0
     i=0
+    kinds=() # per parameter, for the args-builder launcher: ptr|float|int|small|big:NAME[:SIZE]
+    big=0
     IFS=',' read -ra ps <<<"$params"
     for p in "${ps[@]}"; do
         p="$(echo "$p" | sed -e 's/^ *//' -e 's/ *$//')"
@@ -159,20 +218,22 @@ while IFS='|' read -r name params; do
         ptype="$(echo "${p%"$pname"}" | sed -e 's/ *$//' -e 's/__gm__ //g')"
         case "$ptype" in
             GM_ADDR | *"*") decl+=("void *$pname"); body+=("    slots[$i] = (uint64_t)(uintptr_t)$pname;")
-                hdecl+=("void *$pname"); hargs+=("npusim_icpu::device($pname)") ;;
-            float) decl+=("float $pname"); mask=$((mask | (1 << i)))
+                hdecl+=("void *$pname"); hargs+=("npusim_icpu::device($pname)"); kinds+=("ptr:$pname") ;;
+            float) decl+=("float $pname"); mask=$((mask | (1 << i))); kinds+=("float:$pname")
                    hdecl+=("float $pname"); hargs+=("$pname")
                    body+=("    memcpy(&slots[$i], &$pname, sizeof(float));") ;;
             bool | char | int | long | "unsigned int" | "unsigned long" | "long long" | \
             "unsigned long long" | int8_t | int16_t | int32_t | int64_t | uint8_t | uint16_t | \
             uint32_t | uint64_t | size_t)
                 decl+=("$ptype $pname"); body+=("    slots[$i] = (uint64_t)(int64_t)$pname;")
-                hdecl+=("$ptype $pname"); hargs+=("$pname") ;;
+                hdecl+=("$ptype $pname"); hargs+=("$pname"); kinds+=("int:$pname") ;;
             *)
                 # A struct by value: the host passes a pointer to it (as CANN's generated
                 # launcher takes `&tiling`) and the launcher packs its bytes as the RISC-V
                 # LP64F ABI passes a struct of integers of at most 16 bytes: in one or two
-                # argument registers, little-endian, in order.
+                # argument registers, little-endian, in order. A larger struct (of any fields)
+                # goes by reference to a copy: a placeholder argument of the args builder,
+                # copied to device memory at each launch and freed once the kernel is done.
                 struct="${ptype#struct }"
                 layout="$(struct_layout "$struct")"
                 size="${layout%%|*}"
@@ -180,10 +241,8 @@ while IFS='|' read -r name params; do
                 reason=""
                 if [[ -z "$layout" ]]; then
                     reason="its type '$ptype' is not a struct the compiler laid out"
-                elif [[ "$floats" != 0 ]]; then
+                elif [[ "$floats" != 0 ]] && ((size <= 16)); then
                     reason="struct $struct has floating-point fields (LP64F passes those in float registers; the launcher packs integer words only)"
-                elif ((size > 16)); then
-                    reason="struct $struct is $size bytes (LP64F passes a struct over 16 bytes by reference to a copy the launcher cannot place in device memory)"
                 fi
                 if [[ -z "$reason" && $cpu_debug == 1 ]]; then
                     reason="a twin-debug host program passes GmAlloc memory; a struct by value has no host definition for ICPU_RUN_KF"
@@ -195,8 +254,14 @@ while IFS='|' read -r name params; do
                 fi
                 decl+=("const void *$pname")
                 body+=("    if ($pname == nullptr) {" "        return (uint32_t)ACL_ERROR_INVALID_PARAM;" "    }")
-                body+=("    memcpy(&slots[$i], $pname, $size); // struct $struct by value")
-                i=$((i + (size + 7) / 8 - 1))
+                if ((size > 16)); then
+                    big=1
+                    kinds+=("big:$pname:$size")
+                else
+                    kinds+=("small:$pname:$size")
+                    body+=("    memcpy(&slots[$i], $pname, $size); // struct $struct by value")
+                    i=$((i + (size + 7) / 8 - 1))
+                fi
                 ;;
         esac
         i=$((i + 1))
@@ -235,7 +300,9 @@ H
         echo "    if (f == nullptr) {"
         echo "        return (uint32_t)err;"
         echo "    }"
-        if [[ $i -gt 0 ]]; then
+        if [[ $big == 1 ]]; then
+            args_builder_launch
+        elif [[ $i -gt 0 ]]; then
             echo "    uint64_t slots[$i] = {};"
             printf '%s\n' "${body[@]}"
             echo "    return (uint32_t)npusimLaunchKernel(f, $blocks, slots, sizeof slots, ${mask}u, stream);"

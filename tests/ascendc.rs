@@ -984,3 +984,462 @@ fn a_kernel_assert_with_a_message_prints_it_and_the_condition_and_fails_the_laun
         "{log}"
     );
 }
+
+/// A ListTensorDesc as hosts lay it out: the data-pointer array's byte offset, then per tensor
+/// `dim | index << 32` and the shape, then the data pointers.
+fn list_desc(tensors: &[(u32, &[u64], DevicePtr)]) -> Vec<u64> {
+    let head: usize = tensors.iter().map(|(_, s, _)| 1 + s.len()).sum();
+    let mut w = vec![8 * (1 + head) as u64];
+    for (index, shape, _) in tensors {
+        w.push(shape.len() as u64 | (*index as u64) << 32);
+        w.extend_from_slice(shape);
+    }
+    w.extend(tensors.iter().map(|(_, _, p)| p.0));
+    w
+}
+
+#[test]
+fn a_list_of_tensors_gives_each_one_s_shape_index_and_data() {
+    let rt = rt();
+    let bin = load(&rt, "list_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let shapes: [&[u64]; 3] = [&[8, 16], &[5], &[2, 3, 4]];
+    let datas: Vec<Vec<f32>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(t, sh)| {
+            let n: u64 = sh.iter().product();
+            (0..n).map(|i| (t * 1000) as f32 + i as f32 * 0.5).collect()
+        })
+        .collect();
+    let ptrs: Vec<DevicePtr> = datas.iter().map(|d| upload(&rt, d)).collect();
+    let list: Vec<(u32, &[u64], DevicePtr)> =
+        (0..3).map(|t| (7 + t as u32, shapes[t], ptrs[t])).collect();
+    let desc = upload(&rt, &list_desc(&list));
+    let out = upload(&rt, &[0u64; 12]);
+    let k = rt.get_function(bin, "list_probe").unwrap();
+    run(&rt, k, 1, &[desc.into(), out.into(), 3u64.into()], s);
+    let got: Vec<u64> = download(&rt, out, 12);
+    for t in 0..3 {
+        let n: u64 = shapes[t].iter().product();
+        let want = [
+            shapes[t].len() as u64,
+            7 + t as u64,
+            n,
+            datas[t][n as usize - 1].to_bits() as u64,
+        ];
+        assert_eq!(got[4 * t..4 * t + 4], want, "tensor {t}");
+    }
+
+    // Asking a list for a tensor past its end stops the block with the reason.
+    let k = rt.get_function(bin, "list_past_end").unwrap();
+    rt.launch(k, 1, &[desc.into(), out.into()], s).unwrap();
+    assert!(rt.synchronize_stream(s).is_err());
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("ListTensorDesc: the tensor index is past the list")),
+        "{log:?}"
+    );
+}
+
+// ---- WholeReduce / BlockReduce / Brcb / GatherMask / Gather -----------------------------------
+
+/// The documented f16 tree addition: the f32 sum of the exact inputs rounded once to f16; a
+/// finite sum past 65504 saturates there.
+fn add16(a: u16, b: u16) -> u16 {
+    let s = f32_to_f16(f16_to_f32(a) + f16_to_f32(b));
+    if s & 0x7fff == 0x7c00 && a & 0x7c00 != 0x7c00 && b & 0x7c00 != 0x7c00 {
+        (s & 0x8000) | 0x7bff
+    } else {
+        s
+    }
+}
+
+/// Pairwise (0+1)(2+3)… over the slots, recursively; an unselected slot passes its partner.
+fn tree<T: Copy>(v: &[Option<T>], add: &dyn Fn(T, T) -> T) -> Option<T> {
+    if v.len() == 1 {
+        return v[0];
+    }
+    let next: Vec<Option<T>> = v
+        .chunks(2)
+        .map(|p| match (p[0], p[1]) {
+            (Some(x), Some(y)) => Some(add(x, y)),
+            (x, None) => x,
+            (None, y) => y,
+        })
+        .collect();
+    tree(&next, add)
+}
+
+#[test]
+fn whole_reduce_sum_over_ragged_rows_matches_the_documented_binary_tree() {
+    let rt = rt();
+    let bin = load(&rt, "whole_reduce_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "whole_reduce_sum_rows").unwrap();
+    // The sample's 13 × 123 (values 1..100, as its gen_data.py), and 7 × 77 with large
+    // values whose partial sums saturate.
+    for (rows, cols, lo, hi) in [
+        (13usize, 123usize, 1.0f32, 100.0f32),
+        (7, 77, 2000.0, 9000.0),
+    ] {
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| lo + ((i * 7919) % 1000) as f32 * (hi - lo) / 1000.0)
+            .collect();
+        let xh = halves(&x);
+        let dx = upload(&rt, &xh);
+        let dy = rt.malloc(64 + 2 * rows as u64).unwrap();
+        run(
+            &rt,
+            k,
+            1,
+            &[
+                dx.into(),
+                dy.into(),
+                (rows as u64).into(),
+                (cols as u64).into(),
+            ],
+            s,
+        );
+        let y: Vec<u16> = download(&rt, dy, rows);
+        for r in 0..rows {
+            let slots: Vec<Option<u16>> = (0..128)
+                .map(|p| (p < cols).then(|| xh[r * cols + p]))
+                .collect();
+            assert_eq!(y[r], tree(&slots, &add16).unwrap(), "{rows}x{cols} row {r}");
+        }
+        if hi > 5000.0 {
+            // 77 values near 5500 sum to about 420000: every row saturated at 65504.
+            assert!(y.iter().all(|&v| v == 0x7bff), "{y:x?}");
+        }
+    }
+}
+
+#[test]
+fn whole_and_block_reductions_follow_masks_strides_and_orders() {
+    let rt = rt();
+    let bin = load(&rt, "whole_reduce_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "reduce_families").unwrap();
+    let x: Vec<f32> = (0..2048)
+        .map(|i| ((i * 37 + 11) % 203) as f32 * 0.75 - 70.0 + (i % 5) as f32 * 0.001)
+        .collect();
+    let dx = upload(&rt, &x);
+    let dy = rt.malloc(1024).unwrap();
+    run(&rt, k, 1, &[dx.into(), dy.into()], s);
+    let y: Vec<f32> = download(&rt, dy, 256);
+    let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
+    let sel = |r: usize, m: &dyn Fn(usize) -> bool| -> Vec<Option<f32>> {
+        (0..64).map(|p| m(p).then_some(x[r * 64 + p])).collect()
+    };
+    let extreme = |v: &[Option<f32>], max: bool| {
+        let mut best: Option<(f32, usize)> = None;
+        for (i, x) in v.iter().enumerate() {
+            if let Some(x) = *x
+                && best.is_none_or(|(b, _)| if max { x > b } else { x < b })
+            {
+                best = Some((x, i));
+            }
+        }
+        best.unwrap()
+    };
+    let mask = 0xf0f0_f0f0_0f0f_0f0fu64;
+    let untouched = (-1.0f32).to_bits();
+    for r in 0..5 {
+        // WholeReduceMax, bit mask, [value, index] every 3 × 8 bytes.
+        let (v, i) = extreme(&sel(r, &|p| mask >> p & 1 == 1), true);
+        assert_eq!((y[6 * r], bits[6 * r + 1]), (v, i as u32), "max repeat {r}");
+        assert_eq!(bits[6 * r + 2], untouched);
+        // WholeReduceMin, count mask 37: [index, value], then the index alone.
+        let (v, i) = extreme(&sel(r, &|p| p < 37), false);
+        assert_eq!(
+            (bits[32 + 2 * r], y[33 + 2 * r]),
+            (i as u32, v),
+            "min repeat {r}"
+        );
+        assert_eq!(bits[48 + r], i as u32);
+    }
+    assert_eq!(bits[53], untouched);
+    // BlockReduce*, 13 of 64 elements (blocks 0 and 1 of 8), repeats 10 blocks apart.
+    for r in 0..3 {
+        for blk in 0..2 {
+            let n = if blk == 0 { 8 } else { 5 };
+            let b: Vec<Option<f32>> = (0..8)
+                .map(|j| (j < n).then_some(x[r * 80 + blk * 8 + j]))
+                .collect();
+            let sum = tree(&b, &|p, q| p + q).unwrap();
+            assert_eq!(y[64 + r * 16 + blk], sum, "block sum r{r} b{blk}");
+            assert_eq!(y[136 + r * 8 + blk], extreme(&b, false).0);
+        }
+        for blk in 2..8 {
+            assert_eq!(
+                bits[64 + r * 16 + blk],
+                untouched,
+                "an empty block is not written"
+            );
+        }
+    }
+    // BlockReduceMax with srcBlkStride 2: block k of repeat r starts at element r*80 + 16k.
+    for r in 0..3 {
+        for blk in 0..2 {
+            let n = if blk == 0 { 8 } else { 5 };
+            let b: Vec<Option<f32>> = (0..8)
+                .map(|j| (j < n).then_some(x[r * 80 + blk * 16 + j]))
+                .collect();
+            assert_eq!(y[112 + r * 8 + blk], extreme(&b, true).0);
+        }
+    }
+    // ReduceMin, bit mask, 30 repeats: the minimum over every selected element.
+    let xr = &x;
+    let all_min = (0..30)
+        .flat_map(|r| {
+            (0..64)
+                .filter(|p| mask >> p & 1 == 1)
+                .map(move |p| xr[r * 64 + p])
+        })
+        .fold(f32::INFINITY, f32::min);
+    assert_eq!(y[160], all_min);
+    // ReduceSum, 9 repeats of 64: a tree per repeat, then a tree over the 9 sums.
+    let per: Vec<Option<f32>> = (0..9)
+        .map(|r| tree(&sel(r, &|_| true), &|p, q| p + q))
+        .collect();
+    let mut slots = per.clone();
+    slots.resize(64, None);
+    assert_eq!(y[168], tree(&slots, &|p, q| p + q).unwrap());
+}
+
+#[test]
+fn brcb_and_gather_place_elements_where_the_docs_say() {
+    let rt = rt();
+    let bin = load(&rt, "whole_reduce_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "brcb_gather").unwrap();
+    let x: Vec<u32> = (0..256).map(|i| 0x4000_0000 + i * 3).collect();
+    let offs: Vec<u32> = (0..256).map(|i| ((i * 53 + 7) % 255) * 4).collect();
+    let (dx, doff) = (upload(&rt, &x), upload(&rt, &offs));
+    let dy = rt.malloc(4096).unwrap();
+    run(&rt, k, 1, &[dx.into(), doff.into(), dy.into()], s);
+    let y: Vec<u32> = download(&rt, dy, 1024);
+    let y16: Vec<u16> = y
+        .iter()
+        .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+        .collect();
+    let x16: Vec<u16> = x
+        .iter()
+        .flat_map(|w| [*w as u16, (*w >> 16) as u16])
+        .collect();
+    for r in 0..2 {
+        for j in 0..8 {
+            let blk = r * 20 + j * 2;
+            assert!(
+                y16[blk * 16..blk * 16 + 16]
+                    .iter()
+                    .all(|&v| v == x16[r * 8 + j])
+            );
+            assert!(
+                y16[(blk + 1) * 16..(blk + 2) * 16]
+                    .iter()
+                    .all(|&v| v == 0xeeee)
+            );
+        }
+    }
+    for i in 0..200 {
+        assert_eq!(y[384 + i], x[offs[i] as usize / 4], "gather {i}");
+    }
+    assert_eq!(y[584], 0xeeee_eeee);
+    // Mask form: even slots of 2 repeats, 10 blocks apart, srcBaseAddr 4 bytes.
+    for r in 0..2 {
+        for p in 0..64 {
+            let got = y[640 + r * 80 + p];
+            if p % 2 == 0 {
+                assert_eq!(got, x[offs[r * 64 + p] as usize / 4 + 1], "r{r} p{p}");
+            } else {
+                assert_eq!(got, 0xeeee_eeee);
+            }
+        }
+    }
+}
+
+#[test]
+fn gather_mask_packs_by_pattern_and_reports_the_count() {
+    let rt = rt();
+    let bin = load(&rt, "gather_mask_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "gather_mask_custom").unwrap();
+    let x: Vec<u16> = (0..1024).map(|i| (i * 5 + 1) as u16).collect();
+    let pattern: Vec<u16> = (0..128).map(|i| (i * 0x9e37 + 0x1234) as u16).collect();
+    let count = 97u32;
+    let (dx, dp) = (upload(&rt, &x), upload(&rt, &pattern));
+    let dy = rt.malloc(3072).unwrap();
+    let dc = rt.malloc(64).unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[
+            dx.into(),
+            dp.into(),
+            dy.into(),
+            dc.into(),
+            (count as u64).into(),
+        ],
+        s,
+    );
+    let y: Vec<u16> = download(&rt, dy, 1536);
+    let counts: Vec<u64> = download(&rt, dc, 3);
+    let bit = |words: &[u16], p: usize| words[p / 16] >> (p % 16) & 1 == 1;
+    // Normal mode: 2 repeats of 128, pattern of repeat r at 16 r halves (1 block).
+    let mut want0 = Vec::new();
+    for r in 0..2 {
+        for p in (0..128).filter(|&p| bit(&pattern[16 * r..], p)) {
+            want0.push(x[r * 128 + p]);
+        }
+    }
+    assert_eq!(counts[0], want0.len() as u64);
+    assert_eq!(&y[..want0.len()], &want0[..]);
+    assert_eq!(y[want0.len()], 0xeeee);
+    // Counter mode, 97 elements, built-in pattern 5 (third of every four), src0 blocks 2 apart
+    // and repeats 16 blocks apart.
+    let want1: Vec<u16> = (0..count as usize)
+        .filter(|p| p % 4 == 2)
+        .map(|i| {
+            let (r, p) = (i / 128, i % 128);
+            x[r * 256 + (p / 16) * 32 + p % 16]
+        })
+        .collect();
+    assert_eq!(counts[1], want1.len() as u64);
+    assert_eq!(&y[512..512 + want1.len()], &want1[..]);
+    assert_eq!(y[512 + want1.len()], 0xeeee);
+    // Floats with a uint32_t pattern, 50 elements.
+    let pat32: Vec<u32> = pattern
+        .chunks(2)
+        .map(|c| c[0] as u32 | (c[1] as u32) << 16)
+        .collect();
+    let x32: Vec<u32> = x
+        .chunks(2)
+        .map(|c| c[0] as u32 | (c[1] as u32) << 16)
+        .collect();
+    let want2: Vec<u32> = (0..50)
+        .filter(|&p| pat32[p / 32] >> (p % 32) & 1 == 1)
+        .map(|p| x32[p])
+        .collect();
+    assert_eq!(counts[2], want2.len() as u64);
+    let y32: Vec<u32> = y[1024..]
+        .chunks(2)
+        .map(|c| c[0] as u32 | (c[1] as u32) << 16)
+        .collect();
+    assert_eq!(&y32[..want2.len()], &want2[..]);
+}
+
+#[test]
+fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
+    let rt = rt();
+    let bin = load(&rt, "whole_reduce_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "gather_custom").unwrap();
+    let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.5 - 3.0).collect();
+    let dx = upload(&rt, &x);
+    let n = 333usize;
+    let mut offs: Vec<u32> = (0..n as u32).map(|i| (255 - i % 256) * 4).collect();
+    let doff = upload(&rt, &offs);
+    let dy = rt.malloc(4 * n as u64).unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[dx.into(), doff.into(), dy.into(), (n as u64).into()],
+        s,
+    );
+    let y: Vec<f32> = download(&rt, dy, n);
+    for i in 0..n {
+        assert_eq!(y[i], x[offs[i] as usize / 4], "{i}");
+    }
+    offs[300] = 0x4_0000;
+    let doff = upload(&rt, &offs);
+    rt.launch(
+        k,
+        1,
+        &[dx.into(), doff.into(), dy.into(), (n as u64).into()],
+        s,
+    )
+    .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(
+        err.contains("gather element 300: byte offset 0x40000"),
+        "{err}"
+    );
+}
+
+#[test]
+fn buffer_pools_reuse_one_ub_region_for_two_phases() {
+    let rt = rt();
+    let bin = load(&rt, "buf_pool.o");
+    let s = rt.create_stream().unwrap();
+    let n = 4 * 256;
+    let x: Vec<f32> = (0..n).map(|i| (i % 31) as f32 * 0.75 - 4.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i % 17) as f32 * -0.5 + 2.25).collect();
+    let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
+    let (ds, dp) = (
+        rt.malloc(4 * n as u64).unwrap(),
+        rt.malloc(4 * n as u64).unwrap(),
+    );
+    let k = rt.get_function(bin, "buf_pool").unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[
+            dx.into(),
+            dy.into(),
+            ds.into(),
+            dp.into(),
+            (n as u64).into(),
+        ],
+        s,
+    );
+    let sum: Vec<f32> = download(&rt, ds, n);
+    let prod: Vec<f32> = download(&rt, dp, n);
+    let want_sum: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let want_prod: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a * b).collect();
+    assert_eq!(sum, want_sum);
+    assert_eq!(prod, want_prod);
+
+    let k = rt.get_function(bin, "buf_pool_overflow").unwrap();
+    rt.launch(k, 1, &[dx.into()], s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("136"), "{err}");
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter().any(|l| l.contains(
+            "TBufPool::InitBuffer: 2048 bytes do not fit in the TBufPool (1024 of 1024 left)"
+        )),
+        "{log:?}"
+    );
+}
+
+#[test]
+fn int8_tensors_cast_to_half_and_back_rounding_and_saturating() {
+    let rt = rt();
+    let bin = load(&rt, "static_tensor.o");
+    let s = rt.create_stream().unwrap();
+    let n = 256;
+    let x: Vec<i8> = (0..n).map(|i| (i as i32 - 128) as i8).collect();
+    let dx = upload(&rt, &x);
+    let dz = upload(&rt, &vec![0i8; n]);
+    let k = rt.get_function(bin, "int8_scale").unwrap();
+    run(&rt, k, 1, &[dx.into(), dz.into(), (n as u64).into()], s);
+    let z: Vec<i8> = download(&rt, dz, n);
+    // Every step is exact in half here (|x · 1.5 + 0.5| ≤ 191.5 on a 0.5 grid), so the
+    // result is x · 1.5 + 0.5 rounded to nearest even, saturated to i8.
+    let want: Vec<i8> = x
+        .iter()
+        .map(|&v| {
+            (v as f64 * 1.5 + 0.5)
+                .round_ties_even()
+                .clamp(-128.0, 127.0) as i8
+        })
+        .collect();
+    assert_eq!(z, want);
+    assert!(z.contains(&127) && z.contains(&-128));
+}

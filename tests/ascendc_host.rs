@@ -103,7 +103,7 @@ fn the_tool_generates_the_launch_header_and_code_for_every_kernel_of_a_source() 
 }
 
 #[test]
-fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_naming_kernel_and_parameter() {
+fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_and_a_large_one_goes_by_reference() {
     if !have("clang++-16") {
         eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
         return;
@@ -129,12 +129,17 @@ fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_naming_kernel_and_p
             && stderr.contains("floating-point fields"),
         "{stderr}"
     );
+    // A struct over 16 bytes goes by reference to a copy (LP64F): the launcher passes it as
+    // a placeholder argument, which the runtime copies to device memory at each launch.
+    assert!(!stderr.contains("kernel big"), "{stderr}");
+    let code = std::fs::read_to_string(dir.join("out/aclrtlaunch_refused.cpp")).unwrap();
     assert!(
-        stderr.contains("kernel big, parameter 'Big b'") && stderr.contains("24 bytes"),
-        "{stderr}"
+        code.contains("aclrtKernelArgsGetPlaceHolderBuffer(h, ph[1], 24, &buf)"),
+        "{code}"
     );
-    // The kernel it can launch still gets its launcher.
+    // The kernels it can launch still get their launchers.
     assert!(dir.join("out/aclrtlaunch_fine.h").exists());
+    assert!(dir.join("out/aclrtlaunch_big.h").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -580,5 +585,57 @@ fn a_matmul_api_feature_the_layer_does_not_offer_stops_the_compile_naming_it() {
     )
     .unwrap();
     compile(&[], &p, &dir).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_reduction_or_gather_on_a_type_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("masked-types");
+    let cases = [
+        (
+            "WholeReduceSum<int32_t>(d, s, 8, 1, 1, 1, 8);",
+            "int32_t",
+            "WholeReduceSum: half or float tensors only",
+        ),
+        (
+            "WholeReduceMax<int16_t>(d, s, 8, 1, 1, 1, 8);",
+            "int16_t",
+            "WholeReduceMax: half or float tensors only",
+        ),
+        (
+            "BlockReduceSum<int32_t>(d, s, 1, 8, 1, 1, 8);",
+            "int32_t",
+            "BlockReduceSum: half or float tensors only",
+        ),
+        (
+            "WholeReduceSum<float, false>(d, s, 8, 1, 1, 1, 8);",
+            "float",
+            "WholeReduceSum: isSetMask = false is not supported",
+        ),
+        (
+            "uint64_t n; GatherMask(d, s, s.ReinterpretCast<uint16_t>(), false, 0, GatherMaskParams(), n);",
+            "float",
+            "GatherMask: src1Pattern is uint16_t for 16-bit tensors, uint32_t for 32-bit",
+        ),
+    ];
+    for (i, (call, ty, message)) in cases.iter().enumerate() {
+        let src = dir.join(format!("bad{i}.cpp"));
+        std::fs::write(
+            &src,
+            format!(
+                "#include \"kernel_operator.h\"\nusing namespace AscendC;\n\
+                 extern \"C\" __global__ __aicore__ void k() {{\n\
+                 TPipe pipe; TBuf<TPosition::VECCALC> b; pipe.InitBuffer(b, 1024);\n\
+                 LocalTensor<{ty}> d = b.Get<{ty}>(), s = b.Get<{ty}>();\n{call}\n}}\n"
+            ),
+        )
+        .unwrap();
+        let err = compile(&[], &src, &dir).expect_err(call);
+        assert!(err.contains(message), "{call}: {err}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

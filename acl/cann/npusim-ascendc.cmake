@@ -18,7 +18,8 @@
 #   ascendc_compile_options(NAME PRIVATE|PUBLIC opts...)       flags npusim-ascendc.sh takes
 #   (the target's own include directories and compile definitions reach the kernel compile too)
 #   the host targets samples link: host_intf_pub, ascendcl (libnpusim_acl and acl/include),
-#   tiling_api, register, platform, ascendalog, c_sec, runtime, dfx_flags (nothing to add)
+#   tiling_api, register, platform, ascendalog, c_sec, runtime, dfx_flags, graph_base (nothing
+#   to add)
 #   and, through find_package(tikicpulib), the twin-debug build (RUN_MODE=cpu; see
 #   tools/tikicpulib/lib/cmake/tikicpulib/tikicpulib-config.cmake).
 #
@@ -52,7 +53,7 @@ if(NOT TARGET npusim_acl)
         set_target_properties(${t} PROPERTIES INTERFACE_LINK_LIBRARIES npusim_acl)
     endforeach()
     # CANN's other host libraries: their parts npusim offers are in libnpusim_acl and its headers.
-    foreach(t tiling_api register platform ascendalog c_sec runtime dfx_flags)
+    foreach(t tiling_api register platform ascendalog c_sec runtime dfx_flags graph_base)
         add_library(${t} INTERFACE IMPORTED GLOBAL)
         set_target_properties(${t} PROPERTIES INTERFACE_LINK_LIBRARIES npusim_acl)
     endforeach()

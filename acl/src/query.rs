@@ -433,63 +433,49 @@ pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
     })
 }
 
-/// The figures of one AI core and its device that CANN's host-side platform API
-/// (`platform_ascendc::PlatformAscendC`, `acl/include/tiling/platform/platform_ascendc.h`)
-/// reports: filled from the preset the session runs, or, before `aclInit`, the one `aclInit`
-/// would pick (`NPUSIM_PRESET`), because tiling code runs before the runtime starts.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct npusimPlatformInfo {
-    /// AI (cube, AIC) cores.
-    pub aiCores: u32,
-    /// Vector (AIV) cores: two per AI core on the 910B preset.
-    pub vectorCores: u32,
-    /// Unified buffer per core, bytes.
-    pub ubBytes: u32,
-    /// L1 buffer per core, bytes.
-    pub l1Bytes: u32,
-    /// L0A per core, bytes.
-    pub l0aBytes: u32,
-    /// L0B per core, bytes.
-    pub l0bBytes: u32,
-    /// L0C per core, bytes.
-    pub l0cBytes: u32,
-    /// The bias table (BT) per core, bytes.
-    pub btBytes: u32,
-    /// Device memory (HBM), bytes.
-    pub hbmBytes: u64,
-    /// The L2 the core model assumes, bytes.
-    pub l2Bytes: u64,
-}
+/// `npusimPlatformValue` items: what CANN's `platform_ascendc::PlatformAscendC` reports.
+const PLATFORM_AIC_CORES: u32 = 0;
+const PLATFORM_AIV_CORES: u32 = 1;
+const PLATFORM_UB_BYTES: u32 = 2;
+const PLATFORM_L1_BYTES: u32 = 3;
+const PLATFORM_L0A_BYTES: u32 = 4;
+const PLATFORM_L0B_BYTES: u32 = 5;
+const PLATFORM_L0C_BYTES: u32 = 6;
+const PLATFORM_HBM_BYTES: u32 = 7;
+const PLATFORM_L2_BYTES: u32 = 8;
+const PLATFORM_BT_BYTES: u32 = 9;
 
-/// `aclError npusimGetPlatformInfo(npusimPlatformInfo *info)` (npusim extension): the core and
-/// device figures of the preset in use (see [`npusimPlatformInfo`]); callable before `aclInit`.
-/// `ACL_ERROR_INVALID_PARAM` for a NULL `info` or an unknown `NPUSIM_PRESET`.
+/// npusim extension: a figure of the device the process runs on (`item`: the
+/// `NPUSIM_PLATFORM_*` values of `tiling/platform/platform_ascendc.h`) — device 0 of the
+/// session, or before `aclInit` the preset `NPUSIM_PRESET` selects — so a host tiling function
+/// may ask before the runtime is up, as CANN's platform API allows.
 ///
 /// # Safety
-/// `info` is NULL or writable.
+/// `value` is NULL or writable.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn npusimGetPlatformInfo(info: *mut npusimPlatformInfo) -> aclError {
-    call("npusimGetPlatformInfo", || {
-        non_null(info, "info")?;
+pub unsafe extern "C" fn npusimPlatformValue(item: u32, value: *mut u64) -> aclError {
+    call("npusimPlatformValue", || {
+        non_null(value, "value")?;
         let c = match session() {
             Ok(s) => s.rt.device_config(0)?,
             Err(_) => crate::session::config_from_env()?.runtime.device,
         };
-        let v = npusimPlatformInfo {
-            aiCores: c.ai_cores,
-            vectorCores: c.vector_cores(),
-            ubBytes: c.ub_bytes,
-            l1Bytes: c.l1_bytes,
-            l0aBytes: c.l0a_bytes,
-            l0bBytes: c.l0b_bytes,
-            l0cBytes: c.l0c_bytes,
-            btBytes: npusim_engine::device::core::npu::BT_BYTES,
-            hbmBytes: c.hbm_bytes,
-            l2Bytes: 192 << 20,
+        let v: u64 = match item {
+            PLATFORM_AIC_CORES => c.ai_cores.into(),
+            PLATFORM_AIV_CORES => c.vector_cores().into(),
+            PLATFORM_UB_BYTES => c.ub_bytes.into(),
+            PLATFORM_L1_BYTES => c.l1_bytes.into(),
+            PLATFORM_L0A_BYTES => c.l0a_bytes.into(),
+            PLATFORM_L0B_BYTES => c.l0b_bytes.into(),
+            PLATFORM_L0C_BYTES => c.l0c_bytes.into(),
+            PLATFORM_HBM_BYTES => c.hbm_bytes,
+            // The L2 the core model assumes (as aclrtGetDeviceInfo's ACL_DEV_ATTR_L2_CACHE_SIZE).
+            PLATFORM_L2_BYTES => 192 << 20,
+            PLATFORM_BT_BYTES => npusim_engine::device::core::npu::BT_BYTES.into(),
+            other => return Err(AclError::param(format!("item {other}: expected 0..=9"))),
         };
         // SAFETY: checked non-NULL.
-        unsafe { info.write(v) };
+        unsafe { value.write(v) };
         Ok(())
     })
 }

@@ -278,6 +278,9 @@ static inline void npu_vlrelu(float *dst, const float *a, float s, npu_u64 n) { 
 #define NPU_I32 2
 #define NPU_I16 3
 #define NPU_BF16 4
+/* 8-bit integers: a cast's source or destination, vdup and vmov only (anything else faults). */
+#define NPU_I8 5
+#define NPU_U8 6
 /* The count operand: n elements of type t. */
 #define NPU_COUNT(n, t) ((npu_u64)(npu_u32)(n) | ((npu_u64)(t) << 32))
 

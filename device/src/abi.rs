@@ -83,3 +83,6 @@ pub const CSR_L0B_BYTES: u16 = 0xCC7;
 pub const CSR_L0C_BYTES: u16 = 0xCC8;
 /// CSR: the size of this core's BT (bias table) buffer in bytes (read-only).
 pub const CSR_BT_BYTES: u16 = 0xCC9;
+/// CSR: how many elements the last gather-mask (`vperm` mode 1) to land kept (read-only;
+/// read it after a `V -> S` flag wait).
+pub const CSR_RSVD_CNT: u16 = 0xCCA;

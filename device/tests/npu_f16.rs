@@ -583,3 +583,51 @@ fn bf16_arithmetic_and_casts_are_bit_exact_against_the_half_crate() {
         );
     }
 }
+
+#[test]
+fn eight_bit_integers_cast_both_ways_saturating_and_fault_in_arithmetic() {
+    let xs: Vec<f32> = vec![2.5, -2.5, 127.6, -128.5, 300.0, -300.0, 0.49, f32::NAN];
+    let n = xs.len() as u32;
+    let src = f32_bytes(&xs);
+    let cast = |dst: DType, mode: RoundMode| {
+        let rs3 = encode::cast(n, dst, DType::F32, mode);
+        run_vec(VecOp::Cvt, &src, &[], 0, rs3, n as usize)
+    };
+    let i8s = |b: Vec<u8>| b.iter().map(|&v| v as i8).collect::<Vec<i8>>();
+    assert_eq!(
+        i8s(cast(DType::I8, RoundMode::Rint)),
+        [2, -2, 127, -128, 127, -128, 0, 0]
+    );
+    assert_eq!(
+        i8s(cast(DType::I8, RoundMode::Floor)),
+        [2, -3, 127, -128, 127, -128, 0, 0]
+    );
+    assert_eq!(
+        cast(DType::U8, RoundMode::Round),
+        [3, 0, 128, 0, 255, 0, 0, 0]
+    );
+    // Back to f16: every 8-bit value is exact.
+    let all: Vec<u8> = (0..=255u8).collect();
+    for (t, value) in [
+        (DType::I8, (|b: u8| b as i8 as f32) as fn(u8) -> f32),
+        (DType::U8, |b: u8| b as f32),
+    ] {
+        let rs3 = encode::cast(256, DType::F16, t, RoundMode::None);
+        let f = bytes_u16(&run_vec(VecOp::Cvt, &all, &[], 0, rs3, 512));
+        let want: Vec<u16> = all
+            .iter()
+            .map(|&b| f32_to_f16_rounded(value(b), RoundMode::Rint))
+            .collect();
+        assert_eq!(f, want, "{t}");
+    }
+    // Arithmetic on 8-bit elements is not defined: the instruction faults at issue.
+    let mut m = Machine::new();
+    let mut asm = Asm::new();
+    asm.vec(VecOp::Add, UB, UB, UB, encode::count(8, DType::I8));
+    match m.run(&asm.words) {
+        Err(Trap::Npu { fault, .. }) => {
+            assert_eq!(fault.to_string(), "vadd is not defined on i8 elements")
+        }
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}

@@ -195,7 +195,11 @@ fn vector_reference(op: VecOp, a: &[f32], b: &[f32], s: f32) -> Vec<f32> {
         | VecOp::Sel
         | VecOp::And
         | VecOp::Or
-        | VecOp::Not => {
+        | VecOp::Not
+        // Mask-register instructions: the `masked` tests below.
+        | VecOp::Mask
+        | VecOp::Red
+        | VecOp::Perm => {
             unreachable!()
         }
     }
@@ -212,7 +216,14 @@ fn every_vector_op_matches_its_reference() {
         if !op.supports(npusim_device::core::npu::DType::F32)
             || matches!(
                 op,
-                VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt | VecOp::Cmp | VecOp::Sel
+                VecOp::CvtF32ToF16
+                    | VecOp::CvtF16ToF32
+                    | VecOp::Cvt
+                    | VecOp::Cmp
+                    | VecOp::Sel
+                    | VecOp::Mask
+                    | VecOp::Red
+                    | VecOp::Perm
             )
         {
             continue;
@@ -1103,7 +1114,7 @@ fn bad_flags_fault() {
 #[test]
 fn undefined_extension_encodings_are_illegal() {
     for w in [
-        encode::r4(0x0b, 6, 1, 0, 0, 0, 0), // vector funct 0x0e
+        // (custom-0 has no free code left: vmask, vred and vperm took 0x0e, 0x0f, 0x1f.)
         encode::r4(0x2b, 7, 0, 0, 0, 0, 0), // no eighth copy direction
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
         encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
@@ -1217,5 +1228,495 @@ fn random_extension_instructions_never_panic() {
         }
         let mut m = Machine::new();
         let _ = m.run(&a.words);
+    }
+}
+
+// ---- Mask-register instructions: vmask, vred, vperm -----------------------------------------
+
+mod masked {
+    use super::*;
+    use half::f16;
+    use npusim_device::core::npu::masked::{GATHER_MASK_BUILTIN, GATHER_MASK_COUNTER};
+    use npusim_device::core::npu::{DType, PermMode, Reduce, ReduceOrder};
+
+    const UB_IN: u64 = UB;
+    const UB_AUX: u64 = UB + 0x8000;
+    const UB_OUT: u64 = UB + 0x1_0000;
+    const GM_IN: u64 = GM;
+    const GM_AUX: u64 = GM + 0x8000;
+    const GM_OUT: u64 = GM + 0x1_0000;
+    const OUT_BYTES: u32 = 0x4000;
+
+    /// Copies `input` and `aux` into UB, runs `body`, returns `OUT_BYTES` of UB from `UB_OUT`
+    /// (pre-filled with 0xEE so untouched bytes show) and the machine.
+    fn run(
+        input: &[u8],
+        aux: &[u8],
+        body: impl FnOnce(&mut Asm),
+    ) -> Result<(Vec<u8>, Machine), Trap> {
+        let mut m = Machine::new();
+        m.gm.write_bytes(GM_IN, input);
+        m.gm.write_bytes(GM_AUX, aux);
+        m.gm.write_bytes(GM_OUT, &vec![0xEE; OUT_BYTES as usize]);
+        let mut a = Asm::new();
+        if !input.is_empty() {
+            a.copy(CopyDir::GmToUb, UB_IN, GM_IN, input.len() as u32);
+        }
+        if !aux.is_empty() {
+            a.copy(CopyDir::GmToUb, UB_AUX, GM_AUX, aux.len() as u32);
+        }
+        a.copy(CopyDir::GmToUb, UB_OUT, GM_OUT, OUT_BYTES)
+            .sync(Pipe::Mte2, Pipe::V);
+        body(&mut a);
+        a.sync(Pipe::V, Pipe::Mte3)
+            .copy(CopyDir::UbToGm, GM_OUT, UB_OUT, OUT_BYTES);
+        m.run(&a.words)?;
+        let o = (GM_OUT - GM) as usize;
+        Ok((m.gm.mem[o..o + OUT_BYTES as usize].to_vec(), m))
+    }
+
+    fn set_mask(a: &mut Asm, mask: u128) {
+        a.li(A1, mask as u64).li(A2, (mask >> 64) as u64);
+        a.word(encode::mask(A1, A2));
+    }
+
+    fn vred(a: &mut Asm, dst: u64, src: u64, strides: u64, rs3: u64) {
+        a.li(A0, dst).li(A1, src).li(A2, strides).li(A3, rs3);
+        a.word(encode::vector(VecOp::Red, A0, A1, A2, A3));
+    }
+
+    fn vperm(a: &mut Asm, dst: u64, src: u64, b: u64, rs3: u64) {
+        a.li(A0, dst).li(A1, src).li(A2, b).li(A3, rs3);
+        a.word(encode::vector(VecOp::Perm, A0, A1, A2, A3));
+    }
+
+    fn h(x: f32) -> u16 {
+        f16::from_f32(x).to_bits()
+    }
+
+    fn u16s(b: &[u8]) -> Vec<u16> {
+        b.chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .collect()
+    }
+
+    fn u16_bytes(v: &[u16]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// The documented f16 pairwise addition: exact sum rounded once; a finite overflow is
+    /// ±65504.
+    fn add16(a: f16, b: f16) -> f16 {
+        let s = f16::from_f64(a.to_f64() + b.to_f64());
+        if s.is_infinite() && a.is_finite() && b.is_finite() {
+            if s.is_sign_negative() {
+                -f16::MAX
+            } else {
+                f16::MAX
+            }
+        } else {
+            s
+        }
+    }
+
+    /// The reference tree: pairs (0, 1), (2, 3), … of the selected slots, recursively.
+    fn tree16(v: &[Option<f16>]) -> Option<f16> {
+        if v.len() == 1 {
+            return v[0];
+        }
+        let (l, r) = v.split_at(v.len() / 2);
+        let pairs: Vec<Option<f16>> = l
+            .iter()
+            .chain(r)
+            .copied()
+            .collect::<Vec<_>>()
+            .chunks(2)
+            .map(|p| match (p[0], p[1]) {
+                (Some(x), Some(y)) => Some(add16(x, y)),
+                (x, None) => x,
+                (None, y) => y,
+            })
+            .collect();
+        tree16(&pairs)
+    }
+
+    fn tree32(v: &[Option<f32>]) -> Option<f32> {
+        if v.len() == 1 {
+            return v[0];
+        }
+        let pairs: Vec<Option<f32>> = v
+            .chunks(2)
+            .map(|p| match (p[0], p[1]) {
+                (Some(x), Some(y)) => Some(x + y),
+                (x, None) => x,
+                (None, y) => y,
+            })
+            .collect();
+        tree32(&pairs)
+    }
+
+    #[test]
+    fn whole_reduce_sum_on_f16_adds_pairwise_and_saturates_as_documented() {
+        // Ascend's documented example: [60000, 60000, -30000, 100] -> (65504) + (-29900).
+        let x: Vec<u16> = [60000.0, 60000.0, -30000.0, 100.0].map(h).to_vec();
+        let (out, _) = run(&u16_bytes(&x), &[], |a| {
+            set_mask(a, 0b1111);
+            vred(
+                a,
+                UB_OUT,
+                UB_IN,
+                encode::reduce_strides(1, 1, 8),
+                encode::reduce(1, DType::F16, Reduce::Sum, ReduceOrder::ValueIndex),
+            );
+        })
+        .unwrap();
+        let want = add16(
+            f16::MAX,
+            add16(f16::from_f32(-30000.0), f16::from_f32(100.0)),
+        );
+        assert_eq!(u16s(&out[..2])[0], want.to_bits());
+        // -30000 + 100 rounds to -29904; 65504 - 29904 = 35600 is a tie, to even: 35584.
+        assert_eq!(f16::from_bits(u16s(&out[..2])[0]).to_f32(), 35584.0);
+        // A plain f32 sum would have given 90100 (inf in f16): the tree order is observable.
+        assert_eq!(&out[2..4], &[0xEE, 0xEE], "only one result written");
+    }
+
+    #[test]
+    fn whole_reduce_sum_follows_mask_and_strides_over_repeats() {
+        let mut rng = Rng(7);
+        // f16: 5 repeats 10 blocks apart, blocks 2 apart (reads 8 × 2 blocks per repeat).
+        let blocks = 4 * 10 + 7 * 2 + 1;
+        let x: Vec<u16> = (0..blocks * 16).map(|_| h(rng.f32(-50.0, 50.0))).collect();
+        let mask: u128 = 0x0f0f_ffff_0000_1234_8000_0000_ffff_0001;
+        let (out, _) = run(&u16_bytes(&x), &[], |a| {
+            set_mask(a, mask);
+            vred(
+                a,
+                UB_OUT,
+                UB_IN,
+                encode::reduce_strides(3, 2, 10),
+                encode::reduce(5, DType::F16, Reduce::Sum, ReduceOrder::ValueIndex),
+            );
+        })
+        .unwrap();
+        let got = u16s(&out);
+        for r in 0..5 {
+            let slots: Vec<Option<f16>> = (0..128)
+                .map(|p| {
+                    (mask >> p & 1 == 1)
+                        .then(|| f16::from_bits(x[(r * 10 + (p / 16) * 2) * 16 + p % 16]))
+                })
+                .collect();
+            assert_eq!(got[3 * r], tree16(&slots).unwrap().to_bits(), "repeat {r}");
+            assert_eq!(got[3 * r + 1], 0xEEEE, "stride gap untouched");
+        }
+
+        // f32: a count mask of 37 (shorter than the 64-element repeat), 3 repeats.
+        let y = rng.vec(3 * 64, -1e3, 1e3);
+        let (out, _) = run(&f32_bytes(&y), &[], |a| {
+            set_mask(a, (1u128 << 37) - 1);
+            vred(
+                a,
+                UB_OUT,
+                UB_IN,
+                encode::reduce_strides(1, 1, 8),
+                encode::reduce(3, DType::F32, Reduce::Sum, ReduceOrder::ValueIndex),
+            );
+        })
+        .unwrap();
+        let got = bytes_f32(&out[..12]);
+        for r in 0..3 {
+            let slots: Vec<Option<f32>> =
+                (0..64).map(|p| (p < 37).then_some(y[r * 64 + p])).collect();
+            assert_eq!(got[r].to_bits(), tree32(&slots).unwrap().to_bits());
+        }
+    }
+
+    #[test]
+    fn whole_reduce_max_and_min_write_value_and_index_in_each_order() {
+        let mut x: Vec<u16> = (0..256).map(|i| h((i % 37) as f32 - 18.0)).collect();
+        x[77] = h(100.0); // repeat 0's maximum (inside the mask)
+        x[3] = h(500.0); // outside the mask
+        x[128 + 100] = h(-99.0); // repeat 1's minimum
+        let mask: u128 = !0b1111;
+        for (red, order) in [
+            (Reduce::Max, ReduceOrder::ValueIndex),
+            (Reduce::Max, ReduceOrder::IndexValue),
+            (Reduce::Min, ReduceOrder::OnlyValue),
+            (Reduce::Min, ReduceOrder::OnlyIndex),
+        ] {
+            let (out, _) = run(&u16_bytes(&x), &[], |a| {
+                set_mask(a, mask);
+                vred(
+                    a,
+                    UB_OUT,
+                    UB_IN,
+                    encode::reduce_strides(1, 1, 8),
+                    encode::reduce(2, DType::F16, red, order),
+                );
+            })
+            .unwrap();
+            let max = red == Reduce::Max;
+            for r in 0..2 {
+                let mut best: Option<(f16, usize)> = None;
+                for p in 4..128 {
+                    let v = f16::from_bits(x[r * 128 + p]);
+                    if best.is_none_or(|(b, _)| if max { v > b } else { v < b }) {
+                        best = Some((v, p));
+                    }
+                }
+                let (v, i) = best.unwrap();
+                let w = u16s(&out);
+                match order {
+                    ReduceOrder::ValueIndex => {
+                        assert_eq!((w[2 * r], w[2 * r + 1]), (v.to_bits(), i as u16))
+                    }
+                    ReduceOrder::IndexValue => {
+                        assert_eq!((w[2 * r], w[2 * r + 1]), (i as u16, v.to_bits()))
+                    }
+                    ReduceOrder::OnlyValue => assert_eq!(w[r], v.to_bits()),
+                    ReduceOrder::OnlyIndex => {
+                        let idx = u32::from_le_bytes(out[4 * r..4 * r + 4].try_into().unwrap());
+                        assert_eq!(idx, i as u32)
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_reduce_writes_one_result_per_block_and_skips_empty_blocks() {
+        let mut rng = Rng(3);
+        let y = rng.vec(2 * 64, -10.0, 10.0);
+        // 13 elements: blocks 0 (8) and 1 (5); blocks 2..8 have none and keep their bytes.
+        for red in [Reduce::BlockSum, Reduce::BlockMax, Reduce::BlockMin] {
+            let (out, _) = run(&f32_bytes(&y), &[], |a| {
+                set_mask(a, (1 << 13) - 1);
+                vred(
+                    a,
+                    UB_OUT,
+                    UB_IN,
+                    encode::reduce_strides(2, 1, 8),
+                    encode::reduce(2, DType::F32, red, ReduceOrder::ValueIndex),
+                );
+            })
+            .unwrap();
+            for r in 0..2 {
+                for k in 0..8 {
+                    let got = &out[(r * 16 + k) * 4..(r * 16 + k) * 4 + 4];
+                    let n = if k == 0 {
+                        8
+                    } else if k == 1 {
+                        5
+                    } else {
+                        0
+                    };
+                    if n == 0 {
+                        assert_eq!(got, &[0xEE; 4]);
+                        continue;
+                    }
+                    let b: Vec<Option<f32>> = (0..8)
+                        .map(|j| (j < n).then_some(y[r * 64 + k * 8 + j]))
+                        .collect();
+                    let vals = b.iter().flatten();
+                    let want = match red {
+                        Reduce::BlockSum => tree32(&b).unwrap(),
+                        Reduce::BlockMax => vals.fold(f32::NEG_INFINITY, |m, &v| m.max(v)),
+                        _ => vals.fold(f32::INFINITY, |m, &v| m.min(v)),
+                    };
+                    assert_eq!(
+                        f32::from_le_bytes(got.try_into().unwrap()),
+                        want,
+                        "{red:?} r{r} b{k}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn brcb_broadcasts_each_element_over_a_block() {
+        let x: Vec<u16> = (0..16).map(|i| 1000 + i).collect();
+        let (out, _) = run(&u16_bytes(&x), &[], |a| {
+            let (rs3, rs2) = encode::brcb(2, DType::I16, 2, 20);
+            vperm(a, UB_OUT, UB_IN, rs2, rs3);
+        })
+        .unwrap();
+        let w = u16s(&out);
+        for r in 0..2 {
+            for j in 0..8 {
+                let blk = r * 20 + j * 2;
+                assert!(
+                    w[blk * 16..blk * 16 + 16]
+                        .iter()
+                        .all(|&v| v == x[r * 8 + j])
+                );
+                assert!(
+                    w[(blk + 1) * 16..(blk + 2) * 16]
+                        .iter()
+                        .all(|&v| v == 0xEEEE)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gather_mask_packs_selected_elements_and_counts_them() {
+        let x: Vec<u16> = (0..768).map(|i| i as u16).collect();
+        // The sample's pattern: elements 2..=17 of the first 32 (counter mode, count 32).
+        let pat = u16_bytes(&[
+            0b1111_1111_1111_1100,
+            0b11,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        ]);
+        let (out, m) = run(&u16_bytes(&x), &pat, |a| {
+            set_mask(a, 32);
+            let rs3 = encode::gather_mask(1, DType::I16, 1, 8, 8, GATHER_MASK_COUNTER);
+            vperm(a, UB_OUT, UB_IN, UB_AUX, rs3);
+            a.sync(Pipe::V, Pipe::S);
+            a.word(core_asm::csrr(A5, abi::CSR_RSVD_CNT));
+        })
+        .unwrap();
+        assert_eq!(u16s(&out[..32]), (2..18).collect::<Vec<u16>>());
+        assert_eq!(&out[32..34], &[0xEE, 0xEE]);
+        assert_eq!(m.core.x(A5 as usize), 16);
+
+        // Normal mode, built-in pattern 4 (second of every four), 3 repeats, src0 repeats 16
+        // blocks apart; then pattern 2 (odd) on f32.
+        let (out, _) = run(&u16_bytes(&x), &[], |a| {
+            let rs3 = encode::gather_mask(3, DType::F16, 1, 16, 0, GATHER_MASK_BUILTIN);
+            vperm(a, UB_OUT, UB_IN, 4, rs3);
+        })
+        .unwrap();
+        let want: Vec<u16> = (0..3)
+            .flat_map(|r| {
+                (0..128)
+                    .filter(|p| p % 4 == 1)
+                    .map(move |p| (r * 256 + p) as u16)
+            })
+            .collect();
+        assert_eq!(want.len(), 96);
+        assert_eq!(u16s(&out[..192]), want);
+        assert_eq!(&out[192..194], &[0xEE, 0xEE]);
+    }
+
+    #[test]
+    fn gather_reads_elements_at_byte_offsets_under_the_mask() {
+        let y: Vec<f32> = (0..64).map(|i| i as f32 * 1.5).collect();
+        let offs: Vec<u32> = (0..128u32).map(|i| ((i * 7) % 64) * 4).collect();
+        let off_bytes: Vec<u8> = offs.iter().flat_map(|o| o.to_le_bytes()).collect();
+        let (out, _) = run(&f32_bytes(&y), &off_bytes, |a| {
+            set_mask(a, u64::MAX as u128 & !(1 << 5));
+            vperm(a, UB_OUT, UB_IN, UB_AUX, encode::gather(2, DType::F32, 10));
+        })
+        .unwrap();
+        for r in 0..2 {
+            for p in 0..64 {
+                let got = &out[(r * 80 + p) * 4..(r * 80 + p) * 4 + 4];
+                if p == 5 {
+                    assert_eq!(got, &[0xEE; 4]);
+                } else {
+                    let want = y[offs[r * 64 + p] as usize / 4];
+                    assert_eq!(f32::from_le_bytes(got.try_into().unwrap()), want);
+                }
+            }
+        }
+        // An offset past the end of UB is a fault naming the element.
+        let bad: Vec<u8> = [0u32, 4, 0x3_0000]
+            .iter()
+            .flat_map(|o| o.to_le_bytes())
+            .collect();
+        let err = run(&f32_bytes(&y), &bad, |a| {
+            set_mask(a, 0b111);
+            vperm(a, UB_OUT, UB_IN, UB_AUX, encode::gather(1, DType::F32, 8));
+        })
+        .map(|_| ())
+        .unwrap_err();
+        match err {
+            Trap::Npu {
+                fault: f @ NpuFault::BadGatherOffset { element: 2, .. },
+                ..
+            } => {
+                assert!(f.to_string().contains("offset 0x30000"), "{f}")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn mask_register_instructions_fault_on_bad_operands() {
+        let mut a = Asm::new();
+        set_mask(&mut a, 0);
+        vred(
+            &mut a,
+            UB_OUT,
+            UB_IN,
+            encode::reduce_strides(1, 1, 8),
+            encode::reduce(1, DType::F32, Reduce::Sum, ReduceOrder::ValueIndex),
+        );
+        let (pc, f) = npu_fault(&a.words);
+        assert_eq!(pc, Machine::pc_of(a.words.len() - 1));
+        assert_eq!(f, NpuFault::EmptyMask { op: "vred" });
+
+        let mut a = Asm::new();
+        vred(
+            &mut a,
+            UB_OUT,
+            UB_IN,
+            encode::reduce_strides(1, 1, 8),
+            encode::reduce(1, DType::I32, Reduce::Max, ReduceOrder::ValueIndex),
+        );
+        assert!(matches!(
+            npu_fault(&a.words).1,
+            NpuFault::UnsupportedType { op: "vred", .. }
+        ));
+
+        // 255 repeats 32 blocks apart run past the end of UB.
+        let mut a = Asm::new();
+        vred(
+            &mut a,
+            UB_OUT,
+            UB_IN,
+            encode::reduce_strides(1, 1, 32),
+            encode::reduce(255, DType::F32, Reduce::Sum, ReduceOrder::ValueIndex),
+        );
+        assert!(matches!(
+            npu_fault(&a.words).1,
+            NpuFault::OutOfBuffer { .. }
+        ));
+
+        // An order on a sum, and an undefined vperm mode.
+        let mut a = Asm::new();
+        vred(
+            &mut a,
+            UB_OUT,
+            UB_IN,
+            0,
+            encode::reduce(1, DType::F32, Reduce::Sum, ReduceOrder::OnlyIndex),
+        );
+        assert!(matches!(
+            npu_fault(&a.words).1,
+            NpuFault::BadVectorOperand { .. }
+        ));
+        let mut a = Asm::new();
+        vperm(&mut a, UB_OUT, UB_IN, 0, 7 << 36);
+        assert!(matches!(
+            npu_fault(&a.words).1,
+            NpuFault::BadVectorOperand { .. }
+        ));
+        let _ = PermMode::Brcb;
     }
 }

@@ -10,6 +10,7 @@
  *   add_custom_tiling      half,  double buffered, AddTiling read with GET_TILING_DATA from
  *                          the `tiling` argument (a device pointer)
  *   add_custom_tiling_f32  float, double buffered, AddTiling passed by value
+ *   add_custom_big_tiling  as add_custom_tiling_f32 with a 48-byte tiling struct by value
  *   add_custom_unsynced    add_custom without EnQue / DeQue of the inputs (a deliberate bug:
  *                          the sum of stale UB bytes, as on hardware)
  * With tiling, totalLength must split into blockDim * tileNum * BUFFER_NUM tiles of whole
@@ -126,6 +127,24 @@ extern "C" __global__ __aicore__ void add_custom_tiling(GM_ADDR x, GM_ADDR y, GM
 
 extern "C" __global__ __aicore__ void add_custom_tiling_f32(GM_ADDR x, GM_ADDR y, GM_ADDR z,
                                                             AddTiling tiling) {
+    KernelAdd<float, 2> op;
+    op.Init(x, y, z, tiling.totalLength, tiling.tileNum);
+    op.Process();
+}
+
+// A tiling struct of 48 bytes (a float and a 64-bit field among them): LP64F passes it by
+// reference to a copy, which the launcher places in device memory for each launch.
+struct AddBigTiling {
+    uint32_t totalLength;
+    uint32_t tileNum;
+    uint32_t reserved[6];
+    float scale;
+    uint64_t magic;
+};
+
+extern "C" __global__ __aicore__ void add_custom_big_tiling(GM_ADDR x, GM_ADDR y, GM_ADDR z,
+                                                            AddBigTiling tiling) {
+    ASSERT(tiling.magic == 0x5eed5eed5eed5eedULL && tiling.scale == 1.0f);
     KernelAdd<float, 2> op;
     op.Init(x, y, z, tiling.totalLength, tiling.tileNum);
     op.Process();

@@ -12,6 +12,7 @@
  *   half_permute(x, idx, z, n)  z[idx[i]] = x[i] for n halves (idx: int32 byte offsets, as a
  *                               scatter takes them), element by element with GetValue /
  *                               SetValue on half tensors
+ *   int8_scale(x, z, n)         int8 through half and back (Cast both ways, saturating)
  *   static_overflow(x)          asks the allocator for more UB than there is (the block aborts
  *                               with a message)
  */
@@ -124,4 +125,26 @@ extern "C" __global__ __aicore__ void static_overflow(GM_ADDR x) {
     LocalTensor<float> b = ub.Alloc<float>(32 * 1024);
     Duplicate(a, 1.0f, 8);
     Duplicate(b, 1.0f, 8);
+}
+
+/* z = int8(half(x) * 1.5 + 0.5) for n int8 values (n a multiple of 32): Cast int8 -> half, the
+ * arithmetic in half, Cast back with CAST_RINT (saturating at -128 / 127). */
+extern "C" __global__ __aicore__ void int8_scale(GM_ADDR x, GM_ADDR z, uint32_t n) {
+    GlobalTensor<int8_t> xg, zg;
+    xg.SetGlobalBuffer((__gm__ int8_t *)x, n);
+    zg.SetGlobalBuffer((__gm__ int8_t *)z, n);
+    LocalMemAllocator<> ub;
+    LocalTensor<int8_t> xl = ub.Alloc<int8_t>(n);
+    LocalTensor<half> h = ub.Alloc<half>(n);
+    LocalTensor<int8_t> zl = ub.Alloc<int8_t>(n);
+    DataCopy(xl, xg, n);
+    SetFlag<HardEvent::MTE2_V>(EVENT_ID0);
+    WaitFlag<HardEvent::MTE2_V>(EVENT_ID0);
+    Cast(h, xl, RoundMode::CAST_NONE, n);
+    Muls(h, h, half(1.5f), n);
+    Adds(h, h, half(0.5f), n);
+    Cast(zl, h, RoundMode::CAST_RINT, n);
+    SetFlag<HardEvent::V_MTE3>(EVENT_ID0);
+    WaitFlag<HardEvent::V_MTE3>(EVENT_ID0);
+    DataCopy(zg, zl, n);
 }

@@ -16,6 +16,7 @@
 #include "acl/acl.h"
 #include "aclrtlaunch_add_custom.h"
 #include "aclrtlaunch_add_custom_tiling_f32.h"
+#include "aclrtlaunch_add_custom_big_tiling.h"
 
 #define CHECK(call)                                                                          \
     do {                                                                                     \
@@ -35,6 +36,14 @@ static float to_float(uint16_t h) { return aclFloat16ToFloat(h); }
 struct AddTiling {
     uint32_t totalLength;
     uint32_t tileNum;
+};
+// The 48-byte tiling struct add_custom_big_tiling takes by value.
+struct AddBigTiling {
+    uint32_t totalLength;
+    uint32_t tileNum;
+    uint32_t reserved[6];
+    float scale;
+    uint64_t magic;
 };
 
 int main() {
@@ -112,6 +121,32 @@ int main() {
     printf("add_custom_tiling_f32 (float, tiling {%u, %u} by value): %s\n", tiling.totalLength,
            tiling.tileNum, fbad ? "WRONG" : "correct");
     bad += fbad;
+
+    // A 48-byte tiling struct by value (LP64F: by reference to a copy the launcher places in
+    // device memory): first half the vector, then the whole, so the second launch's struct
+    // must replace the first's.
+    CHECK(aclrtMemset(dz, fbytes, 0, fbytes));
+    for (int round = 0; round < 2; round++) {
+        AddBigTiling big = {};
+        big.totalLength = round == 0 ? (uint32_t)(n / 2) : (uint32_t)n;
+        big.tileNum = round == 0 ? 1 : 2;
+        big.scale = 1.0f;
+        big.magic = 0x5eed5eed5eed5eedULL;
+        CHECK(ACLRT_LAUNCH_KERNEL(add_custom_big_tiling)(blockDim, stream, dx, dy, dz, &big));
+        CHECK(aclrtSynchronizeStream(stream));
+        CHECK(aclrtMemcpy(fz, fbytes, dz, fbytes, ACL_MEMCPY_DEVICE_TO_HOST));
+        // add_custom_big_tiling splits totalLength over the blocks from the start of x, y, z.
+        size_t done = big.totalLength, bbad = 0;
+        for (size_t i = 0; i < n; i++) {
+            float want = i < done ? fx[i] + fy[i] : 0.0f;
+            if (fz[i] != want && bbad++ < 5) {
+                fprintf(stderr, "big tiling round %d: z[%zu] = %g\n", round, i, fz[i]);
+            }
+        }
+        printf("add_custom_big_tiling (48-byte tiling {%u, %u} by value): %s\n", big.totalLength,
+               big.tileNum, bbad ? "WRONG" : "correct");
+        bad += bbad;
+    }
     CHECK(aclrtFree(dx));
     CHECK(aclrtFree(dy));
     CHECK(aclrtFree(dz));

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "tiling/platform/platform_ascendc.h"
 #ifndef ASCENDC_CPU_DEBUG
 #include "acl/acl.h"
 extern void add_chevron_do(uint32_t blockDim, void *l2ctrl, void *stream, uint8_t *x,
@@ -44,7 +45,20 @@ static uint32_t check(const float *hx, const float *hy, const float *hz, uint32_
 }
 
 int main() {
-    const uint32_t blockDim = 8;
+    // The platform a host tiling function sees (before aclInit, as samples ask it): 8 blocks,
+    // or fewer on a device with fewer vector cores.
+    platform_ascendc::PlatformAscendC *platform =
+        platform_ascendc::PlatformAscendCManager::GetInstance();
+    uint64_t ub = 0;
+    platform->GetCoreMemSize(platform_ascendc::CoreMemType::UB, ub);
+    uint32_t cores = platform->GetCoreNumAiv();
+    if (cores == 0 || ub == 0) {
+        fprintf(stderr, "the platform API reports no vector cores or no UB\n");
+        return 1;
+    }
+    printf("platform: %u AIC, %u AIV cores, %llu bytes of UB\n", platform->GetCoreNumAic(), cores,
+           (unsigned long long)ub);
+    const uint32_t blockDim = cores < 8 ? cores : 8;
     const uint32_t n = 8 * 1024;
     const size_t bytes = n * sizeof(float);
 #ifdef ASCENDC_CPU_DEBUG

@@ -15,7 +15,7 @@
 // The loader is pure (std + object), so the target compiles its source directly instead of
 // depending on npusim-engine, which would instrument all of bevy_ecs for nothing.
 #[allow(dead_code)]
-#[path = "../../engine/src/loader/elf.rs"]
+#[path = "../../engine/src/loader/elf/mod.rs"]
 mod elf;
 
 /// Where the runtime places binaries (npusim_device::abi::CODE_BASE / MODULE_DATA_BASE).

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "tiling/platform/platform_ascendc.h"
 
 enum { N = 65536 };
 
@@ -28,6 +29,16 @@ int main(int argc, char **argv) {
     aclrtStream early;
     EXPECT_CODE(aclrtCreateStream(&early), ACL_ERROR_UNINITIALIZE);
     EXPECT(aclrtGetLastError(ACL_RT_THREAD_LEVEL) == ACL_ERROR_UNINITIALIZE);
+
+    /* The platform figures a host tiling function asks for, before aclInit: the preset's. */
+    uint64_t aic = 0, aiv = 0, ub = 0, l0c = 0;
+    CHECK(npusimPlatformValue(NPUSIM_PLATFORM_AIC_CORES, &aic));
+    CHECK(npusimPlatformValue(NPUSIM_PLATFORM_AIV_CORES, &aiv));
+    CHECK(npusimPlatformValue(NPUSIM_PLATFORM_UB_BYTES, &ub));
+    CHECK(npusimPlatformValue(NPUSIM_PLATFORM_L0C_BYTES, &l0c));
+    EXPECT(aic == 4 && aiv == 4 && ub > 0 && l0c > 0); /* NPUSIM_PRESET=small */
+    EXPECT_CODE(npusimPlatformValue(10, &aic), ACL_ERROR_INVALID_PARAM);
+    EXPECT_CODE(npusimPlatformValue(NPUSIM_PLATFORM_UB_BYTES, NULL), ACL_ERROR_INVALID_PARAM);
 
     CHECK(aclInit(NULL));
     const int32_t device = 0;
@@ -57,7 +68,7 @@ int main(int argc, char **argv) {
     CHECK(aclrtGetDeviceInfo(device, ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE, &v));
     EXPECT(v == (int64_t)1 << 30);
     CHECK(aclrtGetDeviceInfo(device, ACL_DEV_ATTR_UBUF_PER_VECTOR_CORE, &v));
-    EXPECT(v > 0);
+    EXPECT(v > 0 && (uint64_t)v == ub); /* the platform API answered the same before init */
     EXPECT_CODE(aclrtGetDeviceInfo(device, (aclrtDevAttr)401, &v), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     EXPECT_CODE(aclrtGetDeviceInfo(9, ACL_DEV_ATTR_AICORE_CORE_NUM, &v), ACL_ERROR_RT_INVALID_DEVICEID);
 

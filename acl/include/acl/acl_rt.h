@@ -448,23 +448,6 @@ ACL_FUNC_VISIBILITY aclError aclrtLaunchKernel(aclrtFuncHandle funcHandle, uint3
 ACL_FUNC_VISIBILITY aclError npusimLaunchKernel(aclrtFuncHandle funcHandle, uint32_t blockDim, const void *argsData,
                             size_t argsSize, uint64_t floatMask, aclrtStream stream);
 
-/* npusim extension: the figures of one AI core and its device in the preset in use (the one
- * aclInit picks, NPUSIM_PRESET, when called before aclInit). CANN's host platform API
- * (tiling/platform/platform_ascendc.h) reports these. */
-typedef struct {
-    uint32_t aiCores;     /* AI (cube, AIC) cores */
-    uint32_t vectorCores; /* vector (AIV) cores: two per AI core on the 910B preset */
-    uint32_t ubBytes;     /* unified buffer per core */
-    uint32_t l1Bytes;
-    uint32_t l0aBytes;
-    uint32_t l0bBytes;
-    uint32_t l0cBytes;
-    uint32_t btBytes;     /* the bias table */
-    uint64_t hbmBytes;
-    uint64_t l2Bytes;
-} npusimPlatformInfo;
-ACL_FUNC_VISIBILITY aclError npusimGetPlatformInfo(npusimPlatformInfo *info);
-
 /* The argument builder (ACL's newer launch API). Each aclrtKernelArgsAppend adds one kernel
  * argument: 1, 2, 4 or 8 bytes (an integer or a pointer; 4 bytes are sign-extended, as RISC-V
  * passes them), or a 16-byte struct of integers (two slots). A float argument is appended with

@@ -71,7 +71,7 @@ class MatmulApiTiling {
 public:
     MatmulApiTiling() : MatmulApiTiling(*platform_ascendc::PlatformAscendCManager::GetInstance()) {}
     explicit MatmulApiTiling(const platform_ascendc::PlatformAscendC &platform)
-        : info_(platform.Info()), dim_((int32_t)platform.Info().vectorCores) {}
+        : info_(Buffers::Of(platform)), dim_((int32_t)platform.GetCoreNumAiv()) {}
     virtual ~MatmulApiTiling() = default;
 
     int32_t SetAType(TPosition pos, CubeFormat format, DataType type, bool isTrans = false) {
@@ -266,7 +266,20 @@ protected:
         return true;
     }
 
-    npusimPlatformInfo info_;
+    /* The per-core buffer sizes the split must fit, from the platform. */
+    struct Buffers {
+        uint64_t l0aBytes, l0bBytes, l0cBytes, l1Bytes, btBytes;
+        static Buffers Of(const platform_ascendc::PlatformAscendC &p) {
+            Buffers b{};
+            p.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, b.l0aBytes);
+            p.GetCoreMemSize(platform_ascendc::CoreMemType::L0_B, b.l0bBytes);
+            p.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, b.l0cBytes);
+            p.GetCoreMemSize(platform_ascendc::CoreMemType::L1, b.l1Bytes);
+            p.GetCoreMemSize(platform_ascendc::CoreMemType::BT, b.btBytes);
+            return b;
+        }
+    };
+    Buffers info_;
     Operand a_, b_, c_, bias_{TPosition::GM, CubeFormat::ND, DataType::DT_FLOAT, false};
     int32_t m_ = -1, n_ = -1, k_ = -1;
     int32_t orgM_ = -1, orgN_ = -1, orgKa_ = -1, orgKb_ = -1;

@@ -708,6 +708,16 @@ template <> struct Type<uint16_t> {
     static constexpr int code = NPU_I16;
     static __aicore__ inline uint64_t bits(uint16_t v) { return v; }
 };
+/* 8-bit integers: Cast to and from them, Duplicate and copies; arithmetic on them faults at
+ * the instruction (as Ascend C offers none). */
+template <> struct Type<int8_t> {
+    static constexpr int code = NPU_I8;
+    static __aicore__ inline uint64_t bits(int8_t v) { return (uint8_t)v; }
+};
+template <> struct Type<uint8_t> {
+    static constexpr int code = NPU_U8;
+    static __aicore__ inline uint64_t bits(uint8_t v) { return v; }
+};
 template <typename T> struct Identity {
     using type = T;
 };
@@ -863,11 +873,11 @@ __aicore__ inline Buffer buffer(Storage where) {
         return {NPU_UB_BASE, npu_ub_bytes(), "UB"};
     }
 }
-/* Aborts the block (code 136) with "API: N bytes do not fit in BUF (L of C left)" unless
- * `bytes` more fit in local buffer `where` after the `used` bytes handed out already. */
-__aicore__ inline void reserve(const char *api, Storage where, uint32_t used, uint32_t bytes) {
-    Buffer b = buffer(where);
-    if ((uint64_t)used + bytes <= b.bytes) {
+/* Aborts the block (code 136) with "API: N bytes do not fit in WHERE (L of C left)" unless
+ * `bytes` more fit in a region of `cap` bytes after the `used` bytes handed out already. */
+__aicore__ inline void reserve_in(const char *api, const char *where, uint64_t cap, uint32_t used,
+                                  uint32_t bytes) {
+    if ((uint64_t)used + bytes <= cap) {
         return;
     }
     Out o;
@@ -876,14 +886,19 @@ __aicore__ inline void reserve(const char *api, Storage where, uint32_t used, ui
     o.str(": ");
     o.num(bytes, 10, false, 0, ' ');
     o.str(" bytes do not fit in ");
-    o.str(b.name);
+    o.str(where);
     o.str(" (");
-    o.num(b.bytes > used ? b.bytes - used : 0, 10, false, 0, ' ');
+    o.num(cap > used ? cap - used : 0, 10, false, 0, ' ');
     o.str(" of ");
-    o.num(b.bytes, 10, false, 0, ' ');
+    o.num(cap, 10, false, 0, ' ');
     o.str(" left)");
     npu_print_bytes(o.buf, o.n);
     npu_abort(136);
+}
+/* reserve_in for local buffer `where`. */
+__aicore__ inline void reserve(const char *api, Storage where, uint32_t used, uint32_t bytes) {
+    Buffer b = buffer(where);
+    reserve_in(api, b.name, b.bytes, used, bytes);
 }
 
 } // namespace detail
@@ -993,6 +1008,18 @@ public:
         buf.Init(Carve(detail::storage(B::kPosition), l), l);
         return true;
     }
+    /* Carves len bytes (rounded up to 32) of the pool's position's buffer for a TBufPool,
+     * whose InitBuffer calls then carve from it; with `shareWith`, the pool takes the same
+     * bytes as that pool instead (the two are used one after the other, Reset between). */
+    template <class P> __aicore__ inline bool InitBufPool(P &pool, uint32_t len) {
+        uint32_t l = detail::align32(len);
+        pool.Attach(Carve(detail::storage(P::kPosition), l), l, this);
+        return true;
+    }
+    template <class P, class S>
+    __aicore__ inline bool InitBufPool(P &pool, uint32_t len, S &shareWith) {
+        return pool.Share(len, shareWith, this);
+    }
     /* Reserves the next free event id of flag (src, dst); the layer keeps id 7 for itself. */
     __aicore__ inline int32_t TakeEvent(int src, int dst) {
         uint32_t n = Taken(src, dst);
@@ -1050,6 +1077,80 @@ private:
         uint64_t shift = 8 * (uint64_t)dst;
         w = (w & ~(0xffULL << shift)) | ((uint64_t)n << shift);
     }
+};
+
+/* A pool of one position's buffer, carved from the TPipe (TPipe::InitBufPool) or from another
+ * pool: its InitBuffer calls carve queues and buffers from the pool's bytes, InitBufPool
+ * carves a sub-pool (or shares another pool's bytes), and Reset hands the bytes out again
+ * from the start. Running out of the pool aborts the block with a message. */
+template <TPosition pos, uint32_t bufIDSize = 4> class TBufPool {
+public:
+    static constexpr TPosition kPosition = pos;
+    static_assert(detail::position_offered(pos), "TBufPool: npusim offers the VECIN, VECOUT, "
+                                                 "VECCALC and cube positions");
+    __aicore__ inline TBufPool() : base_(nullptr), len_(0), used_(0), pipe_(nullptr) {}
+    template <class Q> __aicore__ inline bool InitBuffer(Q &que, uint8_t num, uint32_t len) {
+        static_assert(detail::storage(Q::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBuffer: the queue's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        que.Init(Take("TBufPool::InitBuffer", (uint32_t)num * l), num, l, *pipe_);
+        return true;
+    }
+    template <class B> __aicore__ inline bool InitBuffer(B &buf, uint32_t len) {
+        static_assert(detail::storage(B::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBuffer: the buffer's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        buf.Init(Take("TBufPool::InitBuffer", l), l);
+        return true;
+    }
+    template <class P> __aicore__ inline bool InitBufPool(P &sub, uint32_t len) {
+        static_assert(detail::storage(P::kPosition) == detail::storage(pos),
+                      "TBufPool::InitBufPool: the sub-pool's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        sub.Attach(Take("TBufPool::InitBufPool", l), l, pipe_);
+        return true;
+    }
+    template <class P, class S>
+    __aicore__ inline bool InitBufPool(P &sub, uint32_t len, S &shareWith) {
+        return sub.Share(len, shareWith, pipe_);
+    }
+    /* Hands the pool's bytes out again from its start (what was carved before is the
+     * kernel's to stop using). */
+    __aicore__ inline void Reset() { used_ = 0; }
+
+    /* (The layer's) the pool takes `len` bytes at `base`. */
+    __aicore__ inline void Attach(uint8_t *base, uint32_t len, TPipe *pipe) {
+        base_ = base;
+        len_ = len;
+        used_ = 0;
+        pipe_ = pipe;
+    }
+    /* (The layer's) the pool takes the first `len` bytes of `other`'s. */
+    template <class S> __aicore__ inline bool Share(uint32_t len, S &other, TPipe *pipe) {
+        static_assert(detail::storage(S::kPosition) == detail::storage(pos),
+                      "InitBufPool: the shared pool's position is in another buffer");
+        uint32_t l = detail::align32(len);
+        detail::reserve_in("InitBufPool (shared)", "the shared pool", other.Length(), 0, l);
+        Attach(other.Base(), l, pipe);
+        return true;
+    }
+    __aicore__ inline uint8_t *Base() const { return base_; }
+    __aicore__ inline uint32_t Length() const { return len_; }
+
+private:
+    __aicore__ inline uint8_t *Take(const char *api, uint32_t bytes) {
+        if (base_ == nullptr) {
+            detail::fail("TBufPool: the pool was not initialised (TPipe::InitBufPool)");
+        }
+        detail::reserve_in(api, "the TBufPool", len_, used_, bytes);
+        uint8_t *p = base_ + used_;
+        used_ += bytes;
+        return p;
+    }
+    uint8_t *base_;
+    uint32_t len_;
+    uint32_t used_;
+    TPipe *pipe_;
 };
 
 /* The kernel's pipe (its state is per block; see detail::PipeState). */
@@ -2021,6 +2122,369 @@ struct DataCopyEnhancedParams {
     }
     BlockMode blockMode = BlockMode::BLOCK_MODE_NORMAL;
 };
+
+/* ---- Vector: mask-register families (WholeReduce, BlockReduce, Brcb, GatherMask, Gather) ---- */
+/*
+ * These take Ascend's mask in both forms: continuous (`int32_t mask`: the first `mask`
+ * elements of each repeat, 1..128 for 16-bit types, 1..64 for 32-bit) and bit-wise
+ * (`const uint64_t mask[]`: mask[0] bits 0..64, and for 16-bit types mask[1] bits 64..128).
+ * Each call sets the vector mask register (vmask) and issues one vred / vperm instruction
+ * (docs/isa.md): all repeats, strides and the mask in hardware, results at their strided
+ * places. isSetMask = false (a mask set beforehand with SetVectorMask) is not offered.
+ */
+namespace detail {
+inline void vmask(uint64_t lo, uint64_t hi) {
+    __asm__ volatile(".insn r4 0x0b, 6, 1, x0, %0, %1, x0" : : "r"(lo), "r"(hi));
+}
+inline void vred(void *d, const void *s, uint64_t strides, uint64_t rs3) {
+    ::npusim_detail::vop<7, 1>(d, s, strides, rs3);
+}
+inline void vperm(void *d, const void *s, uint64_t b, uint64_t rs3) {
+    ::npusim_detail::vop<7, 3>(d, s, b, rs3);
+}
+} // namespace detail
+
+enum class ReduceOrder : uint8_t {
+    ORDER_VALUE_INDEX = 0,
+    ORDER_INDEX_VALUE = 1,
+    ORDER_ONLY_VALUE = 2,
+    ORDER_ONLY_INDEX = 3,
+};
+
+namespace detail {
+template <typename T> struct IsReduceType {
+    static constexpr bool value = Type<T>::code == NPU_F32 || Type<T>::code == NPU_F16;
+};
+template <typename U> struct IsPattern {
+    static constexpr bool value = false;
+};
+template <> struct IsPattern<uint16_t> {
+    static constexpr bool value = true;
+};
+template <> struct IsPattern<uint32_t> {
+    static constexpr bool value = true;
+};
+template <typename T> struct IsB16B32 {
+    static constexpr bool value = (sizeof(T) == 2 || sizeof(T) == 4) && Type<T>::code != NPU_BF16;
+};
+/* vred's reduce codes. */
+enum : uint64_t { RED_SUM = 0, RED_MAX = 1, RED_MIN = 2, RED_BLOCK = 4 };
+template <typename T> __aicore__ constexpr uint32_t per_repeat() { return 256 / sizeof(T); }
+/* The continuous mask: the first `mask` elements of a repeat. */
+template <typename T> __aicore__ inline void set_mask(const char *api, int64_t mask) {
+    if (mask < 1 || mask > (int64_t)per_repeat<T>()) {
+        fail(api);
+    }
+    uint32_t m = (uint32_t)mask;
+    uint64_t lo = m >= 64 ? ~0ull : (1ull << m) - 1;
+    uint64_t hi = m >= 128 ? ~0ull : m > 64 ? (1ull << (m - 64)) - 1 : 0;
+    detail::vmask(lo, hi);
+}
+/* The bit-wise mask: mask[1] only for 16-bit types. */
+template <typename T> __aicore__ inline void set_mask(const char *, const uint64_t mask[]) {
+    detail::vmask(mask[0], sizeof(T) == 2 ? mask[1] : 0);
+}
+__aicore__ inline void check_repeat(const char *api, int64_t repeat, int64_t a, int64_t b,
+                                    int64_t c) {
+    if (repeat < 0 || repeat > 255 || a < 0 || a > 0xffff || b < 0 || b > 0xffff || c < 0 ||
+        c > 0xffff) {
+        fail(api);
+    }
+}
+template <typename T, typename M>
+__aicore__ inline void reduce(const char *api, uint64_t red, uint64_t order, T *dst, const T *src,
+                              const M &mask, int32_t repeat, int32_t dstRep, int32_t srcBlk,
+                              int32_t srcRep) {
+    check_repeat(api, repeat, dstRep, srcBlk, srcRep);
+    set_mask<T>(api, mask);
+    detail::vred(dst, src,
+                        (uint64_t)dstRep | (uint64_t)srcBlk << 16 | (uint64_t)srcRep << 32,
+                        (uint64_t)repeat | (uint64_t)Type<T>::code << 32 | red << 36 |
+                            order << 40);
+}
+/* Reduces `n` contiguous values at `src` to `(n + E - 1) / E` values at `dst` (dst may be
+ * src): full repeats, then the partial one. Returns how many values it wrote. */
+template <typename T>
+__aicore__ inline uint32_t reduce_flat(const char *api, uint64_t red, T *dst, const T *src,
+                                       uint32_t n) {
+    const uint32_t e = per_repeat<T>();
+    uint32_t full = n / e, tail = n % e;
+    if (full) {
+        reduce(api, red, (uint64_t)ReduceOrder::ORDER_ONLY_VALUE * (red != RED_SUM), dst, src,
+               (int32_t)e, (int32_t)full, 1, 1, 8);
+    }
+    if (tail) {
+        reduce(api, red, (uint64_t)ReduceOrder::ORDER_ONLY_VALUE * (red != RED_SUM), dst + full,
+               src + full * e, (int32_t)tail, 1, 1, 1, 8);
+    }
+    return full + (tail ? 1 : 0);
+}
+/* The mask / repeat form of ReduceSum / ReduceMax / ReduceMin: one value per repeat into
+ * work, then those values reduced (repeat by repeat, the same vred) into dst[0]. */
+template <typename T, typename M>
+__aicore__ inline void reduce_all(const char *api, uint64_t red, const LocalTensor<T> &dst,
+                                  const LocalTensor<T> &src, const LocalTensor<T> &work,
+                                  const M &mask, int32_t repeat, int32_t srcRep, bool calIndex) {
+    static_assert(IsReduceType<T>::value, "ReduceSum / ReduceMax / ReduceMin: half or float only");
+    if (calIndex) {
+        fail("ReduceMax / ReduceMin: calIndex is not supported by npusim's layer");
+    }
+    uint64_t order = red == RED_SUM ? 0 : (uint64_t)ReduceOrder::ORDER_ONLY_VALUE;
+    if (repeat <= 1) {
+        reduce(api, red, order, dst.Ptr(), src.Ptr(), mask, repeat, 1, 1, srcRep);
+        return;
+    }
+    reduce(api, red, order, work.Ptr(), src.Ptr(), mask, repeat, 1, 1, srcRep);
+    uint32_t n = (uint32_t)repeat;
+    while (n > per_repeat<T>()) {
+        n = reduce_flat(api, red, work.Ptr(), work.Ptr(), n);
+    }
+    reduce_flat(api, red, dst.Ptr(), work.Ptr(), n);
+}
+} // namespace detail
+
+#define NPUSIM_WHOLE_REDUCE(Name, red)                                                         \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const uint64_t mask[], const int32_t repeatTimes,              \
+                                const int32_t dstRepStride, const int32_t srcBlkStride,        \
+                                const int32_t srcRepStride,                                    \
+                                ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX) {          \
+        static_assert(detail::IsReduceType<T>::value, #Name ": half or float tensors only");   \
+        static_assert(isSetMask, #Name ": isSetMask = false is not supported by npusim");      \
+        detail::reduce(#Name ": repeatTimes or a stride out of range", red, (uint64_t)order,   \
+                       dst.Ptr(), src.Ptr(), mask, repeatTimes, dstRepStride, srcBlkStride,    \
+                       srcRepStride);                                                          \
+    }                                                                                          \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const int32_t mask, const int32_t repeatTimes,                 \
+                                const int32_t dstRepStride, const int32_t srcBlkStride,        \
+                                const int32_t srcRepStride,                                    \
+                                ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX) {          \
+        static_assert(detail::IsReduceType<T>::value, #Name ": half or float tensors only");   \
+        static_assert(isSetMask, #Name ": isSetMask = false is not supported by npusim");      \
+        detail::reduce(#Name ": mask, repeatTimes or a stride out of range", red,              \
+                       (uint64_t)order, dst.Ptr(), src.Ptr(), (int64_t)mask, repeatTimes,      \
+                       dstRepStride, srcBlkStride, srcRepStride);                              \
+    }
+/* dst[r] = the selected elements of repeat r added pairwise in a binary tree (the order
+ * Ascend documents; an f16 sum past 65504 saturates there). */
+template <typename T, bool isSetMask = true>
+__aicore__ inline void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                      const uint64_t mask[], const int32_t repeatTimes,
+                                      const int32_t dstRepStride, const int32_t srcBlkStride,
+                                      const int32_t srcRepStride) {
+    static_assert(detail::IsReduceType<T>::value, "WholeReduceSum: half or float tensors only");
+    static_assert(isSetMask, "WholeReduceSum: isSetMask = false is not supported by npusim");
+    detail::reduce("WholeReduceSum: repeatTimes or a stride out of range", detail::RED_SUM, 0,
+                   dst.Ptr(), src.Ptr(), mask, repeatTimes, dstRepStride, srcBlkStride,
+                   srcRepStride);
+}
+template <typename T, bool isSetMask = true>
+__aicore__ inline void WholeReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                      const int32_t mask, const int32_t repeatTimes,
+                                      const int32_t dstRepStride, const int32_t srcBlkStride,
+                                      const int32_t srcRepStride) {
+    static_assert(detail::IsReduceType<T>::value, "WholeReduceSum: half or float tensors only");
+    static_assert(isSetMask, "WholeReduceSum: isSetMask = false is not supported by npusim");
+    detail::reduce("WholeReduceSum: mask, repeatTimes or a stride out of range", detail::RED_SUM,
+                   0, dst.Ptr(), src.Ptr(), (int64_t)mask, repeatTimes, dstRepStride,
+                   srcBlkStride, srcRepStride);
+}
+/* The maximum / minimum of each repeat and its index in the repeat, laid out by `order`
+ * (the index in the bits of a T-sized unsigned integer; ORDER_ONLY_INDEX: a uint32_t). */
+NPUSIM_WHOLE_REDUCE(WholeReduceMax, detail::RED_MAX)
+NPUSIM_WHOLE_REDUCE(WholeReduceMin, detail::RED_MIN)
+#undef NPUSIM_WHOLE_REDUCE
+
+/* One result per 32-byte block of each repeat (8 per repeat; dstRepStride in units of 8
+ * elements); a block with no selected element is not written. Note the argument order:
+ * repeatTimes before mask, as in Ascend C. */
+#define NPUSIM_BLOCK_REDUCE(Name, red)                                                         \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const int32_t repeatTimes, const uint64_t mask[],              \
+                                const int32_t dstRepStride, const int32_t srcBlkStride,        \
+                                const int32_t srcRepStride) {                                  \
+        static_assert(detail::IsReduceType<T>::value, #Name ": half or float tensors only");   \
+        static_assert(isSetMask, #Name ": isSetMask = false is not supported by npusim");      \
+        detail::reduce(#Name ": repeatTimes or a stride out of range", red | detail::RED_BLOCK, \
+                       0, dst.Ptr(), src.Ptr(), mask, repeatTimes, dstRepStride, srcBlkStride, \
+                       srcRepStride);                                                          \
+    }                                                                                          \
+    template <typename T, bool isSetMask = true>                                               \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const int32_t repeatTimes, const int32_t mask,                 \
+                                const int32_t dstRepStride, const int32_t srcBlkStride,        \
+                                const int32_t srcRepStride) {                                  \
+        static_assert(detail::IsReduceType<T>::value, #Name ": half or float tensors only");   \
+        static_assert(isSetMask, #Name ": isSetMask = false is not supported by npusim");      \
+        detail::reduce(#Name ": mask, repeatTimes or a stride out of range",                   \
+                       red | detail::RED_BLOCK, 0, dst.Ptr(), src.Ptr(), (int64_t)mask,        \
+                       repeatTimes, dstRepStride, srcBlkStride, srcRepStride);                 \
+    }
+NPUSIM_BLOCK_REDUCE(BlockReduceSum, detail::RED_SUM)
+NPUSIM_BLOCK_REDUCE(BlockReduceMax, detail::RED_MAX)
+NPUSIM_BLOCK_REDUCE(BlockReduceMin, detail::RED_MIN)
+#undef NPUSIM_BLOCK_REDUCE
+
+/* ReduceSum / ReduceMax / ReduceMin, mask / repeat form: dst[0] = the reduction of the
+ * selected elements of every repeat (per repeat as WholeReduce*, then over the repeats'
+ * results in work, the same way). calIndex is not supported (aborts). */
+#define NPUSIM_REDUCE_ALL(Name, red)                                                           \
+    template <typename T>                                                                      \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const LocalTensor<T> &work, const uint64_t mask[],             \
+                                const int32_t repeatTime, const int32_t srcRepStride,          \
+                                bool calIndex = 0) {                                           \
+        detail::reduce_all(#Name ": repeatTime or srcRepStride out of range", red, dst, src,   \
+                           work, mask, repeatTime, srcRepStride, calIndex);                    \
+    }                                                                                          \
+    template <typename T>                                                                      \
+    __aicore__ inline void Name(const LocalTensor<T> &dst, const LocalTensor<T> &src,          \
+                                const LocalTensor<T> &work, const int32_t mask,                \
+                                const int32_t repeatTime, const int32_t srcRepStride,          \
+                                bool calIndex = 0) {                                           \
+        detail::reduce_all(#Name ": mask, repeatTime or srcRepStride out of range", red, dst,  \
+                           src, work, (int64_t)mask, repeatTime, srcRepStride, calIndex);      \
+    }
+NPUSIM_REDUCE_ALL(ReduceMax, detail::RED_MAX)
+NPUSIM_REDUCE_ALL(ReduceMin, detail::RED_MIN)
+#undef NPUSIM_REDUCE_ALL
+template <typename T>
+__aicore__ inline void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                 const LocalTensor<T> &work, const uint64_t mask[],
+                                 const int32_t repeatTime, const int32_t srcRepStride) {
+    detail::reduce_all("ReduceSum: repeatTime or srcRepStride out of range", detail::RED_SUM, dst,
+                       src, work, mask, repeatTime, srcRepStride, false);
+}
+template <typename T>
+__aicore__ inline void ReduceSum(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                                 const LocalTensor<T> &work, const int32_t mask,
+                                 const int32_t repeatTime, const int32_t srcRepStride) {
+    detail::reduce_all("ReduceSum: mask, repeatTime or srcRepStride out of range",
+                       detail::RED_SUM, dst, src, work, (int64_t)mask, repeatTime, srcRepStride,
+                       false);
+}
+
+/* Brcb: repeat r broadcasts src0[8r + j] over the 32-byte block at
+ * (r * dstRepStride + j * dstBlkStride) blocks from dst. */
+struct BrcbRepeatParams {
+    uint16_t dstBlkStride = 1, dstRepStride = 8;
+    __aicore__ inline BrcbRepeatParams() {}
+    __aicore__ inline BrcbRepeatParams(uint16_t blk, uint16_t rep)
+        : dstBlkStride(blk), dstRepStride(rep) {}
+};
+template <typename T>
+__aicore__ inline void Brcb(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                            const uint8_t repeatTime, const BrcbRepeatParams &p) {
+    static_assert(detail::IsB16B32<T>::value, "Brcb: 16- or 32-bit tensors only");
+    detail::vperm(dst.Ptr(), src0.Ptr(),
+                         (uint64_t)p.dstBlkStride | (uint64_t)p.dstRepStride << 16,
+                         (uint64_t)repeatTime | (uint64_t)detail::Type<T>::code << 32);
+}
+
+/* GatherMask: the elements a pattern selects, packed into dst; rsvdCnt = how many.
+ * reduceMode false (normal): repeatTimes repeats of 256 bytes, mask ignored; true (counter):
+ * `mask` elements in all, repeatTimes ignored (the 220 architecture's reading of the
+ * docs' two configurations). */
+enum class GatherMaskMode : uint8_t { VERSION_V1 = 0, VERSION_V2 = 1 };
+constexpr GatherMaskMode defaultGatherMaskMode = GatherMaskMode::VERSION_V2;
+constexpr GatherMaskMode defaultGahterMaskMode = GatherMaskMode::VERSION_V2;
+struct GatherMaskParams {
+    uint8_t src0BlockStride = 1;
+    uint16_t repeatTimes = 0;
+    uint16_t src0RepeatStride = 8;
+    uint8_t src1RepeatStride = 8;
+    __aicore__ inline GatherMaskParams() {}
+    __aicore__ inline GatherMaskParams(uint8_t blk, uint16_t rep, uint16_t src0Rep,
+                                       uint8_t src1Rep)
+        : src0BlockStride(blk), repeatTimes(rep), src0RepeatStride(src0Rep),
+          src1RepeatStride(src1Rep) {}
+};
+namespace detail {
+template <typename T>
+__aicore__ inline void gather_mask(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                                   uint64_t pattern, uint64_t builtin, bool reduceMode,
+                                   uint32_t mask, const GatherMaskParams &p, uint64_t &rsvdCnt) {
+    static_assert(IsB16B32<T>::value, "GatherMask: 16- or 32-bit tensors only");
+    uint64_t flags = builtin << 1;
+    if (reduceMode) {
+        detail::vmask(mask, 0);
+        flags |= 1;
+    }
+    detail::vperm(dst.Ptr(), src0.Ptr(), pattern,
+                         (uint64_t)p.repeatTimes | (uint64_t)p.src0BlockStride << 16 |
+                             (uint64_t)p.src1RepeatStride << 24 |
+                             (uint64_t)Type<T>::code << 32 | 1ull << 36 | flags << 40 |
+                             (uint64_t)p.src0RepeatStride << 48);
+    npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    uint64_t n;
+    __asm__ volatile("csrr %0, 0xcca" : "=r"(n) : : "memory");
+    rsvdCnt = n;
+}
+} // namespace detail
+template <typename T, typename U, GatherMaskMode mode = defaultGatherMaskMode>
+__aicore__ inline void GatherMask(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                                  const LocalTensor<U> &src1Pattern, const bool reduceMode,
+                                  const uint32_t mask, const GatherMaskParams &p,
+                                  uint64_t &rsvdCnt) {
+    static_assert(sizeof(U) == sizeof(T) && detail::IsPattern<U>::value,
+                  "GatherMask: src1Pattern is uint16_t for 16-bit tensors, uint32_t for 32-bit");
+    detail::gather_mask(dst, src0, (uint64_t)src1Pattern.Ptr(), 0, reduceMode, mask, p, rsvdCnt);
+}
+template <typename T, GatherMaskMode mode = defaultGatherMaskMode>
+__aicore__ inline void GatherMask(const LocalTensor<T> &dst, const LocalTensor<T> &src0,
+                                  const uint8_t src1Pattern, const bool reduceMode,
+                                  const uint32_t mask, const GatherMaskParams &p,
+                                  uint64_t &rsvdCnt) {
+    if (src1Pattern < 1 || src1Pattern > 7) {
+        detail::fail("GatherMask: a built-in src1Pattern is 1..7");
+    }
+    detail::gather_mask(dst, src0, src1Pattern, 1, reduceMode, mask, p, rsvdCnt);
+}
+
+/* Gather: dst[i] = the element at byte offset srcOffset[i] from src (plus srcBaseAddr
+ * bytes). Count form; mask / repeat form (each repeat 256 bytes of dst, dstRepStride in
+ * blocks apart, offsets consumed 256 / sizeof(T) per repeat). */
+template <typename T>
+__aicore__ inline void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src,
+                              const LocalTensor<uint32_t> &srcOffset, const uint32_t srcBaseAddr,
+                              const uint32_t count) {
+    static_assert(detail::IsB16B32<T>::value, "Gather: 16- or 32-bit tensors only");
+    const uint32_t e = detail::per_repeat<T>();
+    const uint8_t *s = (const uint8_t *)src.Ptr() + srcBaseAddr;
+    uint32_t done = 0;
+    while (done < count) {
+        uint32_t left = count - done;
+        uint32_t reps = left / e > 255 ? 255 : left / e;
+        uint32_t n = reps ? e : left;
+        detail::set_mask<T>("Gather: count", (int64_t)n);
+        reps = reps ? reps : 1;
+        detail::vperm(dst.Ptr() + done, s, (uint64_t)(srcOffset.Ptr() + done),
+                             (uint64_t)reps | 8ull << 8 | (uint64_t)detail::Type<T>::code << 32 |
+                                 2ull << 36);
+        done += reps * n;
+    }
+}
+#define NPUSIM_GATHER(M, set)                                                                  \
+    template <typename T>                                                                      \
+    __aicore__ inline void Gather(const LocalTensor<T> &dst, const LocalTensor<T> &src,        \
+                                  const LocalTensor<uint32_t> &srcOffset,                      \
+                                  const uint32_t srcBaseAddr, M mask, const uint8_t repeatTime,\
+                                  const uint16_t dstRepStride) {                               \
+        static_assert(detail::IsB16B32<T>::value, "Gather: 16- or 32-bit tensors only");       \
+        detail::set_mask<T>("Gather: mask out of range", set);                                 \
+        detail::vperm(dst.Ptr(), (const uint8_t *)src.Ptr() + srcBaseAddr,              \
+                             (uint64_t)srcOffset.Ptr(),                                        \
+                             (uint64_t)repeatTime | (uint64_t)dstRepStride << 8 |              \
+                                 (uint64_t)detail::Type<T>::code << 32 | 2ull << 36);          \
+    }
+NPUSIM_GATHER(const uint64_t, (int64_t)mask)
+NPUSIM_GATHER(const uint64_t *, mask)
+#undef NPUSIM_GATHER
 
 /* ---- Tiling -------------------------------------------------------------------------------- */
 

@@ -51,6 +51,7 @@ impl Core {
             abi::CSR_L0B_BYTES => self.npu.sizes().of(Buffer::L0b) as u64,
             abi::CSR_L0C_BYTES => self.npu.sizes().of(Buffer::L0c) as u64,
             abi::CSR_BT_BYTES => self.npu.sizes().of(Buffer::Bt) as u64,
+            abi::CSR_RSVD_CNT => self.npu.rsvd_cnt,
             MHARTID if self.test_mode.is_some() => 0,
             _ => return self.test_csrs.get(csr as usize).copied(),
         })

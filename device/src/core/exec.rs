@@ -358,6 +358,12 @@ impl Core {
             }
 
             Op::Csrrw | Op::Csrrs | Op::Csrrc | Op::Csrrwi | Op::Csrrsi | Op::Csrrci => {
+                // The gather-mask count is what has landed by now.
+                if (inst.imm as u32 & 0xfff) as u16 == crate::abi::CSR_RSVD_CNT
+                    && let Err(t) = self.npu.advance(self.cycles, bus)
+                {
+                    return Flow::Stop(Err(t));
+                }
                 if self.csr_op(inst).is_err() {
                     return illegal();
                 }

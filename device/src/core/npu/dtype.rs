@@ -28,11 +28,24 @@ pub enum DType {
     I16 = 3,
     /// bfloat16: the top half of an IEEE binary32 (`bfloat16_t`).
     BF16 = 4,
+    /// Two's-complement 8-bit integer (`int8_t`): a cast's source or destination, `vdup` and
+    /// `vmov` only.
+    I8 = 5,
+    /// Unsigned 8-bit integer (`uint8_t`): as [`DType::I8`].
+    U8 = 6,
 }
 
 impl DType {
     /// Every type, by code.
-    pub const ALL: [DType; 5] = [DType::F32, DType::F16, DType::I32, DType::I16, DType::BF16];
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F16,
+        DType::I32,
+        DType::I16,
+        DType::BF16,
+        DType::I8,
+        DType::U8,
+    ];
 
     /// The type with code `code`.
     pub fn from_code(code: u64) -> Option<DType> {
@@ -44,6 +57,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::I16 | DType::BF16 => 2,
+            DType::I8 | DType::U8 => 1,
         }
     }
 
@@ -60,6 +74,8 @@ impl DType {
             DType::I32 => "i32",
             DType::I16 => "i16",
             DType::BF16 => "bf16",
+            DType::I8 => "i8",
+            DType::U8 => "u8",
         }
     }
 
@@ -72,6 +88,8 @@ impl DType {
             DType::I32 => i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as f64,
             DType::I16 => i16::from_le_bytes([bytes[0], bytes[1]]) as f64,
             DType::BF16 => bf16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]])) as f64,
+            DType::I8 => bytes[0] as i8 as f64,
+            DType::U8 => bytes[0] as f64,
         }
     }
 
@@ -87,6 +105,8 @@ impl DType {
             DType::BF16 => {
                 out[..2].copy_from_slice(&(((v as f32).to_bits() >> 16) as u16).to_le_bytes())
             }
+            DType::I8 => out[0] = v as i8 as u8,
+            DType::U8 => out[0] = v as u8,
         }
     }
 
@@ -98,6 +118,18 @@ impl DType {
             DType::I32 => reg as u32 as i32 as f64,
             DType::I16 => reg as u16 as i16 as f64,
             DType::BF16 => bf16_to_f32(reg as u16) as f64,
+            DType::I8 => reg as u8 as i8 as f64,
+            DType::U8 => reg as u8 as f64,
+        }
+    }
+
+    /// The range of an integer type.
+    pub const fn int_range(self) -> (i64, i64) {
+        match self {
+            DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            DType::U8 => (0, u8::MAX as i64),
+            _ => (i32::MIN as i64, i32::MAX as i64),
         }
     }
 }
@@ -267,17 +299,14 @@ pub fn round_float(x: f64, dtype: DType, mode: RoundMode) -> f64 {
     m.copysign(x)
 }
 
-/// `x` rounded to an integer of type `dtype` (I32 or I16) with `mode`, saturating at the
-/// type's range; NaN gives 0.
+/// `x` rounded to an integer of type `dtype` (I32, I16, I8 or U8) with `mode`, saturating at
+/// the type's range; NaN gives 0.
 pub fn round_int(x: f64, dtype: DType, mode: RoundMode) -> f64 {
     if x.is_nan() {
         return 0.0;
     }
-    let (lo, hi) = match dtype {
-        DType::I16 => (i16::MIN as f64, i16::MAX as f64),
-        _ => (i32::MIN as f64, i32::MAX as f64),
-    };
-    round_integral(x, mode).clamp(lo, hi)
+    let (lo, hi) = dtype.int_range();
+    round_integral(x, mode).clamp(lo as f64, hi as f64)
 }
 
 /// `x`, a value of type `src`, cast to `dst` with `mode`, as an exact `f64`.

@@ -5,6 +5,7 @@ use super::cube::CubeOp;
 use super::dtype::{CmpMode, DType, RoundMode};
 use super::isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecClass, VecOp};
 use super::layout::{Buffer, pitch};
+use super::masked;
 use super::pipes::{Pipe, Pipes};
 use super::vector::VectorOp;
 use super::{AsyncOp, CopyOp, Npu, NpuFault, Side};
@@ -146,6 +147,7 @@ impl Npu {
             mode,
             mask: 0,
             scalar_bits: b,
+            rep: Default::default(),
         };
         // `n` has 32 bits, so no operand size overflows.
         v.n = n as u32;
@@ -338,7 +340,17 @@ impl Core {
         match inst.op {
             Op::NpuVector => {
                 let op = VecOp::from_code(code).ok_or(Trap::IllegalInstruction { pc, bits: 0 })?;
-                let (v, occ) = self.npu.vector_op(op, regs).map_err(fault)?;
+                if op == VecOp::Mask {
+                    // A scalar-side register write: instructions issued later read it.
+                    self.npu.vmask = regs[1] as u128 | (regs[2] as u128) << 64;
+                    return Ok(());
+                }
+                let (v, occ) = if op.class() == VecClass::Masked {
+                    masked::decode(&self.npu, op, regs)
+                } else {
+                    self.npu.vector_op(op, regs)
+                }
+                .map_err(fault)?;
                 self.issue(Pipe::V, occ, 0, AsyncOp::Vector(v), pc);
             }
             Op::NpuMove => {

@@ -46,6 +46,35 @@ pub enum NpuFault {
         /// The offending value.
         value: u64,
     },
+    /// A UB operand not aligned to its element (the mask-register instructions' destinations
+    /// and gather sources need only their element's alignment).
+    #[error("{operand} address {addr:#x} is not aligned to {align} bytes")]
+    Unaligned {
+        /// Which operand.
+        operand: &'static str,
+        /// The address given.
+        addr: u64,
+        /// The alignment required.
+        align: u64,
+    },
+    /// A reduction whose mask register selects no element of a repeat.
+    #[error("{op}: the vector mask selects no element (set it with vmask)")]
+    EmptyMask {
+        /// The instruction's mnemonic.
+        op: &'static str,
+    },
+    /// A gather offset that does not name a whole element inside UB.
+    #[error(
+        "gather element {element}: byte offset {offset:#x} reads {addr:#x}, which is not an aligned element inside UB"
+    )]
+    BadGatherOffset {
+        /// The element's position (repeat × elements per repeat + slot).
+        element: u32,
+        /// The offset read from the offsets tensor.
+        offset: u64,
+        /// The address it names.
+        addr: u64,
+    },
     /// A local-side row stride smaller than the row: rows would overlap.
     #[error("{buffer} stride {stride} is smaller than the row ({row_bytes} bytes)")]
     OverlappingRows {
@@ -145,7 +174,9 @@ impl NpuFault {
         match *self {
             NpuFault::OutOfBuffer { addr, .. }
             | NpuFault::WrongBuffer { addr, .. }
-            | NpuFault::ScalarAccess { addr, .. } => Some(addr),
+            | NpuFault::ScalarAccess { addr, .. }
+            | NpuFault::Unaligned { addr, .. }
+            | NpuFault::BadGatherOffset { addr, .. } => Some(addr),
             NpuFault::Misaligned {
                 value,
                 what: "address",

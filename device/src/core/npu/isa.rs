@@ -61,6 +61,13 @@ pub enum VecOp {
     Dup = 0x0c,
     /// `dst[i] = a[i] > 0 ? a[i] : a[i] * s` (leaky ReLU, float types).
     LRelu = 0x0d,
+    /// Sets the vector mask register to `rs1 | rs2 << 64` (bit `i` selects element `i` of a
+    /// repeat; the count of a `vperm` gather-mask in counter mode). Takes effect for the
+    /// instructions issued after it; no pipe.
+    Mask = 0x0e,
+    /// Repeat-form reductions under the mask register: per repeat (whole) or per 32-byte
+    /// block, sum (binary tree) / max / min; [`masked`](super::masked) has the fields.
+    Red = 0x0f,
     /// `dst[i] = exp(a[i])`.
     Exp = 0x10,
     /// `dst[i] = ln(a[i])`.
@@ -94,6 +101,9 @@ pub enum VecOp {
     /// `dst[i] = mask bit i ? a[i] : b[i]` (or `: s` when `rs3` bit 36 is set); the mask's UB
     /// offset / 32 is in `rs3` bits 48..64.
     Sel = 0x1e,
+    /// Repeat-form rearrangements: block broadcast (`Brcb`), gather by pattern
+    /// (`GatherMask`), gather by byte offsets (`Gather`); mode in `rs3` bits 36..40.
+    Perm = 0x1f,
 }
 
 /// The operand shape of a vector instruction.
@@ -106,11 +116,13 @@ pub(crate) enum VecClass {
     Unary,
     Reduce,
     Cast,
+    /// The mask-register instructions (`vmask`, `vred`, `vperm`): decoded in `masked`.
+    Masked,
 }
 
 impl VecOp {
     /// Every vector instruction.
-    pub const ALL: [VecOp; 29] = [
+    pub const ALL: [VecOp; 32] = [
         VecOp::Add,
         VecOp::Sub,
         VecOp::Mul,
@@ -125,6 +137,8 @@ impl VecOp {
         VecOp::Mins,
         VecOp::Dup,
         VecOp::LRelu,
+        VecOp::Mask,
+        VecOp::Red,
         VecOp::Exp,
         VecOp::Ln,
         VecOp::Sqrt,
@@ -140,6 +154,7 @@ impl VecOp {
         VecOp::Cvt,
         VecOp::Cmp,
         VecOp::Sel,
+        VecOp::Perm,
     ];
 
     /// The instruction with code `code` (`funct2 << 3 | funct3`).
@@ -184,6 +199,9 @@ impl VecOp {
             VecOp::Cvt => "vcvt",
             VecOp::Cmp => "vcmp",
             VecOp::Sel => "vsel",
+            VecOp::Mask => "vmask",
+            VecOp::Red => "vred",
+            VecOp::Perm => "vperm",
         }
     }
 
@@ -193,6 +211,7 @@ impl VecOp {
             VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 | VecOp::Cvt => VecClass::Cast,
             VecOp::Cmp => VecClass::Compare,
             VecOp::Sel => VecClass::Select,
+            VecOp::Mask | VecOp::Red | VecOp::Perm => VecClass::Masked,
             _ => match self as u8 >> 3 {
                 0 => VecClass::Binary,
                 1 => VecClass::Scalar,
@@ -204,11 +223,15 @@ impl VecOp {
     /// Whether the instruction is defined on elements of type `t` (the legacy f16 ↔ f32
     /// conversions take no type: `t` is F32).
     pub const fn supports(self, t: DType) -> bool {
+        if matches!(t, DType::I8 | DType::U8) {
+            return matches!(self, VecOp::Cvt | VecOp::Dup | VecOp::Mov);
+        }
         match self {
             VecOp::Div | VecOp::Exp | VecOp::Ln | VecOp::Sqrt | VecOp::Rec | VecOp::LRelu => {
                 t.is_float()
             }
             VecOp::And | VecOp::Or | VecOp::Not => !t.is_float(),
+            VecOp::Red => matches!(t, DType::F32 | DType::F16),
             VecOp::CvtF32ToF16 | VecOp::CvtF16ToF32 => matches!(t, DType::F32),
             _ => true,
         }
@@ -520,6 +543,69 @@ pub mod encode {
         count(n, t) | (scalar as u64) << 36 | ((mask_off / 32) as u64) << 48
     }
 
+    /// `vmask`: the mask register becomes `rs1 | rs2 << 64`.
+    pub const fn mask(rs1: u32, rs2: u32) -> u32 {
+        vector(VecOp::Mask, 0, rs1, rs2, 0)
+    }
+
+    /// The `rs3` operand of `vred`: `repeat` repeats (at most 255) of `t`; `order` only for
+    /// the whole-repeat maximum / minimum.
+    pub const fn reduce(
+        repeat: u8,
+        t: DType,
+        red: crate::core::npu::Reduce,
+        order: crate::core::npu::ReduceOrder,
+    ) -> u64 {
+        repeat as u64 | (t as u64) << 32 | (red as u64) << 36 | (order as u64) << 40
+    }
+
+    /// The `rs2` operand of `vred`: the destination stride between repeats (in results of one
+    /// repeat: one value, a value and its index, 8 block values), the source strides between
+    /// blocks and between repeats (in 32-byte blocks).
+    pub const fn reduce_strides(dst_rep: u16, src_blk: u16, src_rep: u16) -> u64 {
+        dst_rep as u64 | (src_blk as u64) << 16 | (src_rep as u64) << 32
+    }
+
+    /// `vperm` Brcb: `rs3` (`repeat` repeats of 8 source elements of `t`) and `rs2` (the
+    /// destination strides between the 8 blocks of a repeat and between repeats, in blocks).
+    pub const fn brcb(repeat: u8, t: DType, dst_blk: u16, dst_rep: u16) -> (u64, u64) {
+        (
+            repeat as u64 | (t as u64) << 32 | (crate::core::npu::PermMode::Brcb as u64) << 36,
+            dst_blk as u64 | (dst_rep as u64) << 16,
+        )
+    }
+
+    /// The `rs3` operand of a `vperm` gather-mask: `repeat` repeats (ignored in counter mode,
+    /// where the mask register holds the element count), source strides in blocks, the
+    /// pattern's stride between repeats in blocks, `flags` of
+    /// [`GATHER_MASK_COUNTER`](crate::core::npu::masked::GATHER_MASK_COUNTER) /
+    /// [`GATHER_MASK_BUILTIN`](crate::core::npu::masked::GATHER_MASK_BUILTIN).
+    pub const fn gather_mask(
+        repeat: u16,
+        t: DType,
+        src_blk: u8,
+        src_rep: u16,
+        pattern_rep: u8,
+        flags: u64,
+    ) -> u64 {
+        repeat as u64
+            | (src_blk as u64) << 16
+            | (pattern_rep as u64) << 24
+            | (t as u64) << 32
+            | (crate::core::npu::PermMode::GatherMask as u64) << 36
+            | flags << 40
+            | (src_rep as u64) << 48
+    }
+
+    /// The `rs3` operand of a `vperm` gather: `repeat` repeats of `t` under the mask register,
+    /// the destination stride between repeats in blocks.
+    pub const fn gather(repeat: u8, t: DType, dst_rep: u16) -> u64 {
+        repeat as u64
+            | (dst_rep as u64) << 8
+            | (t as u64) << 32
+            | (crate::core::npu::PermMode::Gather as u64) << 36
+    }
+
     /// The packed `m, n, k` operand of a cube instruction.
     pub const fn mnk(m: u16, n: u16, k: u16) -> u64 {
         m as u64 | (n as u64) << 16 | (k as u64) << 32
@@ -544,8 +630,9 @@ mod tests {
         for d in CopyDir::ALL {
             assert_eq!(CopyDir::from_code(d as u8), Some(d));
         }
-        assert_eq!(VecOp::from_code(0x0e), None);
-        assert_eq!(VecOp::from_code(0x1f), None);
+        for free in 0x20..=0xff {
+            assert_eq!(VecOp::from_code(free), None);
+        }
         assert_eq!(CopyDir::from_code(7), None);
     }
 

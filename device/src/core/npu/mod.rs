@@ -32,6 +32,7 @@ mod footprint;
 pub mod isa;
 pub mod launch;
 mod layout;
+pub mod masked;
 pub mod pipes;
 pub mod tiling;
 mod vector;
@@ -50,6 +51,7 @@ pub use fault::NpuFault;
 pub use footprint::Footprint;
 pub use isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecOp};
 pub use layout::{Buffer, pitch};
+pub use masked::{PermMode, Reduce, ReduceOrder};
 pub use pipes::{Pipe, PipeCycles};
 
 use std::cmp::Reverse;
@@ -132,6 +134,10 @@ pub(crate) struct Npu {
     pub stall_cycles: u64,
     pub gm_read_bytes: u64,
     pub gm_write_bytes: u64,
+    /// The vector mask register (`vmask`), read by `vred` / `vperm` at issue.
+    pub vmask: u128,
+    /// Elements the last gather-mask to land kept (`CSR_RSVD_CNT`).
+    pub rsvd_cnt: u64,
 }
 
 impl Npu {
@@ -152,6 +158,8 @@ impl Npu {
             stall_cycles: 0,
             gm_read_bytes: 0,
             gm_write_bytes: 0,
+            vmask: u128::MAX,
+            rsvd_cnt: 0,
         }
     }
 
@@ -171,6 +179,8 @@ impl Npu {
         self.stall_cycles = 0;
         self.gm_read_bytes = 0;
         self.gm_write_bytes = 0;
+        self.vmask = u128::MAX;
+        self.rsvd_cnt = 0;
     }
 
     pub fn sizes(&self) -> &BufferSizes {
@@ -298,7 +308,8 @@ impl Npu {
                     }
                 }
             }
-            AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data),
+            AsyncOp::Vector(v) => vector::compute(&v, self.buffers.bytes(Buffer::Ub), &mut p.data)
+                .map_err(|fault| Trap::Npu { pc: p.pc, fault })?,
             AsyncOp::Cube(c) => cube::compute(
                 &c,
                 [Buffer::L0a, Buffer::L0b, Buffer::L0c, Buffer::Bt].map(|b| self.buffers.bytes(b)),
@@ -343,11 +354,28 @@ impl Npu {
                     }
                 }
             }
-            AsyncOp::Vector(v) => {
-                self.buffers
-                    .range_mut(Buffer::Ub, v.dst as usize, data.len())
-                    .copy_from_slice(data);
-            }
+            AsyncOp::Vector(v) => match masked::scatter(&v) {
+                Some(s) => {
+                    for (i, row) in data.chunks_exact(s.row_bytes).enumerate() {
+                        let (g, k) = (i / s.per, i % s.per);
+                        if s.skip >> k & 1 == 1 {
+                            continue;
+                        }
+                        let off = v.dst as usize + g * s.rep_bytes + k * s.blk_bytes;
+                        self.buffers
+                            .range_mut(Buffer::Ub, off, row.len())
+                            .copy_from_slice(row);
+                    }
+                }
+                None => {
+                    self.buffers
+                        .range_mut(Buffer::Ub, v.dst as usize, data.len())
+                        .copy_from_slice(data);
+                    if v.op == VecOp::Perm {
+                        self.rsvd_cnt = (data.len() as u64) / v.dtype.size();
+                    }
+                }
+            },
             AsyncOp::Cube(c) => {
                 let (_, _, extent) = c.extents();
                 if c.m == 0 || c.n == 0 {

@@ -27,9 +27,29 @@ pub(crate) struct VectorOp {
     pub mask: u32,
     /// The raw scalar register.
     pub scalar_bits: u64,
+    /// Fields of the mask-register instructions (`vred`, `vperm`).
+    pub rep: super::masked::RepeatForm,
 }
 
 impl VectorOp {
+    /// An instruction with every operand zero.
+    pub fn new(op: VecOp, dtype: DType) -> VectorOp {
+        VectorOp {
+            op,
+            dst: 0,
+            a: 0,
+            b: 0,
+            scalar: 0.0,
+            n: 0,
+            dtype,
+            src_dtype: dtype,
+            mode: 0,
+            mask: 0,
+            scalar_bits: 0,
+            rep: Default::default(),
+        }
+    }
+
     /// Bytes the destination receives.
     pub fn dst_bytes(&self) -> u64 {
         let n = self.n as u64;
@@ -56,8 +76,17 @@ fn relu(x: f32) -> f32 {
     if x > 0.0 { x } else { 0.0 }
 }
 
-/// Computes `v` from `ub` into `out` (the bytes its destination receives).
-pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
+/// Computes `v` from `ub` into `out` (the bytes its destination receives). Only the
+/// mask-register instructions can fault here (on data: a gather offset).
+pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) -> Result<(), super::NpuFault> {
+    if matches!(v.op, VecOp::Red | VecOp::Perm) {
+        return super::masked::compute(v, ub, out);
+    }
+    compute_plain(v, ub, out);
+    Ok(())
+}
+
+fn compute_plain(v: &VectorOp, ub: &[u8], out: &mut Staging) {
     if v.dtype != DType::F32 || matches!(v.op, VecOp::Cvt | VecOp::Cmp | VecOp::Sel) {
         return compute_typed(v, ub, out);
     }
@@ -124,6 +153,7 @@ pub(crate) fn compute(v: &VectorOp, ub: &[u8], out: &mut Staging) {
         VecOp::Cvt | VecOp::Cmp | VecOp::Sel => unreachable!("typed instructions"),
         // Refused on f32 at issue (`VecOp::supports`).
         VecOp::And | VecOp::Or | VecOp::Not => unreachable!("integer-only instructions"),
+        VecOp::Mask | VecOp::Red | VecOp::Perm => unreachable!("mask-register instructions"),
     }
 }
 
@@ -310,6 +340,8 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
         // Integers: exact in i64, then wrapped to the type's width.
         let wrap = |x: i64| match t {
             DType::I16 => x as i16 as f64,
+            DType::I8 => x as i8 as f64,
+            DType::U8 => x as u8 as f64,
             _ => x as i32 as f64,
         };
         let int = |base: u32, i: usize| at(base, i, t) as i64;
@@ -320,11 +352,7 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
                 t.store(wrap(total), o);
             }
             VecOp::RMax => {
-                let min = if t == DType::I16 {
-                    i16::MIN as i64
-                } else {
-                    i32::MIN as i64
-                };
+                let min = t.int_range().0;
                 let m = (0..n).fold(min, |m, i| m.max(int(v.a, i)));
                 t.store(m as f64, o);
             }
@@ -420,6 +448,7 @@ mod tests {
                     mode: RoundMode::Rint as u8,
                     mask: 0,
                     scalar_bits: 0xb555,
+                    rep: Default::default(),
                 };
                 let (mut fast, mut general) = (Staging::default(), Staging::default());
                 assert!(compute_fast(&v, &ub, &mut fast), "{}", op.name());
