@@ -1,5 +1,5 @@
-//! The systems that advance the simulated NPU, one frame per run of them (a [`Schedule`] run,
-//! or [`stages`] run in order), and the [`NpuSet`] order they run in (DESIGN §3):
+//! The systems that advance the simulated NPU, one frame per run of the schedule they are
+//! [`install`]ed in, and the [`NpuSet`] order they run in (DESIGN §3):
 //!
 //! 1. [`NpuSet::Ingest`] — submissions on each stream's doorbell become task entities in it.
 //! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
@@ -209,8 +209,7 @@ impl Stage {
 }
 
 /// npusim's systems in the order a frame runs them (the sets' order; within a set, this order),
-/// each with its run condition. [`install`] puts them in a schedule; the runtime also runs them
-/// in this order itself while its schedule holds nothing else.
+/// each with its run condition: what [`install`] puts in a schedule.
 pub fn stages() -> Vec<Stage> {
     vec![
         Stage::new(NpuSet::Ingest, ingest::ingest),
