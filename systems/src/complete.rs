@@ -17,7 +17,6 @@ use npusim_components::{
 };
 
 use crate::cached_query::CachedQuery;
-use crate::lazy::LazyResMut;
 
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,8 +45,8 @@ pub struct Completion<'w, 's> {
     devices: CachedQuery<'w, 's, &'static mut DeviceState>,
     finished: If<ResMut<'w, Finished>>,
     stats: If<ResMut<'w, FrameStats>>,
-    // Looked up only when a task fails.
-    faults: LazyResMut<'w, Faults>,
+    // Written only when a task fails.
+    faults: Option<ResMut<'w, Faults>>,
 }
 
 /// Gives a running task's units back to its device and counts their busy time.
@@ -157,7 +156,7 @@ pub(crate) struct Settle<'a, 'w, 's> {
     events: &'a mut CachedQuery<'w, 's, &'static mut EventState>,
     finished: &'a mut If<ResMut<'w, Finished>>,
     stats: &'a mut If<ResMut<'w, FrameStats>>,
-    faults: &'a mut LazyResMut<'w, Faults>,
+    faults: &'a mut Option<ResMut<'w, Faults>>,
 }
 
 impl Settle<'_, '_, '_> {
@@ -219,7 +218,7 @@ impl Settle<'_, '_, '_> {
                 task.status = TaskStatus::Failed;
                 self.stats.tasks_failed += 1;
                 let device = device_index();
-                if let Some(mut faults) = self.faults.get_mut() {
+                if let Some(faults) = self.faults.as_deref_mut() {
                     faults.pending.push(FaultRecord {
                         device,
                         context: task.context,

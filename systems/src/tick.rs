@@ -30,7 +30,6 @@ use npusim_components::{
 
 use crate::cached_query::CachedQuery;
 use crate::complete::{Completion, Outcome};
-use crate::lazy::{LazyRes, LazyResMut};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
@@ -41,10 +40,10 @@ pub struct TickWorld<'w, 's> {
     completion: Completion<'w, 's>,
     registry: If<Res<'w, KernelRegistry>>,
     aborts: If<ResMut<'w, AbortRequests>>,
-    // Looked up only for host callbacks, collectives and peer copies, and with workers.
-    callbacks: LazyResMut<'w, PendingCallbacks>,
-    rendezvous: LazyResMut<'w, Rendezvous>,
-    device_entities: LazyRes<'w, Devices>,
+    // Used only for host callbacks, collectives and peer copies, and with workers.
+    callbacks: Option<ResMut<'w, PendingCallbacks>>,
+    rendezvous: Option<ResMut<'w, Rendezvous>>,
+    device_entities: Option<Res<'w, Devices>>,
     workers: If<Res<'w, Workers>>,
     mode: If<Res<'w, npusim_components::ExecutionMode>>,
 }
@@ -327,7 +326,7 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     {
         use rayon::prelude::*;
         // Group by device index; a device's tasks stay in completion order.
-        let count = w.device_entities.get().map_or(0, |d| d.entities.len());
+        let count = w.device_entities.as_deref().map_or(0, |d| d.entities.len());
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
@@ -415,7 +414,7 @@ fn finish(
         && !task.applied
         && task.kind() == TaskKind::HostCallback
         && let TaskExtra::Callback(slot) = &task.extra
-        && let Some(callbacks) = w.callbacks.get_mut()
+        && let Some(callbacks) = w.callbacks.as_deref_mut()
         && let Some(body) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
     {
         callbacks
@@ -594,7 +593,7 @@ fn execute(
                 .ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))?;
             let devices = w
                 .device_entities
-                .get()
+                .as_deref()
                 .ok_or_else(NpuError::missing_resource::<Devices>)?;
             crate::copy::execute_peer_copy(w.completion.devices(), devices, &copy)
         }
@@ -611,7 +610,7 @@ fn execute(
             w.completion.devices(),
             &mut *w
                 .rendezvous
-                .get_mut()
+                .as_deref_mut()
                 .ok_or_else(NpuError::missing_resource::<Rendezvous>)?,
             &w.workers,
             task,
