@@ -16,8 +16,6 @@ use npusim_components::{
     DeviceState, EventState, NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus,
 };
 
-use crate::cached_query::CachedQuery;
-
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -41,8 +39,8 @@ impl From<Result<(), NpuError>> for Outcome {
 /// What completing a task writes besides the task and its stream.
 #[derive(SystemParam)]
 pub struct Completion<'w, 's> {
-    events: CachedQuery<'w, 's, &'static mut EventState>,
-    devices: CachedQuery<'w, 's, &'static mut DeviceState>,
+    events: Query<'w, 's, &'static mut EventState>,
+    devices: Query<'w, 's, &'static mut DeviceState>,
     finished: If<ResMut<'w, Finished>>,
     stats: If<ResMut<'w, FrameStats>>,
     // Written only when a task fails.
@@ -110,7 +108,7 @@ impl<'w, 's> Completion<'w, 's> {
     pub(crate) fn split(
         &mut self,
     ) -> (
-        &mut CachedQuery<'w, 's, &'static mut DeviceState>,
+        &mut Query<'w, 's, &'static mut DeviceState>,
         Settle<'_, 'w, 's>,
     ) {
         (
@@ -153,7 +151,7 @@ impl<'w, 's> Completion<'w, 's> {
 /// Completion without the devices (see [`Completion::split`]): what completing a task writes
 /// besides its device's units.
 pub(crate) struct Settle<'a, 'w, 's> {
-    events: &'a mut CachedQuery<'w, 's, &'static mut EventState>,
+    events: &'a mut Query<'w, 's, &'static mut EventState>,
     finished: &'a mut If<ResMut<'w, Finished>>,
     stats: &'a mut If<ResMut<'w, FrameStats>>,
     faults: &'a mut Option<ResMut<'w, Faults>>,

@@ -3,16 +3,14 @@
 //! goes back to its context's pool. Runs after the hardware tick, so a position completed this
 //! frame releases its blocks this frame.
 
-use bevy_ecs::prelude::ResMut;
+use bevy_ecs::prelude::{Query, ResMut};
 use npusim_components::resources::FrameStats;
 use npusim_components::{DeviceState, StreamState};
 
-use crate::cached_query::CachedQuery;
-
 /// Returns to the pool every pending free whose stream positions have all completed.
 pub fn deferred_free(
-    mut devices: CachedQuery<&mut DeviceState>,
-    streams: CachedQuery<&StreamState>,
+    mut devices: Query<&mut DeviceState>,
+    streams: Query<&StreamState>,
     // Written only when a block is released.
     mut stats: Option<ResMut<FrameStats>>,
 ) {

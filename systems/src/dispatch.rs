@@ -16,7 +16,6 @@ use npusim_components::binary::HostLog;
 use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
 
-use crate::cached_query::CachedQuery;
 use npusim_components::{
     DeviceState, KernelBody, KernelRegistry, NpuError, SimTime, Task, TaskKind, TaskStatus,
 };
@@ -45,8 +44,8 @@ pub fn dispatch(
     clock: Option<Res<SimClock>>,
     mut ready: Option<ResMut<ReadyQueue>>,
     mut running: Option<ResMut<Running>>,
-    mut tasks: CachedQuery<&mut Task>,
-    mut devices: CachedQuery<&mut DeviceState>,
+    mut tasks: Query<&mut Task>,
+    mut devices: Query<&mut DeviceState>,
     registry: Option<Res<KernelRegistry>>,
     mut stats: Option<ResMut<FrameStats>>,
     mut comm: CommUnits,

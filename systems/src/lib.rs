@@ -42,7 +42,6 @@ use npusim_components::{ExecutionMode, KernelRegistry, NpuError};
 use tick::Workers;
 
 pub mod binary;
-pub mod cached_query;
 pub mod collective;
 pub mod complete;
 pub mod copy;

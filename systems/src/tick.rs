@@ -28,15 +28,14 @@ use npusim_components::{
     NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
 };
 
-use crate::cached_query::CachedQuery;
 use crate::complete::{Completion, Outcome};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct TickWorld<'w, 's> {
-    tasks: CachedQuery<'w, 's, &'static mut Task>,
-    streams: CachedQuery<'w, 's, &'static mut StreamState>,
-    contexts: CachedQuery<'w, 's, &'static mut ContextState>,
+    tasks: Query<'w, 's, &'static mut Task>,
+    streams: Query<'w, 's, &'static mut StreamState>,
+    contexts: Query<'w, 's, &'static mut ContextState>,
     completion: Completion<'w, 's>,
     registry: If<Res<'w, KernelRegistry>>,
     aborts: If<ResMut<'w, AbortRequests>>,
