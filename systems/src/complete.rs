@@ -82,7 +82,7 @@ impl<'w, 's> Completion<'w, 's> {
     /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
     /// it failed with, if it did (the task's own error: nothing is built for a run that did
     /// not fail).
-    // On the tick's path: inlined there (BENCHMARKS.md, tenth round).
+    // On the tick's path: inlined there.
     #[inline(always)]
     pub fn run_and_complete(
         &mut self,
@@ -185,7 +185,7 @@ impl Settle<'_, '_, '_> {
 
     /// Everything of completing but giving back the units; `device_index` names the task's
     /// device in a fault record (asked for only when the task failed).
-    // On every task's path: inlined into its callers (BENCHMARKS.md, tenth round).
+    // On every task's path: inlined into its callers.
     #[inline(always)]
     fn settle(
         &mut self,

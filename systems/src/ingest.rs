@@ -132,7 +132,7 @@ pub fn ingest(
 
 /// The access set a task declares before it runs, from its kind's words (see
 /// [`npusim_components::access`] for what each kind knows).
-// Once per task ingested: inlined there (BENCHMARKS.md, tenth round).
+// Once per task ingested: inlined there.
 #[inline(always)]
 pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
     let kind = task.kind();

@@ -386,7 +386,7 @@ enum Finish {
 /// context's failure mode. `locals_done`: the device-local tasks ending now have executed;
 /// `healthy`: a context known not to have faulted (forgotten when a task fails). Looks the task
 /// up once (twice for cross-device work).
-// Once per task ending: inlined into the tick (BENCHMARKS.md, tenth round).
+// Once per task ending: inlined into the tick.
 #[inline(always)]
 fn finish(
     w: &mut TickWorld,
