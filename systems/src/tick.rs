@@ -15,7 +15,6 @@
 
 use std::cmp::Reverse;
 
-use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemState;
 use npusim_components::ExecutionMode;
@@ -101,24 +100,6 @@ impl Workers {
     }
 }
 
-/// The resources the tick looks at before anything else, by component id (one lookup each,
-/// without hashing a type first).
-#[derive(Clone, Copy, Debug)]
-pub struct TickIds {
-    running: ComponentId,
-    aborts: ComponentId,
-}
-
-impl FromWorld for TickIds {
-    fn from_world(world: &mut World) -> Self {
-        let mut ids = world.components_registrator();
-        Self {
-            running: ids.register_component::<Running>(),
-            aborts: ids.register_component::<AbortRequests>(),
-        }
-    }
-}
-
 /// What a tick with work fetches.
 pub type TickParams = (
     ResMut<'static, SimClock>,
@@ -130,16 +111,15 @@ pub type TickParams = (
 /// Advances the clock to the next event and completes the tasks that end then. A frame with
 /// nothing running and no context to abort fetches nothing more than that: the stage runs in
 /// every frame (no run condition to evaluate first) and looks for its work itself.
-pub fn hardware_tick(world: &mut World, params: &mut SystemState<TickParams>, ids: Local<TickIds>) {
+pub fn hardware_tick(world: &mut World, params: &mut SystemState<TickParams>) {
     crate::zone!("npusim::hardware_tick");
-    // SAFETY (both): the ids are `Running`'s and `AbortRequests`'s.
     let running = world
-        .get_resource_by_id(ids.running)
-        .is_some_and(|p| unsafe { p.deref::<Running>() }.next_event().is_some());
+        .get_resource::<Running>()
+        .is_some_and(|r| r.next_event().is_some());
     let aborting = || {
         world
-            .get_resource_by_id(ids.aborts)
-            .is_some_and(|p| !unsafe { p.deref::<AbortRequests>() }.contexts.is_empty())
+            .get_resource::<AbortRequests>()
+            .is_some_and(|a| !a.contexts.is_empty())
     };
     if !running && !aborting() {
         return;
