@@ -130,7 +130,7 @@ impl RunningQueue {
     }
 
     /// Adds a key.
-    // Once per task dispatched: inlined at every call site (BENCHMARKS.md, tenth round).
+    // Once per task dispatched: inlined at every call site.
     #[inline(always)]
     pub fn push(&mut self, key: Reverse<RunningKey>) {
         if self.head == self.sorted.len() {

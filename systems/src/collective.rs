@@ -23,7 +23,6 @@ use npusim_components::resources::{FrameStats, Running, SimClock, Timeline};
 use npusim_components::{DeviceState, NpuError, SimTime, Task, TaskExtra, TaskStatus};
 use npusim_device::link::{ExtraHop, Pattern};
 
-use crate::cached_query::CachedQuery;
 use crate::tick::Workers;
 
 /// Everything the rendezvous touches.
@@ -32,9 +31,9 @@ pub struct RendezvousWorld<'w, 's> {
     clock: If<Res<'w, SimClock>>,
     rendezvous: If<ResMut<'w, Rendezvous>>,
     interconnect: If<ResMut<'w, Interconnect>>,
-    comms: CachedQuery<'w, 's, &'static mut CommState>,
-    tasks: CachedQuery<'w, 's, &'static mut Task>,
-    devices: CachedQuery<'w, 's, &'static DeviceState>,
+    comms: Query<'w, 's, &'static mut CommState>,
+    tasks: Query<'w, 's, &'static mut Task>,
+    devices: Query<'w, 's, &'static DeviceState>,
     running: If<ResMut<'w, Running>>,
     // Without them (an embedder removed them), nothing is recorded, as with the timeline off.
     timeline: Option<Res<'w, Timeline>>,

@@ -16,9 +16,6 @@ use npusim_components::{
     DeviceState, EventState, NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus,
 };
 
-use crate::cached_query::CachedQuery;
-use crate::lazy::LazyResMut;
-
 /// How a task ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Outcome {
@@ -42,12 +39,12 @@ impl From<Result<(), NpuError>> for Outcome {
 /// What completing a task writes besides the task and its stream.
 #[derive(SystemParam)]
 pub struct Completion<'w, 's> {
-    events: CachedQuery<'w, 's, &'static mut EventState>,
-    devices: CachedQuery<'w, 's, &'static mut DeviceState>,
+    events: Query<'w, 's, &'static mut EventState>,
+    devices: Query<'w, 's, &'static mut DeviceState>,
     finished: If<ResMut<'w, Finished>>,
     stats: If<ResMut<'w, FrameStats>>,
-    // Looked up only when a task fails.
-    faults: LazyResMut<'w, Faults>,
+    // Written only when a task fails.
+    faults: Option<ResMut<'w, Faults>>,
 }
 
 /// Gives a running task's units back to its device and counts their busy time.
@@ -85,7 +82,7 @@ impl<'w, 's> Completion<'w, 's> {
     /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
     /// it failed with, if it did (the task's own error: nothing is built for a run that did
     /// not fail).
-    // On the tick's path: inlined there (BENCHMARKS.md, tenth round).
+    // On the tick's path: inlined there.
     #[inline(always)]
     pub fn run_and_complete(
         &mut self,
@@ -111,7 +108,7 @@ impl<'w, 's> Completion<'w, 's> {
     pub(crate) fn split(
         &mut self,
     ) -> (
-        &mut CachedQuery<'w, 's, &'static mut DeviceState>,
+        &mut Query<'w, 's, &'static mut DeviceState>,
         Settle<'_, 'w, 's>,
     ) {
         (
@@ -154,10 +151,10 @@ impl<'w, 's> Completion<'w, 's> {
 /// Completion without the devices (see [`Completion::split`]): what completing a task writes
 /// besides its device's units.
 pub(crate) struct Settle<'a, 'w, 's> {
-    events: &'a mut CachedQuery<'w, 's, &'static mut EventState>,
+    events: &'a mut Query<'w, 's, &'static mut EventState>,
     finished: &'a mut If<ResMut<'w, Finished>>,
     stats: &'a mut If<ResMut<'w, FrameStats>>,
-    faults: &'a mut LazyResMut<'w, Faults>,
+    faults: &'a mut Option<ResMut<'w, Faults>>,
 }
 
 impl Settle<'_, '_, '_> {
@@ -188,7 +185,7 @@ impl Settle<'_, '_, '_> {
 
     /// Everything of completing but giving back the units; `device_index` names the task's
     /// device in a fault record (asked for only when the task failed).
-    // On every task's path: inlined into its callers (BENCHMARKS.md, tenth round).
+    // On every task's path: inlined into its callers.
     #[inline(always)]
     fn settle(
         &mut self,
@@ -219,7 +216,7 @@ impl Settle<'_, '_, '_> {
                 task.status = TaskStatus::Failed;
                 self.stats.tasks_failed += 1;
                 let device = device_index();
-                if let Some(mut faults) = self.faults.get_mut() {
+                if let Some(faults) = self.faults.as_deref_mut() {
                     faults.pending.push(FaultRecord {
                         device,
                         context: task.context,

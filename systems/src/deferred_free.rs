@@ -3,18 +3,16 @@
 //! goes back to its context's pool. Runs after the hardware tick, so a position completed this
 //! frame releases its blocks this frame.
 
+use bevy_ecs::prelude::{Query, ResMut};
 use npusim_components::resources::FrameStats;
 use npusim_components::{DeviceState, StreamState};
 
-use crate::cached_query::CachedQuery;
-use crate::lazy::LazyResMut;
-
 /// Returns to the pool every pending free whose stream positions have all completed.
 pub fn deferred_free(
-    mut devices: CachedQuery<&mut DeviceState>,
-    streams: CachedQuery<&StreamState>,
-    // Looked up only when a block is released.
-    mut stats: LazyResMut<FrameStats>,
+    mut devices: Query<&mut DeviceState>,
+    streams: Query<&StreamState>,
+    // Written only when a block is released.
+    mut stats: Option<ResMut<FrameStats>>,
 ) {
     crate::zone!("npusim::deferred_free");
     for mut device in &mut devices {
@@ -26,7 +24,7 @@ pub fn deferred_free(
             .memory
             .release_completed(|(s, seq)| streams.get(s).map_or(true, |st| st.completed >= seq));
         if released > 0
-            && let Some(mut stats) = stats.get_mut()
+            && let Some(stats) = stats.as_deref_mut()
         {
             stats.last_frame_progressed = true;
         }

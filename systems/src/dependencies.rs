@@ -15,14 +15,13 @@ use bevy_ecs::prelude::*;
 use npusim_components::resources::{ReadyQueue, Running, SimClock};
 use npusim_components::{NpuError, SimTime, StreamState, Task, TaskKind, TaskStatus};
 
-use crate::cached_query::CachedQuery;
 use crate::complete::{Completion, Outcome};
 
 /// Makes ready every stream head whose dependencies are met.
 pub fn resolve_dependencies(
     If(clock): If<Res<SimClock>>,
-    mut streams: CachedQuery<&mut StreamState>,
-    mut tasks: CachedQuery<&mut Task>,
+    mut streams: Query<&mut StreamState>,
+    mut tasks: Query<&mut Task>,
     If(mut ready): If<ResMut<ReadyQueue>>,
     If(mut running): If<ResMut<Running>>,
     mut completion: Completion,

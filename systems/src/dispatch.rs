@@ -16,8 +16,6 @@ use npusim_components::binary::HostLog;
 use npusim_components::collective::{Interconnect, LinkTimeline, PeerCopy, Rendezvous};
 use npusim_components::resources::{FrameStats, ReadyQueue, Running, SimClock, Timeline};
 
-use crate::cached_query::CachedQuery;
-use crate::lazy::{LazyRes, LazyResMut};
 use npusim_components::{
     DeviceState, KernelBody, KernelRegistry, NpuError, SimTime, Task, TaskKind, TaskStatus,
 };
@@ -26,46 +24,46 @@ use npusim_components::{
 /// (looked up only when a peer copy or a collective is dispatched).
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct CommUnits<'w> {
-    interconnect: LazyResMut<'w, Interconnect>,
-    rendezvous: LazyResMut<'w, Rendezvous>,
-    timeline: LazyRes<'w, Timeline>,
-    link_timeline: LazyResMut<'w, LinkTimeline>,
+    interconnect: Option<ResMut<'w, Interconnect>>,
+    rendezvous: Option<ResMut<'w, Rendezvous>>,
+    timeline: Option<Res<'w, Timeline>>,
+    link_timeline: Option<ResMut<'w, LinkTimeline>>,
 }
 
 /// What only a binary kernel's dispatch reads: the host log its `printf`s go to and the
 /// execution mode (a timing-only replay's recorded runs, the binary log).
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct BinaryUnits<'w> {
-    log: LazyResMut<'w, HostLog>,
-    mode: LazyResMut<'w, npusim_components::ExecutionMode>,
+    log: Option<ResMut<'w, HostLog>>,
+    mode: Option<ResMut<'w, npusim_components::ExecutionMode>>,
 }
 
 /// Assigns units, start and end times to ready tasks.
 #[allow(clippy::too_many_arguments)]
 pub fn dispatch(
-    clock: LazyRes<SimClock>,
-    mut ready: LazyResMut<ReadyQueue>,
-    mut running: LazyResMut<Running>,
-    mut tasks: CachedQuery<&mut Task>,
-    mut devices: CachedQuery<&mut DeviceState>,
-    registry: LazyRes<KernelRegistry>,
-    mut stats: LazyResMut<FrameStats>,
+    clock: Option<Res<SimClock>>,
+    mut ready: Option<ResMut<ReadyQueue>>,
+    mut running: Option<ResMut<Running>>,
+    mut tasks: Query<&mut Task>,
+    mut devices: Query<&mut DeviceState>,
+    registry: Option<Res<KernelRegistry>>,
+    mut stats: Option<ResMut<FrameStats>>,
     mut comm: CommUnits,
     mut core_cache: Local<crate::binary::CoreCache>,
     mut binary: BinaryUnits,
 ) {
     crate::zone!("npusim::dispatch");
-    let Some(mut ready) = ready.get_mut() else {
+    let Some(ready) = ready.as_deref_mut() else {
         return;
     };
     if ready.tasks.is_empty() {
         return;
     }
-    let (Some(clock), Some(mut running), Some(registry), Some(mut stats)) = (
-        clock.get(),
-        running.get_mut(),
-        registry.get(),
-        stats.get_mut(),
+    let (Some(clock), Some(running), Some(registry), Some(stats)) = (
+        clock.as_deref(),
+        running.as_deref_mut(),
+        registry.as_deref(),
+        stats.as_deref_mut(),
     ) else {
         return;
     };
@@ -113,7 +111,7 @@ pub fn dispatch(
                         }
                         None => device.config.kernel_launch_ns,
                         Some((name, KernelBody::Binary(code))) => {
-                            let mut mode = binary.mode.get_mut();
+                            let mut mode = binary.mode.as_deref_mut();
                             let recorded = match mode.as_deref_mut() {
                                 Some(m) if m.timing_only && !m.recorded.is_empty() => {
                                     m.recorded.remove(&(task.stream, task.seq))
@@ -124,7 +122,7 @@ pub fn dispatch(
                             if let Some(run) = recorded {
                                 // Timing-only, recorded: priced from the recording, not run.
                                 crate::binary::price_recorded(device, task, code, cores, &run)
-                            } else if let Some(mut log) = binary.log.get_mut() {
+                            } else if let Some(log) = binary.log.as_deref_mut() {
                                 let (d, outcome) = crate::binary::run_binary(
                                     &mut core_cache,
                                     device,
@@ -132,7 +130,7 @@ pub fn dispatch(
                                     name,
                                     code,
                                     cores,
-                                    &mut log,
+                                    log,
                                     mode.as_ref().and_then(|m| m.binary_log.as_ref()),
                                 );
                                 // Raised when the task completes, like any fault.
@@ -163,12 +161,15 @@ pub fn dispatch(
                         crate::copy::copy_duration_ns(&device.config, &c)
                     } else if let Some(p) = PeerCopy::decode(&task.desc) {
                         // Over the interconnect: waits while a link of its route is held.
-                        let timeline_on = comm.timeline.get().is_some_and(|t| t.enabled);
-                        match (comm.interconnect.get_mut(), comm.link_timeline.get_mut()) {
-                            (Some(mut links), mut link_timeline) => {
-                                let tl = link_timeline.as_deref_mut().filter(|_| timeline_on);
+                        let timeline_on = comm.timeline.as_deref().is_some_and(|t| t.enabled);
+                        match (
+                            comm.interconnect.as_deref_mut(),
+                            comm.link_timeline.as_deref_mut(),
+                        ) {
+                            (Some(links), link_timeline) => {
+                                let tl = link_timeline.filter(|_| timeline_on);
                                 match crate::collective::reserve_peer_copy(
-                                    &mut links,
+                                    links,
                                     tl,
                                     &p,
                                     device.config.dma_setup_ns,
@@ -191,8 +192,8 @@ pub fn dispatch(
                 }
                 TaskKind::HostCallback => (0, 0, device.config.callback_ns),
                 // Waits at the rendezvous for the other ranks (still `Ready`, off this queue).
-                TaskKind::Collective => match comm.rendezvous.get_mut() {
-                    Some(mut r) => {
+                TaskKind::Collective => match comm.rendezvous.as_deref_mut() {
+                    Some(r) => {
                         r.arriving.push(e);
                         break 'one false;
                     }

@@ -8,14 +8,13 @@
 //! despawns.
 
 use bevy_ecs::prelude::*;
+use bevy_ecs::system::SystemState;
 use npusim_components::access::{Access, AccessMode, Space};
 use npusim_components::collective::{CollectiveCall, PeerCopy};
 use npusim_components::memory::StreamPosition;
 use npusim_components::resources::{Devices, FrameStats, TaskPool};
 use npusim_components::task::CopyDir;
 use npusim_components::{DeviceState, KernelRegistry, StreamState, Task, TaskKind};
-
-use crate::cached_query::CachedQueryState;
 
 /// (device, context, address, bytes, position): a range a task's access set names.
 type Use = (Entity, Entity, u64, u64, StreamPosition);
@@ -29,12 +28,20 @@ pub struct IngestScratch {
     uses: Vec<Use>,
 }
 
+/// What ingest's pass over the doorbells reads and writes.
+pub type IngestParams = (
+    Query<'static, 'static, (Entity, &'static mut StreamState)>,
+    Query<'static, 'static, &'static mut Task>,
+    Option<ResMut<'static, TaskPool>>,
+    Option<Res<'static, KernelRegistry>>,
+    Option<Res<'static, Devices>>,
+);
+
 /// Turns each stream's doorbell entries into task entities, in call order per stream.
 pub fn ingest(
     world: &mut World,
-    tasks: &mut CachedQueryState<&'static mut Task>,
-    streams: &mut CachedQueryState<(Entity, &'static mut StreamState)>,
-    devices: &mut CachedQueryState<&'static mut DeviceState>,
+    params: &mut SystemState<IngestParams>,
+    devices: &mut QueryState<&'static mut DeviceState>,
     mut scratch: Local<IngestScratch>,
 ) {
     crate::zone!("npusim::ingest");
@@ -47,42 +54,20 @@ pub fn ingest(
         // One pass over the streams: each rung entry takes a retired task entity from the pool
         // (or waits for a new one, spawned after the pass) and joins the back of its stream's
         // queue. Streams are visited in a fixed order, so entity assignment is deterministic.
-        let cell = world.as_unsafe_world_cell();
-        // SAFETY: the accesses through `cell` are disjoint: `StreamState` components (the
-        // streams query), `Task` components (the tasks query), the `TaskPool` resource
-        // (mutably) and the `KernelRegistry` and `Devices` resources (read only); nothing
-        // else touches the world until they end with this block.
-        let mut streams = unsafe { streams.query_unchecked(cell) };
-        let tasks_state: *mut CachedQueryState<&'static mut Task> = tasks;
-        // The tasks and resources, fetched at the first rung doorbell (an idle frame fetches
-        // none of them).
-        let mut res = None;
+        let Ok((mut streams, mut tasks, Some(pool), Some(registry), Some(peers))) =
+            params.get_mut(world)
+        else {
+            // A resource is missing: nothing can be ingested.
+            return;
+        };
+        // Marked changed once, not at every entity taken from it.
+        let pool: &mut TaskPool = pool.into_inner();
+        let registry: &KernelRegistry = &registry;
+        let peers = peers.entities.as_slice();
         for (stream, mut s) in streams.iter_mut() {
             if s.doorbell.is_empty() {
                 continue;
             }
-            let (tasks, pool, registry, peers) = match &mut res {
-                Some(r) => r,
-                None => {
-                    // SAFETY: as above.
-                    let (Some(pool), Some(registry), Some(peers)) = (unsafe {
-                        (
-                            cell.get_resource_mut::<TaskPool>(),
-                            cell.get_resource::<KernelRegistry>(),
-                            cell.get_resource::<Devices>(),
-                        )
-                    }) else {
-                        return;
-                    };
-                    // SAFETY: as above; this arm runs once (it fills `res`), so the query
-                    // state is borrowed once.
-                    let tasks = unsafe { (*tasks_state).query_unchecked(cell) };
-                    // Marked changed once, not at every entity taken from it.
-                    let pool: &mut TaskPool = pool.into_inner();
-                    res.insert((tasks, pool, registry, peers.entities.as_slice()))
-                }
-            };
-            let registry: &KernelRegistry = registry;
             let StreamState {
                 doorbell,
                 queue,
@@ -119,7 +104,9 @@ pub fn ingest(
     }
     if !scratch.fresh.is_empty() {
         let spawned: Vec<Entity> = world.spawn_batch(scratch.fresh.drain(..)).collect();
-        let mut q = streams.query_mut(&mut *world);
+        let Ok((mut q, ..)) = params.get_mut(world) else {
+            return;
+        };
         for (&(stream, place), e) in scratch.places.iter().zip(spawned) {
             if let Ok((_, mut s)) = q.get_mut(stream)
                 && let Some(slot) = s.queue.get_mut(place)
@@ -145,7 +132,7 @@ pub fn ingest(
 
 /// The access set a task declares before it runs, from its kind's words (see
 /// [`npusim_components::access`] for what each kind knows).
-// Once per task ingested: inlined there (BENCHMARKS.md, tenth round).
+// Once per task ingested: inlined there.
 #[inline(always)]
 pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
     let kind = task.kind();

@@ -1,5 +1,5 @@
-//! The systems that advance the simulated NPU, one frame per run of them (a [`Schedule`] run,
-//! or [`stages`] run in order), and the [`NpuSet`] order they run in (DESIGN §3):
+//! The systems that advance the simulated NPU, one frame per run of the schedule they are
+//! [`install`]ed in, and the [`NpuSet`] order they run in (DESIGN §3):
 //!
 //! 1. [`NpuSet::Ingest`] — submissions on each stream's doorbell become task entities in it.
 //! 2. [`NpuSet::Dependencies`] — a stream's head becomes ready when its predecessor is done, its
@@ -19,7 +19,7 @@
 //! 8. [`NpuSet::Retire`] — finished tasks are recorded and go back to the task pool for reuse.
 //!
 //! Whatever the stage, a task finishes through one function, [`complete::Completion`]. A
-//! resource a stage needs only for rare work is a [`lazy`] parameter, looked up when used.
+//! resource a stage needs only for rare work is an `Option<Res<…>>` / `Option<ResMut<…>>`.
 //! A stage whose world lacks one of its resources ([`RESOURCES`]: an embedder removed it)
 //! skips its run rather than panic (its parameters are `If<Res<…>>`); one it only counts or
 //! logs into is optional, and the stage runs without it.
@@ -42,7 +42,6 @@ use npusim_components::{ExecutionMode, KernelRegistry, NpuError};
 use tick::Workers;
 
 pub mod binary;
-pub mod cached_query;
 pub mod collective;
 pub mod complete;
 pub mod copy;
@@ -50,7 +49,6 @@ pub mod deferred_free;
 pub mod dependencies;
 pub mod dispatch;
 pub mod ingest;
-pub mod lazy;
 pub mod retire;
 pub mod shapes;
 #[cfg(test)]
@@ -209,8 +207,7 @@ impl Stage {
 }
 
 /// npusim's systems in the order a frame runs them (the sets' order; within a set, this order),
-/// each with its run condition. [`install`] puts them in a schedule; the runtime also runs them
-/// in this order itself while its schedule holds nothing else.
+/// each with its run condition: what [`install`] puts in a schedule.
 pub fn stages() -> Vec<Stage> {
     vec![
         Stage::new(NpuSet::Ingest, ingest::ingest),
@@ -266,29 +263,27 @@ pub fn install(schedule: &mut Schedule) {
 }
 
 /// The run conditions of the stages that are often idle: whether a stage has work this frame.
-/// A condition reads its resource through a [`lazy::LazyRes`] (a lookup by id, without the
-/// change ticks a `Res` fetches and carries: about 25 instructions less per evaluation); a
-/// missing resource means no work. Dispatch and the hardware tick have none: busy in most
+/// A condition reads its resource as an `Option<Res<…>>`; a missing resource means no work. Dispatch and the hardware tick have none: busy in most
 /// frames, they look for their work themselves.
 pub mod has_work {
-    use crate::lazy::LazyRes;
+    use bevy_ecs::prelude::Res;
     use npusim_components::collective::Rendezvous;
     use npusim_components::resources::ReadyQueue;
     use npusim_components::shape::ResolvedShapes;
 
     /// Ready op launches for shape propagation.
-    pub fn new_ops(r: LazyRes<ReadyQueue>) -> bool {
-        r.get().is_some_and(|r| r.new_ops > 0)
+    pub fn new_ops(r: Option<Res<ReadyQueue>>) -> bool {
+        r.as_deref().is_some_and(|r| r.new_ops > 0)
     }
 
     /// Op launches whose shapes were resolved, for tiling.
-    pub fn shapes_resolved(r: LazyRes<ResolvedShapes>) -> bool {
-        r.get().is_some_and(|r| !r.launches.is_empty())
+    pub fn shapes_resolved(r: Option<Res<ResolvedShapes>>) -> bool {
+        r.as_deref().is_some_and(|r| !r.launches.is_empty())
     }
 
     /// Collective ranks arriving at or waiting in the rendezvous.
-    pub fn ranks_at_the_rendezvous(r: LazyRes<Rendezvous>) -> bool {
-        r.get()
+    pub fn ranks_at_the_rendezvous(r: Option<Res<Rendezvous>>) -> bool {
+        r.as_deref()
             .is_some_and(|r| !r.arriving.is_empty() || !r.ops.is_empty())
     }
 }

@@ -2,83 +2,47 @@
 //! pool for reuse (or are despawned when the pool is full), so memory stays flat however many
 //! tasks run.
 
-use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
+use bevy_ecs::system::SystemState;
 use npusim_components::resources::{Finished, FrameStats, TaskPool, Timeline};
 use npusim_components::{
     DeviceState, KernelRegistry, StreamKind, StreamState, Task, TaskExtra, TaskKind, TaskRecord,
     TaskStatus,
 };
 
-use crate::cached_query::CachedQueryState;
-
-/// The resources retire reads and writes, by component id: fetched by id, a resource is one
-/// lookup, without hashing its type first (looked up when the system is first run).
-#[derive(Clone, Copy, Debug)]
-pub struct RetireIds {
-    finished: ComponentId,
-    pool: ComponentId,
-    stats: ComponentId,
-    timeline: ComponentId,
-}
-
-impl FromWorld for RetireIds {
-    fn from_world(world: &mut World) -> Self {
-        let mut ids = world.components_registrator();
-        Self {
-            finished: ids.register_component::<Finished>(),
-            pool: ids.register_component::<TaskPool>(),
-            stats: ids.register_component::<FrameStats>(),
-            timeline: ids.register_component::<Timeline>(),
-        }
-    }
-}
+/// What retire writes once it has finished tasks: the finished list, the task pool, the
+/// counters and the tasks.
+pub type RetireParams = (
+    Option<ResMut<'static, Finished>>,
+    Option<ResMut<'static, TaskPool>>,
+    Option<ResMut<'static, FrameStats>>,
+    Query<'static, 'static, &'static mut Task>,
+);
 
 /// Records and recycles the tasks that finished this frame.
-pub fn retire(
-    world: &mut World,
-    tasks: &mut CachedQueryState<&'static mut Task>,
-    ids: Local<RetireIds>,
-) {
+pub fn retire(world: &mut World, params: &mut SystemState<RetireParams>) {
     crate::zone!("npusim::retire");
-    let ids = *ids;
     // Retire runs every frame (no run condition: evaluating one costs more than this look at
     // the finished list, and a busy frame would pay both).
     let any = world
-        .get_resource_by_id(ids.finished)
-        // SAFETY: `ids.finished` is `Finished`'s id.
-        .is_some_and(|p| !unsafe { p.deref::<Finished>() }.tasks.is_empty());
+        .get_resource::<Finished>()
+        .is_some_and(|f| !f.tasks.is_empty());
     if !any {
         return;
     }
-    let timeline_on = world
-        .get_resource_by_id(ids.timeline)
-        // SAFETY: `ids.timeline` is `Timeline`'s id.
-        .is_some_and(|p| unsafe { p.deref::<Timeline>() }.enabled);
-    if timeline_on {
+    if world.get_resource::<Timeline>().is_some_and(|t| t.enabled) {
         record_finished(world);
     }
-    let cell = world.as_unsafe_world_cell();
-    // SAFETY: the accesses through `cell` are disjoint — the `Finished`, `TaskPool` and
-    // `FrameStats` resources, each fetched once by its own id (so typed as what it is), and the
-    // `Task` components (the tasks query) — and all of them end with this block, before `world`
-    // is used again.
-    let overflow = unsafe {
-        let (Some(finished), Some(pool), Some(stats)) = (
-            cell.get_resource_mut_by_id(ids.finished),
-            cell.get_resource_mut_by_id(ids.pool),
-            cell.get_resource_mut_by_id(ids.stats),
-        ) else {
+    let overflow = {
+        let Ok((Some(mut finished), Some(pool), Some(stats), mut q)) = params.get_mut(world) else {
             return;
         };
-        // Not empty (checked above; recording it to the timeline does not empty it).
-        let mut finished = finished.with_type::<Finished>();
         // Each marked changed once, not at every task.
-        let pool: &mut TaskPool = pool.with_type::<TaskPool>().into_inner();
-        let stats: &mut FrameStats = stats.with_type::<FrameStats>().into_inner();
+        let pool: &mut TaskPool = pool.into_inner();
+        let stats: &mut FrameStats = stats.into_inner();
+        // Not empty (checked above; recording it to the timeline does not empty it).
         let finished: &mut Vec<Entity> = &mut finished.tasks;
         stats.tasks_retired += finished.len() as u64;
-        let mut q = tasks.query_unchecked(cell);
         let mut overflow = Vec::new();
         for e in finished.drain(..) {
             if pool.free.len() < TaskPool::CAPACITY

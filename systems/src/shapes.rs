@@ -14,7 +14,6 @@
 
 use bevy_ecs::prelude::*;
 
-use crate::cached_query::CachedQuery;
 use bytemuck::Zeroable;
 use npusim_components::access::Access;
 use npusim_components::memory::DeviceMemory;
@@ -29,9 +28,9 @@ use npusim_components::{DeviceState, NpuError, Task, TaskDescriptor, TaskKind, T
 /// Resolves the shapes of every ready op launch not resolved yet.
 pub fn propagate_shapes(
     If(ready): If<Res<ReadyQueue>>,
-    mut tasks: CachedQuery<&mut Task>,
-    buffers: CachedQuery<&ShapeBuffer>,
-    mut devices: CachedQuery<&mut DeviceState>,
+    mut tasks: Query<&mut Task>,
+    buffers: Query<&ShapeBuffer>,
+    mut devices: Query<&mut DeviceState>,
     If(ops): If<Res<OpRegistry>>,
     If(mut resolved): If<ResMut<ResolvedShapes>>,
     // Counters only: without them (an embedder removed them) the stage runs uncounted.

@@ -15,7 +15,6 @@
 
 use std::cmp::Reverse;
 
-use bevy_ecs::component::ComponentId;
 use bevy_ecs::prelude::*;
 use bevy_ecs::system::SystemState;
 use npusim_components::ExecutionMode;
@@ -28,23 +27,21 @@ use npusim_components::{
     NpuError, StreamState, Task, TaskExtra, TaskKind, TaskStatus,
 };
 
-use crate::cached_query::CachedQuery;
 use crate::complete::{Completion, Outcome};
-use crate::lazy::{LazyRes, LazyResMut};
 
 /// Everything a finishing task may touch.
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct TickWorld<'w, 's> {
-    tasks: CachedQuery<'w, 's, &'static mut Task>,
-    streams: CachedQuery<'w, 's, &'static mut StreamState>,
-    contexts: CachedQuery<'w, 's, &'static mut ContextState>,
+    tasks: Query<'w, 's, &'static mut Task>,
+    streams: Query<'w, 's, &'static mut StreamState>,
+    contexts: Query<'w, 's, &'static mut ContextState>,
     completion: Completion<'w, 's>,
     registry: If<Res<'w, KernelRegistry>>,
     aborts: If<ResMut<'w, AbortRequests>>,
-    // Looked up only for host callbacks, collectives and peer copies, and with workers.
-    callbacks: LazyResMut<'w, PendingCallbacks>,
-    rendezvous: LazyResMut<'w, Rendezvous>,
-    device_entities: LazyRes<'w, Devices>,
+    // Used only for host callbacks, collectives and peer copies, and with workers.
+    callbacks: Option<ResMut<'w, PendingCallbacks>>,
+    rendezvous: Option<ResMut<'w, Rendezvous>>,
+    device_entities: Option<Res<'w, Devices>>,
     workers: If<Res<'w, Workers>>,
     mode: If<Res<'w, npusim_components::ExecutionMode>>,
 }
@@ -103,24 +100,6 @@ impl Workers {
     }
 }
 
-/// The resources the tick looks at before anything else, by component id (one lookup each,
-/// without hashing a type first).
-#[derive(Clone, Copy, Debug)]
-pub struct TickIds {
-    running: ComponentId,
-    aborts: ComponentId,
-}
-
-impl FromWorld for TickIds {
-    fn from_world(world: &mut World) -> Self {
-        let mut ids = world.components_registrator();
-        Self {
-            running: ids.register_component::<Running>(),
-            aborts: ids.register_component::<AbortRequests>(),
-        }
-    }
-}
-
 /// What a tick with work fetches.
 pub type TickParams = (
     ResMut<'static, SimClock>,
@@ -132,16 +111,15 @@ pub type TickParams = (
 /// Advances the clock to the next event and completes the tasks that end then. A frame with
 /// nothing running and no context to abort fetches nothing more than that: the stage runs in
 /// every frame (no run condition to evaluate first) and looks for its work itself.
-pub fn hardware_tick(world: &mut World, params: &mut SystemState<TickParams>, ids: Local<TickIds>) {
+pub fn hardware_tick(world: &mut World, params: &mut SystemState<TickParams>) {
     crate::zone!("npusim::hardware_tick");
-    // SAFETY (both): the ids are `Running`'s and `AbortRequests`'s.
     let running = world
-        .get_resource_by_id(ids.running)
-        .is_some_and(|p| unsafe { p.deref::<Running>() }.next_event().is_some());
+        .get_resource::<Running>()
+        .is_some_and(|r| r.next_event().is_some());
     let aborting = || {
         world
-            .get_resource_by_id(ids.aborts)
-            .is_some_and(|p| !unsafe { p.deref::<AbortRequests>() }.contexts.is_empty())
+            .get_resource::<AbortRequests>()
+            .is_some_and(|a| !a.contexts.is_empty())
     };
     if !running && !aborting() {
         return;
@@ -327,7 +305,7 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     {
         use rayon::prelude::*;
         // Group by device index; a device's tasks stay in completion order.
-        let count = w.device_entities.get().map_or(0, |d| d.entities.len());
+        let count = w.device_entities.as_deref().map_or(0, |d| d.entities.len());
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
@@ -388,7 +366,7 @@ enum Finish {
 /// context's failure mode. `locals_done`: the device-local tasks ending now have executed;
 /// `healthy`: a context known not to have faulted (forgotten when a task fails). Looks the task
 /// up once (twice for cross-device work).
-// Once per task ending: inlined into the tick (BENCHMARKS.md, tenth round).
+// Once per task ending: inlined into the tick.
 #[inline(always)]
 fn finish(
     w: &mut TickWorld,
@@ -415,7 +393,7 @@ fn finish(
         && !task.applied
         && task.kind() == TaskKind::HostCallback
         && let TaskExtra::Callback(slot) = &task.extra
-        && let Some(callbacks) = w.callbacks.get_mut()
+        && let Some(callbacks) = w.callbacks.as_deref_mut()
         && let Some(body) = slot.lock().unwrap_or_else(|p| p.into_inner()).take()
     {
         callbacks
@@ -594,7 +572,7 @@ fn execute(
                 .ok_or_else(|| NpuError::Internal("corrupt peer copy".into()))?;
             let devices = w
                 .device_entities
-                .get()
+                .as_deref()
                 .ok_or_else(NpuError::missing_resource::<Devices>)?;
             crate::copy::execute_peer_copy(w.completion.devices(), devices, &copy)
         }
@@ -611,7 +589,7 @@ fn execute(
             w.completion.devices(),
             &mut *w
                 .rendezvous
-                .get_mut()
+                .as_deref_mut()
                 .ok_or_else(NpuError::missing_resource::<Rendezvous>)?,
             &w.workers,
             task,

@@ -8,7 +8,6 @@
 
 use bevy_ecs::prelude::*;
 
-use crate::cached_query::CachedQuery;
 use npusim_components::shape::{
     OpDef, OpLaunch, OpRegistry, OpState, ResolvedLaunch, ResolvedShapes, ShapeStats, Tiling,
     TilingLog, TilingRecord, tiling_word,
@@ -20,8 +19,8 @@ use npusim_device::config::DeviceConfig;
 /// Computes and writes the tiling of every launch resolved this frame.
 pub fn compute_tiling(
     If(mut resolved): If<ResMut<ResolvedShapes>>,
-    mut tasks: CachedQuery<&mut Task>,
-    devices: CachedQuery<&DeviceState>,
+    mut tasks: Query<&mut Task>,
+    devices: Query<&DeviceState>,
     If(ops): If<Res<OpRegistry>>,
     // A log and counters only: without them (an embedder removed them) the stage runs
     // unrecorded.

@@ -1,5 +1,5 @@
-//! One frame: npusim's systems, run straight while nobody took the schedule, or the schedule
-//! an embedder added to, then what the runtime does around every frame: host callbacks that
+//! One frame: the frame schedule (npusim's systems in their sets, and any an embedder added
+//! beside them), then what the runtime does around every frame: host callbacks that
 //! returned go back on the device, released callbacks go out, binaries let go inside a frame
 //! are released, faults reach the exception callback.
 
@@ -12,96 +12,14 @@ use npusim_components::resources::{Running, SimClock};
 
 use super::{Inner, Runtime};
 
-/// How a frame runs the systems. While the runtime's schedule holds only npusim's systems —
-/// nobody took it through [`RuntimeGuard::schedule_mut`] — a frame runs them itself, in their
-/// order ([`npusim_systems::stages`]: the sets' order, each system after its run condition),
-/// without the schedule's executor (its bookkeeping is about a quarter of an idle frame and
-/// some 85 instructions of every pipeline kernel; BENCHMARKS.md, thirteenth round). Once an
-/// embedder takes the schedule, every later frame runs it, with whatever was added. Both run
-/// the same systems in the same order, so a program's results and timeline are the same either
-/// way.
-///
-/// [`RuntimeGuard::schedule_mut`]: super::RuntimeGuard::schedule_mut
-pub(crate) enum Frames {
-    /// npusim's systems, run in their order (made at the first frame, for the world it runs on).
-    Direct(Option<DirectStages>),
-    /// The schedule.
-    Schedule,
-}
-
-/// npusim's systems as a frame runs them itself, made for one world.
-pub(crate) struct DirectStages {
-    world: bevy_ecs::world::WorldId,
-    stages: Vec<npusim_systems::Stage>,
-}
-
-impl DirectStages {
-    fn new(world: &mut World) -> Self {
-        let mut stages = npusim_systems::stages();
-        for stage in &mut stages {
-            stage.system.initialize(world);
-            if let Some(condition) = &mut stage.condition {
-                condition.initialize(world);
-            }
-        }
-        Self {
-            world: world.id(),
-            stages,
-        }
-    }
-
-    /// One frame: each system whose condition (if any) holds, in order. A system that fails
-    /// goes to the world's error handler, as the schedule's executor sends it; one that skips
-    /// its run (a resource missing) just skips it.
-    fn run(&mut self, world: &mut World) {
-        use bevy_ecs::error::ErrorContext;
-        use bevy_ecs::system::RunSystemError;
-        if let Some(check) = world.check_change_ticks() {
-            for stage in &mut self.stages {
-                stage.system.check_change_tick(check);
-                if let Some(condition) = &mut stage.condition {
-                    condition.check_change_tick(check);
-                }
-            }
-        }
-        for stage in &mut self.stages {
-            if let Some(condition) = &mut stage.condition {
-                match condition.run((), world) {
-                    Ok(true) => {}
-                    Ok(false) | Err(RunSystemError::Skipped(_)) => continue,
-                    Err(RunSystemError::Failed(err)) => {
-                        (world.fallback_error_handler())(
-                            err,
-                            ErrorContext::RunCondition {
-                                name: condition.name(),
-                                last_run: condition.get_last_run(),
-                                system: stage.system.name(),
-                                on_set: false,
-                            },
-                        );
-                        continue;
-                    }
-                }
-            }
-            if let Err(RunSystemError::Failed(err)) = stage.system.run((), world) {
-                (world.fallback_error_handler())(
-                    err,
-                    ErrorContext::System {
-                        name: stage.system.name(),
-                        last_run: stage.system.get_last_run(),
-                    },
-                );
-            }
-        }
-    }
-}
-
-/// Runs the systems once ([`Frames`]). Should it not return — a user system panicked (bevy
-/// hands the panic on) — the runtime is made whole on the way out: the interrupted executor
-/// would skip the systems it had run before the panic in every later frame, so the schedule
-/// gets a fresh one (an embedder's own executor is replaced by the runtime's), and the system
-/// may have swapped the world, so [`Bound`] is made again. The lock the caller held is poisoned by the panic;
-/// later calls take it all the same (`Runtime::lock_quiet`).
+/// Runs the frame schedule once: npusim's systems in their sets ([`npusim_systems::install`])
+/// and whatever an embedder added beside them, on bevy's single-threaded executor. Should it
+/// not return — a user system panicked (bevy hands the panic on) — the runtime is made whole
+/// on the way out: the interrupted executor would skip the systems it had run before the panic
+/// in every later frame, so the schedule gets a fresh one (an embedder's own executor is
+/// replaced by the runtime's), and the system may have swapped the world, so [`Bound`] is made
+/// again. The lock the caller held is poisoned by the panic; later calls take it all the same
+/// (`Runtime::lock_quiet`).
 ///
 /// [`Bound`]: super::Bound
 fn run_systems(inner: &mut Inner) {
@@ -124,24 +42,12 @@ fn run_systems(inner: &mut Inner) {
         returned: false,
     };
     let i = &mut *run.inner;
-    match &mut i.frames {
-        Frames::Schedule => {
-            // `Schedule::run` checks the world's change ticks but not its own systems' (it is
-            // not in the world's `Schedules`): both, here, before they can wrap.
-            if let Some(check) = i.world.check_change_ticks() {
-                i.schedule.check_change_ticks(check);
-            }
-            i.schedule.run(&mut i.world);
-        }
-        Frames::Direct(stages) => {
-            let stages = match stages {
-                Some(s) if s.world == i.world.id() => s,
-                // The first frame, or an embedder swapped the world: made for this one.
-                _ => stages.insert(DirectStages::new(&mut i.world)),
-            };
-            stages.run(&mut i.world);
-        }
+    // `Schedule::run` checks the world's change ticks but not its own systems' (it is not in
+    // the world's `Schedules`): both, here, before they can wrap.
+    if let Some(check) = i.world.check_change_ticks() {
+        i.schedule.check_change_ticks(check);
     }
+    i.schedule.run(&mut i.world);
     run.returned = true;
 }
 

@@ -10,7 +10,7 @@ use npusim_components::{
     WorldResources,
 };
 
-use super::{Bound, Frames, HostCosts};
+use super::{Bound, HostCosts};
 
 pub(crate) struct Inner {
     /// The runtime's id (a callback thread's host clock is looked up by it).
@@ -19,8 +19,6 @@ pub(crate) struct Inner {
     pub callbacks: crate::callback::Callbacks,
     pub world: World,
     pub schedule: Schedule,
-    /// How a frame runs the systems: npusim's own straight, or the schedule an embedder took.
-    pub frames: Frames,
     pub costs: HostCosts,
     pub next_stream_order: u64,
     /// The host's simulated clock.

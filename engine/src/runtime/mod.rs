@@ -39,7 +39,7 @@ use npusim_device::link::Topology;
 use cache::Bound;
 pub use config::{HostCosts, RuntimeConfig};
 pub use drive::STEP_CALLBACK_WAIT;
-use frame::{Frames, run_schedule};
+use frame::run_schedule;
 pub(crate) use inner::{Inner, device_entity, spawn_context, spawn_stream};
 
 static NEXT_RUNTIME_ID: AtomicU32 = AtomicU32::new(1);
@@ -123,11 +123,8 @@ impl RuntimeGuard<'_> {
         self.inner.host_now()
     }
 
-    /// The frame schedule (add systems with `.in_set(NpuSet::…)`). Until it is taken here, a
-    /// frame runs npusim's systems itself, in the schedule's order but without its executor
-    /// (cheaper); from now on every frame runs the schedule, with whatever was added to it.
+    /// The frame schedule every frame runs (add systems with `.in_set(NpuSet::…)`).
     pub fn schedule_mut(&mut self) -> &mut Schedule {
-        self.inner.frames = Frames::Schedule;
         &mut self.inner.schedule
     }
 
@@ -206,7 +203,6 @@ impl Runtime {
             callbacks: crate::callback::Callbacks::new(id, config.callback_timeout),
             world,
             schedule,
-            frames: Frames::Direct(None),
             costs: config.host.clone(),
             next_stream_order: 0,
             host_now: SimTime::ZERO,
@@ -240,12 +236,9 @@ impl Runtime {
         let workers = npusim_systems::tick::Workers::new(threads)
             .map_err(|e| NpuError::Internal(format!("worker threads: {e}")))?;
         inner.world.insert_resource(workers);
-        // Tracy's systems go into the schedule: frames run it.
+        // Tracy's systems go into the schedule beside npusim's.
         #[cfg(feature = "tracy")]
-        {
-            crate::timeline::install_tracy(&mut inner.schedule);
-            inner.frames = Frames::Schedule;
-        }
+        crate::timeline::install_tracy(&mut inner.schedule);
         let mut devices = Vec::new();
         for index in 0..config.devices {
             let device = inner
