@@ -461,6 +461,22 @@ fn two_devices(rt: &Runtime) -> [(Stream, DevicePtr); 2] {
 }
 
 #[test]
+fn a_race_on_the_second_device_s_buffer_names_that_device_as_the_owner() {
+    // Both devices' first blocks are at the same address: only the owner tells them apart.
+    let rt = runtime(2, SanitizerConfig::report());
+    let [(_, b0), (s1, b1)] = two_devices(&rt);
+    assert_eq!(b0.0, b1.0, "both first blocks at one address");
+    let other = rt.create_stream().unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset_async(b1, 1, N, s1).unwrap();
+    rt.memcpy_dtod_async(out, b1, N, other).unwrap();
+    rt.run_until_idle().unwrap();
+    let r = one(&rt, ReportKind::Race, b1.0, N);
+    assert_eq!(r.owner, Some(1), "{r}");
+    assert!(r.to_string().contains("memory of device 1"), "{r}");
+}
+
+#[test]
 fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
     let rt = runtime(2, SanitizerConfig::report());
     let [(s0, b0), (s1, b1)] = two_devices(&rt);
@@ -472,6 +488,9 @@ fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
     let r = one(&rt, ReportKind::Race, b0.0, N);
     assert_eq!((r.earlier.device, r.later.device), (0, 1));
     assert_eq!(r.later.name, "memcpy_peer");
+    // The bytes are device 0's, although the copy that found the race ran on device 1.
+    assert_eq!(r.owner, Some(0), "{r}");
+    assert!(r.to_string().contains("memory of device 0"), "{r}");
     // Ordered through the host (it synchronized device 0's stream first): clean.
     let rt = runtime(2, SanitizerConfig::report());
     let [(s0, b0), (s1, b1)] = two_devices(&rt);
