@@ -452,6 +452,69 @@ fn uninitialised_reads_are_reported_only_when_asked_for() {
     one(&rt, ReportKind::UninitializedRead, buf.0 + N / 2, N / 2);
 }
 
+fn uninit_check(devices: u32) -> Runtime {
+    runtime(
+        devices,
+        SanitizerConfig {
+            uninitialized: true,
+            ..SanitizerConfig::report()
+        },
+    )
+}
+
+/// A broadcast from rank 0 on two devices, rank 0's buffer written first when `root_written`.
+/// Returns each rank's buffer.
+fn broadcast_program(rt: &Runtime, root_written: bool) -> Vec<DevicePtr> {
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let mut bufs = Vec::new();
+    for (d, c) in comms.iter().enumerate() {
+        rt.set_device(d as u32).unwrap();
+        let s = rt.create_stream().unwrap();
+        let buf = rt.malloc(N).unwrap();
+        if d == 0 && root_written {
+            rt.memset_async(buf, 1, N, s).unwrap();
+        }
+        rt.broadcast(buf, N / 4, DataType::F32, 0, c, s).unwrap();
+        bufs.push(buf);
+    }
+    rt.run_until_idle().unwrap();
+    bufs
+}
+
+#[test]
+fn a_broadcast_reads_only_the_root_s_buffer() {
+    // Rank 1's buffer is uninitialised until the broadcast writes it: not a read.
+    let rt = uninit_check(2);
+    broadcast_program(&rt, true);
+    none(&rt);
+    // The root's own buffer is read: uninitialised there is a real bug.
+    let rt = uninit_check(2);
+    let bufs = broadcast_program(&rt, false);
+    let r = one(&rt, ReportKind::UninitializedRead, bufs[0].0, N);
+    assert_eq!(
+        (r.later.name.as_str(), r.owner),
+        ("broadcast", Some(0)),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_gemm_writes_its_output_without_reading_it() {
+    let rt = uninit_check(1);
+    let s = rt.create_stream().unwrap();
+    let gemm = rt.kernel("gemm_f32").unwrap();
+    let (m, k, n) = (4usize, 8usize, 16usize);
+    let a = rt.malloc((m * k * 4) as u64).unwrap();
+    let b = rt.malloc((k * n * 4) as u64).unwrap();
+    let c = rt.malloc((m * n * 4) as u64).unwrap();
+    rt.memset_async(a, 0, (m * k * 4) as u64, s).unwrap();
+    let args = [a.into(), b.into(), c.into(), m.into(), n.into(), k.into()];
+    rt.launch(gemm, 1, &args, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    // Only B, an input nothing wrote, is reported; C (never written before) is not.
+    one(&rt, ReportKind::UninitializedRead, b.0, (k * n * 4) as u64);
+}
+
 /// Two devices, a buffer on each; the current device is `d` afterwards.
 fn two_devices(rt: &Runtime) -> [(Stream, DevicePtr); 2] {
     [0, 1].map(|d| {
