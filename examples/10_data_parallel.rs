@@ -19,6 +19,7 @@
 //!
 //! Run: `cargo run --release --example 10_data_parallel [timeline.json]`
 
+use npusim::components::access::{Access, AccessMode, AccessSet};
 use npusim::prelude::*;
 use npusim::{
     Communicator, DataType, HostCosts, KernelCost, LinkConfig, ReduceOp, StreamKind, TopologyConfig,
@@ -105,86 +106,126 @@ fn gemm_cost(a: &[u64], _: u32) -> KernelCost {
     KernelCost::cube_f32(2.0 * m * n * k, 4.0 * (m * k + k * n + m * n))
 }
 
+/// A kernel's access declaration: per buffer, its pointer argument, the arguments whose
+/// product is its `f32` count, and whether it is read or written. Declared, not the default
+/// (every buffer read and written), so that the uninitialised-read check
+/// (`NPUSIM_SANITIZE_UNINIT=1`) does not take an output for an input.
+fn buffers(
+    list: &'static [(usize, &'static [usize], AccessMode)],
+) -> impl Fn(&[u64], u32, &mut AccessSet) + Send + Sync + 'static {
+    move |args, _, out| {
+        let arg = |i: usize| args.get(i).copied().unwrap_or(0);
+        for &(ptr, count, mode) in list {
+            let n = count.iter().fold(4u64, |n, &i| n.saturating_mul(arg(i)));
+            out.push(Access {
+                mode,
+                ..Access::read(arg(ptr), n)
+            });
+        }
+    }
+}
+
 /// The backward kernels the built-ins lack.
 fn register_kernels(rt: &Runtime) {
+    use AccessMode::{Read as R, Write as W};
     // C (m×n) = Aᵀ·B with A stored k×m and B stored k×n (weight gradients: Xᵀ·dZ).
-    rt.register_kernel(NativeKernel::new(
-        "gemm_tn_f32",
-        |k: &mut KernelCtx| {
-            let (a, b, c) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?);
-            let (m, n, kk) = (k.usize(3)?, k.usize(4)?, k.usize(5)?);
-            let av = k.load::<f32>(a, kk * m)?;
-            let bv = k.load::<f32>(b, kk * n)?;
-            let mut cv = vec![0f32; m * n];
-            for p in 0..kk {
-                let brow = &bv[p * n..(p + 1) * n];
-                for i in 0..m {
-                    let api = av[p * m + i];
-                    for (cj, bj) in cv[i * n..(i + 1) * n].iter_mut().zip(brow) {
-                        *cj += api * bj;
+    rt.register_kernel(
+        NativeKernel::new(
+            "gemm_tn_f32",
+            |k: &mut KernelCtx| {
+                let (a, b, c) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?);
+                let (m, n, kk) = (k.usize(3)?, k.usize(4)?, k.usize(5)?);
+                let av = k.load::<f32>(a, kk * m)?;
+                let bv = k.load::<f32>(b, kk * n)?;
+                let mut cv = vec![0f32; m * n];
+                for p in 0..kk {
+                    let brow = &bv[p * n..(p + 1) * n];
+                    for i in 0..m {
+                        let api = av[p * m + i];
+                        for (cj, bj) in cv[i * n..(i + 1) * n].iter_mut().zip(brow) {
+                            *cj += api * bj;
+                        }
                     }
                 }
-            }
-            k.store(c, &cv)
-        },
-        gemm_cost,
-    ));
+                k.store(c, &cv)
+            },
+            gemm_cost,
+        )
+        .with_access(buffers(&[
+            (0, &[5, 3], R),
+            (1, &[5, 4], R),
+            (2, &[3, 4], W),
+        ])),
+    );
     // C (m×n) = A·Bᵀ with A stored m×k and B stored n×k (input gradients: dZ·Wᵀ).
-    rt.register_kernel(NativeKernel::new(
-        "gemm_nt_f32",
-        |k: &mut KernelCtx| {
-            let (a, b, c) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?);
-            let (m, n, kk) = (k.usize(3)?, k.usize(4)?, k.usize(5)?);
-            let av = k.load::<f32>(a, m * kk)?;
-            let bv = k.load::<f32>(b, n * kk)?;
-            let mut bt = vec![0f32; kk * n];
-            for j in 0..n {
-                for p in 0..kk {
-                    bt[p * n + j] = bv[j * kk + p];
-                }
-            }
-            let mut cv = vec![0f32; m * n];
-            for i in 0..m {
-                let row = &mut cv[i * n..(i + 1) * n];
-                for p in 0..kk {
-                    let aip = av[i * kk + p];
-                    for (cj, bj) in row.iter_mut().zip(&bt[p * n..(p + 1) * n]) {
-                        *cj += aip * bj;
+    rt.register_kernel(
+        NativeKernel::new(
+            "gemm_nt_f32",
+            |k: &mut KernelCtx| {
+                let (a, b, c) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?);
+                let (m, n, kk) = (k.usize(3)?, k.usize(4)?, k.usize(5)?);
+                let av = k.load::<f32>(a, m * kk)?;
+                let bv = k.load::<f32>(b, n * kk)?;
+                let mut bt = vec![0f32; kk * n];
+                for j in 0..n {
+                    for p in 0..kk {
+                        bt[p * n + j] = bv[j * kk + p];
                     }
                 }
-            }
-            k.store(c, &cv)
-        },
-        gemm_cost,
-    ));
+                let mut cv = vec![0f32; m * n];
+                for i in 0..m {
+                    let row = &mut cv[i * n..(i + 1) * n];
+                    for p in 0..kk {
+                        let aip = av[i * kk + p];
+                        for (cj, bj) in row.iter_mut().zip(&bt[p * n..(p + 1) * n]) {
+                            *cj += aip * bj;
+                        }
+                    }
+                }
+                k.store(c, &cv)
+            },
+            gemm_cost,
+        )
+        .with_access(buffers(&[
+            (0, &[3, 5], R),
+            (1, &[4, 5], R),
+            (2, &[3, 4], W),
+        ])),
+    );
     // dx = dy where y > 0, else 0.
-    rt.register_kernel(NativeKernel::new(
-        "relu_backward_f32",
-        |k: &mut KernelCtx| {
-            let (dy, y, dx, n) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?, k.usize(3)?);
-            let g = k.load::<f32>(dy, n)?;
-            let yv = k.load::<f32>(y, n)?;
-            let out: Vec<f32> = g
-                .iter()
-                .zip(&yv)
-                .map(|(g, y)| if *y > 0.0 { *g } else { 0.0 })
-                .collect();
-            k.store(dx, &out)
-        },
-        |a, _| KernelCost::vector(a[3] as f64, 12.0 * a[3] as f64),
-    ));
+    rt.register_kernel(
+        NativeKernel::new(
+            "relu_backward_f32",
+            |k: &mut KernelCtx| {
+                let (dy, y, dx, n) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?, k.usize(3)?);
+                let g = k.load::<f32>(dy, n)?;
+                let yv = k.load::<f32>(y, n)?;
+                let out: Vec<f32> = g
+                    .iter()
+                    .zip(&yv)
+                    .map(|(g, y)| if *y > 0.0 { *g } else { 0.0 })
+                    .collect();
+                k.store(dx, &out)
+            },
+            |a, _| KernelCost::vector(a[3] as f64, 12.0 * a[3] as f64),
+        )
+        .with_access(buffers(&[(0, &[3], R), (1, &[3], R), (2, &[3], W)])),
+    );
     // dy = (y − t) · scale: the gradient of ½·scale·‖y − t‖².
-    rt.register_kernel(NativeKernel::new(
-        "mse_grad_f32",
-        |k: &mut KernelCtx| {
-            let (y, t, dy, n, s) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?, k.usize(3)?, k.f32(4)?);
-            let yv = k.load::<f32>(y, n)?;
-            let tv = k.load::<f32>(t, n)?;
-            let out: Vec<f32> = yv.iter().zip(&tv).map(|(y, t)| (y - t) * s).collect();
-            k.store(dy, &out)
-        },
-        |a, _| KernelCost::vector(2.0 * a[3] as f64, 12.0 * a[3] as f64),
-    ));
+    rt.register_kernel(
+        NativeKernel::new(
+            "mse_grad_f32",
+            |k: &mut KernelCtx| {
+                let (y, t, dy, n, s) = (k.ptr(0)?, k.ptr(1)?, k.ptr(2)?, k.usize(3)?, k.f32(4)?);
+                let yv = k.load::<f32>(y, n)?;
+                let tv = k.load::<f32>(t, n)?;
+                let out: Vec<f32> = yv.iter().zip(&tv).map(|(y, t)| (y - t) * s).collect();
+                k.store(dy, &out)
+            },
+            |a, _| KernelCost::vector(2.0 * a[3] as f64, 12.0 * a[3] as f64),
+        )
+        .with_access(buffers(&[(0, &[3], R), (1, &[3], R), (2, &[3], W)])),
+    );
 }
 
 /// One rank's buffers.

@@ -837,3 +837,42 @@ fn a_thread_per_rank_can_enqueue_and_synchronize_on_its_own() {
         assert!(h.join().unwrap().iter().all(|&x| x == 10.0));
     }
 }
+
+#[test]
+fn two_ranks_on_two_threads_meet_at_each_rendezvous_without_waiting_out_a_grace() {
+    // Each thread enqueues its rank's all-reduce and synchronizes: the first to arrive waits
+    // at the rendezvous until the other enqueues its part, woken by that enqueue (not by a
+    // timer, and not after the 200 ms grace a wait gives other threads).
+    const ROUNDS: u32 = 100;
+    let rt = runtime(2, TopologyConfig::default(), 1);
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let start = std::time::Instant::now();
+    let handles: Vec<_> = comms
+        .into_iter()
+        .map(|comm| {
+            let rt = rt.clone();
+            std::thread::spawn(move || {
+                let d = comm.device();
+                rt.set_device(d).unwrap();
+                let s = rt.create_stream().unwrap();
+                let p = upload(&rt, d, &[1.0f32; 64]);
+                for _ in 0..ROUNDS {
+                    rt.all_reduce(p, p, 64, DataType::F32, ReduceOp::Sum, &comm, s)
+                        .unwrap();
+                    rt.synchronize_stream(s).unwrap();
+                }
+                download::<f32>(&rt, d, p, 64)
+            })
+        })
+        .collect();
+    for h in handles {
+        let expected = 2f32.powi(ROUNDS as i32);
+        assert!(h.join().unwrap().iter().all(|&x| x == expected));
+    }
+    let per_round = start.elapsed() / ROUNDS;
+    println!("wall per round: {per_round:?}");
+    assert!(
+        per_round < std::time::Duration::from_millis(20),
+        "{per_round:?} per round"
+    );
+}

@@ -452,12 +452,91 @@ fn uninitialised_reads_are_reported_only_when_asked_for() {
     one(&rt, ReportKind::UninitializedRead, buf.0 + N / 2, N / 2);
 }
 
+fn uninit_check(devices: u32) -> Runtime {
+    runtime(
+        devices,
+        SanitizerConfig {
+            uninitialized: true,
+            ..SanitizerConfig::report()
+        },
+    )
+}
+
+/// A broadcast from rank 0 on two devices, rank 0's buffer written first when `root_written`.
+/// Returns each rank's buffer.
+fn broadcast_program(rt: &Runtime, root_written: bool) -> Vec<DevicePtr> {
+    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let mut bufs = Vec::new();
+    for (d, c) in comms.iter().enumerate() {
+        rt.set_device(d as u32).unwrap();
+        let s = rt.create_stream().unwrap();
+        let buf = rt.malloc(N).unwrap();
+        if d == 0 && root_written {
+            rt.memset_async(buf, 1, N, s).unwrap();
+        }
+        rt.broadcast(buf, N / 4, DataType::F32, 0, c, s).unwrap();
+        bufs.push(buf);
+    }
+    rt.run_until_idle().unwrap();
+    bufs
+}
+
+#[test]
+fn a_broadcast_reads_only_the_root_s_buffer() {
+    // Rank 1's buffer is uninitialised until the broadcast writes it: not a read.
+    let rt = uninit_check(2);
+    broadcast_program(&rt, true);
+    none(&rt);
+    // The root's own buffer is read: uninitialised there is a real bug.
+    let rt = uninit_check(2);
+    let bufs = broadcast_program(&rt, false);
+    let r = one(&rt, ReportKind::UninitializedRead, bufs[0].0, N);
+    assert_eq!(
+        (r.later.name.as_str(), r.owner),
+        ("broadcast", Some(0)),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_gemm_writes_its_output_without_reading_it() {
+    let rt = uninit_check(1);
+    let s = rt.create_stream().unwrap();
+    let gemm = rt.kernel("gemm_f32").unwrap();
+    let (m, k, n) = (4usize, 8usize, 16usize);
+    let a = rt.malloc((m * k * 4) as u64).unwrap();
+    let b = rt.malloc((k * n * 4) as u64).unwrap();
+    let c = rt.malloc((m * n * 4) as u64).unwrap();
+    rt.memset_async(a, 0, (m * k * 4) as u64, s).unwrap();
+    let args = [a.into(), b.into(), c.into(), m.into(), n.into(), k.into()];
+    rt.launch(gemm, 1, &args, s).unwrap();
+    rt.synchronize_stream(s).unwrap();
+    // Only B, an input nothing wrote, is reported; C (never written before) is not.
+    one(&rt, ReportKind::UninitializedRead, b.0, (k * n * 4) as u64);
+}
+
 /// Two devices, a buffer on each; the current device is `d` afterwards.
 fn two_devices(rt: &Runtime) -> [(Stream, DevicePtr); 2] {
     [0, 1].map(|d| {
         rt.set_device(d).unwrap();
         (rt.create_stream().unwrap(), rt.malloc(N).unwrap())
     })
+}
+
+#[test]
+fn a_race_on_the_second_device_s_buffer_names_that_device_as_the_owner() {
+    // Both devices' first blocks are at the same address: only the owner tells them apart.
+    let rt = runtime(2, SanitizerConfig::report());
+    let [(_, b0), (s1, b1)] = two_devices(&rt);
+    assert_eq!(b0.0, b1.0, "both first blocks at one address");
+    let other = rt.create_stream().unwrap();
+    let out = rt.malloc(N).unwrap();
+    rt.memset_async(b1, 1, N, s1).unwrap();
+    rt.memcpy_dtod_async(out, b1, N, other).unwrap();
+    rt.run_until_idle().unwrap();
+    let r = one(&rt, ReportKind::Race, b1.0, N);
+    assert_eq!(r.owner, Some(1), "{r}");
+    assert!(r.to_string().contains("memory of device 1"), "{r}");
 }
 
 #[test]
@@ -472,6 +551,9 @@ fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
     let r = one(&rt, ReportKind::Race, b0.0, N);
     assert_eq!((r.earlier.device, r.later.device), (0, 1));
     assert_eq!(r.later.name, "memcpy_peer");
+    // The bytes are device 0's, although the copy that found the race ran on device 1.
+    assert_eq!(r.owner, Some(0), "{r}");
+    assert!(r.to_string().contains("memory of device 0"), "{r}");
     // Ordered through the host (it synchronized device 0's stream first): clean.
     let rt = runtime(2, SanitizerConfig::report());
     let [(s0, b0), (s1, b1)] = two_devices(&rt);

@@ -75,6 +75,9 @@ pub unsafe extern "C" fn aclrtMallocHost(hostPtr: *mut *mut c_void, size: usize)
 pub extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> aclError {
     call("aclrtFreeHost", || {
         non_null(hostPtr, "hostPtr")?;
+        // Outside a session (before aclInit, after aclFinalize) it is refused like every call
+        // that needs one, whatever the pointer.
+        let s = session()?;
         let buffer = match pinned_map().get(&hostPtr.addr()) {
             Some(p) => p.buffer.clone(),
             None => {
@@ -84,9 +87,7 @@ pub extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> aclError {
                 ));
             }
         };
-        if let Ok(s) = session() {
-            s.rt.free_host(&buffer)?;
-        }
+        s.rt.free_host(&buffer)?;
         pinned_map().remove(&hostPtr.addr());
         Ok(())
     })

@@ -233,14 +233,18 @@ impl CollectiveCall {
     }
 
     /// What the collective reads and writes on its rank: its send buffer and its receive
-    /// buffer, by block (their extents depend on the communicator's size).
+    /// buffer, by block (their extents depend on the communicator's size). A broadcast's root
+    /// only reads its buffer and every other rank only writes its own: a non-root rank's
+    /// buffer may be uninitialised before the broadcast fills it.
     pub fn accesses(&self, out: &mut crate::access::AccessSet) {
         use crate::access::{Access, AccessMode, Space};
         out.mark_inexact();
-        for (addr, mode) in [
-            (self.send, AccessMode::Read),
-            (self.recv, AccessMode::Write),
-        ] {
+        let (send, recv) = match self.kind {
+            CollectiveKind::Broadcast if self.rank == self.peer => (self.send, 0),
+            CollectiveKind::Broadcast => (0, self.recv),
+            _ => (self.send, self.recv),
+        };
+        for (addr, mode) in [(send, AccessMode::Read), (recv, AccessMode::Write)] {
             if addr != 0 {
                 out.push(Access {
                     addr,

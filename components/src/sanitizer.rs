@@ -306,6 +306,11 @@ pub struct SanitizerReport {
     /// How many times the same bug was found: the same kind between the same two sites (calls,
     /// names and operands); this report describes the first.
     pub count: u64,
+    /// The device whose memory the bytes are in (`None` for pinned host memory). Every
+    /// device's address space starts at the same base, so `addr` alone does not say which
+    /// buffer it is: a peer copy's side, or either side of a race between two devices' tasks,
+    /// may run on another device than the one that owns the bytes.
+    pub owner: Option<u32>,
 }
 
 impl SanitizerReport {
@@ -337,6 +342,9 @@ impl std::fmt::Display for SanitizerReport {
                 self.addr - base
             )?,
             _ => {}
+        }
+        if let Some(d) = self.owner {
+            write!(f, ", memory of device {d}")?;
         }
         write!(
             f,
@@ -736,6 +744,7 @@ fn host_buffer_race(
         at,
         host_buffer: Some(buffer),
         count: 1,
+        owner: None,
     }
 }
 
@@ -1658,6 +1667,7 @@ impl Sanitizer {
             side: side.clone(),
         };
         let (size, generation) = (block.size, block.generation);
+        let side_device = side.device;
         let end = base.saturating_add(size);
         let mut found: Vec<Conflict> = Vec::new();
         if let Some(space) = self.shadow.get(&context) {
@@ -1696,6 +1706,7 @@ impl Sanitizer {
                     at: now,
                     count: 1,
                     host_buffer: None,
+                    owner: Some(side_device),
                 },
                 &c.earlier.task,
                 &side,
@@ -1971,11 +1982,11 @@ impl Sanitizer {
         info: &Arc<TaskInfo>,
         now: SimTime,
     ) {
-        let context = match access.space {
-            Space::Local => task.context,
+        let (context, owner) = match access.space {
+            Space::Local => (task.context, info.device),
             Space::Peer => match PeerCopy::decode(&task.desc) {
-                Some(p) if p.src_ctx == task.context => p.dst_ctx,
-                Some(p) => p.src_ctx,
+                Some(p) if p.src_ctx == task.context => (p.dst_ctx, p.dst_device),
+                Some(p) => (p.src_ctx, p.src_device),
                 None => return,
             },
         };
@@ -2015,7 +2026,17 @@ impl Sanitizer {
         }
         for (a, e, found) in pieces {
             let found = found.as_ref().map(|(base, b)| (*base, b));
-            self.check_piece(task, context, access, (a, e), found, slot, clock, info, now);
+            self.check_piece(
+                task,
+                (context, owner),
+                access,
+                (a, e),
+                found,
+                slot,
+                clock,
+                info,
+                now,
+            );
         }
     }
 
@@ -2023,7 +2044,7 @@ impl Sanitizer {
     fn check_piece(
         &mut self,
         task: &Task,
-        context: Entity,
+        (context, owner): (Entity, u32),
         access: Access,
         (start, end): (u64, u64),
         found: Option<(u64, &Block)>,
@@ -2075,6 +2096,7 @@ impl Sanitizer {
                         at: now,
                         count: 1,
                         host_buffer: None,
+                        owner: Some(owner),
                     };
                     let side = side.clone();
                     self.push_report(report, &side, info);
@@ -2100,6 +2122,7 @@ impl Sanitizer {
                         at: now,
                         count: 1,
                         host_buffer: None,
+                        owner: Some(owner),
                     },
                     &alloc,
                     info,
@@ -2188,6 +2211,7 @@ impl Sanitizer {
                     at: now,
                     count: 1,
                     host_buffer: None,
+                    owner: Some(owner),
                 },
                 &c.earlier.task,
                 info,
@@ -2216,6 +2240,7 @@ impl Sanitizer {
                         at: now,
                         count: 1,
                         host_buffer: None,
+                        owner: Some(owner),
                     },
                     &alloc,
                     info,

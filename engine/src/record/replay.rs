@@ -128,9 +128,38 @@ enum CtxRef {
     Made(u32),
 }
 
+/// The runtime a replay state calls: the replay's own handle, or, in the state a replayed
+/// callback carries while it is queued, a weak one (the runtime holds the queued callback, so
+/// a strong handle would keep the runtime alive for ever if the callback never runs).
+enum Rt {
+    Strong(Runtime),
+    Weak(std::sync::Weak<crate::runtime::Shared>),
+}
+
+impl std::ops::Deref for Rt {
+    type Target = Runtime;
+
+    fn deref(&self) -> &Runtime {
+        match self {
+            Rt::Strong(rt) => rt,
+            // A replayed callback upgrades its state's handle before it makes any call.
+            Rt::Weak(_) => unreachable!("a replayed callback's runtime is upgraded first"),
+        }
+    }
+}
+
+impl Rt {
+    fn into_runtime(self) -> Option<Runtime> {
+        match self {
+            Rt::Strong(rt) => Some(rt),
+            Rt::Weak(w) => w.upgrade().map(Runtime::from_shared),
+        }
+    }
+}
+
 /// Replay state: handles by (trace id, replica).
 struct State {
-    rt: Runtime,
+    rt: Rt,
     n: u32,
     m: u32,
     threads: BTreeMap<u32, Vec<CtxRef>>,
@@ -246,7 +275,7 @@ impl State {
     fn for_callback(&self, j: u32, ctx: CtxRef, calls: &[(usize, u32, Call)]) -> State {
         let threads = calls.iter().map(|&(_, t, _)| (t, vec![ctx])).collect();
         State {
-            rt: self.rt.clone(),
+            rt: Rt::Weak(self.rt.weak()),
             n: self.n,
             m: self.m,
             threads,
@@ -456,7 +485,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     // The state holds the replay's only handle: a wait at a rendezvous would otherwise give
     // other handles' threads time to join it (see `Runtime::drive`).
     let mut st = State {
-        rt,
+        rt: Rt::Strong(rt),
         n: h.devices.max(1),
         m,
         threads: BTreeMap::new(),
@@ -520,8 +549,12 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
             .unwrap_or_else(|p| p.into_inner()),
     ));
     errors.sort_by_key(|(i, _)| *i);
+    let runtime = st
+        .rt
+        .into_runtime()
+        .ok_or_else(|| NpuError::Internal("the replay's runtime is gone".into()))?;
     Ok(Replayed {
-        runtime: st.rt,
+        runtime,
         calls: st.calls,
         errors,
     })
@@ -975,6 +1008,14 @@ fn replay_entry(
                         let mut local = st.for_callback(j, ctx, calls);
                         let (calls, trace, shared) = (calls.clone(), trace.clone(), cb.clone());
                         note(st.rt.launch_host_func(s, move || {
+                            // Gone: nothing to replay into.
+                            let Some(rt) =
+                                std::mem::replace(&mut local.rt, Rt::Weak(Default::default()))
+                                    .into_runtime()
+                            else {
+                                return;
+                            };
+                            local.rt = Rt::Strong(rt);
                             let mut errors = Vec::new();
                             for (i, t, call) in calls.iter() {
                                 if let Err(e) =
@@ -1176,4 +1217,50 @@ fn replay_entry(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::Recording;
+
+    #[test]
+    fn a_replayed_callback_that_never_runs_does_not_keep_the_runtime_alive() {
+        // Recorded: a callback on stream `a` that enqueues a memset, and a wait on stream `b`
+        // for a record that never comes.
+        let rt = Runtime::new(RuntimeConfig {
+            recording: Some(Recording {
+                path: None,
+                data: true,
+            }),
+            ..RuntimeConfig::default()
+        })
+        .unwrap();
+        let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+        let ev = rt.create_event().unwrap();
+        let buf = rt.malloc(64).unwrap();
+        rt.stream_wait_event_record(b, ev, 1, None).unwrap();
+        let inner = rt.clone();
+        rt.launch_host_func(a, move || inner.memset_async(buf, 0, 64, a).unwrap())
+            .unwrap();
+        rt.synchronize_stream(a).unwrap();
+        let mut trace = rt.take_trace().unwrap();
+        // Replayed with the callback behind `b`'s wait: it stays queued for good.
+        let blocked = trace.entries.iter().find_map(|e| match e.call {
+            Call::StreamWaitEventRecord { stream, .. } => Some(stream),
+            _ => None,
+        });
+        for e in &mut trace.entries {
+            if let Call::HostFunc { stream } = &mut e.call {
+                *stream = blocked.unwrap();
+            }
+        }
+        let replayed = replay(&trace, ReplayOptions::default()).unwrap();
+        let weak = replayed.runtime.weak();
+        drop(replayed);
+        assert!(
+            weak.upgrade().is_none(),
+            "the queued callback keeps the runtime"
+        );
+    }
 }
