@@ -546,17 +546,38 @@ fn a_matmul_api_feature_the_layer_does_not_offer_stops_the_compile_naming_it() {
             "Matmul: A and B outside TPosition::GM are not offered",
         ),
         (
-            "bias.cpp",
-            format!("Matmul<{half}, {half}, {out}> mm; GlobalTensor<float> b; mm.SetBias(b);"),
-            "Matmul::SetBias: a bias is not offered",
+            "bias_ub.cpp",
+            format!(
+                "Matmul<{half}, {half}, {out}, MatmulType<TPosition::VECIN, CubeFormat::ND, float>> \
+                 mm; (void)mm;"
+            ),
+            "Matmul: a bias outside TPosition::GM is not offered",
         ),
         (
-            "ub_c.cpp",
+            "bias_int.cpp",
             format!(
-                "Matmul<{half}, {half}, MatmulType<TPosition::VECIN, CubeFormat::ND, float>> mm; \
-                 LocalTensor<float> c; mm.GetTensorC(c);"
+                "Matmul<{half}, {half}, {out}, MatmulType<TPosition::GM, CubeFormat::ND, int32_t>> \
+                 mm; (void)mm;"
             ),
-            "Matmul::GetTensorC to a LocalTensor (C in UB) is not offered",
+            "Matmul: the bias must be float or half",
+        ),
+        (
+            "bias_type.cpp",
+            format!("Matmul<{half}, {half}, {out}> mm; GlobalTensor<half> b; mm.SetBias(b);"),
+            "Matmul::SetBias: the bias tensor's type must be BIAS_TYPE's",
+        ),
+        (
+            "gm_c_to_ub.cpp",
+            format!("Matmul<{half}, {half}, {out}> mm; LocalTensor<float> c; mm.GetTensorC(c);"),
+            "Matmul::GetTensorC to a LocalTensor: C's MatmulType must be in UB",
+        ),
+        (
+            "co1_c.cpp",
+            format!(
+                "Matmul<{half}, {half}, MatmulType<TPosition::CO1, CubeFormat::ND, float>> mm; \
+                 (void)mm;"
+            ),
+            "C in TPosition::CO1 (the user-managed L0C form) is not offered",
         ),
     ];
     for (name, body, message) in cases {

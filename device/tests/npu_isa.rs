@@ -782,30 +782,16 @@ fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
     assert!(f.to_string().contains("512"), "{f}");
 }
 
-#[test]
-fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
-    let vals = [
-        1.0f32,
-        1.0 + 1.0 / 2048.0,
-        1.0 + 3.0 / 2048.0,
-        65520.0,
-        -0.1,
-        1e-8,
-        3.25,
-    ];
-    let mut mach = Machine::new();
-    let mut row = vals.to_vec();
-    row.push(2.5); // 8 f32 = one 32-byte row
-    let mut rows = row.clone();
-    rows.extend(row.iter().map(|v| -v));
-    mach.gm.write_f32(GM, &rows);
-    // GM -> L1 is the only way into a local buffer from GM for the cube side; L0C is filled
-    // by an mmad of A = rows (2 × 8 f32 in one 32-byte row each) × I (8 × 8).
-    let mut asm = Asm::new();
+/// Puts `rows` (2 × 8 f32) into L0C, row-major, as the product `rows × I (8 × 8)`: GM -> L1
+/// is the only way into a local buffer from GM for the cube side. Returns the program so far
+/// (ending with the M -> MTE3 wait).
+fn rows_into_l0c(mach: &mut Machine, rows: &[f32]) -> Asm {
+    mach.gm.write_f32(GM, rows);
     let ident: Vec<f32> = (0..64)
         .map(|i| if i % 9 == 0 { 1.0 } else { 0.0 })
         .collect();
     mach.gm.write_f32(GM + 0x1000, &ident);
+    let mut asm = Asm::new();
     asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 64)
         .copy(CopyDir::GmToL1, abi::L1_BASE + 64, GM + 0x1000, 256)
         .sync(Pipe::Mte2, Pipe::Mte1)
@@ -822,8 +808,28 @@ fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
             8,
             8,
         )
-        .sync(Pipe::M, Pipe::Mte3)
-        .li(A0, GM + 0x2000)
+        .sync(Pipe::M, Pipe::Mte3);
+    asm
+}
+
+#[test]
+fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
+    let vals = [
+        1.0f32,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+        65520.0,
+        -0.1,
+        1e-8,
+        3.25,
+    ];
+    let mut mach = Machine::new();
+    let mut row = vals.to_vec();
+    row.push(2.5); // 8 f32 = one 32-byte row
+    let mut rows = row.clone();
+    rows.extend(row.iter().map(|v| -v));
+    let mut asm = rows_into_l0c(&mut mach, &rows);
+    asm.li(A0, GM + 0x2000)
         .li(A1, abi::L0C_BASE)
         .li(A2, encode::shape(2, 32))
         .li(A3, encode::strides(32, 16))
@@ -846,6 +852,89 @@ fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
         f32_to_f16(1.0 + 1.0 / 2048.0),
         f32_to_f16(1.0),
         "a tie rounds to even"
+    );
+}
+
+#[test]
+fn a_copy_from_l0c_to_ub_hands_c_to_the_vector_unit_as_f32_or_f16() {
+    // C = rows (2 x 8 f32) x I (8 x 8) in L0C; L0C -> UB as f32 (row 1 first: strides pick the
+    // rows) and as f16, then the vector unit doubles the f32 copy and UB -> GM shows all three.
+    let row: Vec<f32> = vec![
+        1.0,
+        -2.5,
+        3.25,
+        1e-8,
+        65520.0,
+        1.0 + 3.0 / 2048.0,
+        -0.1,
+        7.0,
+    ];
+    let mut rows = row.clone();
+    rows.extend(row.iter().map(|v| v * 2.0 + 1.0));
+    let mut mach = Machine::new();
+    let ub = abi::UB_BASE;
+    let mut asm = rows_into_l0c(&mut mach, &rows);
+    asm
+        // f32: L0C row 1 to UB + 0x100, row 0 to UB + 0x120 (a negative order by strides).
+        .copy2d(
+            CopyDir::L0cToUb,
+            ub + 0x100,
+            abi::L0C_BASE + 32,
+            1,
+            32,
+            32,
+            32,
+        )
+        .copy2d(CopyDir::L0cToUb, ub + 0x120, abi::L0C_BASE, 1, 32, 32, 32)
+        .li(A0, ub + 0x200)
+        .li(A1, abi::L0C_BASE)
+        .li(A2, encode::shape(2, 32))
+        .li(A3, encode::strides(32, 32))
+        .word(encode::copy_mode(
+            CopyDir::L0cToUb,
+            CopyMode::F32ToF16,
+            A0,
+            A1,
+            A2,
+            A3,
+        ))
+        .sync(Pipe::Mte3, Pipe::V)
+        .vec(VecOp::Add, ub + 0x300, ub + 0x100, ub + 0x100, 16)
+        .sync(Pipe::V, Pipe::Mte3)
+        .copy(CopyDir::UbToGm, GM + 0x2000, ub + 0x100, 64)
+        .copy(CopyDir::UbToGm, GM + 0x2100, ub + 0x200, 64)
+        .copy(CopyDir::UbToGm, GM + 0x2200, ub + 0x300, 64);
+    mach.run(&asm.words).unwrap();
+    let swapped: Vec<f32> = rows[8..].iter().chain(&rows[..8]).copied().collect();
+    assert_eq!(mach.gm.read_f32(GM + 0x2000, 16), swapped);
+    let halves = mach.gm.read_bytes(GM + 0x2100, 64);
+    for (i, want) in rows.iter().enumerate() {
+        // Each row's 16 bytes of f16 land dst_stride (32) bytes after the last.
+        let at = 32 * (i / 8) + 2 * (i % 8);
+        let h = u16::from_le_bytes([halves[at], halves[at + 1]]);
+        assert_eq!(h, f32_to_f16(*want), "element {i}: {want}");
+    }
+    let doubled: Vec<f32> = swapped.iter().map(|v| v + v).collect();
+    assert_eq!(mach.gm.read_f32(GM + 0x2200, 16), doubled);
+
+    // A destination past UB faults at issue, naming UB.
+    let mut asm = Asm::new();
+    asm.copy(
+        CopyDir::L0cToUb,
+        ub + Machine::new().core.buffer_size(Buffer::Ub) as u64 - 32,
+        abi::L0C_BASE,
+        64,
+    );
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::OutOfBuffer {
+                buffer: Buffer::Ub,
+                ..
+            }
+        ),
+        "{f}"
     );
 }
 
@@ -1115,7 +1204,7 @@ fn bad_flags_fault() {
 fn undefined_extension_encodings_are_illegal() {
     for w in [
         // (custom-0 has no free code left: vmask, vred and vperm took 0x0e, 0x0f, 0x1f.)
-        encode::r4(0x2b, 7, 0, 0, 0, 0, 0), // no eighth copy direction
+        encode::r4(0x2b, 7, 2, 0, 0, 0, 0), // copy mode 2 on L0C -> UB
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
         encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
         encode::r4(0x2b, 3, 2, 0, 0, 0, 0), // copy mode 2
