@@ -1127,6 +1127,89 @@ fn matmul_iterate_all_into_ub_gives_the_whole_c_to_the_vector_unit() {
     assert_eq!(c, want);
 }
 
+/// Runs one of `atomic_add.o`'s kernels on `blocks` blocks of 37 elements: x, z (37, from
+/// `z0`), w, v (from `v0`); returns z, w and v.
+fn run_atomic<T: bytemuck::Pod + Default + Clone>(
+    name: &str,
+    x: &[T],
+    z0: &[T],
+    v0: &[T],
+    blocks: u32,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let rt = rt();
+    let bin = load(&rt, "atomic_add.o");
+    let s = rt.create_stream().unwrap();
+    let f = rt.get_function(bin, name).unwrap();
+    let n = x.len();
+    let (dx, dz, dv) = (upload(&rt, x), upload(&rt, z0), upload(&rt, v0));
+    let dw = upload(&rt, &vec![T::default(); n]);
+    run(
+        &rt,
+        f,
+        blocks,
+        &[dx.into(), dz.into(), dw.into(), dv.into()],
+        s,
+    );
+    (
+        download(&rt, dz, 37),
+        download(&rt, dw, n),
+        download(&rt, dv, n),
+    )
+}
+
+#[test]
+fn set_atomic_add_makes_copies_out_add_into_gm_until_set_atomic_none() {
+    const B: usize = 3;
+    let n = 37 * B;
+    // float: z accumulates the blocks' x in block order, one rounding per add.
+    let x: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 3.0) - 0.1).collect();
+    let z0: Vec<f32> = (0..37).map(|i| i as f32 * 1e3).collect();
+    let v0 = vec![100.0f32; n];
+    let (z, w, v) = run_atomic("atomic_add_f32", &x, &z0, &v0, B as u32);
+    let mut want = z0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| want[i] += x[b * 37 + i]);
+    }
+    assert_eq!(z, want);
+    assert_eq!(
+        w,
+        x.iter().map(|v| 3.0 + v).collect::<Vec<_>>(),
+        "InitGlobalMemory, then add"
+    );
+    assert_eq!(v, x, "SetAtomicNone: plain copies again");
+
+    // half: every add rounded to half once.
+    let xh = halves(&x.iter().map(|v| v * 300.0).collect::<Vec<_>>());
+    let zh0 = halves(&z0);
+    let (z, w, v) = run_atomic("atomic_add_f16", &xh, &zh0, &halves(&v0), B as u32);
+    let mut want = zh0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| {
+            want[i] = f32_to_f16(f16_to_f32(want[i]) + f16_to_f32(xh[b * 37 + i]));
+        });
+    }
+    assert_eq!(z, want);
+    let want_w: Vec<u16> = xh
+        .iter()
+        .map(|&h| f32_to_f16(3.0 + f16_to_f32(h)))
+        .collect();
+    assert_eq!(w, want_w);
+    assert_eq!(v, xh);
+
+    // int32: wrapping.
+    let xi: Vec<i32> = (0..n as i32).map(|i| i * 7919 - 300).collect();
+    let mut zi0: Vec<i32> = (0..37).collect();
+    zi0[0] = i32::MAX;
+    let (z, w, v) = run_atomic("atomic_add_i32", &xi, &zi0, &vec![100; n], B as u32);
+    let mut want = zi0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| want[i] = want[i].wrapping_add(xi[b * 37 + i]));
+    }
+    assert_eq!(z, want);
+    assert_eq!(w, xi.iter().map(|v| 3 + v).collect::<Vec<_>>());
+    assert_eq!(v, xi);
+}
+
 /// A ListTensorDesc as hosts lay it out: the data-pointer array's byte offset, then per tensor
 /// `dim | index << 32` and the shape, then the data pointers.
 fn list_desc(tensors: &[(u32, &[u64], DevicePtr)]) -> Vec<u64> {

@@ -443,6 +443,13 @@ fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
             "Fixpipe: only the ND (CFG_ROW_MAJOR) output is offered",
         ),
     ];
+    assert_refused(&dir, &cases);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Compiles each `(file, kernel body, message)` case in `dir` (the body inside a kernel with
+/// `using namespace AscendC`) and asserts the compile fails printing the message.
+fn assert_refused(dir: &std::path::Path, cases: &[(&str, &str, &str)]) {
     for (name, body, message) in cases {
         let p = dir.join(name);
         std::fs::write(
@@ -453,9 +460,46 @@ fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
             ),
         )
         .unwrap();
-        let err = compile(&[], &p, &dir).unwrap_err();
+        let err = compile(&[], &p, dir).unwrap_err();
         assert!(err.contains(message), "{name}: {err}");
     }
+}
+
+#[test]
+fn an_atomic_or_barrier_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("atomic-refusals");
+    let cases = [
+        (
+            "atomic_i16.cpp",
+            "SetAtomicAdd<int16_t>();",
+            "SetAtomicAdd: npusim's layer adds float, half and int32_t",
+        ),
+        (
+            "atomic_max.cpp",
+            "SetAtomicMax<float>();",
+            "SetAtomicMax is not offered by npusim's layer",
+        ),
+        (
+            "sync_all.cpp",
+            "GlobalTensor<int32_t> g; LocalTensor<int32_t> l; SyncAll(g, l, 8);",
+            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
+        ),
+        (
+            "sync_all_hard.cpp",
+            "SyncAll<true>();",
+            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
+        ),
+        (
+            "init_gm_i8.cpp",
+            "GlobalTensor<int8_t> g; InitGlobalMemory(g, 8, (int8_t)0);",
+            "InitGlobalMemory: 16- and 32-bit element types",
+        ),
+    ];
+    assert_refused(&dir, &cases);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -8,8 +8,8 @@ use npu_support::*;
 use npusim_device::abi;
 use npusim_device::core::npu::isa::{CopyDir, CopyMode, CubeLayout, VecOp, encode};
 use npusim_device::core::npu::{
-    Buffer, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES, f16_to_f32,
-    f32_to_f16, pipes::PIPE_ALL,
+    Buffer, DType, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES,
+    f16_to_f32, f32_to_f16, pipes::PIPE_ALL,
 };
 use npusim_device::core::{CoreConfig, Trap};
 
@@ -609,18 +609,16 @@ fn a_bias_mmad_starts_every_row_of_c_from_the_bias_table() {
             ib.len() as u32,
         )
         // The bias row, f16 in L1, lands as f32 at BT offset 64.
-        .li(A0, abi::BT_BASE + 64)
-        .li(A1, l1 + 0x20000)
-        .li(A2, encode::shape(1, 2 * n as u32))
-        .li(A3, encode::strides(0, 0))
-        .word(encode::copy_mode(
+        .copy2d_mode(
             CopyDir::L1ToBt,
             CopyMode::F16ToF32,
-            A0,
-            A1,
-            A2,
-            A3,
-        ))
+            abi::BT_BASE + 64,
+            l1 + 0x20000,
+            1,
+            2 * n as u32,
+            0,
+            0,
+        )
         .sync(Pipe::Mte1, Pipe::M)
         .li(A0, abi::L0C_BASE)
         .li(A1, abi::L0A_BASE)
@@ -737,18 +735,16 @@ fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
     let mut asm = Asm::new();
     asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 1024)
         .sync(Pipe::Mte2, Pipe::Mte1)
-        .li(A0, abi::L0B_BASE)
-        .li(A1, abi::L1_BASE)
-        .li(A2, encode::shape(2, 512))
-        .li(A3, encode::strides(512, 1024))
-        .word(encode::copy_mode(
+        .copy2d_mode(
             CopyDir::L1ToL0b,
             CopyMode::Transpose16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ))
+            abi::L0B_BASE,
+            abi::L1_BASE,
+            2,
+            512,
+            512,
+            1024,
+        )
         .sync(Pipe::Mte1, Pipe::S);
     mach.run(&asm.words).unwrap();
     let l0b = mach.core.buffer(Buffer::L0b);
@@ -762,18 +758,16 @@ fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
         }
     }
     let mut asm = Asm::new();
-    asm.li(A0, abi::L0A_BASE)
-        .li(A1, abi::L1_BASE)
-        .li(A2, encode::shape(1, 256))
-        .li(A3, 0)
-        .word(encode::copy_mode(
-            CopyDir::L1ToL0a,
-            CopyMode::Transpose16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ));
+    asm.copy2d_mode(
+        CopyDir::L1ToL0a,
+        CopyMode::Transpose16,
+        abi::L0A_BASE,
+        abi::L1_BASE,
+        1,
+        256,
+        0,
+        0,
+    );
     let (_, f) = npu_fault(&asm.words);
     assert!(
         matches!(f, NpuFault::BadCopyRow { row_bytes: 256, .. }),
@@ -829,18 +823,16 @@ fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
     let mut rows = row.clone();
     rows.extend(row.iter().map(|v| -v));
     let mut asm = rows_into_l0c(&mut mach, &rows);
-    asm.li(A0, GM + 0x2000)
-        .li(A1, abi::L0C_BASE)
-        .li(A2, encode::shape(2, 32))
-        .li(A3, encode::strides(32, 16))
-        .word(encode::copy_mode(
-            CopyDir::L0cToGm,
-            CopyMode::F32ToF16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ));
+    asm.copy2d_mode(
+        CopyDir::L0cToGm,
+        CopyMode::F32ToF16,
+        GM + 0x2000,
+        abi::L0C_BASE,
+        2,
+        32,
+        32,
+        16,
+    );
     let stats = mach.run(&asm.words).unwrap();
     let out = mach.gm.read_bytes(GM + 0x2000, 32);
     for (i, want) in rows.iter().enumerate() {
@@ -886,18 +878,16 @@ fn a_copy_from_l0c_to_ub_hands_c_to_the_vector_unit_as_f32_or_f16() {
             32,
         )
         .copy2d(CopyDir::L0cToUb, ub + 0x120, abi::L0C_BASE, 1, 32, 32, 32)
-        .li(A0, ub + 0x200)
-        .li(A1, abi::L0C_BASE)
-        .li(A2, encode::shape(2, 32))
-        .li(A3, encode::strides(32, 32))
-        .word(encode::copy_mode(
+        .copy2d_mode(
             CopyDir::L0cToUb,
             CopyMode::F32ToF16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ))
+            ub + 0x200,
+            abi::L0C_BASE,
+            2,
+            32,
+            32,
+            32,
+        )
         .sync(Pipe::Mte3, Pipe::V)
         .vec(VecOp::Add, ub + 0x300, ub + 0x100, ub + 0x100, 16)
         .sync(Pipe::V, Pipe::Mte3)
@@ -934,6 +924,102 @@ fn a_copy_from_l0c_to_ub_hands_c_to_the_vector_unit_as_f32_or_f16() {
                 ..
             }
         ),
+        "{f}"
+    );
+}
+
+#[test]
+fn an_atomic_add_copy_out_adds_into_global_memory_by_element_type() {
+    // Two rows of 8 elements, 64 bytes apart in GM: f32, f16 and i32 each add what UB holds to
+    // what GM holds; the gap between the rows keeps its bytes.
+    let mut mach = Machine::new();
+    let ub = abi::UB_BASE;
+    let f_gm: Vec<f32> = (0..24).map(|i| i as f32 * 0.1 - 1.0).collect();
+    let f_ub: Vec<f32> = (0..16).map(|i| 1e8 / (i as f32 + 1.0)).collect();
+    let h_gm: Vec<u16> = (0..24).map(|i| f32_to_f16(1.0 + i as f32)).collect();
+    // 1 + 2048 is a tie in f16 (rounds to even: 2048); 1/3 rounds once.
+    let h_ub: Vec<u16> = (0..16)
+        .map(|i| f32_to_f16(if i == 0 { 2048.0 } else { 1.0 / 3.0 }))
+        .collect();
+    let i_gm: Vec<i32> = (0..24)
+        .map(|i| if i == 0 { i32::MAX } else { -i })
+        .collect();
+    let i_ub: Vec<i32> = (0..16).map(|i| 1 + 3 * i).collect();
+    let i32_bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    mach.gm.write_f32(GM, &f_gm);
+    mach.gm.write_f32(GM + 0x400, &f_ub);
+    mach.gm.write_u16(GM + 0x800, &h_gm);
+    mach.gm.write_u16(GM + 0xc00, &h_ub);
+    mach.gm.write_bytes(GM + 0x1000, &i32_bytes(&i_gm));
+    mach.gm.write_bytes(GM + 0x1400, &i32_bytes(&i_ub));
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToUb, ub, GM + 0x400, 64)
+        .copy2d(CopyDir::GmToUb, ub + 0x100, GM + 0xc00, 2, 16, 16, 32)
+        .copy(CopyDir::GmToUb, ub + 0x200, GM + 0x1400, 64)
+        .sync(Pipe::Mte2, Pipe::Mte3);
+    // (UB rows are 32 bytes apart, as a local stride must be.)
+    for (t, dst, src, row) in [
+        (DType::F32, GM, ub, 32u32),
+        (DType::F16, GM + 0x800, ub + 0x100, 16),
+        (DType::I32, GM + 0x1000, ub + 0x200, 32),
+    ] {
+        asm.copy2d_mode(
+            CopyDir::UbToGm,
+            CopyMode::AtomicAdd(t),
+            dst,
+            src,
+            2,
+            row,
+            32,
+            2 * row,
+        );
+    }
+    let stats = mach.run(&asm.words).unwrap();
+    // Row r of 8 lands at element 16 r: elements 8..16 are the gap.
+    let at = |i: usize| (i / 8) * 16 + i % 8;
+    let f = mach.gm.read_f32(GM, 24);
+    let mut want_f = f_gm.clone();
+    (0..16).for_each(|i| want_f[at(i)] += f_ub[i]);
+    assert_eq!(f, want_f);
+    let hb = mach.gm.read_bytes(GM + 0x800, 48);
+    let h: Vec<u16> = hb
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let mut want_h = h_gm.clone();
+    (0..16).for_each(|i| {
+        want_h[at(i)] = f32_to_f16(f16_to_f32(h_gm[at(i)]) + f16_to_f32(h_ub[i]));
+    });
+    assert_eq!(h, want_h);
+    assert_eq!(h[0], f32_to_f16(2048.0), "1 + 2048 in f16, to even");
+    let ib = mach.gm.read_bytes(GM + 0x1000, 96);
+    let got_i: Vec<i32> = ib
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut want_i = i_gm.clone();
+    (0..16).for_each(|i| want_i[at(i)] = want_i[at(i)].wrapping_add(i_ub[i]));
+    assert_eq!(got_i, want_i);
+    assert_eq!(got_i[0], i32::MIN, "i32 wraps");
+    // Each atomic row is read from GM before it is written back.
+    assert_eq!(stats.gm_write_bytes, 64 + 32 + 64);
+    assert_eq!(stats.gm_read_bytes, 2 * (64 + 32 + 64));
+
+    // A row that is not whole elements of the mode's type faults at issue.
+    let mut asm = Asm::new();
+    asm.copy2d_mode(
+        CopyDir::UbToGm,
+        CopyMode::AtomicAdd(DType::F32),
+        GM,
+        ub,
+        1,
+        6,
+        6,
+        6,
+    );
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(f, NpuFault::BadCopyRow { row_bytes: 6, .. }),
         "{f}"
     );
 }

@@ -341,6 +341,10 @@ pub enum CopyMode {
     /// f2 = 1 on L1 → BT: every row is f16 (`row_bytes` even) and lands in the bias table as
     /// f32 (exact), `2 × row_bytes` bytes per row (Ascend C's `DataCopy` C1 → C2 from half).
     F16ToF32,
+    /// f2 = 1, 2, 3 on UB → GM: every row is elements of this type (f32, f16, i32) added to
+    /// what global memory holds instead of overwriting it (Ascend C's `SetAtomicAdd<T>()`):
+    /// floats rounded once to nearest even, i32 wrapping.
+    AtomicAdd(DType),
 }
 
 impl CopyMode {
@@ -351,6 +355,9 @@ impl CopyMode {
             (1, CopyDir::L1ToL0a | CopyDir::L1ToL0b) => Some(CopyMode::Transpose16),
             (1, CopyDir::L0cToGm | CopyDir::L0cToUb) => Some(CopyMode::F32ToF16),
             (1, CopyDir::L1ToBt) => Some(CopyMode::F16ToF32),
+            (1, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F32)),
+            (2, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F16)),
+            (3, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::I32)),
             _ => None,
         }
     }
@@ -364,6 +371,7 @@ impl CopyMode {
             CopyMode::Transpose16 if row_bytes == 512 => Some(row_bytes),
             CopyMode::F32ToF16 if row_bytes.is_multiple_of(4) => Some(row_bytes / 2),
             CopyMode::F16ToF32 if row_bytes.is_multiple_of(2) => Some(row_bytes * 2),
+            CopyMode::AtomicAdd(t) if row_bytes.is_multiple_of(t.size()) => Some(row_bytes),
             _ => None,
         }
     }
@@ -373,6 +381,9 @@ impl CopyMode {
         match self {
             CopyMode::Plain => 0,
             CopyMode::Transpose16 | CopyMode::F32ToF16 | CopyMode::F16ToF32 => 1,
+            CopyMode::AtomicAdd(DType::F16) => 2,
+            CopyMode::AtomicAdd(DType::I32) => 3,
+            CopyMode::AtomicAdd(_) => 1,
         }
     }
 }
