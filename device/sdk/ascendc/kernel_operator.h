@@ -1431,7 +1431,7 @@ __aicore__ inline void InitGlobalMemory(const GlobalTensor<T> &gm, const uint64_
                                         const detail::NoDeduce<T> &value) {
     static_assert(sizeof(T) == 2 || sizeof(T) == 4,
                   "InitGlobalMemory: 16- and 32-bit element types (uint16_t, int16_t, half, "
-                  "bfloat16_t, uint32_t, int32_t, float)");
+                  "uint32_t, int32_t, float)");
     npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
     npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
     npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
@@ -1441,10 +1441,15 @@ __aicore__ inline void InitGlobalMemory(const GlobalTensor<T> &gm, const uint64_
         npusim_detail::volatile_store(p + i, (T)value);
     }
 }
-/* Fill is InitGlobalMemory's earlier name. */
+/* Fill and InitOutput are InitGlobalMemory's earlier names. */
 template <typename T>
 __aicore__ inline void Fill(const GlobalTensor<T> &gm, const uint64_t size,
                             const detail::NoDeduce<T> &value) {
+    InitGlobalMemory(gm, size, value);
+}
+template <typename T>
+__aicore__ inline void InitOutput(const GlobalTensor<T> &gm, const uint64_t size,
+                                  const detail::NoDeduce<T> &value) {
     InitGlobalMemory(gm, size, value);
 }
 
