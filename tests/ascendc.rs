@@ -985,6 +985,231 @@ fn a_kernel_assert_with_a_message_prints_it_and_the_condition_and_fails_the_laun
     );
 }
 
+/// A one-block TCubeTiling (CANN's field order) for `m × n` over `k` in `base × base × base`
+/// steps, with or without a bias.
+fn cube_tiling(m: i32, n: i32, k: i32, base: i32, bias: bool) -> [i32; 64] {
+    let mut w = [0i32; 64];
+    // usedCoreNum, M, N, Ka, Kb, singleCoreM, singleCoreN, singleCoreK, baseM, baseN, baseK,
+    // depthA1, depthB1, stepM, stepN, isBias.
+    w[..16].copy_from_slice(&[
+        1,
+        m,
+        n,
+        k,
+        k,
+        m,
+        n,
+        k,
+        base,
+        base,
+        base,
+        2,
+        2,
+        1,
+        1,
+        bias as i32,
+    ]);
+    w
+}
+
+/// `C = bias + A × B` in the cube's order: every element starts from its column's bias and
+/// adds its `k` products in `k` order.
+fn matmul_bias_ref(a: &[f32], b: &[f32], bias: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
+    let mut c: Vec<f32> = (0..m * n).map(|i| bias[i % n]).collect();
+    for i in 0..m {
+        for kk in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + kk] * b[kk * n + j];
+            }
+        }
+    }
+    c
+}
+
+/// Runs one of `matmul_api.o`'s `(a, b, bias, c, tiling)` kernels on one block with A, B and the
+/// bias as halves (`half_bias`) or a float bias; returns C's bytes as `T`.
+fn run_matmul_api<T: bytemuck::Pod + Default + Clone>(
+    rt: &Runtime,
+    name: &str,
+    (a, b, bias): (&[f32], &[f32], &[f32]),
+    half_bias: bool,
+    tiling: &[i32; 64],
+) -> Result<Vec<T>, String> {
+    let bin = load(rt, "matmul_api.o");
+    let s = rt.create_stream().unwrap();
+    let f = rt.get_function(bin, name).unwrap();
+    let (da, db) = (upload(rt, &halves(a)), upload(rt, &halves(b)));
+    let dbias = if half_bias {
+        upload(rt, &halves(bias))
+    } else {
+        upload(rt, bias)
+    };
+    let n = (tiling[1] * tiling[2]) as usize;
+    let dc = rt.malloc((n * std::mem::size_of::<T>()) as u64).unwrap();
+    let dt = upload(rt, tiling);
+    rt.launch(
+        f,
+        1,
+        &[da.into(), db.into(), dbias.into(), dc.into(), dt.into()],
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s).map_err(|e| e.to_string())?;
+    Ok(download(rt, dc, n))
+}
+
+#[test]
+fn a_matmul_bias_is_added_to_every_row_of_c_bit_for_bit_in_float_and_half() {
+    // 40 × 48 over 72 in 32-steps: tails on every side (8 rows, 16 columns, a K step of 8).
+    let (m, n, k) = (40, 48, 72);
+    let a = f16_values(m * k, 21);
+    let b = f16_values(k * n, 22);
+    let bias = f16_values(n, 23);
+    let rt = rt();
+    let t = cube_tiling(m as i32, n as i32, k as i32, 32, true);
+    let c: Vec<f32> = run_matmul_api(&rt, "matmul_bias", (&a, &b, &bias), false, &t).unwrap();
+    let want = matmul_bias_ref(&a, &b, &bias, m, n, k);
+    assert_eq!(c, want);
+    assert_ne!(c, matmul_ref(&a, &b, m, n, k), "the bias is in");
+    let c: Vec<u16> = run_matmul_api(&rt, "matmul_bias_half", (&a, &b, &bias), true, &t).unwrap();
+    assert_eq!(c, halves(&want), "half bias, half C rounded once");
+}
+
+#[test]
+fn a_matmul_bias_with_a_tiling_made_without_one_fails_the_launch_naming_set_bias() {
+    let (m, n, k) = (16, 16, 16);
+    let v = f16_values(256, 1);
+    let rt = rt();
+    let t = cube_tiling(m, n, k, 16, false);
+    let err = run_matmul_api::<f32>(&rt, "matmul_bias_untiled", (&v, &v, &v[..16]), false, &t)
+        .unwrap_err();
+    let log = rt.take_kernel_log().join("\n");
+    assert!(
+        log.contains("Matmul::SetBias: the tiling was made without a bias"),
+        "{err}\n{log}"
+    );
+}
+
+#[test]
+fn matmul_c_into_ub_feeds_leaky_relu_per_base_block_sync_and_async() {
+    let (m, n, k) = (40, 48, 72);
+    let a = f16_values(m * k, 31);
+    let b = f16_values(k * n, 32);
+    let bias = f16_values(n, 33);
+    let lrelu = |x: f32| if x >= 0.0 { x } else { x * 0.125 };
+    let want: Vec<f32> = matmul_bias_ref(&a, &b, &bias, m, n, k)
+        .into_iter()
+        .map(lrelu)
+        .collect();
+    assert!(want.iter().any(|&x| x < 0.0) && want.iter().any(|&x| x > 0.0));
+    let rt = rt();
+    let t = cube_tiling(m as i32, n as i32, k as i32, 32, true);
+    for name in ["matmul_ub_lrelu", "matmul_ub_async"] {
+        let c: Vec<f32> = run_matmul_api(&rt, name, (&a, &b, &bias), false, &t).unwrap();
+        assert_eq!(c, want, "{name}");
+    }
+}
+
+#[test]
+fn matmul_iterate_all_into_ub_gives_the_whole_c_to_the_vector_unit() {
+    let (m, n, k) = (40, 48, 72);
+    let a = f16_values(m * k, 41);
+    let b = f16_values(k * n, 42);
+    let rt = rt();
+    let t = cube_tiling(m as i32, n as i32, k as i32, 32, false);
+    let c: Vec<u16> =
+        run_matmul_api(&rt, "matmul_ub_all", (&a, &b, &[0.0; 48]), false, &t).unwrap();
+    // C rounded to half once, then doubled on the vector unit (exact).
+    let want: Vec<u16> = halves(&matmul_ref(&a, &b, m, n, k))
+        .into_iter()
+        .map(|h| f32_to_f16(2.0 * f16_to_f32(h)))
+        .collect();
+    assert_eq!(c, want);
+}
+
+/// Runs one of `atomic_add.o`'s kernels on `blocks` blocks of 37 elements: x, z (37, from
+/// `z0`), w, v (from `v0`); returns z, w and v.
+fn run_atomic<T: bytemuck::Pod + Default + Clone>(
+    name: &str,
+    x: &[T],
+    z0: &[T],
+    v0: &[T],
+    blocks: u32,
+) -> (Vec<T>, Vec<T>, Vec<T>) {
+    let rt = rt();
+    let bin = load(&rt, "atomic_add.o");
+    let s = rt.create_stream().unwrap();
+    let f = rt.get_function(bin, name).unwrap();
+    let n = x.len();
+    let (dx, dz, dv) = (upload(&rt, x), upload(&rt, z0), upload(&rt, v0));
+    let dw = upload(&rt, &vec![T::default(); n]);
+    run(
+        &rt,
+        f,
+        blocks,
+        &[dx.into(), dz.into(), dw.into(), dv.into()],
+        s,
+    );
+    (
+        download(&rt, dz, 37),
+        download(&rt, dw, n),
+        download(&rt, dv, n),
+    )
+}
+
+#[test]
+fn set_atomic_add_makes_copies_out_add_into_gm_until_set_atomic_none() {
+    const B: usize = 3;
+    let n = 37 * B;
+    // float: z accumulates the blocks' x in block order, one rounding per add.
+    let x: Vec<f32> = (0..n).map(|i| 1.0 / (i as f32 + 3.0) - 0.1).collect();
+    let z0: Vec<f32> = (0..37).map(|i| i as f32 * 1e3).collect();
+    let v0 = vec![100.0f32; n];
+    let (z, w, v) = run_atomic("atomic_add_f32", &x, &z0, &v0, B as u32);
+    let mut want = z0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| want[i] += x[b * 37 + i]);
+    }
+    assert_eq!(z, want);
+    assert_eq!(
+        w,
+        x.iter().map(|v| 3.0 + v).collect::<Vec<_>>(),
+        "InitGlobalMemory, then add"
+    );
+    assert_eq!(v, x, "SetAtomicNone: plain copies again");
+
+    // half: every add rounded to half once.
+    let xh = halves(&x.iter().map(|v| v * 300.0).collect::<Vec<_>>());
+    let zh0 = halves(&z0);
+    let (z, w, v) = run_atomic("atomic_add_f16", &xh, &zh0, &halves(&v0), B as u32);
+    let mut want = zh0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| {
+            want[i] = f32_to_f16(f16_to_f32(want[i]) + f16_to_f32(xh[b * 37 + i]));
+        });
+    }
+    assert_eq!(z, want);
+    let want_w: Vec<u16> = xh
+        .iter()
+        .map(|&h| f32_to_f16(3.0 + f16_to_f32(h)))
+        .collect();
+    assert_eq!(w, want_w);
+    assert_eq!(v, xh);
+
+    // int32: wrapping.
+    let xi: Vec<i32> = (0..n as i32).map(|i| i * 7919 - 300).collect();
+    let mut zi0: Vec<i32> = (0..37).collect();
+    zi0[0] = i32::MAX;
+    let (z, w, v) = run_atomic("atomic_add_i32", &xi, &zi0, &vec![100; n], B as u32);
+    let mut want = zi0.clone();
+    for b in 0..B {
+        (0..37).for_each(|i| want[i] = want[i].wrapping_add(xi[b * 37 + i]));
+    }
+    assert_eq!(z, want);
+    assert_eq!(w, xi.iter().map(|v| 3 + v).collect::<Vec<_>>());
+    assert_eq!(v, xi);
+}
+
 /// A ListTensorDesc as hosts lay it out: the data-pointer array's byte offset, then per tensor
 /// `dim | index << 32` and the shape, then the data pointers.
 fn list_desc(tensors: &[(u32, &[u64], DevicePtr)]) -> Vec<u64> {

@@ -443,6 +443,13 @@ fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
             "Fixpipe: only the ND (CFG_ROW_MAJOR) output is offered",
         ),
     ];
+    assert_refused(&dir, &cases);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Compiles each `(file, kernel body, message)` case in `dir` (the body inside a kernel with
+/// `using namespace AscendC`) and asserts the compile fails printing the message.
+fn assert_refused(dir: &std::path::Path, cases: &[(&str, &str, &str)]) {
     for (name, body, message) in cases {
         let p = dir.join(name);
         std::fs::write(
@@ -453,9 +460,46 @@ fn a_cube_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
             ),
         )
         .unwrap();
-        let err = compile(&[], &p, &dir).unwrap_err();
+        let err = compile(&[], &p, dir).unwrap_err();
         assert!(err.contains(message), "{name}: {err}");
     }
+}
+
+#[test]
+fn an_atomic_or_barrier_api_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("atomic-refusals");
+    let cases = [
+        (
+            "atomic_i16.cpp",
+            "SetAtomicAdd<int16_t>();",
+            "SetAtomicAdd: npusim's layer adds float, half and int32_t",
+        ),
+        (
+            "atomic_max.cpp",
+            "SetAtomicMax<float>();",
+            "SetAtomicMax is not offered by npusim's layer",
+        ),
+        (
+            "sync_all.cpp",
+            "GlobalTensor<int32_t> g; LocalTensor<int32_t> l; SyncAll(g, l, 8);",
+            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
+        ),
+        (
+            "sync_all_hard.cpp",
+            "SyncAll<true>();",
+            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
+        ),
+        (
+            "init_gm_i8.cpp",
+            "GlobalTensor<int8_t> g; InitGlobalMemory(g, 8, (int8_t)0);",
+            "InitGlobalMemory: 16- and 32-bit element types",
+        ),
+    ];
+    assert_refused(&dir, &cases);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -546,17 +590,38 @@ fn a_matmul_api_feature_the_layer_does_not_offer_stops_the_compile_naming_it() {
             "Matmul: A and B outside TPosition::GM are not offered",
         ),
         (
-            "bias.cpp",
-            format!("Matmul<{half}, {half}, {out}> mm; GlobalTensor<float> b; mm.SetBias(b);"),
-            "Matmul::SetBias: a bias is not offered",
+            "bias_ub.cpp",
+            format!(
+                "Matmul<{half}, {half}, {out}, MatmulType<TPosition::VECIN, CubeFormat::ND, float>> \
+                 mm; (void)mm;"
+            ),
+            "Matmul: a bias outside TPosition::GM is not offered",
         ),
         (
-            "ub_c.cpp",
+            "bias_int.cpp",
             format!(
-                "Matmul<{half}, {half}, MatmulType<TPosition::VECIN, CubeFormat::ND, float>> mm; \
-                 LocalTensor<float> c; mm.GetTensorC(c);"
+                "Matmul<{half}, {half}, {out}, MatmulType<TPosition::GM, CubeFormat::ND, int32_t>> \
+                 mm; (void)mm;"
             ),
-            "Matmul::GetTensorC to a LocalTensor (C in UB) is not offered",
+            "Matmul: the bias must be float or half",
+        ),
+        (
+            "bias_type.cpp",
+            format!("Matmul<{half}, {half}, {out}> mm; GlobalTensor<half> b; mm.SetBias(b);"),
+            "Matmul::SetBias: the bias tensor's type must be BIAS_TYPE's",
+        ),
+        (
+            "gm_c_to_ub.cpp",
+            format!("Matmul<{half}, {half}, {out}> mm; LocalTensor<float> c; mm.GetTensorC(c);"),
+            "Matmul::GetTensorC to a LocalTensor: C's MatmulType must be in UB",
+        ),
+        (
+            "co1_c.cpp",
+            format!(
+                "Matmul<{half}, {half}, MatmulType<TPosition::CO1, CubeFormat::ND, float>> mm; \
+                 (void)mm;"
+            ),
+            "C in TPosition::CO1 (the user-managed L0C form) is not offered",
         ),
     ];
     for (name, body, message) in cases {

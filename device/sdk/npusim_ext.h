@@ -199,6 +199,31 @@ static inline void npu_copy_l0c_to_gm_f16(void *gm_dst, const void *l0c_src, npu
     NPU__R4(0x2b, 5, 1, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
             NPU__STRIDES(src_stride, dst_stride));
 }
+/* UB -> GM adding each element (f32, f16 or i32) to what GM holds (MTE3; copy modes 1, 2, 3):
+ * floats rounded once to nearest even, i32 wrapping. */
+#define NPU__UB_TO_GM_ADD(name, f2)                                                              \
+    static inline void name(void *gm_dst, const void *ub_src, npu_u32 rows, npu_u32 row_bytes,  \
+                            npu_u32 src_stride, npu_u32 dst_stride) {                           \
+        NPU__R4(0x2b, 2, f2, gm_dst, ub_src, NPU__SHAPE(rows, row_bytes),                       \
+                NPU__STRIDES(src_stride, dst_stride));                                          \
+    }
+NPU__UB_TO_GM_ADD(npu_copy_ub_to_gm_add_f32, 1)
+NPU__UB_TO_GM_ADD(npu_copy_ub_to_gm_add_f16, 2)
+NPU__UB_TO_GM_ADD(npu_copy_ub_to_gm_add_i32, 3)
+#undef NPU__UB_TO_GM_ADD
+/* L0C -> UB (MTE3, the fixpipe into the vector side): f32 rows as they are, or (_f16)
+ * converted to f16 (round to nearest even; row_bytes counts the f32 source bytes). */
+static inline void npu_copy_l0c_to_ub(void *ub_dst, const void *l0c_src, npu_u32 rows,
+                                      npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {
+    NPU__R4(0x2b, 7, 0, ub_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
+static inline void npu_copy_l0c_to_ub_f16(void *ub_dst, const void *l0c_src, npu_u32 rows,
+                                          npu_u32 row_bytes, npu_u32 src_stride,
+                                          npu_u32 dst_stride) {
+    NPU__R4(0x2b, 7, 1, ub_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
 /* L1 -> BT (MTE1): f32 rows as they are, or (_f16) f16 rows widened to f32 (row_bytes counts
  * the f16 source bytes; each row lands as 2 * row_bytes). */
 static inline void npu_copy_l1_to_bt(float *bt_dst, const void *l1_src, npu_u32 rows,

@@ -8,8 +8,8 @@ use npu_support::*;
 use npusim_device::abi;
 use npusim_device::core::npu::isa::{CopyDir, CopyMode, CubeLayout, VecOp, encode};
 use npusim_device::core::npu::{
-    Buffer, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES, f16_to_f32,
-    f32_to_f16, pipes::PIPE_ALL,
+    Buffer, DType, GM_LATENCY_CYCLES, MTE_SETUP_CYCLES, NpuFault, Pipe, VECTOR_STARTUP_CYCLES,
+    f16_to_f32, f32_to_f16, pipes::PIPE_ALL,
 };
 use npusim_device::core::{CoreConfig, Trap};
 
@@ -609,18 +609,16 @@ fn a_bias_mmad_starts_every_row_of_c_from_the_bias_table() {
             ib.len() as u32,
         )
         // The bias row, f16 in L1, lands as f32 at BT offset 64.
-        .li(A0, abi::BT_BASE + 64)
-        .li(A1, l1 + 0x20000)
-        .li(A2, encode::shape(1, 2 * n as u32))
-        .li(A3, encode::strides(0, 0))
-        .word(encode::copy_mode(
+        .copy2d_mode(
             CopyDir::L1ToBt,
             CopyMode::F16ToF32,
-            A0,
-            A1,
-            A2,
-            A3,
-        ))
+            abi::BT_BASE + 64,
+            l1 + 0x20000,
+            1,
+            2 * n as u32,
+            0,
+            0,
+        )
         .sync(Pipe::Mte1, Pipe::M)
         .li(A0, abi::L0C_BASE)
         .li(A1, abi::L0A_BASE)
@@ -737,18 +735,16 @@ fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
     let mut asm = Asm::new();
     asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 1024)
         .sync(Pipe::Mte2, Pipe::Mte1)
-        .li(A0, abi::L0B_BASE)
-        .li(A1, abi::L1_BASE)
-        .li(A2, encode::shape(2, 512))
-        .li(A3, encode::strides(512, 1024))
-        .word(encode::copy_mode(
+        .copy2d_mode(
             CopyDir::L1ToL0b,
             CopyMode::Transpose16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ))
+            abi::L0B_BASE,
+            abi::L1_BASE,
+            2,
+            512,
+            512,
+            1024,
+        )
         .sync(Pipe::Mte1, Pipe::S);
     mach.run(&asm.words).unwrap();
     let l0b = mach.core.buffer(Buffer::L0b);
@@ -762,24 +758,52 @@ fn a_transposing_copy_transposes_each_fractal_and_rejects_other_rows() {
         }
     }
     let mut asm = Asm::new();
-    asm.li(A0, abi::L0A_BASE)
-        .li(A1, abi::L1_BASE)
-        .li(A2, encode::shape(1, 256))
-        .li(A3, 0)
-        .word(encode::copy_mode(
-            CopyDir::L1ToL0a,
-            CopyMode::Transpose16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ));
+    asm.copy2d_mode(
+        CopyDir::L1ToL0a,
+        CopyMode::Transpose16,
+        abi::L0A_BASE,
+        abi::L1_BASE,
+        1,
+        256,
+        0,
+        0,
+    );
     let (_, f) = npu_fault(&asm.words);
     assert!(
         matches!(f, NpuFault::BadCopyRow { row_bytes: 256, .. }),
         "{f}"
     );
     assert!(f.to_string().contains("512"), "{f}");
+}
+
+/// Puts `rows` (2 × 8 f32) into L0C, row-major, as the product `rows × I (8 × 8)`: GM -> L1
+/// is the only way into a local buffer from GM for the cube side. Returns the program so far
+/// (ending with the M -> MTE3 wait).
+fn rows_into_l0c(mach: &mut Machine, rows: &[f32]) -> Asm {
+    mach.gm.write_f32(GM, rows);
+    let ident: Vec<f32> = (0..64)
+        .map(|i| if i % 9 == 0 { 1.0 } else { 0.0 })
+        .collect();
+    mach.gm.write_f32(GM + 0x1000, &ident);
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 64)
+        .copy(CopyDir::GmToL1, abi::L1_BASE + 64, GM + 0x1000, 256)
+        .sync(Pipe::Mte2, Pipe::Mte1)
+        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, abi::L1_BASE, 64)
+        .copy(CopyDir::L1ToL0b, abi::L0B_BASE, abi::L1_BASE + 64, 256)
+        .sync(Pipe::Mte1, Pipe::M)
+        .mmad(
+            false,
+            true,
+            abi::L0C_BASE,
+            abi::L0A_BASE,
+            abi::L0B_BASE,
+            2,
+            8,
+            8,
+        )
+        .sync(Pipe::M, Pipe::Mte3);
+    asm
 }
 
 #[test]
@@ -798,43 +822,17 @@ fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
     row.push(2.5); // 8 f32 = one 32-byte row
     let mut rows = row.clone();
     rows.extend(row.iter().map(|v| -v));
-    mach.gm.write_f32(GM, &rows);
-    // GM -> L1 is the only way into a local buffer from GM for the cube side; L0C is filled
-    // by an mmad of A = rows (2 × 8 f32 in one 32-byte row each) × I (8 × 8).
-    let mut asm = Asm::new();
-    let ident: Vec<f32> = (0..64)
-        .map(|i| if i % 9 == 0 { 1.0 } else { 0.0 })
-        .collect();
-    mach.gm.write_f32(GM + 0x1000, &ident);
-    asm.copy(CopyDir::GmToL1, abi::L1_BASE, GM, 64)
-        .copy(CopyDir::GmToL1, abi::L1_BASE + 64, GM + 0x1000, 256)
-        .sync(Pipe::Mte2, Pipe::Mte1)
-        .copy(CopyDir::L1ToL0a, abi::L0A_BASE, abi::L1_BASE, 64)
-        .copy(CopyDir::L1ToL0b, abi::L0B_BASE, abi::L1_BASE + 64, 256)
-        .sync(Pipe::Mte1, Pipe::M)
-        .mmad(
-            false,
-            true,
-            abi::L0C_BASE,
-            abi::L0A_BASE,
-            abi::L0B_BASE,
-            2,
-            8,
-            8,
-        )
-        .sync(Pipe::M, Pipe::Mte3)
-        .li(A0, GM + 0x2000)
-        .li(A1, abi::L0C_BASE)
-        .li(A2, encode::shape(2, 32))
-        .li(A3, encode::strides(32, 16))
-        .word(encode::copy_mode(
-            CopyDir::L0cToGm,
-            CopyMode::F32ToF16,
-            A0,
-            A1,
-            A2,
-            A3,
-        ));
+    let mut asm = rows_into_l0c(&mut mach, &rows);
+    asm.copy2d_mode(
+        CopyDir::L0cToGm,
+        CopyMode::F32ToF16,
+        GM + 0x2000,
+        abi::L0C_BASE,
+        2,
+        32,
+        32,
+        16,
+    );
     let stats = mach.run(&asm.words).unwrap();
     let out = mach.gm.read_bytes(GM + 0x2000, 32);
     for (i, want) in rows.iter().enumerate() {
@@ -846,6 +844,183 @@ fn an_f16_copy_out_of_l0c_rounds_each_f32_to_nearest_even() {
         f32_to_f16(1.0 + 1.0 / 2048.0),
         f32_to_f16(1.0),
         "a tie rounds to even"
+    );
+}
+
+#[test]
+fn a_copy_from_l0c_to_ub_hands_c_to_the_vector_unit_as_f32_or_f16() {
+    // C = rows (2 x 8 f32) x I (8 x 8) in L0C; L0C -> UB as f32 (row 1 first: strides pick the
+    // rows) and as f16, then the vector unit doubles the f32 copy and UB -> GM shows all three.
+    let row: Vec<f32> = vec![
+        1.0,
+        -2.5,
+        3.25,
+        1e-8,
+        65520.0,
+        1.0 + 3.0 / 2048.0,
+        -0.1,
+        7.0,
+    ];
+    let mut rows = row.clone();
+    rows.extend(row.iter().map(|v| v * 2.0 + 1.0));
+    let mut mach = Machine::new();
+    let ub = abi::UB_BASE;
+    let mut asm = rows_into_l0c(&mut mach, &rows);
+    asm
+        // f32: L0C row 1 to UB + 0x100, row 0 to UB + 0x120 (a negative order by strides).
+        .copy2d(
+            CopyDir::L0cToUb,
+            ub + 0x100,
+            abi::L0C_BASE + 32,
+            1,
+            32,
+            32,
+            32,
+        )
+        .copy2d(CopyDir::L0cToUb, ub + 0x120, abi::L0C_BASE, 1, 32, 32, 32)
+        .copy2d_mode(
+            CopyDir::L0cToUb,
+            CopyMode::F32ToF16,
+            ub + 0x200,
+            abi::L0C_BASE,
+            2,
+            32,
+            32,
+            32,
+        )
+        .sync(Pipe::Mte3, Pipe::V)
+        .vec(VecOp::Add, ub + 0x300, ub + 0x100, ub + 0x100, 16)
+        .sync(Pipe::V, Pipe::Mte3)
+        .copy(CopyDir::UbToGm, GM + 0x2000, ub + 0x100, 64)
+        .copy(CopyDir::UbToGm, GM + 0x2100, ub + 0x200, 64)
+        .copy(CopyDir::UbToGm, GM + 0x2200, ub + 0x300, 64);
+    mach.run(&asm.words).unwrap();
+    let swapped: Vec<f32> = rows[8..].iter().chain(&rows[..8]).copied().collect();
+    assert_eq!(mach.gm.read_f32(GM + 0x2000, 16), swapped);
+    let halves = mach.gm.read_bytes(GM + 0x2100, 64);
+    for (i, want) in rows.iter().enumerate() {
+        // Each row's 16 bytes of f16 land dst_stride (32) bytes after the last.
+        let at = 32 * (i / 8) + 2 * (i % 8);
+        let h = u16::from_le_bytes([halves[at], halves[at + 1]]);
+        assert_eq!(h, f32_to_f16(*want), "element {i}: {want}");
+    }
+    let doubled: Vec<f32> = swapped.iter().map(|v| v + v).collect();
+    assert_eq!(mach.gm.read_f32(GM + 0x2200, 16), doubled);
+
+    // A destination past UB faults at issue, naming UB.
+    let mut asm = Asm::new();
+    asm.copy(
+        CopyDir::L0cToUb,
+        ub + Machine::new().core.buffer_size(Buffer::Ub) as u64 - 32,
+        abi::L0C_BASE,
+        64,
+    );
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::OutOfBuffer {
+                buffer: Buffer::Ub,
+                ..
+            }
+        ),
+        "{f}"
+    );
+}
+
+#[test]
+fn an_atomic_add_copy_out_adds_into_global_memory_by_element_type() {
+    // Two rows of 8 elements, 64 bytes apart in GM: f32, f16 and i32 each add what UB holds to
+    // what GM holds; the gap between the rows keeps its bytes.
+    let mut mach = Machine::new();
+    let ub = abi::UB_BASE;
+    let f_gm: Vec<f32> = (0..24).map(|i| i as f32 * 0.1 - 1.0).collect();
+    let f_ub: Vec<f32> = (0..16).map(|i| 1e8 / (i as f32 + 1.0)).collect();
+    let h_gm: Vec<u16> = (0..24).map(|i| f32_to_f16(1.0 + i as f32)).collect();
+    // 1 + 2048 is a tie in f16 (rounds to even: 2048); 1/3 rounds once.
+    let h_ub: Vec<u16> = (0..16)
+        .map(|i| f32_to_f16(if i == 0 { 2048.0 } else { 1.0 / 3.0 }))
+        .collect();
+    let i_gm: Vec<i32> = (0..24)
+        .map(|i| if i == 0 { i32::MAX } else { -i })
+        .collect();
+    let i_ub: Vec<i32> = (0..16).map(|i| 1 + 3 * i).collect();
+    let i32_bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    mach.gm.write_f32(GM, &f_gm);
+    mach.gm.write_f32(GM + 0x400, &f_ub);
+    mach.gm.write_u16(GM + 0x800, &h_gm);
+    mach.gm.write_u16(GM + 0xc00, &h_ub);
+    mach.gm.write_bytes(GM + 0x1000, &i32_bytes(&i_gm));
+    mach.gm.write_bytes(GM + 0x1400, &i32_bytes(&i_ub));
+    let mut asm = Asm::new();
+    asm.copy(CopyDir::GmToUb, ub, GM + 0x400, 64)
+        .copy2d(CopyDir::GmToUb, ub + 0x100, GM + 0xc00, 2, 16, 16, 32)
+        .copy(CopyDir::GmToUb, ub + 0x200, GM + 0x1400, 64)
+        .sync(Pipe::Mte2, Pipe::Mte3);
+    // (UB rows are 32 bytes apart, as a local stride must be.)
+    for (t, dst, src, row) in [
+        (DType::F32, GM, ub, 32u32),
+        (DType::F16, GM + 0x800, ub + 0x100, 16),
+        (DType::I32, GM + 0x1000, ub + 0x200, 32),
+    ] {
+        asm.copy2d_mode(
+            CopyDir::UbToGm,
+            CopyMode::AtomicAdd(t),
+            dst,
+            src,
+            2,
+            row,
+            32,
+            2 * row,
+        );
+    }
+    let stats = mach.run(&asm.words).unwrap();
+    // Row r of 8 lands at element 16 r: elements 8..16 are the gap.
+    let at = |i: usize| (i / 8) * 16 + i % 8;
+    let f = mach.gm.read_f32(GM, 24);
+    let mut want_f = f_gm.clone();
+    (0..16).for_each(|i| want_f[at(i)] += f_ub[i]);
+    assert_eq!(f, want_f);
+    let hb = mach.gm.read_bytes(GM + 0x800, 48);
+    let h: Vec<u16> = hb
+        .chunks(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let mut want_h = h_gm.clone();
+    (0..16).for_each(|i| {
+        want_h[at(i)] = f32_to_f16(f16_to_f32(h_gm[at(i)]) + f16_to_f32(h_ub[i]));
+    });
+    assert_eq!(h, want_h);
+    assert_eq!(h[0], f32_to_f16(2048.0), "1 + 2048 in f16, to even");
+    let ib = mach.gm.read_bytes(GM + 0x1000, 96);
+    let got_i: Vec<i32> = ib
+        .chunks(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let mut want_i = i_gm.clone();
+    (0..16).for_each(|i| want_i[at(i)] = want_i[at(i)].wrapping_add(i_ub[i]));
+    assert_eq!(got_i, want_i);
+    assert_eq!(got_i[0], i32::MIN, "i32 wraps");
+    // Each atomic row is read from GM before it is written back.
+    assert_eq!(stats.gm_write_bytes, 64 + 32 + 64);
+    assert_eq!(stats.gm_read_bytes, 2 * (64 + 32 + 64));
+
+    // A row that is not whole elements of the mode's type faults at issue.
+    let mut asm = Asm::new();
+    asm.copy2d_mode(
+        CopyDir::UbToGm,
+        CopyMode::AtomicAdd(DType::F32),
+        GM,
+        ub,
+        1,
+        6,
+        6,
+        6,
+    );
+    let (_, f) = npu_fault(&asm.words);
+    assert!(
+        matches!(f, NpuFault::BadCopyRow { row_bytes: 6, .. }),
+        "{f}"
     );
 }
 
@@ -1115,7 +1290,7 @@ fn bad_flags_fault() {
 fn undefined_extension_encodings_are_illegal() {
     for w in [
         // (custom-0 has no free code left: vmask, vred and vperm took 0x0e, 0x0f, 0x1f.)
-        encode::r4(0x2b, 7, 0, 0, 0, 0, 0), // no eighth copy direction
+        encode::r4(0x2b, 7, 2, 0, 0, 0, 0), // copy mode 2 on L0C -> UB
         encode::r4(0x2b, 0, 1, 0, 0, 0, 0), // funct2 != 0
         encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
         encode::r4(0x2b, 3, 2, 0, 0, 0, 0), // copy mode 2

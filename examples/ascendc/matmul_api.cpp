@@ -9,6 +9,16 @@
  *   matmul_api          float C, IterateAll
  *   matmul_api_iterate  half C (rounded to nearest even), one Iterate / GetTensorC per base block
  * A tiling with Ka != Kb fails the kernel's assert(cond, fmt, ...) (abort code 134).
+ *
+ * With a bias of N ((GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c, GM_ADDR tiling); one block,
+ * singleCore = the whole problem, tails on every side):
+ *   matmul_bias          float bias, float C to GM, IterateAll
+ *   matmul_bias_half     half bias, half C to GM, Iterate / GetTensorC
+ *   matmul_ub_lrelu      float bias, C into UB (VECIN) per base block, LeakyRelu(0.125) on the
+ *                        vector unit, then UB -> GM (the MatmulLeakyRelu samples' shape)
+ *   matmul_ub_async      the same through Iterate<false> and one GetTensorC<false> per block
+ *   matmul_ub_all        the same, no bias, half C: IterateAll into one UB tensor, then Muls(2)
+ *   matmul_bias_untiled  SetBias with a tiling made without a bias (deliberate mistake)
  * The host program examples/c/ascendc_matmul.cpp builds the tiling and checks both against a
  * CPU loop in the cube's order (acl/tests/c_programs.rs runs it on two shapes).
  */
@@ -74,4 +84,158 @@ extern "C" __global__ __aicore__ void matmul_api(GM_ADDR a, GM_ADDR b, GM_ADDR c
 
 extern "C" __global__ __aicore__ void matmul_api_iterate(GM_ADDR a, GM_ADDR b, GM_ADDR c, GM_ADDR tiling) {
     Run<half>(a, b, c, tiling, true);
+}
+
+/* ---- Bias and C in UB ------------------------------------------------------------------ */
+
+template <typename C_T, typename BIAS_T>
+using BiasMatmul = Matmul<MatmulType<TPosition::GM, CubeFormat::ND, half>,
+                          MatmulType<TPosition::GM, CubeFormat::ND, half>,
+                          MatmulType<TPosition::GM, CubeFormat::ND, C_T>,
+                          MatmulType<TPosition::GM, CubeFormat::ND, BIAS_T>>;
+template <typename C_T, typename BIAS_T>
+using UbMatmul = Matmul<MatmulType<TPosition::GM, CubeFormat::ND, half>,
+                        MatmulType<TPosition::GM, CubeFormat::ND, half>,
+                        MatmulType<TPosition::VECIN, CubeFormat::ND, C_T>,
+                        MatmulType<TPosition::GM, CubeFormat::ND, BIAS_T>>;
+
+template <typename C_T, typename BIAS_T>
+__aicore__ inline void RunBias(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c, GM_ADDR tilingGm,
+                               bool iterate) {
+    GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
+    GlobalTensor<half> aGM, bGM;
+    GlobalTensor<BIAS_T> biasGM;
+    GlobalTensor<C_T> cGM;
+    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
+    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
+    biasGM.SetGlobalBuffer((__gm__ BIAS_T *)bias, tiling.N);
+    cGM.SetGlobalBuffer((__gm__ C_T *)c, tiling.M * tiling.N);
+    TPipe pipe;
+    BiasMatmul<C_T, BIAS_T> mm;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    mm.SetTensorA(aGM);
+    mm.SetTensorB(bGM);
+    mm.SetBias(biasGM);
+    if (iterate) {
+        while (mm.Iterate()) {
+            mm.GetTensorC(cGM);
+        }
+    } else {
+        mm.IterateAll(cGM);
+    }
+    mm.End();
+}
+
+extern "C" __global__ __aicore__ void matmul_bias(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c,
+                                                  GM_ADDR tiling) {
+    RunBias<float, float>(a, b, bias, c, tiling, false);
+}
+
+extern "C" __global__ __aicore__ void matmul_bias_half(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                       GM_ADDR c, GM_ADDR tiling) {
+    RunBias<half, half>(a, b, bias, c, tiling, true);
+}
+
+extern "C" __global__ __aicore__ void matmul_bias_untiled(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                          GM_ADDR c, GM_ADDR tiling) {
+    // The same kernel; the host's tiling has isBias = 0.
+    RunBias<float, float>(a, b, bias, c, tiling, false);
+}
+
+/* C's base blocks into UB, LeakyRelu on the vector unit, each block's m x n out to its place in
+ * C. Block i (M first) is M block i % mIter, N block i / mIter. */
+template <bool ASYNC>
+__aicore__ inline void RunUbLeakyRelu(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c,
+                                      GM_ADDR tilingGm) {
+    GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
+    GlobalTensor<half> aGM, bGM;
+    GlobalTensor<float> biasGM, cGM;
+    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
+    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
+    biasGM.SetGlobalBuffer((__gm__ float *)bias, tiling.N);
+    cGM.SetGlobalBuffer((__gm__ float *)c, tiling.M * tiling.N);
+    TPipe pipe;
+    TQue<TPosition::VECIN, 1> inQ;
+    TQue<TPosition::VECOUT, 1> outQ;
+    const uint32_t bm = tiling.baseM, bn = tiling.baseN;
+    pipe.InitBuffer(inQ, 1, bm * bn * sizeof(float));
+    pipe.InitBuffer(outQ, 1, bm * bn * sizeof(float));
+    UbMatmul<float, float> mm;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    mm.SetTensorA(aGM);
+    mm.SetTensorB(bGM);
+    mm.SetBias(biasGM);
+    const uint32_t mIter = (tiling.M + bm - 1) / bm, nIter = (tiling.N + bn - 1) / bn;
+    if (ASYNC) {
+        mm.template Iterate<false>();
+    }
+    for (uint32_t i = 0; i < mIter * nIter; i++) {
+        if (!ASYNC && !mm.Iterate()) {
+            break;
+        }
+        LocalTensor<float> x = inQ.AllocTensor<float>();
+        if (ASYNC) {
+            mm.template GetTensorC<false>(x, 0, true);
+        } else {
+            mm.GetTensorC(x, 0, true);
+        }
+        inQ.EnQue(x);
+        x = inQ.DeQue<float>();
+        LocalTensor<float> y = outQ.AllocTensor<float>();
+        LeakyRelu(y, x, 0.125f, bm * bn);
+        outQ.EnQue(y);
+        inQ.FreeTensor(x);
+        y = outQ.DeQue<float>();
+        uint32_t mi = i % mIter, ni = i / mIter;
+        uint32_t m = Std::min<uint32_t>(bm, tiling.M - mi * bm);
+        uint32_t n = Std::min<uint32_t>(bn, tiling.N - ni * bn);
+        DataCopyParams p((uint16_t)m, (uint16_t)(n * 4 / 32), (uint16_t)((bn - n) * 4 / 32),
+                         (uint16_t)((tiling.N - n) * 4 / 32));
+        DataCopy(cGM[mi * bm * tiling.N + ni * bn], y, p);
+        outQ.FreeTensor(y);
+    }
+    mm.End();
+}
+
+extern "C" __global__ __aicore__ void matmul_ub_lrelu(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                      GM_ADDR c, GM_ADDR tiling) {
+    RunUbLeakyRelu<false>(a, b, bias, c, tiling);
+}
+
+extern "C" __global__ __aicore__ void matmul_ub_async(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                      GM_ADDR c, GM_ADDR tiling) {
+    RunUbLeakyRelu<true>(a, b, bias, c, tiling);
+}
+
+/* The whole C (M x N, half) into one UB tensor with IterateAll, doubled, and out. */
+extern "C" __global__ __aicore__ void matmul_ub_all(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                    GM_ADDR c, GM_ADDR tilingGm) {
+    (void)bias;
+    GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
+    GlobalTensor<half> aGM, bGM, cGM;
+    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
+    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
+    cGM.SetGlobalBuffer((__gm__ half *)c, tiling.M * tiling.N);
+    TPipe pipe;
+    TQue<TPosition::VECIN, 1> inQ;
+    TQue<TPosition::VECOUT, 1> outQ;
+    const uint32_t all = tiling.M * tiling.N;
+    pipe.InitBuffer(inQ, 1, all * sizeof(half));
+    pipe.InitBuffer(outQ, 1, all * sizeof(half));
+    UbMatmul<half, float> mm;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
+    mm.SetTensorA(aGM);
+    mm.SetTensorB(bGM);
+    LocalTensor<half> x = inQ.AllocTensor<half>();
+    mm.IterateAll(x);
+    inQ.EnQue(x);
+    x = inQ.DeQue<half>();
+    LocalTensor<half> y = outQ.AllocTensor<half>();
+    Muls(y, x, (half)2.0f, all);
+    outQ.EnQue(y);
+    inQ.FreeTensor(x);
+    y = outQ.DeQue<half>();
+    DataCopy(cGM, y, all);
+    outQ.FreeTensor(y);
+    mm.End();
 }

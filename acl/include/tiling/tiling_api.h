@@ -8,8 +8,8 @@
  *
  * What npusim's Matmul offers, and so what GetTiling accepts (anything else: -1 and a line on
  * stderr naming it): A and B in GM, ND, DT_FLOAT16, neither transposed;
- * C in GM, ND, DT_FLOAT or DT_FLOAT16; no bias; Ka == Kb. (A C in UB
- * and a bias pass here, as the kernel side refuses them at compile time, naming them.)
+ * C in GM or UB (VECIN / VECOUT / VECCALC), ND, DT_FLOAT or DT_FLOAT16; a bias in GM, DT_FLOAT
+ * or DT_FLOAT16, whose baseN values fit the bias table; Ka == Kb.
  *
  * The split: MultiCoreMatmulTiling picks singleCoreM x singleCoreN (multiples of 16, SetDim
  * cores at most) minimising one core's cube work plus its loads, the fewer cores on a tie;
@@ -65,6 +65,10 @@ enum class DataType : int32_t {
     DT_UINT16 = 7, DT_UINT32 = 8, DT_INT64 = 9, DT_UINT64 = 10, DT_DOUBLE = 11, DT_BOOL = 12,
     DT_BF16 = 27, DT_INT4 = 29
 };
+
+/* The order C's base blocks are produced in: FIRSTM walks M first (iterateOrder 0), FIRSTN
+ * walks N first (1). */
+enum class MatrixTraverse : int32_t { NOSET = 0, FIRSTM = 1, FIRSTN = 2 };
 
 /* The tiling of one matmul on one core; the base of MultiCoreMatmulTiling. */
 class MatmulApiTiling {
@@ -129,6 +133,10 @@ public:
         dim_ = dim;
         return 0;
     }
+    int32_t SetTraverse(MatrixTraverse traverse) {
+        traverse_ = traverse;
+        return 0;
+    }
 
     /* Fills tiling; 0 on success, -1 (and a line on stderr naming why) when npusim's Matmul
      * cannot run this problem. */
@@ -163,7 +171,7 @@ public:
         t.stepKa = 1;
         t.stepKb = 1;
         t.isBias = isBias_ ? 1 : 0;
-        t.iterateOrder = 0;
+        t.iterateOrder = traverse_ == MatrixTraverse::FIRSTN ? 1 : 0;
         t.shareL1Size = 2 * (t.baseM * t.baseK + t.baseK * t.baseN) * InBytes();
         t.shareL0CSize = t.baseM * t.baseN * 4;
         t.batchM = 1;
@@ -224,8 +232,9 @@ protected:
             c_.pos != TPosition::VECCALC) {
             return Fail("C must be in GM or in UB (VECIN / VECOUT / VECCALC)");
         }
-        if (isBias_ && (bias_.pos != TPosition::GM || bias_.type != DataType::DT_FLOAT)) {
-            return Fail("a bias must be DT_FLOAT in TPosition::GM");
+        if (isBias_ && (bias_.pos != TPosition::GM ||
+                        (bias_.type != DataType::DT_FLOAT && bias_.type != DataType::DT_FLOAT16))) {
+            return Fail("a bias must be DT_FLOAT or DT_FLOAT16 in TPosition::GM");
         }
         return true;
     }
@@ -287,6 +296,7 @@ protected:
     int32_t fixBaseM_ = -1, fixBaseN_ = -1, fixBaseK_ = -1;
     int32_t dim_;
     bool isBias_ = false;
+    MatrixTraverse traverse_ = MatrixTraverse::FIRSTM;
 };
 
 /* A matmul split over SetDim cores (default: the AIV cores, as GetCoreNumAiv). */

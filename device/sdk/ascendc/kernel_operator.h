@@ -915,6 +915,7 @@ namespace detail {
 struct PipeState {
     uint32_t used[8]; /* bytes carved so far, by Storage */
     uint64_t events[8]; /* event ids taken for flag (src, dst): byte dst of word src */
+    uint32_t atomic; /* SetAtomicAdd's mode for UB -> GM copies: 0 none, else the mover's f2 */
 };
 __aicore__ inline PipeState *pipe_state() { return (PipeState *)0x20000000UL; }
 __aicore__ inline uint32_t align32(uint32_t v) { return (v + 31u) & ~31u; }
@@ -1314,6 +1315,17 @@ __aicore__ inline void gm_to_local(void *dst, const void *src, uint32_t rows, ui
         npusim_detail::move<0>(dst, src, rows, row_bytes, src_stride, dst_stride);
     }
 }
+/* UB -> GM (MTE3): overwriting, or adding into GM after SetAtomicAdd<T>() (the mover's
+ * atomic-add modes 1 f32, 2 f16, 3 i32; docs/isa.md). */
+__aicore__ inline void ub_to_gm(void *dst, const void *src, uint32_t rows, uint32_t row_bytes,
+                                uint32_t src_stride, uint32_t dst_stride) {
+    switch (pipe_state()->atomic) {
+    case 1: npusim_detail::move<2, 1>(dst, src, rows, row_bytes, src_stride, dst_stride); break;
+    case 2: npusim_detail::move<2, 2>(dst, src, rows, row_bytes, src_stride, dst_stride); break;
+    case 3: npusim_detail::move<2, 3>(dst, src, rows, row_bytes, src_stride, dst_stride); break;
+    default: npusim_detail::move<2>(dst, src, rows, row_bytes, src_stride, dst_stride); break;
+    }
+}
 } // namespace detail
 
 /* GM -> UB or L1 (A1 / B1 / C1), `count` contiguous elements (MTE2). */
@@ -1328,7 +1340,7 @@ template <typename T>
 __aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
                                 uint32_t count) {
     uint32_t bytes = count * (uint32_t)sizeof(T);
-    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), 1, bytes, bytes, bytes);
+    detail::ub_to_gm(dst.GetPhyAddr(), src.Ptr(), 1, bytes, bytes, bytes);
 }
 /* UB -> UB (on the vector pipe). */
 template <typename T>
@@ -1352,8 +1364,8 @@ template <typename T>
 __aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
                                 const DataCopyParams &p) {
     uint32_t row = (uint32_t)p.blockLen * 32;
-    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), p.blockCount, row, row + p.srcStride * 32u,
-                      row + p.dstStride * 32u);
+    detail::ub_to_gm(dst.GetPhyAddr(), src.Ptr(), p.blockCount, row, row + p.srcStride * 32u,
+                     row + p.dstStride * 32u);
 }
 /* GM -> UB with byte-granular blocks; padding values are not written (the UB tail of each
  * block keeps what it held). */
@@ -1366,8 +1378,87 @@ __aicore__ inline void DataCopyPad(const LocalTensor<T> &dst, const GlobalTensor
 template <typename T>
 __aicore__ inline void DataCopyPad(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
                                    const DataCopyExtParams &p) {
-    npusim_detail::move<2>(dst.GetPhyAddr(), src.Ptr(), p.blockCount, p.blockLen,
+    detail::ub_to_gm(dst.GetPhyAddr(), src.Ptr(), p.blockCount, p.blockLen,
                       detail::align32(p.blockLen) + p.srcStride * 32u, p.blockLen + p.dstStride);
+}
+
+/* ---- Atomic add on copies out, filling GM, cross-block barriers --------------------------- */
+
+namespace detail {
+template <typename... T> struct AlwaysFalse {
+    static constexpr bool value = false;
+};
+template <typename T> struct AtomicMode {
+    static constexpr uint32_t value = Type<T>::code == NPU_F32 && sizeof(T) == 4   ? 1
+                                      : Type<T>::code == NPU_F16 && sizeof(T) == 2 ? 2
+                                      : Type<T>::code == NPU_I32 && sizeof(T) == 4 ? 3
+                                                                                    : 0;
+};
+} // namespace detail
+
+/* Every UB -> GM DataCopy / DataCopyPad from here on adds its elements (as T) to what GM holds
+ * instead of overwriting them, until SetAtomicNone. float, half and int32_t. */
+template <typename T> __aicore__ inline void SetAtomicAdd() {
+    static_assert(detail::AtomicMode<T>::value != 0,
+                  "SetAtomicAdd: npusim's layer adds float, half and int32_t (int8_t, int16_t and "
+                  "bfloat16_t atomic adds are not offered)");
+    detail::pipe_state()->atomic = detail::AtomicMode<T>::value;
+}
+/* The type of the atomic add in force (SetAtomicAdd sets it too). */
+template <typename T> __aicore__ inline void SetAtomicType() {
+    static_assert(detail::AtomicMode<T>::value != 0,
+                  "SetAtomicType: npusim's layer adds float, half and int32_t");
+    if (detail::pipe_state()->atomic != 0) {
+        detail::pipe_state()->atomic = detail::AtomicMode<T>::value;
+    }
+}
+/* Copies out overwrite GM again. */
+__aicore__ inline void SetAtomicNone() { detail::pipe_state()->atomic = 0; }
+__aicore__ inline void DisableDmaAtomic() { SetAtomicNone(); }
+template <typename T> __aicore__ inline void SetAtomicMax() {
+    static_assert(detail::AlwaysFalse<T>::value, "SetAtomicMax is not offered by npusim's layer "
+                                           "(SetAtomicAdd is)");
+}
+template <typename T> __aicore__ inline void SetAtomicMin() {
+    static_assert(detail::AlwaysFalse<T>::value, "SetAtomicMin is not offered by npusim's layer "
+                                           "(SetAtomicAdd is)");
+}
+
+/* size elements of gm from its start set to value, by the scalar unit once the copies that may
+ * still read or write GM are done (so copies issued later see it). */
+template <typename T>
+__aicore__ inline void InitGlobalMemory(const GlobalTensor<T> &gm, const uint64_t size,
+                                        const detail::NoDeduce<T> &value) {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4,
+                  "InitGlobalMemory: 16- and 32-bit element types (uint16_t, int16_t, half, "
+                  "uint32_t, int32_t, float)");
+    npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    T *p = (T *)gm.GetPhyAddr();
+    for (uint64_t i = 0; i < size; i++) {
+        npusim_detail::volatile_store(p + i, (T)value);
+    }
+}
+/* Fill and InitOutput are InitGlobalMemory's earlier names. */
+template <typename T>
+__aicore__ inline void Fill(const GlobalTensor<T> &gm, const uint64_t size,
+                            const detail::NoDeduce<T> &value) {
+    InitGlobalMemory(gm, size, value);
+}
+template <typename T>
+__aicore__ inline void InitOutput(const GlobalTensor<T> &gm, const uint64_t size,
+                                  const detail::NoDeduce<T> &value) {
+    InitGlobalMemory(gm, size, value);
+}
+
+/* SyncAll, a barrier across every block of the launch, needs the blocks to run side by side;
+ * npusim runs a launch's blocks one after another, so a kernel calling it does not compile. */
+template <bool isAIVOnly = true, typename... Args> __aicore__ inline void SyncAll(Args &&...) {
+    static_assert(detail::AlwaysFalse<Args...>::value,
+                  "SyncAll (a barrier across the launch's blocks) is not offered by npusim's "
+                  "layer: npusim runs a launch's blocks one after another");
 }
 
 /* ---- Vector: tensor-count form ------------------------------------------------------------- */
@@ -2085,6 +2176,10 @@ __aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> 
                                "(the only quantisation npusim's layer offers)"
                              : "Fixpipe: float output needs quantPre = QuantMode_t::NoQuant "
                                "(the only quantisation npusim's layer offers)");
+    }
+    if (detail::pipe_state()->atomic != 0) {
+        detail::fail("Fixpipe: SetAtomicAdd on L0C -> GM is not offered by npusim's layer (UB -> "
+                     "GM copies add; call SetAtomicNone before Fixpipe)");
     }
     if (p.reluEn || p.unitFlag != 0 || p.isChannelSplit) {
         detail::fail("Fixpipe: reluEn, unitFlag and isChannelSplit are not offered by npusim's "

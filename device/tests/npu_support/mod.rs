@@ -6,7 +6,7 @@
 use npusim_device::abi;
 use npusim_device::core::npu::Pipe;
 use npusim_device::core::npu::isa::encode;
-use npusim_device::core::npu::isa::{CopyDir, SyncOp, VecOp};
+use npusim_device::core::npu::isa::{CopyDir, CopyMode, SyncOp, VecOp};
 use npusim_device::core::{Bus, Core, CoreConfig, MemFault, NpuCsrs, Program, RunStats, Trap};
 
 #[path = "../core_asm/mod.rs"]
@@ -169,10 +169,33 @@ impl Asm {
         src_stride: u32,
         dst_stride: u32,
     ) -> &mut Self {
+        self.copy2d_mode(
+            dir,
+            CopyMode::Plain,
+            dst,
+            src,
+            rows,
+            row_bytes,
+            src_stride,
+            dst_stride,
+        )
+    }
+    /// A 2-D copy in a [`CopyMode`], operands in a0..a3.
+    pub fn copy2d_mode(
+        &mut self,
+        dir: CopyDir,
+        mode: CopyMode,
+        dst: u64,
+        src: u64,
+        rows: u32,
+        row_bytes: u32,
+        src_stride: u32,
+        dst_stride: u32,
+    ) -> &mut Self {
         self.li(A0, dst).li(A1, src);
         self.li(A2, encode::shape(rows, row_bytes));
         self.li(A3, encode::strides(src_stride, dst_stride));
-        self.word(encode::copy(dir, A0, A1, A2, A3))
+        self.word(encode::copy_mode(dir, mode, A0, A1, A2, A3))
     }
     /// A contiguous copy of `bytes`.
     pub fn copy(&mut self, dir: CopyDir, dst: u64, src: u64, bytes: u32) -> &mut Self {

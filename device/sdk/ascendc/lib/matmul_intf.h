@@ -5,16 +5,26 @@
  * same steps a hand-written cube kernel takes (examples/ascendc/mmad_custom.cpp):
  *
  *   for each baseM x baseN block of C (M blocks first, iterateOrder 0):
+ *     with a bias: GM -> C1 (DataCopy), C1 -> C2 (the bias table; half widens to float)
  *     for each baseK step of K:   GM -> A1 / B1 (DataCopy, Nd2NzParams)
  *                                 A1 -> A2, B1 -> B2 (LoadData; B's fractals transposed)
- *                                 Mmad into CO1, accumulating after the first step
- *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N)
+ *                                 Mmad into CO1: the first step starts from the bias row (or
+ *                                 0), later steps accumulate
+ *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N), or CO1 -> UB (C in VECIN / VECOUT /
+ *     VECCALC: the block as baseM rows of baseN, for the vector code that follows)
  *
  * with A1 / B1 / A2 / B2 double buffered and every hand-over a TQue on the TPipe handed to
  * REGIST_MATMUL_OBJ (so the pipes overlap as the queues allow). Tails on every side: the last
  * block along M, N and K is whatever is left (partial fractals are the cube path's). Numbers
- * are the cube's: half products exact in float, each element's K products summed in K order,
- * so the result is bit for bit a CPU loop in that order.
+ * are the cube's: half products exact in float, each element starting from its bias (or 0)
+ * and adding its K products in K order, so the result is bit for bit a CPU loop in that order.
+ *
+ * C into UB: on the 910B the cube core's C reaches the vector cores through GM (the
+ * workspace); npusim's AI core runs both parts as one program, so its fixpipe writes UB
+ * directly (the L0C -> UB mover, docs/isa.md) and GetTensorC returns once the vector unit
+ * may read the block. The asynchronous forms (Iterate<false>, GetTensorC<false>,
+ * IterateAll<false> + WaitIterateAll) give the same blocks in the same order: each
+ * GetTensorC<false> computes the next block, so SetWorkspace's space is accepted and unused.
  *
  * The Matmul of CANN's samples runs its cube part on the AIC and is called from the two AIV
  * cores of each AI core (a mix kernel, blockDim counting AI cores). npusim's AI core runs a
@@ -24,8 +34,9 @@
  * on hardware, and the samples' `blockDim = (usedCoreNum + 1) / 2` covers every block.
  *
  * Not offered (compile errors naming them): A or B outside GM or not ND, a transposed A or B,
- * float or int8 inputs, C in a local tensor (GetTensorC / IterateAll to a LocalTensor), a
- * bias, batch matmul, and MatmulConfig other than the default.
+ * float or int8 inputs, a bias outside GM or of another type than float / half, C in CO1
+ * (the user-managed L0C form of Iterate), enAtomic, batch matmul, and MatmulConfig other
+ * than the default.
  */
 #ifndef NPUSIM_ASCENDC_MATMUL_INTF_H
 #define NPUSIM_ASCENDC_MATMUL_INTF_H
@@ -72,6 +83,8 @@ template <> struct IsHalf<half> { static constexpr bool value = true; };
 template <typename T> struct IsFloat { static constexpr bool value = false; };
 template <> struct IsFloat<float> { static constexpr bool value = true; };
 template <typename T> struct Never { static constexpr bool value = false; };
+template <typename T, typename U> struct Same { static constexpr bool value = false; };
+template <typename T> struct Same<T, T> { static constexpr bool value = true; };
 __aicore__ constexpr uint32_t CeilDiv(uint32_t a, uint32_t b) { return (a + b - 1) / b; }
 __aicore__ constexpr uint32_t Min(uint32_t a, uint32_t b) { return a < b ? a : b; }
 } // namespace detail
@@ -99,9 +112,16 @@ class Matmul {
                   "Matmul: C must be float or half");
     static_assert(C_TYPE::pos == TPosition::GM || C_TYPE::pos == TPosition::VECIN ||
                       C_TYPE::pos == TPosition::VECOUT || C_TYPE::pos == TPosition::VECCALC,
-                  "Matmul: C must be in GM or UB");
+                  "Matmul: C must be in GM or UB (C in TPosition::CO1 (the user-managed L0C "
+                  "form) is not offered by npusim's layer)");
     static_assert(MM_CFG.doNorm, "Matmul: MatmulConfig other than CFG_NORM is not offered by "
                                  "npusim's layer");
+    using BIAS_T = typename BIAS_TYPE::T;
+    static_assert(BIAS_TYPE::pos == TPosition::GM,
+                  "Matmul: a bias outside TPosition::GM is not offered by npusim's layer");
+    static_assert(detail::IsFloat<BIAS_T>::value || detail::IsHalf<BIAS_T>::value,
+                  "Matmul: the bias must be float or half");
+    static constexpr bool C_IN_UB = C_TYPE::pos != TPosition::GM;
 
     static constexpr uint32_t BLOCK = 16;    // cube fractal rows and columns (half)
     static constexpr uint32_t FRACTAL = 256; // elements of one 512-byte half fractal
@@ -127,6 +147,12 @@ public:
         pipe_->InitBuffer(qA2_, 2, bm * bk * sizeof(A_T));
         pipe_->InitBuffer(qB2_, 2, bk * bn * sizeof(B_T));
         pipe_->InitBuffer(qCO1_, 1, bm * bn * sizeof(float));
+        if (t_.isBias) {
+            // C1 -> C2 moves 64-byte units of the source; half lands as float (twice the bytes).
+            uint32_t c1 = (bn * (uint32_t)sizeof(BIAS_T) + 63) / 64 * 64;
+            pipe_->InitBuffer(qC1_, 1, c1);
+            pipe_->InitBuffer(qC2_, 1, c1 * (uint32_t)(sizeof(float) / sizeof(BIAS_T)));
+        }
     }
     /* The whole matrices: A is orgM x orgKa, B orgKb x orgN, C orgM x orgN (row strides). */
     __aicore__ inline void SetOrgShape(int orgM, int orgN, int orgK) { SetOrgShape(orgM, orgN, orgK, orgK); }
@@ -163,18 +189,34 @@ public:
         }
         b_ = gm;
     }
-    template <typename U> __aicore__ inline void SetBias(const GlobalTensor<U> &) {
-        static_assert(detail::Never<U>::value, "Matmul::SetBias: a bias is not offered by npusim's "
-                                               "Matmul layer yet");
+    /* A bias row of N (this core's part from gm on), added to every row of C: each block of C
+     * starts from its baseN values in the bias table. Needs a tiling with isBias (the host's
+     * SetBias(true)). */
+    __aicore__ inline void SetBias(const GlobalTensor<BIAS_T> &gm) {
+        if (!t_.isBias) {
+            AscendC::detail::fail("Matmul::SetBias: the tiling was made without a bias (call "
+                                  "SetBias(true) on the host's MatmulApiTiling)");
+        }
+        bias_ = gm;
+        hasBias_ = true;
     }
-    __aicore__ inline void DisableBias() {}
-    __aicore__ inline void ClearBias() {}
+    template <typename U> __aicore__ inline void SetBias(const GlobalTensor<U> &) {
+        static_assert(detail::Same<U, BIAS_T>::value,
+                      "Matmul::SetBias: the bias tensor's type must be BIAS_TYPE's (the fourth "
+                      "MatmulType)");
+    }
+    /* No bias from here on (until the next SetBias). */
+    __aicore__ inline void DisableBias() { hasBias_ = false; }
+    __aicore__ inline void ClearBias() { hasBias_ = false; }
     /* The system workspace npusim's Matmul does not need: accepted. */
     template <typename U> __aicore__ inline void SetWorkspace(const GlobalTensor<U> &) {}
+    template <typename U> __aicore__ inline void SetWorkspace(__gm__ const U *, int) {}
     /* The 310P's UB scratch for format conversion: not needed, accepted. */
     __aicore__ inline void SetLocalWorkspace(const LocalTensor<uint8_t> &) {}
 
-    /* Computes this core's whole C and writes it to gm (row stride orgN). */
+    /* Computes this core's whole C and writes it to gm (row stride orgN). sync = false returns
+     * with the same result (WaitIterateAll then has nothing to wait for). */
+    template <bool sync = true>
     __aicore__ inline void IterateAll(const GlobalTensor<C_T> &gm, uint8_t enAtomic = 0,
                                       bool enSequentialWrite = false, bool waitIterateAll = false,
                                       bool fakeMsg = false) {
@@ -188,31 +230,44 @@ public:
             GetTensorC(gm);
         }
     }
-    template <typename U> __aicore__ inline void IterateAll(const LocalTensor<U> &, uint8_t = 0) {
-        static_assert(detail::Never<U>::value, "Matmul::IterateAll to a LocalTensor (C in UB) is "
-                                               "not offered by npusim's layer");
+    /* Computes this core's whole C into ub: singleCoreM rows of singleCoreN (ND; each row's
+     * bytes a multiple of 32, as ND_ALIGN would pad them). */
+    template <bool sync = true>
+    __aicore__ inline void IterateAll(const LocalTensor<C_T> &ub, uint8_t enAtomic = 0) {
+        static_assert(C_IN_UB, "Matmul::IterateAll to a LocalTensor: C's MatmulType must be in "
+                               "UB (TPosition::VECIN, VECOUT or VECCALC)");
+        if (enAtomic != 0) {
+            AscendC::detail::fail("Matmul::IterateAll: enAtomic is not offered by npusim's layer");
+        }
+        if (sN_ * sizeof(C_T) % 32 != 0) {
+            AscendC::detail::fail("Matmul::IterateAll to a LocalTensor: singleCoreN x the element "
+                                  "size must be a multiple of 32 bytes (CubeFormat::ND_ALIGN is "
+                                  "not offered by npusim's layer)");
+        }
+        if (ub.GetSize() < sM_ * sN_) {
+            AscendC::detail::fail("Matmul::IterateAll: the LocalTensor holds fewer than "
+                                  "singleCoreM x singleCoreN elements");
+        }
+        while (Iterate()) {
+            ToUb(ub[mi_ * t_.baseM * sN_ + ni_ * t_.baseN], sN_);
+        }
     }
-    /* Computes C's next baseM x baseN block into L0C; false when every block is done. */
+    /* The asynchronous IterateAll has finished when it returned. */
+    __aicore__ inline void WaitIterateAll() {}
+    /* Computes C's next baseM x baseN block into L0C; false when every block is done.
+     * Iterate<false> starts the asynchronous form: every later GetTensorC<false> gives the next
+     * block (singleCoreM / baseM x singleCoreN / baseN of them, rounded up). */
     template <bool sync = true> __aicore__ inline bool Iterate(bool enPartialSum = false) {
         if (enPartialSum) {
             AscendC::detail::fail("Matmul::Iterate: enPartialSum is not offered by npusim's layer");
         }
-        uint32_t mIter = detail::CeilDiv(sM_, t_.baseM), nIter = detail::CeilDiv(sN_, t_.baseN);
-        if (next_ >= mIter * nIter || sK_ <= 0) {
+        uint32_t blocks = detail::CeilDiv(sM_, t_.baseM) * detail::CeilDiv(sN_, t_.baseN);
+        if constexpr (!sync) {
             next_ = 0;
-            return false;
+            asyncLeft_ = sK_ > 0 ? blocks : 0;
+            return asyncLeft_ > 0;
         }
-        // iterateOrder 0 walks M first, 1 walks N first.
-        if (t_.iterateOrder == 1) {
-            ni_ = next_ % nIter;
-            mi_ = next_ / nIter;
-        } else {
-            mi_ = next_ % mIter;
-            ni_ = next_ / mIter;
-        }
-        next_++;
-        Compute();
-        return true;
+        return Next(blocks);
     }
     /* Writes the block Iterate computed to gm, at its place in this core's C. */
     template <bool sync = true>
@@ -221,6 +276,7 @@ public:
         if (enAtomic != 0) {
             AscendC::detail::fail("Matmul::GetTensorC: enAtomic is not offered by npusim's layer");
         }
+        Fetch<sync>();
         LocalTensor<float> c = qCO1_.template DeQue<float>();
         FixpipeParamsV220 p;
         p.nSize = n_;
@@ -238,21 +294,111 @@ public:
         Fixpipe(gm[off], c, p);
         qCO1_.FreeTensor(c);
     }
-    template <bool sync = true, typename U>
-    __aicore__ inline void GetTensorC(const LocalTensor<U> &, uint8_t = 0, bool = false) {
-        static_assert(detail::Never<U>::value, "Matmul::GetTensorC to a LocalTensor (C in UB) is "
-                                               "not offered by npusim's layer");
+    /* Writes the block Iterate computed to ub as baseM rows of baseN elements (a tail block's
+     * m x n in the top left); returns once the vector unit may read it. */
+    template <bool sync = true>
+    __aicore__ inline void GetTensorC(const LocalTensor<C_T> &ub, uint8_t enAtomic = 0,
+                                      bool enSequentialWrite = false) {
+        static_assert(C_IN_UB, "Matmul::GetTensorC to a LocalTensor: C's MatmulType must be in "
+                               "UB (TPosition::VECIN, VECOUT or VECCALC)");
+        if (enAtomic != 0) {
+            AscendC::detail::fail("Matmul::GetTensorC: enAtomic is not offered by npusim's layer");
+        }
+        (void)enSequentialWrite;
+        if (ub.GetSize() < (uint32_t)(t_.baseM * t_.baseN)) {
+            AscendC::detail::fail("Matmul::GetTensorC: the LocalTensor holds fewer than baseM x "
+                                  "baseN elements");
+        }
+        Fetch<sync>();
+        ToUb(ub, t_.baseN);
     }
     /* Ends the matmul: drains the cube pipes. */
     __aicore__ inline void End() { PipeBarrier<PIPE_ALL>(); }
 
 private:
+    /* The next block of C into L0C (sync) or false when every block is done. */
+    __aicore__ inline bool Next(uint32_t blocks) {
+        if (next_ >= blocks || sK_ <= 0) {
+            next_ = 0;
+            return false;
+        }
+        uint32_t mIter = detail::CeilDiv(sM_, t_.baseM), nIter = detail::CeilDiv(sN_, t_.baseN);
+        // iterateOrder 0 walks M first, 1 walks N first.
+        if (t_.iterateOrder == 1) {
+            ni_ = next_ % nIter;
+            mi_ = next_ / nIter;
+        } else {
+            mi_ = next_ % mIter;
+            ni_ = next_ / mIter;
+        }
+        next_++;
+        Compute();
+        return true;
+    }
+    /* GetTensorC<false> computes the next block of an Iterate<false>. */
+    template <bool sync> __aicore__ inline void Fetch() {
+        if constexpr (!sync) {
+            if (asyncLeft_ == 0) {
+                AscendC::detail::fail("Matmul::GetTensorC<false>: no block left (call "
+                                      "Iterate<false>() first; one GetTensorC per block)");
+            }
+            uint32_t blocks = detail::CeilDiv(sM_, t_.baseM) * detail::CeilDiv(sN_, t_.baseN);
+            Next(blocks);
+            if (--asyncLeft_ == 0) {
+                next_ = 0;
+            }
+        } else if (asyncLeft_ != 0) {
+            AscendC::detail::fail("Matmul::GetTensorC: after Iterate<false>, fetch the blocks "
+                                  "with GetTensorC<false>");
+        }
+    }
+    /* CO1 -> UB: the m x n block at ub, rows `stride` elements apart; UB's earlier readers
+     * and writers (V, MTE2) are done before it lands, and V waits for it. */
+    __aicore__ inline void ToUb(const LocalTensor<C_T> &ub, uint32_t stride) {
+        LocalTensor<float> c = qCO1_.template DeQue<float>();
+        SetFlag<HardEvent::V_MTE3>(NPUSIM_SYNC_EVENT);
+        WaitFlag<HardEvent::V_MTE3>(NPUSIM_SYNC_EVENT);
+        SetFlag<HardEvent::MTE2_MTE3>(NPUSIM_SYNC_EVENT);
+        WaitFlag<HardEvent::MTE2_MTE3>(NPUSIM_SYNC_EVENT);
+        // L0C holds C as 16-column blocks of m1 x 16 rows (NZ): one copy per column block.
+        const uint32_t m1 = detail::CeilDiv(m_, BLOCK);
+        for (uint32_t j = 0; j * BLOCK < n_; j++) {
+            uint32_t cols = detail::Min(BLOCK, n_ - j * BLOCK);
+            const float *s = c.Ptr() + j * m1 * FRACTAL;
+            C_T *d = ub.Ptr() + j * BLOCK;
+            if constexpr (sizeof(C_T) == 2) {
+                npusim_detail::move<7, 1>(d, s, m_, cols * 4, 64, stride * 2);
+            } else {
+                npusim_detail::move<7>(d, s, m_, cols * 4, 64, stride * 4);
+            }
+        }
+        qCO1_.FreeTensor(c);
+        SetFlag<HardEvent::MTE3_V>(NPUSIM_SYNC_EVENT);
+        WaitFlag<HardEvent::MTE3_V>(NPUSIM_SYNC_EVENT);
+        SetFlag<HardEvent::MTE3_MTE2>(NPUSIM_SYNC_EVENT);
+        WaitFlag<HardEvent::MTE3_MTE2>(NPUSIM_SYNC_EVENT);
+    }
+    /* This block's baseN bias values: GM -> C1 -> C2 (the bias table). */
+    __aicore__ inline void CopyBias() {
+        LocalTensor<BIAS_T> c1 = qC1_.template AllocTensor<BIAS_T>();
+        DataCopy(c1, bias_[ni_ * t_.baseN], n_);
+        qC1_.EnQue(c1);
+        c1 = qC1_.template DeQue<BIAS_T>();
+        LocalTensor<float> c2 = qC2_.template AllocTensor<float>();
+        uint16_t units = (uint16_t)detail::CeilDiv(n_ * (uint32_t)sizeof(BIAS_T), 64);
+        DataCopy(c2, c1, DataCopyParams(1, units, 0, 0));
+        qC2_.EnQue(c2);
+        qC1_.FreeTensor(c1);
+    }
     /* One block of C: every K step's loads and Mmad, accumulating in CO1. */
     __aicore__ inline void Compute() {
         m_ = detail::Min(t_.baseM, sM_ - mi_ * t_.baseM);
         n_ = detail::Min(t_.baseN, sN_ - ni_ * t_.baseN);
         uint32_t kIter = detail::CeilDiv(sK_, t_.baseK);
         LocalTensor<float> c = qCO1_.template AllocTensor<float>();
+        if (hasBias_) {
+            CopyBias();
+        }
         for (uint32_t ki = 0; ki < kIter; ki++) {
             uint32_t k = detail::Min(t_.baseK, sK_ - ki * t_.baseK);
             CopyIn(ki, k);
@@ -265,7 +411,15 @@ private:
             p.n = n_;
             p.k = k;
             p.cmatrixInitVal = ki == 0;
-            Mmad(c, a2, b2, p);
+            if (ki == 0 && hasBias_) {
+                // C starts from the bias row (cmatrixInitVal false, as Ascend C's flags say).
+                LocalTensor<float> bt = qC2_.template DeQue<float>();
+                p.cmatrixInitVal = false;
+                Mmad(c, a2, b2, bt, p);
+                qC2_.FreeTensor(bt);
+            } else {
+                Mmad(c, a2, b2, p);
+            }
             qA2_.FreeTensor(a2);
             qB2_.FreeTensor(b2);
         }
@@ -325,6 +479,11 @@ private:
     TQue<TPosition::A2, 2> qA2_;
     TQue<TPosition::B2, 2> qB2_;
     TQue<TPosition::CO1, 1> qCO1_;
+    TQue<TPosition::C1, 1> qC1_;
+    TQue<TPosition::C2, 1> qC2_;
+    GlobalTensor<BIAS_T> bias_;
+    bool hasBias_ = false;
+    uint32_t asyncLeft_ = 0;
     uint32_t orgM_ = 0, orgN_ = 0, orgKa_ = 0;
     uint32_t sM_ = 0, sN_ = 0, sK_ = 0;
     uint32_t next_ = 0, mi_ = 0, ni_ = 0, m_ = 0, n_ = 0;

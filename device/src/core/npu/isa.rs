@@ -256,11 +256,14 @@ pub enum CopyDir {
     L0cToGm = 5,
     /// L1 → BT (the bias table), on MTE1.
     L1ToBt = 6,
+    /// L0C → UB (f32), on MTE3: the fixpipe into the vector side (npusim's AI core runs a
+    /// kernel's cube and vector parts as one program, so C reaches UB without a trip to GM).
+    L0cToUb = 7,
 }
 
 impl CopyDir {
     /// Every direction.
-    pub const ALL: [CopyDir; 7] = [
+    pub const ALL: [CopyDir; 8] = [
         CopyDir::GmToUb,
         CopyDir::GmToL1,
         CopyDir::UbToGm,
@@ -268,6 +271,7 @@ impl CopyDir {
         CopyDir::L1ToL0b,
         CopyDir::L0cToGm,
         CopyDir::L1ToBt,
+        CopyDir::L0cToUb,
     ];
 
     /// The direction with funct3 `code`.
@@ -279,7 +283,7 @@ impl CopyDir {
     pub const fn pipe(self) -> Pipe {
         match self {
             CopyDir::GmToUb | CopyDir::GmToL1 => Pipe::Mte2,
-            CopyDir::UbToGm | CopyDir::L0cToGm => Pipe::Mte3,
+            CopyDir::UbToGm | CopyDir::L0cToGm | CopyDir::L0cToUb => Pipe::Mte3,
             CopyDir::L1ToL0a | CopyDir::L1ToL0b | CopyDir::L1ToBt => Pipe::Mte1,
         }
     }
@@ -290,14 +294,14 @@ impl CopyDir {
             CopyDir::GmToUb | CopyDir::GmToL1 => None,
             CopyDir::UbToGm => Some(Buffer::Ub),
             CopyDir::L1ToL0a | CopyDir::L1ToL0b | CopyDir::L1ToBt => Some(Buffer::L1),
-            CopyDir::L0cToGm => Some(Buffer::L0c),
+            CopyDir::L0cToGm | CopyDir::L0cToUb => Some(Buffer::L0c),
         }
     }
 
     /// Destination buffer; `None` is global memory.
     pub const fn dst(self) -> Option<Buffer> {
         match self {
-            CopyDir::GmToUb => Some(Buffer::Ub),
+            CopyDir::GmToUb | CopyDir::L0cToUb => Some(Buffer::Ub),
             CopyDir::GmToL1 => Some(Buffer::L1),
             CopyDir::UbToGm | CopyDir::L0cToGm => None,
             CopyDir::L1ToL0a => Some(Buffer::L0a),
@@ -316,6 +320,7 @@ impl CopyDir {
             CopyDir::L1ToL0b => "copy_l1_to_l0b",
             CopyDir::L0cToGm => "copy_l0c_to_gm",
             CopyDir::L1ToBt => "copy_l1_to_bt",
+            CopyDir::L0cToUb => "copy_l0c_to_ub",
         }
     }
 }
@@ -329,13 +334,17 @@ pub enum CopyMode {
     /// f2 = 1 on L1 → L0A / L0B: every row is one 16 × 16 fractal of 2-byte elements
     /// (`row_bytes` = 512) and lands transposed (Ascend C's `LoadData` with `ifTranspose`).
     Transpose16,
-    /// f2 = 1 on L0C → GM: every row is f32 (`row_bytes` a multiple of 4) and lands in global
+    /// f2 = 1 on L0C → GM and L0C → UB: every row is f32 (`row_bytes` a multiple of 4) and lands in global
     /// memory as f16, rounded to nearest even, `row_bytes / 2` bytes per row (Ascend C's
     /// `Fixpipe` with `QuantMode_t::F322F16`).
     F32ToF16,
     /// f2 = 1 on L1 → BT: every row is f16 (`row_bytes` even) and lands in the bias table as
     /// f32 (exact), `2 × row_bytes` bytes per row (Ascend C's `DataCopy` C1 → C2 from half).
     F16ToF32,
+    /// f2 = 1, 2, 3 on UB → GM: every row is elements of this type (f32, f16, i32) added to
+    /// what global memory holds instead of overwriting it (Ascend C's `SetAtomicAdd<T>()`):
+    /// floats rounded once to nearest even, i32 wrapping.
+    AtomicAdd(DType),
 }
 
 impl CopyMode {
@@ -344,8 +353,11 @@ impl CopyMode {
         match (f2, dir) {
             (0, _) => Some(CopyMode::Plain),
             (1, CopyDir::L1ToL0a | CopyDir::L1ToL0b) => Some(CopyMode::Transpose16),
-            (1, CopyDir::L0cToGm) => Some(CopyMode::F32ToF16),
+            (1, CopyDir::L0cToGm | CopyDir::L0cToUb) => Some(CopyMode::F32ToF16),
             (1, CopyDir::L1ToBt) => Some(CopyMode::F16ToF32),
+            (1, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F32)),
+            (2, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F16)),
+            (3, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::I32)),
             _ => None,
         }
     }
@@ -359,6 +371,7 @@ impl CopyMode {
             CopyMode::Transpose16 if row_bytes == 512 => Some(row_bytes),
             CopyMode::F32ToF16 if row_bytes.is_multiple_of(4) => Some(row_bytes / 2),
             CopyMode::F16ToF32 if row_bytes.is_multiple_of(2) => Some(row_bytes * 2),
+            CopyMode::AtomicAdd(t) if row_bytes.is_multiple_of(t.size()) => Some(row_bytes),
             _ => None,
         }
     }
@@ -368,6 +381,9 @@ impl CopyMode {
         match self {
             CopyMode::Plain => 0,
             CopyMode::Transpose16 | CopyMode::F32ToF16 | CopyMode::F16ToF32 => 1,
+            CopyMode::AtomicAdd(DType::F16) => 2,
+            CopyMode::AtomicAdd(DType::I32) => 3,
+            CopyMode::AtomicAdd(_) => 1,
         }
     }
 }
@@ -633,7 +649,14 @@ mod tests {
         for free in 0x20..=0xff {
             assert_eq!(VecOp::from_code(free), None);
         }
-        assert_eq!(CopyDir::from_code(7), None);
+        assert_eq!(CopyDir::from_code(8), None);
+        for d in CopyDir::ALL {
+            for f2 in 0..4 {
+                if let Some(mode) = CopyMode::decode(d, f2) {
+                    assert_eq!(mode.funct2(), f2, "{d:?} {mode:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -35,6 +35,7 @@ pub fn is_vector_only(program: &Program) -> bool {
         CopyDir::L1ToL0b,
         CopyDir::L0cToGm,
         CopyDir::L1ToBt,
+        CopyDir::L0cToUb,
     ];
     let mut pc = program.base();
     while pc < program.end() {

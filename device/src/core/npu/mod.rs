@@ -129,6 +129,8 @@ pub(crate) struct Npu {
     pool: Vec<Staging>,
     seq: u64,
     cube_scratch: CubeScratch,
+    /// Global memory's bytes under an atomic-add copy's row, read, added to and written back.
+    atomic_scratch: Vec<u8>,
     pub footprint: Footprint,
     pub instructions: u64,
     pub stall_cycles: u64,
@@ -153,6 +155,7 @@ impl Npu {
             pool: Vec::new(),
             seq: 0,
             cube_scratch: CubeScratch::default(),
+            atomic_scratch: Vec::new(),
             footprint: Footprint::default(),
             instructions: 0,
             stall_cycles: 0,
@@ -296,6 +299,7 @@ impl Npu {
                         }
                         p.data.truncate(n * 2);
                     }
+                    CopyMode::AtomicAdd(_) => {}
                     CopyMode::F16ToF32 => {
                         // Back to front: f32 i lands on bytes halves 2i.. held, read before.
                         let n = p.data.bytes().len() / 2;
@@ -331,6 +335,22 @@ impl Npu {
                         let len = data.len() / rows.max(1) as usize;
                         for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
                             let addr = va.wrapping_add(r as u64 * c.dst_stride);
+                            let chunk = match c.mode {
+                                CopyMode::AtomicAdd(t) => {
+                                    let sum = &mut self.atomic_scratch;
+                                    sum.resize(chunk.len(), 0);
+                                    bus.load(addr, sum).map_err(|fault| Trap::LoadPageFault {
+                                        pc: p.pc,
+                                        addr: fault.addr,
+                                        fault,
+                                    })?;
+                                    self.footprint.read(addr, chunk.len() as u64);
+                                    self.gm_read_bytes += chunk.len() as u64;
+                                    atomic_add(t, sum, chunk);
+                                    &self.atomic_scratch[..]
+                                }
+                                _ => chunk,
+                            };
                             bus.store(addr, chunk)
                                 .map_err(|fault| Trap::StorePageFault {
                                     pc: p.pc,
@@ -386,5 +406,34 @@ impl Npu {
             }
         }
         Ok(())
+    }
+}
+
+/// `gm[i] += add[i]` for every element of type `t` (an atomic-add copy's row landing): floats
+/// added in f32 and rounded once (f16 sums of two halves are exact in f32 before their one
+/// rounding to f16), i32 wrapping.
+fn atomic_add(t: DType, gm: &mut [u8], add: &[u8]) {
+    match t {
+        DType::F16 => {
+            for (g, a) in gm.chunks_exact_mut(2).zip(add.chunks_exact(2)) {
+                let s = f16_to_f32(u16::from_le_bytes([g[0], g[1]]))
+                    + f16_to_f32(u16::from_le_bytes([a[0], a[1]]));
+                g.copy_from_slice(&f32_to_f16(s).to_le_bytes());
+            }
+        }
+        DType::I32 => {
+            for (g, a) in gm.chunks_exact_mut(4).zip(add.chunks_exact(4)) {
+                let s = i32::from_le_bytes(g.try_into().unwrap())
+                    .wrapping_add(i32::from_le_bytes(a.try_into().unwrap()));
+                g.copy_from_slice(&s.to_le_bytes());
+            }
+        }
+        _ => {
+            for (g, a) in gm.chunks_exact_mut(4).zip(add.chunks_exact(4)) {
+                let s = f32::from_le_bytes(g.try_into().unwrap())
+                    + f32::from_le_bytes(a.try_into().unwrap());
+                g.copy_from_slice(&s.to_le_bytes());
+            }
+        }
     }
 }
