@@ -111,6 +111,68 @@ fn a_slow_callback_of_one_tenant_does_not_delay_another_tenants_synchronize() {
 }
 
 #[test]
+fn a_tenant_s_callbacks_go_on_while_another_tenant_waits_on_a_blocked_callback() {
+    // Tenant A's callback blocks until B is done; A's thread synchronizes meanwhile, so it
+    // too runs frames and may take B's callback returns in. B's synchronize must still run
+    // B's next callback (which comes due past A's hold) and return, not sleep until A's
+    // callback returns.
+    let rt = Runtime::new(RuntimeConfig {
+        devices: 2,
+        ..RuntimeConfig::default()
+    })
+    .unwrap();
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let a = {
+        let (rt, gate) = (rt.clone(), gate.clone());
+        std::thread::spawn(move || {
+            rt.create_context(0).unwrap();
+            let s = rt.create_stream().unwrap();
+            let buf = rt.malloc(4096).unwrap();
+            rt.memset_async(buf, 1, 4096, s).unwrap();
+            rt.launch_host_func(s, move || {
+                let open = gate.0.lock().unwrap();
+                let _ = gate
+                    .1
+                    .wait_timeout_while(open, Duration::from_secs(5), |open| !*open)
+                    .unwrap();
+            })
+            .unwrap();
+            rt.launch_host_func(s, || {}).unwrap();
+            rt.synchronize_stream(s).map_err(|e| e.code())
+        })
+    };
+    // A's callback is out (past its grace) before B starts. (Two devices, as in
+    // tests/callback_tenants.rs, which found the case.)
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = Instant::now();
+    rt.create_context(0).unwrap();
+    let s = rt.create_stream().unwrap();
+    // B's work comes due after A's callback was released (past A's hold).
+    let buf = rt.malloc(4096).unwrap();
+    rt.memset_async(buf, 1, 4096, s).unwrap();
+    let ran = Arc::new(AtomicU32::new(0));
+    for ms in [0, 1] {
+        let ran = ran.clone();
+        rt.launch_host_func(s, move || {
+            std::thread::sleep(Duration::from_millis(ms));
+            ran.fetch_add(1, Ordering::SeqCst);
+        })
+        .unwrap();
+    }
+    let result = rt.synchronize_stream(s);
+    let elapsed = t0.elapsed();
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    assert_eq!(result.map_err(|e| e.code()), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert!(
+        elapsed < Duration::from_secs(2),
+        "B's synchronize took {elapsed:?}: it waited for A's blocked callback"
+    );
+    assert_eq!(a.join().unwrap(), Ok(()));
+}
+
+#[test]
 fn a_callback_synchronizing_its_own_stream_gets_an_error_and_the_next_callback_waits_for_it() {
     let rt = runtime();
     let s = rt.create_stream().unwrap();

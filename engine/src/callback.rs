@@ -208,6 +208,9 @@ pub(crate) struct Callbacks {
     pub in_flight: BTreeMap<(Entity, u64), InFlight>,
     /// How long a wait gives a callback that has not returned (wall time).
     pub timeout: Duration,
+    /// Frames so far that took returns in: a wait sleeping for a return that another thread's
+    /// frame took compares this to see that the world moved on without it.
+    returns_taken: u64,
 }
 
 impl Callbacks {
@@ -218,7 +221,13 @@ impl Callbacks {
             threads: BTreeMap::new(),
             in_flight: BTreeMap::new(),
             timeout,
+            returns_taken: 0,
         }
+    }
+
+    /// How many frames so far took returns in (see [`Callbacks::take_returns`]).
+    pub(crate) fn returns_taken(&self) -> u64 {
+        self.returns_taken
     }
 
     pub(crate) fn hub(&self) -> Arc<Hub> {
@@ -354,6 +363,9 @@ impl Callbacks {
         }
         let returns =
             std::mem::take(&mut *self.hub.returns.lock().unwrap_or_else(|p| p.into_inner()));
+        if !returns.is_empty() {
+            self.returns_taken += 1;
+        }
         returns
             .into_iter()
             .map(|r| {

@@ -89,7 +89,9 @@ impl Runtime {
 
     /// With host callbacks out on other threads, sleeps (lock released) until one returns or
     /// something is submitted, at most `limit` (default: the callback timeout). Returns
-    /// whether there is something for a frame to do.
+    /// whether there is something for a frame to do. A return another thread's frame took in
+    /// meanwhile counts: that frame completed the callback's task, and what follows it (the
+    /// next callback of its stream, say) may be past that thread's hold but not this one's.
     fn await_return<'a>(
         &'a self,
         mut g: MutexGuard<'a, Inner>,
@@ -99,8 +101,9 @@ impl Runtime {
         let limit = limit.unwrap_or(g.callbacks.timeout);
         let start = std::time::Instant::now();
         let hub = g.callbacks.hub();
+        let taken = g.callbacks.returns_taken();
         loop {
-            if hub.has_returns() || g.doorbell_rung() {
+            if hub.has_returns() || g.doorbell_rung() || g.callbacks.returns_taken() != taken {
                 return (g, true);
             }
             if !g.callbacks.others_out(me) {
