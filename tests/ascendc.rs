@@ -2,6 +2,8 @@
 //! kernel_operator.h` and built by `scripts/build-ascendc-kernels.sh`) run through the normal
 //! launch API and match CPU references.
 
+use npusim::codes;
+use npusim::components::binary::LaunchStats;
 use npusim::device::core::npu::{f16_to_f32, f32_to_f16};
 use npusim::prelude::*;
 
@@ -1667,4 +1669,149 @@ fn int8_tensors_cast_to_half_and_back_rounding_and_saturating() {
         .collect();
     assert_eq!(z, want);
     assert!(z.contains(&127) && z.contains(&-128));
+}
+
+const SYNC_N: usize = 40;
+
+/// Runs one of `sync_all.o`'s kernels on `blocks` blocks (x = 1, 2, 3, …; w, y and the sync
+/// workspace zeroed) and returns w and y, or the launch's error.
+fn run_sync_all(
+    rt: &Runtime,
+    name: &str,
+    blocks: usize,
+) -> Result<(Vec<f32>, Vec<f32>, LaunchStats), NpuError> {
+    let bin = load(rt, "sync_all.o");
+    let s = rt.create_stream().unwrap();
+    let f = rt.get_function(bin, name).unwrap();
+    let n = SYNC_N * blocks;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 + 1.0).collect();
+    let dx = upload(rt, &x);
+    let (dw, dy) = (upload(rt, &vec![0f32; n]), upload(rt, &vec![0f32; n]));
+    let sync = upload(rt, &vec![0i32; 8 * blocks]);
+    rt.launch(
+        f,
+        blocks as u32,
+        &[dx.into(), dw.into(), dy.into(), sync.into()],
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s)?;
+    let stats = rt.take_binary_launch_stats().pop().unwrap();
+    Ok((download(rt, dw, n), download(rt, dy, n), stats))
+}
+
+/// Slot `b` of a per-block array of SYNC_N values.
+fn slot(v: &[f32], b: usize) -> &[f32] {
+    &v[b * SYNC_N..(b + 1) * SYNC_N]
+}
+
+/// 2x of block `b`'s slice of x (x = 1, 2, 3, …).
+fn doubled(b: usize) -> Vec<f32> {
+    (0..SYNC_N)
+        .map(|i| 2.0 * ((b * SYNC_N + i) as f32 + 1.0))
+        .collect()
+}
+
+#[test]
+fn sync_all_lets_every_block_read_what_the_others_wrote_before_the_barrier() {
+    let rt = rt();
+    for blocks in [2, 5, 48] {
+        let (w, y, stats) = run_sync_all(&rt, "sync_all_soft", blocks).unwrap();
+        for b in 0..blocks {
+            assert_eq!(slot(&w, b), doubled(b), "{blocks} blocks: w[{b}]");
+            let next = doubled((b + 1) % blocks);
+            let want: Vec<f32> = doubled(b).iter().zip(&next).map(|(a, c)| a + c).collect();
+            assert_eq!(
+                slot(&y, b),
+                want,
+                "{blocks} blocks: y[{b}] = w[{b}] + w[{b} + 1]"
+            );
+        }
+        assert_eq!(stats.blocks.len(), blocks);
+    }
+    // The hardware form, twice: the second barrier orders the first phase's reads of w before
+    // the second phase's writes of it.
+    let blocks = 6;
+    let (w, y, _) = run_sync_all(&rt, "sync_all_hard", blocks).unwrap();
+    let pair = |b: usize| -> Vec<f32> {
+        let next = doubled((b + 1) % blocks);
+        doubled(b).iter().zip(&next).map(|(a, c)| a + c).collect()
+    };
+    for b in 0..blocks {
+        assert_eq!(slot(&y, b), pair(b), "y[{b}]");
+        assert_eq!(slot(&w, b), pair((b + 1) % blocks), "w[{b}] = y[{b} + 1]");
+    }
+}
+
+#[test]
+fn sync_all_among_the_first_used_cores_leaves_the_other_blocks_free() {
+    let rt = rt();
+    let (_, y, _) = run_sync_all(&rt, "sync_all_few", 4).unwrap();
+    let sum: Vec<f32> = doubled(0)
+        .iter()
+        .zip(doubled(1))
+        .map(|(a, c)| a + c)
+        .collect();
+    assert_eq!(slot(&y, 0), sum, "blocks 0 and 1 meet");
+    assert_eq!(slot(&y, 1), sum);
+    for b in 2..4 {
+        let x: Vec<f32> = doubled(b).iter().map(|v| v / 2.0).collect();
+        assert_eq!(slot(&y, b), x, "block {b} stays out of the barrier");
+    }
+}
+
+#[test]
+fn every_block_leaves_a_sync_all_when_the_slowest_block_reaches_it() {
+    let rt = rt();
+    let (_, _, even) = run_sync_all(&rt, "sync_all_soft", 4).unwrap();
+    let (_, y, skew) = run_sync_all(&rt, "sync_all_skew", 4).unwrap();
+    assert_eq!(slot(&y, 3), {
+        let n = doubled(0);
+        doubled(3)
+            .iter()
+            .zip(&n)
+            .map(|(a, c)| a + c)
+            .collect::<Vec<_>>()
+    });
+    // Block 0 works 200 vector instructions longer before the barrier; the other blocks wait
+    // for it there, so every block of the skewed launch ends about as late as block 0, and
+    // later than any block of the even one.
+    let cycles: Vec<u64> = skew.blocks.iter().map(|b| b.cycles).collect();
+    let (lo, hi) = (*cycles.iter().min().unwrap(), *cycles.iter().max().unwrap());
+    let even_hi = even.blocks.iter().map(|b| b.cycles).max().unwrap();
+    assert!(
+        lo > even_hi + 200 * 4,
+        "{cycles:?} vs an even launch's {even_hi}"
+    );
+    assert!(
+        hi - lo < (hi - even_hi) / 4,
+        "{cycles:?}: the blocks leave together"
+    );
+    assert_eq!(skew.cycles, hi.max(skew.hbm_floor_cycles));
+}
+
+#[test]
+fn a_sync_all_that_can_never_be_released_fails_the_launch_naming_the_blocks() {
+    let rt = rt();
+    // Block 0 returns without the barrier blocks 1..4 wait at.
+    let err = run_sync_all(&rt, "sync_all_skipped", 4).unwrap_err();
+    assert_eq!(err.code(), codes::RT_AICORE_TRAP_EXCEPTION, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("SyncAll for 4 blocks: 3 reached it (blocks 1, 2, 3)"),
+        "{text}"
+    );
+    // More blocks than the launch has cores: those past the last core could never start.
+    let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
+    let err = run_sync_all(&rt, "sync_all_soft", 6).unwrap_err();
+    assert_eq!(err.code(), codes::RT_AICORE_TRAP_EXCEPTION, "{err}");
+    assert!(
+        err.to_string()
+            .contains("needs a core for each, and the launch has 4"),
+        "{err}"
+    );
+    // A launch that fits runs.
+    let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
+    let (_, y, _) = run_sync_all(&rt, "sync_all_soft", 4).unwrap();
+    assert_eq!(slot(&y, 3)[0], doubled(3)[0] + doubled(0)[0]);
 }

@@ -484,16 +484,6 @@ fn an_atomic_or_barrier_api_the_layer_does_not_offer_stops_the_compile_naming_it
             "SetAtomicMax is not offered by npusim's layer",
         ),
         (
-            "sync_all.cpp",
-            "GlobalTensor<int32_t> g; LocalTensor<int32_t> l; SyncAll(g, l, 8);",
-            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
-        ),
-        (
-            "sync_all_hard.cpp",
-            "SyncAll<true>();",
-            "SyncAll (a barrier across the launch's blocks) is not offered by npusim's layer",
-        ),
-        (
             "init_gm_i8.cpp",
             "GlobalTensor<int8_t> g; InitGlobalMemory(g, 8, (int8_t)0);",
             "InitGlobalMemory: 16- and 32-bit element types",

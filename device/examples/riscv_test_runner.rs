@@ -123,6 +123,7 @@ fn main() {
                     Ok(Exit::ToHost(1)) => Ok(()),
                     Ok(Exit::ToHost(v)) => Err(format!("test {}", v >> 1)),
                     Ok(Exit::Returned) => Err("returned without writing tohost".into()),
+                    Ok(Exit::SyncAll(_)) => Err("stopped at a sync_all".into()),
                     Err(trap) => Err(format!("trap: {trap}")),
                 }
             }

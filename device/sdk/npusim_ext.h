@@ -23,7 +23,8 @@
  *    (or clobbered) data, as on hardware. Each set must be issued before the wait it releases.
  *  - Scalar code reading a result (e.g. a reduction in UB) waits with DST = NPU_PIPE_S.
  *  - npu_pipe_barrier(p): later instructions of pipe p wait for all earlier ones;
- *    NPU_PIPE_ALL drains everything and stalls the scalar unit until then.
+ *    NPU_PIPE_ALL drains everything and stalls the scalar unit until then. npu_sync_all()
+ *    is the same across the blocks of a launch.
  */
 #ifndef NPUSIM_EXT_H
 #define NPUSIM_EXT_H
@@ -131,6 +132,11 @@ static inline void npu_wait_flag(int src, int dst, int ev) { NPU__SYNC(1, NPU__F
 /* Later instructions of `pipe` wait for all earlier ones; NPU_PIPE_ALL also stalls the
  * scalar unit until every pipe is idle. */
 static inline void npu_pipe_barrier(int pipe) { NPU__SYNC(2, pipe); }
+/* A barrier across the blocks of the launch: every pipe drains, then the block waits until
+ * `blocks` of them (0: every block of the launch) have reached an npu_sync_all, and all go on
+ * together. Each waiting block needs a core of its own (blockDim no more than the launch's
+ * cores); a barrier some block never reaches, or a negative count, fails the launch. */
+static inline void npu_sync_all(int blocks) { NPU__SYNC(3, blocks); }
 
 /* ---- Data movement (custom-1, 0x2b) ------------------------------------------------------ */
 /*

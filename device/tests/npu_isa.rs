@@ -1108,6 +1108,57 @@ fn barrier_all_waits_for_every_pipe() {
 }
 
 #[test]
+fn sync_all_drains_the_pipes_and_stops_the_block_past_it_until_resumed() {
+    use npusim_device::core::{Exit, NpuCsrs, Program};
+    let mut a = Asm::new();
+    a.vec(VecOp::Dup, UB, 0, 0, 128 * 100);
+    let issued = a.words.len() as u64;
+    a.sync_all(3);
+    let resume_at = a.words.len();
+    a.li(A0, 7);
+    let mut text = a.words.clone();
+    text.push(core_asm::RET);
+    let program = Program::decode(abi::CODE_BASE, &core_asm::bytes(&text));
+    let mut m = Machine::new();
+    m.core
+        .start(abi::CODE_BASE, &[], NpuCsrs::default())
+        .unwrap();
+    let exit = m.core.execute(&program, &mut m.gm, 1000).unwrap();
+    assert_eq!(exit, Exit::SyncAll(3));
+    assert_eq!(
+        m.core.pc(),
+        Machine::pc_of(resume_at),
+        "stopped past the sync_all"
+    );
+    let s = m.core.stats();
+    assert_eq!(
+        s.cycles,
+        issued + VECTOR_STARTUP_CYCLES as u64 + 100,
+        "the pipes drained"
+    );
+    assert_eq!(s.block_cycles, s.cycles);
+    // Resumed at a later cycle (the last block's arrival), the wait counts as stall.
+    m.core.resume_at(s.cycles + 1000);
+    assert_eq!(
+        m.core.execute(&program, &mut m.gm, 1000).unwrap(),
+        Exit::Returned
+    );
+    assert_eq!(m.core.x(A0 as usize), 7);
+    let t = m.core.stats();
+    assert!(t.cycles >= s.cycles + 1000);
+    assert_eq!(t.stall_cycles, s.stall_cycles + 1000);
+
+    // A count that is not a u32 (a negative usedCores) faults.
+    let mut a = Asm::new();
+    a.sync_all(-2i64 as u64);
+    let err = Machine::new().run(&a.words).unwrap_err();
+    assert!(
+        matches!(err, Trap::Npu { fault: NpuFault::BadSyncAll { blocks }, .. } if blocks == -2i64 as u64),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_full_queue_stalls_the_scalar_unit() {
     let mut a = Asm::new();
     a.li(A0, UB).li(A1, UB).li(A3, 128 * 100);

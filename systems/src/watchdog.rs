@@ -7,14 +7,14 @@
 use std::time::Instant;
 
 use npusim_components::limits::DeviceLimits;
-use npusim_device::core::{Bus, Core, KernelArg, NpuCsrs, Program, RunStats, Trap};
+use npusim_device::core::{Bus, Core, Exit, KernelArg, NpuCsrs, Program, Trap};
 
 /// Instructions run between two checks of the limits.
 const CHUNK: u64 = 8_000_000;
 
 /// Runs one block as [`Core::run`] does, stopping it with [`Trap::BudgetExceeded`] once its
 /// cycles pass the device's kernel timeout or the launch's wall-clock time (since `started`)
-/// passes the wall guard.
+/// passes the wall guard. `Ok` says how it stopped: returned, or at a `sync_all`.
 #[allow(clippy::too_many_arguments)]
 pub fn run_block<B: Bus>(
     core: &mut Core,
@@ -26,28 +26,35 @@ pub fn run_block<B: Bus>(
     limits: &DeviceLimits,
     clock_hz: u64,
     started: Instant,
-) -> Result<RunStats, Trap> {
+) -> Result<Exit, Trap> {
+    core.start(entry, args, csrs)?;
+    continue_block(core, program, bus, limits, clock_hz, started)
+}
+
+/// Goes on with a block from where it stopped (its start, or past a `sync_all`), under the
+/// same limits as [`run_block`].
+pub fn continue_block<B: Bus>(
+    core: &mut Core,
+    program: &Program,
+    bus: &mut B,
+    limits: &DeviceLimits,
+    clock_hz: u64,
+    started: Instant,
+) -> Result<Exit, Trap> {
     let max_cycles = limits.timeout_cycles(clock_hz).max(1);
-    // Every instruction costs at least a cycle, so the cycles left bound the instructions.
-    let budget = |core: &Core| CHUNK.min(max_cycles.saturating_sub(core.stats().cycles));
-    let first = CHUNK.min(max_cycles);
-    let mut result = core.run(program, entry, args, csrs, bus, first);
+    let wall = limits.kernel_wall_limit;
     loop {
-        match result {
-            Err(Trap::BudgetExceeded { pc, .. }) => {
-                let stats = core.stats();
-                let wall = limits.kernel_wall_limit;
-                let out_of_time = stats.cycles >= max_cycles;
-                let runaway = !wall.is_zero() && started.elapsed() >= wall;
-                let next = budget(core);
-                if out_of_time || runaway || next == 0 {
-                    return Err(Trap::BudgetExceeded {
-                        pc,
-                        budget: stats.instructions,
-                    });
-                }
-                result = core.execute(program, bus, next).map(|_| core.stats());
-            }
+        // Every instruction costs at least a cycle, so the cycles left bound the instructions.
+        let next = CHUNK.min(max_cycles.saturating_sub(core.stats().cycles));
+        let runaway = !wall.is_zero() && started.elapsed() >= wall;
+        if next == 0 || runaway {
+            return Err(Trap::BudgetExceeded {
+                pc: core.pc(),
+                budget: core.stats().instructions,
+            });
+        }
+        match core.execute(program, bus, next) {
+            Err(Trap::BudgetExceeded { .. }) => {}
             other => return other,
         }
     }

@@ -1453,13 +1453,22 @@ __aicore__ inline void InitOutput(const GlobalTensor<T> &gm, const uint64_t size
     InitGlobalMemory(gm, size, value);
 }
 
-/* SyncAll, a barrier across every block of the launch, needs the blocks to run side by side;
- * npusim runs a launch's blocks one after another, so a kernel calling it does not compile. */
-template <bool isAIVOnly = true, typename... Args> __aicore__ inline void SyncAll(Args &&...) {
-    static_assert(detail::AlwaysFalse<Args...>::value,
-                  "SyncAll (a barrier across the launch's blocks) is not offered by npusim's "
-                  "layer: npusim runs a launch's blocks one after another");
+/* SyncAll: a barrier across the blocks of the launch. Each block's pipes drain, then it waits
+ * until every block (the software form: the first `usedCores`, when given) has reached it, and
+ * all go on together, in simulated time from when the last one arrived plus a round trip
+ * through GM. As on hardware, each block needs a core of its own: a launch of more blocks than
+ * cores, or a block that returns without the barrier the others wait at, fails with a message
+ * naming them (on hardware it hangs). The software form's workspaces are accepted as CANN
+ * specifies them (gmWorkspace zeroed, both at least cores * 32 bytes) and left untouched. */
+template <bool isAIVOnly = true>
+__aicore__ inline void SyncAll(const GlobalTensor<int32_t> &gmWorkspace,
+                               const LocalTensor<int32_t> &ubWorkspace,
+                               const int32_t usedCores = 0) {
+    (void)gmWorkspace;
+    (void)ubWorkspace;
+    npu_sync_all(usedCores);
 }
+template <bool isAIVOnly = true> __aicore__ inline void SyncAll() { npu_sync_all(0); }
 
 /* ---- Vector: tensor-count form ------------------------------------------------------------- */
 

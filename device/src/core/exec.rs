@@ -213,6 +213,11 @@ impl Core {
                     let r = self.exec_npu(bus, inst, pc);
                     cycles = self.cycles;
                     tr!(r);
+                    if let Some(blocks) = self.npu.sync_all.take() {
+                        // A barrier across blocks: the launch resumes the block after it.
+                        pc = next;
+                        break Ok(Exit::SyncAll(blocks));
+                    }
                 }
 
                 _ => {

@@ -154,6 +154,10 @@ pub enum Exit {
     Returned,
     /// Test mode: the program stored this value to `tohost` (1 means pass).
     ToHost(u64),
+    /// The block executed a `sync_all` for this many blocks of its launch (0: all of them):
+    /// its pipes have drained and its pc is past the instruction. The launch resumes it with
+    /// [`Core::resume_at`] and [`Core::execute`] once the others have reached theirs.
+    SyncAll(u32),
 }
 
 /// Counters of a run (since the last reset).
@@ -276,7 +280,8 @@ impl Core {
 
     /// Runs one block: resets the core, sets up the call of `entry` with `args` (LP64F) and
     /// `ra = abi::EXIT_PC`, and executes at most `budget` instructions. `Ok` when the entry
-    /// function returns; [`Core::stats`] and [`Core::output`] stay readable after a trap.
+    /// function returns (or stops at a `sync_all`: [`Core::start`] and [`Core::execute`] tell
+    /// the two apart); [`Core::stats`] and [`Core::output`] stay readable after a trap.
     pub fn run<B: Bus>(
         &mut self,
         program: &Program,
@@ -286,10 +291,7 @@ impl Core {
         bus: &mut B,
         budget: u64,
     ) -> Result<RunStats, Trap> {
-        self.reset(csrs);
-        self.pc = entry_pc;
-        self.set_args(args)?;
-        self.x[1] = abi::EXIT_PC;
+        self.start(entry_pc, args, csrs)?;
         self.execute(program, bus, budget)?;
         Ok(self.stats())
     }
@@ -348,6 +350,27 @@ impl Core {
             self.x[2] = sp;
         }
         Ok(())
+    }
+
+    /// Sets up a block's run without executing it: resets the core, places the call of
+    /// `entry` with `args` (LP64F) and `ra = abi::EXIT_PC`. [`Core::run`] is this and
+    /// [`Core::execute`].
+    pub fn start(&mut self, entry_pc: u64, args: &[KernelArg], csrs: NpuCsrs) -> Result<(), Trap> {
+        self.reset(csrs);
+        self.pc = entry_pc;
+        self.set_args(args)?;
+        self.x[1] = abi::EXIT_PC;
+        Ok(())
+    }
+
+    /// Moves the block's clock on to `cycle` (when the last block of its launch reached the
+    /// `sync_all` it stopped at, plus the barrier's cost); the wait counts as stall. An
+    /// earlier cycle changes nothing.
+    pub fn resume_at(&mut self, cycle: u64) {
+        if cycle > self.cycles {
+            self.npu.stall_cycles += cycle - self.cycles;
+            self.cycles = cycle;
+        }
     }
 
     /// Executes from the current pc and state (no reset) for at most `budget` instructions.

@@ -234,6 +234,11 @@ impl Asm {
         self.li(T0, pipe);
         self.word(encode::sync(SyncOp::Barrier, T0))
     }
+    /// `sync_all(blocks)`.
+    pub fn sync_all(&mut self, blocks: u64) -> &mut Self {
+        self.li(T0, blocks);
+        self.word(encode::sync(SyncOp::SyncAll, T0))
+    }
     /// `lw rd, 0(addr)` via t1.
     pub fn load_w(&mut self, rd: u32, addr: u64) -> &mut Self {
         self.li(T1, addr);

@@ -6,7 +6,7 @@ use super::dtype::{CmpMode, DType, RoundMode};
 use super::isa::{CopyDir, CopyMode, CubeLayout, SyncOp, VecClass, VecOp};
 use super::layout::{Buffer, pitch};
 use super::masked;
-use super::pipes::{Pipe, Pipes};
+use super::pipes::{PIPE_ALL, Pipe, Pipes};
 use super::vector::VectorOp;
 use super::{AsyncOp, CopyOp, Npu, NpuFault, Side};
 use crate::abi;
@@ -377,6 +377,14 @@ impl Core {
                         self.npu.pipes.wait_flag(s, d, e).map_err(fault)?
                     }
                     Some(SyncOp::Barrier) => self.npu.pipes.barrier(regs[1]).map_err(fault)?,
+                    Some(SyncOp::SyncAll) => {
+                        // Everything the block issued lands before another block goes on.
+                        self.npu.sync_all = Some(
+                            u32::try_from(regs[1])
+                                .map_err(|_| fault(NpuFault::BadSyncAll { blocks: regs[1] }))?,
+                        );
+                        self.npu.pipes.barrier(PIPE_ALL as u64).map_err(fault)?
+                    }
                     None => return Err(Trap::IllegalInstruction { pc, bits: 0 }),
                 };
                 if let Some(t) = until {

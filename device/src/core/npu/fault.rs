@@ -166,6 +166,13 @@ pub enum NpuFault {
         /// The limit.
         depth: usize,
     },
+    /// `sync_all` with a block count that is not a 32-bit unsigned number (a negative
+    /// `usedCores`, say).
+    #[error("sync_all for {blocks:#x} blocks: the count must be 0 (every block) or a block count")]
+    BadSyncAll {
+        /// The operand given.
+        blocks: u64,
+    },
 }
 
 impl NpuFault {

@@ -409,6 +409,9 @@ pub enum SyncOp {
     WaitFlag = 1,
     /// `pipe_barrier(pipe)`, the pipe number (or `PIPE_ALL`) in `rs1`.
     Barrier = 2,
+    /// `sync_all(blocks)`: every pipe drains, then the block waits until `blocks` blocks of
+    /// its launch (0: all of them) have reached a `sync_all`; the count is in `rs1`.
+    SyncAll = 3,
 }
 
 impl SyncOp {
@@ -418,6 +421,7 @@ impl SyncOp {
             0 => Some(SyncOp::SetFlag),
             1 => Some(SyncOp::WaitFlag),
             2 => Some(SyncOp::Barrier),
+            3 => Some(SyncOp::SyncAll),
             _ => None,
         }
     }

@@ -62,6 +62,10 @@ pub fn launch_cores(cfg: &DeviceConfig, ai_cores: u32, vector_only: bool) -> u32
     }
 }
 
+/// The cycles a `sync_all` costs once the last of its blocks has arrived: a round trip through
+/// global memory (the barrier's flag written by the last block and read by the others).
+pub const SYNC_ALL_CYCLES: u64 = 2 * super::GM_LATENCY_CYCLES as u64;
+
 /// What the launch-level estimate needs of the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LaunchModel {

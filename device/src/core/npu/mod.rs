@@ -140,6 +140,9 @@ pub(crate) struct Npu {
     pub vmask: u128,
     /// Elements the last gather-mask to land kept (`CSR_RSVD_CNT`).
     pub rsvd_cnt: u64,
+    /// Set by a `sync_all` that just executed (its block count): the run stops after it with
+    /// [`Exit::SyncAll`](crate::core::Exit::SyncAll).
+    pub sync_all: Option<u32>,
 }
 
 impl Npu {
@@ -163,6 +166,7 @@ impl Npu {
             gm_write_bytes: 0,
             vmask: u128::MAX,
             rsvd_cnt: 0,
+            sync_all: None,
         }
     }
 
@@ -184,6 +188,7 @@ impl Npu {
         self.gm_write_bytes = 0;
         self.vmask = u128::MAX;
         self.rsvd_cnt = 0;
+        self.sync_all = None;
     }
 
     pub fn sizes(&self) -> &BufferSizes {
