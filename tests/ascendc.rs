@@ -1798,7 +1798,7 @@ fn a_sync_all_that_can_never_be_released_fails_the_launch_naming_the_blocks() {
     assert_eq!(err.code(), codes::RT_AICORE_TRAP_EXCEPTION, "{err}");
     let text = err.to_string();
     assert!(
-        text.contains("SyncAll for 4 blocks: 3 reached it (blocks 1, 2, 3)"),
+        text.contains("SyncAll for 4 blocks: 3 reached it (block 1, block 2, block 3)"),
         "{text}"
     );
     // More blocks than the launch has cores: those past the last core could never start.
@@ -1814,4 +1814,141 @@ fn a_sync_all_that_can_never_be_released_fails_the_launch_naming_the_blocks() {
     let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
     let (_, y, _) = run_sync_all(&rt, "sync_all_soft", 4).unwrap();
     assert_eq!(slot(&y, 3)[0], doubled(3)[0] + doubled(0)[0]);
+}
+
+const CC_N: usize = 64;
+
+/// Runs one of `cross_core.o`'s split mix kernels on `groups` AI cores (x = 0, 1, 2, …; w, y, z
+/// and info zeroed); returns w, y, z, info and the launch's statistics, or its error.
+#[allow(clippy::type_complexity)]
+fn run_cross_core(
+    name: &str,
+    groups: usize,
+) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<i32>, LaunchStats), NpuError> {
+    let rt = rt();
+    let bin = load(&rt, "cross_core.o");
+    let s = rt.create_stream().unwrap();
+    let f = rt.get_function(bin, name).unwrap();
+    let n = CC_N * groups;
+    let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let dx = upload(&rt, &x);
+    let zeros = vec![0f32; n];
+    let (dw, dy, dz) = (
+        upload(&rt, &zeros),
+        upload(&rt, &zeros),
+        upload(&rt, &zeros),
+    );
+    let info = upload(&rt, &vec![0i32; 4 * 64]);
+    rt.launch(
+        f,
+        groups as u32,
+        &[dx.into(), dw.into(), dy.into(), dz.into(), info.into()],
+        s,
+    )
+    .unwrap();
+    rt.synchronize_stream(s)?;
+    let stats = rt.take_binary_launch_stats().pop().unwrap();
+    Ok((
+        download(&rt, dw, n),
+        download(&rt, dy, n),
+        download(&rt, dz, n),
+        download(&rt, info, 4 * 64),
+        stats,
+    ))
+}
+
+#[test]
+fn a_split_mix_kernel_runs_a_cube_and_two_vector_blocks_per_ai_core_meeting_through_flags() {
+    let groups = 3;
+    let (w, y, z, info, stats) = run_cross_core("cross_core_pingpong", groups).unwrap();
+    let x: Vec<f32> = (0..CC_N * groups).map(|i| i as f32).collect();
+    let want_w: Vec<f32> = x.iter().map(|v| 2.0 * v).collect();
+    let want_y: Vec<f32> = want_w.iter().map(|v| v + 1.0).collect();
+    let want_z: Vec<f32> = want_y.iter().map(|v| 3.0 * v).collect();
+    assert_eq!(w, want_w, "the cube blocks' scalar stores");
+    assert_eq!(
+        y, want_y,
+        "the vector blocks waited for the cube blocks' flag 3"
+    );
+    assert_eq!(
+        z, want_z,
+        "the cube blocks waited for both vector blocks' flag 5"
+    );
+    // GetBlockIdx, GetBlockNum, GetSubBlockIdx, GetTaskRation per block.
+    for g in 0..groups as i32 {
+        let aic = &info[4 * g as usize..4 * g as usize + 4];
+        assert_eq!(aic, [g, groups as i32, 0, 1], "AIC block {g}");
+        for s in 0..2 {
+            let b = 2 * g + s;
+            let aiv = &info[4 * (16 + b) as usize..4 * (16 + b) as usize + 4];
+            assert_eq!(aiv, [b, groups as i32, s, 2], "AIV block {b}");
+        }
+    }
+    // One cube and two vector blocks per AI core, on AI cores 0..3; the vector blocks
+    // started after the cube block's set, so each ends later than that set, and the cube
+    // block ends after both.
+    assert_eq!(stats.blocks.len(), 3 * groups);
+    let cores: Vec<u32> = stats.blocks.iter().map(|b| b.core).collect();
+    assert_eq!(cores, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+    for g in 0..groups {
+        let (aic, aiv) = (&stats.blocks[3 * g], &stats.blocks[3 * g + 1..3 * g + 3]);
+        assert!(
+            aiv.iter().all(|b| b.cycles < aic.cycles),
+            "{:?}",
+            stats.blocks
+        );
+    }
+    let slowest = stats.blocks.iter().map(|b| b.cycles).max().unwrap();
+    assert_eq!(stats.cycles, slowest.max(stats.hbm_floor_cycles));
+}
+
+#[test]
+fn cross_core_flags_between_the_vector_blocks_of_a_core_and_across_the_launch() {
+    let groups = 2;
+    let x: Vec<f32> = (0..CC_N * groups).map(|i| i as f32).collect();
+    let y_want: Vec<f32> = x.iter().map(|v| v + 1.0).collect();
+    // Mode 1: each vector block reads the half its partner wrote before their set / wait.
+    let (_, y, z, _, _) = run_cross_core("cross_core_pair", groups).unwrap();
+    assert_eq!(y, y_want);
+    for g in 0..groups {
+        let (lo, hi) = (g * CC_N, g * CC_N + CC_N / 2);
+        assert_eq!(
+            z[lo..hi],
+            y_want[hi..hi + CC_N / 2],
+            "core {g}: half 0 from half 1"
+        );
+        assert_eq!(
+            z[hi..hi + CC_N / 2],
+            y_want[lo..hi],
+            "core {g}: half 1 from half 0"
+        );
+    }
+    // Mode 0: every vector block of the launch sets, then each reads the next one's half.
+    let (_, y, z, _, _) = run_cross_core("cross_core_all", groups).unwrap();
+    assert_eq!(y, y_want);
+    let halves = 2 * groups;
+    for b in 0..halves {
+        let next = (b + 1) % halves;
+        let h = CC_N / 2;
+        assert_eq!(
+            z[b * h..(b + 1) * h],
+            y_want[next * h..(next + 1) * h],
+            "AIV {b}"
+        );
+    }
+}
+
+#[test]
+fn a_cross_core_wait_nothing_sets_fails_the_launch_naming_the_block_and_flag() {
+    let err = run_cross_core("cross_core_never", 2).unwrap_err();
+    assert_eq!(err.code(), codes::RT_AICORE_TRAP_EXCEPTION, "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("CrossCoreWaitFlag(7) on AIV block 0 can never be released"),
+        "{text}"
+    );
+    assert!(
+        text.contains("AIV block 0, AIV block 1, AIV block 2, AIV block 3"),
+        "{text}"
+    );
 }

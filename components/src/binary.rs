@@ -19,6 +19,46 @@ pub struct BinaryCode {
     pub binary: Entity,
     /// The context whose address space holds the binary's data.
     pub context: Entity,
+    /// How the kernel's blocks map onto cube and vector cores.
+    pub kind: KernelType,
+}
+
+/// How a binary kernel's blocks map onto an AI core's cube (AIC) and vector (AIV) cores, as its
+/// `KERNEL_TASK_TYPE_DEFAULT` declares it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KernelType {
+    /// Every block runs all of the kernel (any other declared type, or none).
+    #[default]
+    Whole,
+    /// `KERNEL_TYPE_MIX_AIC_1_1` / `_1_2`: each of the launch's blocks is an AI core that runs
+    /// one cube block and `vector_blocks` vector blocks of the kernel, which meet through
+    /// cross-core flags.
+    Mix {
+        /// Vector blocks per cube block: 1 or 2.
+        vector_blocks: u8,
+    },
+}
+
+impl KernelType {
+    /// The marker `KERNEL_TASK_TYPE_DEFAULT(type)` leaves in a kernel: a local object
+    /// `npusim_kernel_type_<type>` inside the kernel function, whose symbol is
+    /// `_ZZ<len><kernel>E<len>npusim_kernel_type_<type>`. Returns the kernel's name and the
+    /// type it declares, or `None` for any other symbol.
+    pub fn from_marker(symbol: &str) -> Option<(&str, KernelType)> {
+        let rest = symbol.strip_prefix("_ZZ")?;
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let len: usize = rest[..digits].parse().ok()?;
+        let kernel = rest.get(digits..digits + len)?;
+        let tail = rest.get(digits + len..)?.strip_prefix('E')?;
+        let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+        let ty = tail[digits..].strip_prefix("npusim_kernel_type_")?;
+        let kind = match ty {
+            "KERNEL_TYPE_MIX_AIC_1_2" => KernelType::Mix { vector_blocks: 2 },
+            "KERNEL_TYPE_MIX_AIC_1_1" => KernelType::Mix { vector_blocks: 1 },
+            _ => KernelType::Whole,
+        };
+        Some((kernel, kind))
+    }
 }
 
 /// A loaded binary.
@@ -38,6 +78,8 @@ pub struct BinaryState {
     pub data_len: u64,
     /// Exported functions and their entry PCs.
     pub functions: Vec<(String, u64)>,
+    /// The kernels that declare a split [`KernelType`] (the rest run whole).
+    pub kernel_types: Vec<(String, KernelType)>,
     /// The decoded program.
     pub program: Arc<Program>,
 }
@@ -87,4 +129,28 @@ pub struct HostLog {
 impl HostLog {
     /// Launch records kept; older ones are dropped so long runs stay flat.
     pub const MAX_LAUNCHES: usize = 1024;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_type_marker_names_its_kernel_and_type() {
+        let m = "_ZZ14baremix_customE42npusim_kernel_type_KERNEL_TYPE_MIX_AIC_1_2";
+        assert_eq!(
+            KernelType::from_marker(m),
+            Some(("baremix_custom", KernelType::Mix { vector_blocks: 2 }))
+        );
+        let m = "_ZZ3fooE39npusim_kernel_type_KERNEL_TYPE_AIV_ONLY";
+        assert_eq!(KernelType::from_marker(m), Some(("foo", KernelType::Whole)));
+        for other in [
+            "baremix_custom",
+            "_ZZ3fooE4mark",
+            "_ZZ99fooE",
+            "_ZN3foo3barE",
+        ] {
+            assert_eq!(KernelType::from_marker(other), None, "{other}");
+        }
+    }
 }

@@ -601,6 +601,7 @@ mod tests {
             entry: 0,
             binary,
             context: Entity::PLACEHOLDER,
+            kind: Default::default(),
         }
     }
 

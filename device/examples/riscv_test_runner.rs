@@ -123,7 +123,9 @@ fn main() {
                     Ok(Exit::ToHost(1)) => Ok(()),
                     Ok(Exit::ToHost(v)) => Err(format!("test {}", v >> 1)),
                     Ok(Exit::Returned) => Err("returned without writing tohost".into()),
-                    Ok(Exit::SyncAll(_)) => Err("stopped at a sync_all".into()),
+                    Ok(Exit::SyncAll(_) | Exit::CrossWait(_)) => {
+                        Err("stopped to wait for another block".into())
+                    }
                     Err(trap) => Err(format!("trap: {trap}")),
                 }
             }

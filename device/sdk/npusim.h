@@ -63,6 +63,14 @@ extern "C" {
 #define NPU_CSR_CORE_ID "0xCC2"
 #define NPU_CSR_TILING "0xCC3"
 #define NPU_CSR_CYCLE "0xC00"
+#define NPU_CSR_CORE_KIND "0xCCB"
+#define NPU_CSR_SUB_BLOCK_IDX "0xCCC"
+#define NPU_CSR_SUB_BLOCK_NUM "0xCCD"
+/* npu_core_kind(): the block runs every part of its kernel, or the cube (AIC) or a vector (AIV)
+ * part of a split mix kernel (abi.rs: CORE_KIND_*). */
+#define NPU_CORE_KIND_ANY 0
+#define NPU_CORE_KIND_AIC 1
+#define NPU_CORE_KIND_AIV 2
 
 /* ecall service numbers, passed in a7 (abi.rs: ECALL_*). The wrappers below let an ecall
  * overwrite a0 (where a service would return a value) and assume it keeps every other
@@ -90,6 +98,28 @@ static inline uint64_t npu_block_dim(void) {
 static inline uint64_t npu_core_id(void) {
     uint64_t x;
     __asm__ volatile("csrr %0, " NPU_CSR_CORE_ID : "=r"(x));
+    return x;
+}
+
+/* Which part of its kernel the block runs: NPU_CORE_KIND_ANY (all of it), or, for a kernel
+ * declared a mix of cube and vector blocks, NPU_CORE_KIND_AIC or NPU_CORE_KIND_AIV. */
+static inline uint64_t npu_core_kind(void) {
+    uint64_t x;
+    __asm__ volatile("csrr %0, " NPU_CSR_CORE_KIND : "=r"(x));
+    return x;
+}
+
+/* A vector block's index among its AI core's vector blocks (0 otherwise). */
+static inline uint64_t npu_sub_block_idx(void) {
+    uint64_t x;
+    __asm__ volatile("csrr %0, " NPU_CSR_SUB_BLOCK_IDX : "=r"(x));
+    return x;
+}
+
+/* Vector blocks per AI core in this launch (1 unless the kernel is a split mix). */
+static inline uint64_t npu_sub_block_num(void) {
+    uint64_t x;
+    __asm__ volatile("csrr %0, " NPU_CSR_SUB_BLOCK_NUM : "=r"(x));
     return x;
 }
 

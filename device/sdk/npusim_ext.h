@@ -137,6 +137,17 @@ static inline void npu_pipe_barrier(int pipe) { NPU__SYNC(2, pipe); }
  * together. Each waiting block needs a core of its own (blockDim no more than the launch's
  * cores); a barrier some block never reaches, or a negative count, fails the launch. */
 static inline void npu_sync_all(int blocks) { NPU__SYNC(3, blocks); }
+/* Cross-core flags (0..15), counters between the blocks of a launch. npu_cross_set counts one
+ * set, released once everything issued to `pipe` has completed, for the blocks `mode` names:
+ * 0 every block of the same kind (released when all of them have set it), 1 the vector blocks
+ * of this AI core (when both have), 2 from the cube block to each vector block of its AI core,
+ * or from the vector blocks to the cube block (when both have). npu_cross_wait holds the
+ * block until a set of `flag` is counted for it and consumes it; a wait no set can ever
+ * release fails the launch. A counter holds 15 unconsumed sets. */
+static inline void npu_cross_set(int mode, int pipe, int flag) {
+    NPU__SYNC(4, (npu_u64)(flag) | ((npu_u64)(mode) << 8) | ((npu_u64)(pipe) << 16));
+}
+static inline void npu_cross_wait(int flag) { NPU__SYNC(5, flag); }
 
 /* ---- Data movement (custom-1, 0x2b) ------------------------------------------------------ */
 /*

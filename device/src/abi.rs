@@ -86,3 +86,19 @@ pub const CSR_BT_BYTES: u16 = 0xCC9;
 /// CSR: how many elements the last gather-mask (`vperm` mode 1) to land kept (read-only;
 /// read it after a `V -> S` flag wait).
 pub const CSR_RSVD_CNT: u16 = 0xCCA;
+/// CSR: which part of a mix kernel the block runs (read-only): [`CORE_KIND_ANY`] for a
+/// kernel whose every block runs all of it, [`CORE_KIND_AIC`] / [`CORE_KIND_AIV`] for the
+/// cube and vector blocks of a kernel declared `KERNEL_TYPE_MIX_AIC_1_*`.
+pub const CSR_CORE_KIND: u16 = 0xCCB;
+/// CSR: the block's index among the vector blocks of its AI core (0 on a cube block or a
+/// kernel that is not split; read-only).
+pub const CSR_SUB_BLOCK_IDX: u16 = 0xCCC;
+/// CSR: how many vector blocks each AI core of the launch has (1 when the kernel is not
+/// split; read-only).
+pub const CSR_SUB_BLOCK_NUM: u16 = 0xCCD;
+/// [`CSR_CORE_KIND`]: the block runs every part of its kernel.
+pub const CORE_KIND_ANY: u64 = 0;
+/// [`CSR_CORE_KIND`]: the cube (AIC) block of a split mix kernel's AI core.
+pub const CORE_KIND_AIC: u64 = 1;
+/// [`CSR_CORE_KIND`]: a vector (AIV) block of a split mix kernel's AI core.
+pub const CORE_KIND_AIV: u64 = 2;

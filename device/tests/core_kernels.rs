@@ -213,6 +213,7 @@ fn kernels_read_launch_csrs_and_print() {
         block_dim: 8,
         core_id: 1,
         tiling: 0,
+        ..NpuCsrs::default()
     };
     k.call_with("hello", &[KernelArg::ptr(abi::HEAP_BASE)], csrs);
     assert_eq!(k.a0(), 608);

@@ -467,6 +467,7 @@ fn random_programs_never_panic() {
             block_dim: 2,
             core_id: 0,
             tiling: 0,
+            ..NpuCsrs::default()
         });
         // Registers pointing at the bus, the stack, the code and nowhere.
         for r in 1..32 {

@@ -1346,7 +1346,7 @@ fn undefined_extension_encodings_are_illegal() {
         encode::r4(0x5b, 4, 2, 0, 0, 0, 0), // cube funct2 2
         encode::r4(0x2b, 3, 2, 0, 0, 0, 0), // copy mode 2
         encode::r4(0x2b, 1, 1, 0, 0, 0, 0), // no transpose on GM -> L1
-        encode::r4(0x7b, 3, 0, 0, 0, 0, 0), // sync funct3 3
+        encode::r4(0x7b, 6, 0, 0, 0, 0, 0), // sync funct3 6
         encode::r4(0x7b, 0, 0, 0, 0, 0, 1), // sync with rs3 != 0
     ] {
         let mut m = Machine::new();

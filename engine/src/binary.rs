@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use bevy_ecs::prelude::*;
-use npusim_components::binary::{BinaryCode, BinaryState, HostLog};
+use npusim_components::binary::{BinaryCode, BinaryState, HostLog, KernelType};
 use npusim_components::{
     Binary, ContextState, DeviceState, Kernel, KernelRegistry, NpuError, NpuResult, WorldResources,
 };
@@ -115,6 +115,13 @@ impl Runtime {
                 data_base,
                 data_len,
                 functions: linked.functions.clone(),
+                kernel_types: linked
+                    .symbols
+                    .iter()
+                    .filter_map(|s| KernelType::from_marker(&s.name))
+                    .filter(|(_, kind)| *kind != KernelType::Whole)
+                    .map(|(name, kind)| (name.to_string(), kind))
+                    .collect(),
                 program,
             })
             .id();
@@ -150,6 +157,11 @@ impl Runtime {
             .map(|(_, pc)| *pc)
             .ok_or_else(|| NpuError::KernelNotFound(format!("{name} in {binary}")))?;
         let program = state.program.clone();
+        let kind = state
+            .kernel_types
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(KernelType::Whole, |&(_, k)| k);
         // Registered once per function: a second lookup returns the same kernel.
         let kernel = g
             .world
@@ -159,6 +171,7 @@ impl Runtime {
                 entry,
                 binary: b,
                 context: ctx,
+                kind,
             });
         g.record(|r, _| crate::record::Call::GetFunction {
             binary: r.binary(b),

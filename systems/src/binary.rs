@@ -10,14 +10,12 @@
 
 use bevy_ecs::entity::Entity;
 use npusim_components::access::{Access, AccessSet};
-use npusim_components::binary::{BinaryCode, BlockStats, HostLog, LaunchStats};
+use npusim_components::binary::{BinaryCode, BlockStats, HostLog, KernelType, LaunchStats};
 use npusim_components::mode::{BinaryLog, BinaryRun};
 use npusim_components::{DeviceMemory, DeviceState, NpuError, Task};
 use npusim_device::config::DeviceConfig;
-use npusim_device::core::npu::launch::{LaunchModel, SYNC_ALL_CYCLES};
-use npusim_device::core::{
-    Bus, Core, CoreConfig, Exit, Footprint, KernelArg, MemFault, NpuCsrs, RunStats, Trap,
-};
+use npusim_device::core::npu::launch::LaunchModel;
+use npusim_device::core::{Bus, Footprint, KernelArg, MemFault, RunStats};
 
 /// The core's view of one context's memory: page-level protection through its TLB, and a
 /// record of what was touched.
@@ -47,113 +45,16 @@ impl Bus for ContextBus<'_> {
     }
 }
 
-/// Reusable cores (their local buffers are large; building one per launch would dominate).
-/// A launch takes one; a launch whose blocks meet at `sync_all` takes one per waiting block.
-#[derive(Default)]
-pub struct CoreCache {
-    /// The device preset the cores were built for, and the idle cores.
-    cores: Option<(String, Vec<Box<Core>>)>,
-}
+mod blocks;
 
-impl CoreCache {
-    /// Idle cores kept beyond the one every launch needs.
-    const KEEP: usize = 8;
-
-    /// An idle core for `config`'s device, or a new one.
-    fn take(&mut self, config: &DeviceConfig) -> Box<Core> {
-        match &mut self.cores {
-            Some((name, idle)) if *name == config.name => idle.pop(),
-            _ => {
-                self.cores = Some((config.name.clone(), Vec::new()));
-                None
-            }
-        }
-        .unwrap_or_else(|| Box::new(Core::new(CoreConfig::from_device(config))))
-    }
-
-    /// Gives back a core [`CoreCache::take`] handed out.
-    fn put(&mut self, core: Box<Core>) {
-        if let Some((_, idle)) = &mut self.cores
-            && idle.len() <= Self::KEEP
-        {
-            idle.push(core);
-        }
-    }
-}
-
-/// A block stopped at a `sync_all` for `count` blocks (0: all of the launch's), on its core.
-struct Parked {
-    block: u32,
-    count: u32,
-    core: Box<Core>,
-}
-
-/// Checks that the blocks parked at the end of a round make up one `sync_all` that can be
-/// released: they agree on how many blocks it is for, that many are waiting, and each has a
-/// core of its own. Anything else would hang on hardware; here it fails the launch, naming
-/// the blocks.
-fn sync_all_release(
-    kernel: &str,
-    block_dim: u32,
-    cores: u32,
-    parked: &[Parked],
-) -> Result<(), NpuError> {
-    let fail = |detail: String| NpuError::AicoreTrap {
-        kernel: kernel.to_string(),
-        detail,
-    };
-    let want = |count: u32| if count == 0 { block_dim } else { count };
-    let first = &parked[0];
-    if let Some(other) = parked.iter().find(|p| want(p.count) != want(first.count)) {
-        return Err(fail(format!(
-            "SyncAll: block {} waits for {} blocks but block {} for {}",
-            first.block,
-            want(first.count),
-            other.block,
-            want(other.count)
-        )));
-    }
-    let n = want(first.count);
-    if n > cores {
-        return Err(fail(format!(
-            "SyncAll across {n} blocks needs a core for each, and the launch has {cores}: the \
-             blocks past the first {cores} would wait for a core held at the barrier (a hang \
-             on hardware); launch at most {cores} blocks"
-        )));
-    }
-    if parked.len() as u32 != n {
-        let waiting: Vec<String> = parked.iter().take(8).map(|p| p.block.to_string()).collect();
-        let more = if parked.len() > 8 { ", …" } else { "" };
-        return Err(fail(format!(
-            "SyncAll for {n} blocks: {} reached it (blocks {}{more}) and the others returned \
-             without it, so it can never be released (a hang on hardware)",
-            parked.len(),
-            waiting.join(", ")
-        )));
-    }
-    Ok(())
-}
-
-/// The error a trap fails its task with.
-pub fn trap_error(kernel: &str, block: u32, trap: &Trap) -> NpuError {
-    let kernel = kernel.to_string();
-    let detail = format!("block {block}: {trap}");
-    match trap {
-        Trap::BudgetExceeded { .. } => NpuError::AicoreTimeout { kernel, detail },
-        Trap::LoadPageFault { .. }
-        | Trap::StorePageFault { .. }
-        | Trap::LoadMisaligned { .. }
-        | Trap::StoreMisaligned { .. }
-        | Trap::InstructionPageFault { .. }
-        | Trap::InstructionMisaligned { .. } => NpuError::AicoreException { kernel, detail },
-        _ => NpuError::AicoreTrap { kernel, detail },
-    }
-}
+pub use blocks::{CoreCache, Slot, trap_error};
 
 /// The cores a launch of `block_dim` blocks of `code` spreads over, given `cores` free: a
 /// vector-only kernel runs on the AI cores' vector (AIV) cores where the device has them.
 fn launch_cores(config: &DeviceConfig, code: &BinaryCode, cores: u32, block_dim: u32) -> u32 {
+    // A split mix kernel's blocks are AI cores, whatever its code.
     let vector_only = config.vector_cores_per_ai_core > 0
+        && code.kind == KernelType::Whole
         && npusim_device::core::npu::launch::is_vector_only(&code.program);
     npusim_device::core::npu::launch::launch_cores(config, cores, vector_only).clamp(1, block_dim)
 }
@@ -173,6 +74,7 @@ pub fn price_recorded(
     let block_dim = task.desc.block_dim.max(1);
     let model = LaunchModel {
         cores: launch_cores(config, code, cores, block_dim),
+        group: blocks::layout(code.kind, 1, 1, 0).1 as u32,
         ..LaunchModel::from_device(config)
     };
     let cycles = model.cycles_from(&run.block_cycles, run.hbm_bytes);
@@ -248,104 +150,51 @@ pub fn run_binary(
         blocks: Vec::with_capacity(block_dim as usize),
         ..LaunchStats::default()
     };
-    // Blocks run one after another on one core. A block that stops at a `sync_all` keeps its
-    // core (parked) and the next block takes another; once every block of the round has run,
-    // the parked ones go on from the cycle the last of them arrived, plus the barrier's cost.
-    let mut finished: Vec<Option<(RunStats, Footprint)>> = vec![None; block_dim as usize];
-    let mut round: Vec<(u32, Option<Box<Core>>)> = (0..block_dim).map(|b| (b, None)).collect();
-    let mut parked: Vec<Parked> = Vec::new();
-    let mut spare = Some(cache.take(&config));
-    let mut outcome = Ok(());
-    'rounds: loop {
-        let mut blocks = std::mem::take(&mut round).into_iter();
-        for (block, resumed) in blocks.by_ref() {
-            let resume = resumed.is_some();
-            let mut core = match resumed.or_else(|| spare.take()) {
-                Some(c) => c,
-                None => cache.take(&config),
-            };
-            let result = if resume {
-                crate::watchdog::continue_block(
-                    &mut core,
+    let (slots, group) = blocks::layout(code.kind, block_dim, cores, tiling);
+    let ran = blocks::run_blocks(
+        name,
+        &slots,
+        group,
+        cores,
+        cache,
+        &config,
+        |core, slot, start| {
+            let result = if start {
+                crate::watchdog::run_block(
+                    core,
                     &code.program,
+                    code.entry,
+                    &args,
+                    slots[slot].csrs,
                     &mut bus,
                     &limits,
                     config.core_clock_hz,
                     started,
                 )
             } else {
-                let csrs = NpuCsrs {
-                    block_idx: block as u64,
-                    block_dim: block_dim as u64,
-                    core_id: (block % cores) as u64,
-                    tiling,
-                };
-                crate::watchdog::run_block(
-                    &mut core,
+                crate::watchdog::continue_block(
+                    core,
                     &code.program,
-                    code.entry,
-                    &args,
-                    csrs,
                     &mut bus,
                     &limits,
                     config.core_clock_hz,
                     started,
                 )
             };
+            let label = slots[slot].label();
             for line in core.take_output() {
-                log.lines.push(format!("[{name} block {block}] {line}"));
+                log.lines.push(format!("[{name} {label}] {line}"));
             }
-            match result {
-                Ok(Exit::SyncAll(count)) => parked.push(Parked { block, count, core }),
-                other => {
-                    finished[block as usize] = Some((core.stats(), core.footprint().clone()));
-                    match spare {
-                        None => spare = Some(core),
-                        Some(_) => cache.put(core),
-                    }
-                    if let Err(trap) = other {
-                        outcome = Err(trap_error(name, block, &trap));
-                        round = blocks.collect();
-                        break 'rounds;
-                    }
-                }
-            }
-        }
-        if parked.is_empty() {
-            break;
-        }
-        if let Err(e) = sync_all_release(name, block_dim, cores, &parked) {
-            outcome = Err(e);
-            break;
-        }
-        let at = parked
-            .iter()
-            .map(|p| p.core.stats().cycles)
-            .max()
-            .unwrap_or(0)
-            + SYNC_ALL_CYCLES;
-        for mut p in parked.drain(..) {
-            p.core.resume_at(at);
-            round.push((p.block, Some(p.core)));
-        }
-    }
-    // A launch that failed leaves its other blocks where they stopped; they count as far as
-    // they ran.
-    let stopped = parked.drain(..).map(|p| (p.block, p.core));
-    let stopped = stopped.chain(round.drain(..).filter_map(|(b, c)| Some((b, c?))));
-    for (block, core) in stopped {
-        finished[block as usize] = Some((core.stats(), core.footprint().clone()));
-        cache.put(core);
-    }
-    if let Some(core) = spare {
-        cache.put(core);
-    }
-    let per_block: Vec<(RunStats, Footprint)> = finished.into_iter().flatten().collect();
-    for (i, (stats, _)) in per_block.iter().enumerate() {
+            result
+        },
+    );
+    let mut outcome = ran.outcome;
+    let per_block: Vec<(RunStats, Footprint)> = ran.blocks.into_iter().flatten().collect();
+    for (slot, (stats, _)) in slots.iter().zip(&per_block) {
         launch.blocks.push(BlockStats {
             instructions: stats.instructions,
             cycles: stats.block_cycles.max(stats.cycles),
-            core: i as u32 % cores,
+            core: slot.csrs.core_id as u32,
         });
     }
     task.access.normalize();
@@ -353,6 +202,7 @@ pub fn run_binary(
     // whichever takes longer.
     let model = LaunchModel {
         cores,
+        group: group as u32,
         ..LaunchModel::from_device(&config)
     };
     let estimate = model.estimate(per_block.iter().map(|(s, f)| (s, f)));
@@ -403,41 +253,4 @@ pub fn run_binary(
         });
     }
     (config.kernel_launch_ns + ns.max(1), outcome)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parked(blocks: &[(u32, u32)]) -> Vec<Parked> {
-        blocks
-            .iter()
-            .map(|&(block, count)| Parked {
-                block,
-                count,
-                core: Box::new(Core::new(CoreConfig::default())),
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_sync_all_is_released_only_when_every_block_it_is_for_waits_on_its_own_core() {
-        let all = parked(&[(0, 0), (1, 0), (2, 0)]);
-        assert!(sync_all_release("k", 3, 3, &all).is_ok());
-        // usedCores = 2 of 4 blocks: the first two meet, the others returned.
-        assert!(sync_all_release("k", 4, 4, &parked(&[(0, 2), (1, 2)])).is_ok());
-        let why = |r: Result<(), NpuError>| r.unwrap_err().to_string();
-        let e = why(sync_all_release("k", 3, 3, &parked(&[(1, 0), (2, 0)])));
-        assert!(
-            e.contains("SyncAll for 3 blocks: 2 reached it (blocks 1, 2)"),
-            "{e}"
-        );
-        let e = why(sync_all_release("k", 4, 2, &all));
-        assert!(e.contains("across 4 blocks needs a core for each, and the launch has 2"));
-        let e = why(sync_all_release("k", 4, 4, &parked(&[(0, 2), (1, 0)])));
-        assert!(
-            e.contains("block 0 waits for 2 blocks but block 1 for 4"),
-            "{e}"
-        );
-    }
 }

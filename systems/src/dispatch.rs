@@ -497,6 +497,7 @@ mod tests {
                 entry: 0,
                 binary,
                 context: Entity::PLACEHOLDER,
+                kind: Default::default(),
             });
         let third_ctx = spawn_context(&mut s.world, s.device);
         let third = spawn_stream(&mut s.world, third_ctx, 0);

@@ -342,6 +342,7 @@ pub(crate) fn unloaded_kernel(world: &mut World) -> Kernel {
             entry: 0,
             binary,
             context: Entity::PLACEHOLDER,
+            kind: Default::default(),
         });
     assert_eq!(registry.remove_binary(binary), 1);
     kernel

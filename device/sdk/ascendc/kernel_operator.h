@@ -57,13 +57,27 @@
 /* Every layer and kernel function is inlined into its entry point, so a kernel's queues,
  * tensors and counters stay in registers across the NPU instructions. */
 #define __aicore__ __attribute__((always_inline))
-/* Kernel type hints (one core type runs every block on npusim's small preset; the 910B
- * preset's vector-only mapping is described in docs/ascendc.md). Accepted, no effect. */
+/* Kernel types. KERNEL_TYPE_MIX_AIC_1_1 / _1_2 split the kernel: each of the launch's blockDim
+ * AI cores runs one cube block (ASCEND_IS_AIC) and one or two vector blocks (ASCEND_IS_AIV)
+ * that meet through CrossCoreSetFlag / CrossCoreWaitFlag. Any other type runs every part of the
+ * kernel in each block (the 910B preset's vector-only mapping is described in
+ * docs/ascendc.md). The declaration leaves a marker the loader reads: a local object named
+ * after the type inside the kernel. */
 #define KERNEL_TYPE_AIV_ONLY 1
 #define KERNEL_TYPE_AIC_ONLY 2
 #define KERNEL_TYPE_MIX_AIC_1_2 3
-#define KERNEL_TASK_TYPE_DEFAULT(type)
-#define KERNEL_TASK_TYPE(key, type)
+#define KERNEL_TYPE_MIX_AIC_1_1 4
+#define KERNEL_TYPE_MIX_AIV_1_0 5
+#define KERNEL_TYPE_MIX_AIC_1_0 6
+#define KERNEL_TASK_TYPE_DEFAULT(type)                                                         \
+    static __attribute__((used)) const unsigned char npusim_kernel_type_##type = 1;            \
+    (void)npusim_kernel_type_##type
+#define KERNEL_TASK_TYPE(key, type) KERNEL_TASK_TYPE_DEFAULT(type)
+/* Which part of a split mix kernel the block runs; both hold in a kernel that is not split. */
+#define ASCEND_IS_AIC (npu_core_kind() != NPU_CORE_KIND_AIV)
+#define ASCEND_IS_AIV (npu_core_kind() != NPU_CORE_KIND_AIC)
+#define ASCEND_IS_NOT_AIC (npu_core_kind() == NPU_CORE_KIND_AIV)
+#define ASCEND_IS_NOT_AIV (npu_core_kind() == NPU_CORE_KIND_AIC)
 
 /* Software f32 -> f64 widening: `printf("%f", x)` promotes floats to double, and the core has
  * no double hardware. Only moves bits. */
@@ -413,6 +427,24 @@ template <HardEvent e> __aicore__ inline void WaitFlag(int32_t eventID) {
     npu_wait_flag((int)e >> 4, (int)e & 0xf, eventID);
 }
 template <pipe_t pipe> __aicore__ inline void PipeBarrier() { npu_pipe_barrier(pipe); }
+/* Cross-core flags between the blocks of a launch (flag ids 0..15, a counter each):
+ * CrossCoreSetFlag<mode, pipe>(id) counts a set once `pipe`'s earlier work is done — mode 0 for
+ * every block of the same kind (released once all of them have set it), 1 for the vector
+ * blocks of this AI core (once both have), 2 from the cube block to its vector blocks or from
+ * the vector blocks to the cube block (once both have) — and CrossCoreWaitFlag(id) holds the
+ * block until a set is counted and consumes it. Split mix kernels (KERNEL_TYPE_MIX_AIC_1_*)
+ * run cube and vector blocks apart; in a kernel that is not split, each block is both. A wait
+ * no set can release fails the launch naming the block and flag (on hardware it hangs). */
+template <uint8_t modeId, pipe_t pipe> __aicore__ inline void CrossCoreSetFlag(uint16_t flagId) {
+    static_assert(modeId <= 2, "CrossCoreSetFlag: modeId is 0, 1 or 2");
+    static_assert(pipe != PIPE_S && pipe != PIPE_ALL, "CrossCoreSetFlag: not on PIPE_S or PIPE_ALL");
+    npu_cross_set(modeId, pipe, flagId);
+}
+__aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) { npu_cross_wait(flagId); }
+template <uint8_t modeId, pipe_t pipe> __aicore__ inline void CrossCoreWaitFlag(uint16_t flagId) {
+    static_assert(modeId <= 2, "CrossCoreWaitFlag: modeId is 0, 1 or 2");
+    npu_cross_wait(flagId);
+}
 /* Ascend C's older spelling, pipe_barrier(PIPE_ALL), is the global intrinsic above. */
 
 /* The event id the layer keeps for its own scalar synchronisation (GetValue / SetValue). */
@@ -435,8 +467,14 @@ template <typename T> __aicore__ constexpr const T &min(const T &a, const T &b) 
     return b < a ? b : a;
 }
 } // namespace Std
-__aicore__ inline int64_t GetSubBlockIdx() { return 0; }
-__aicore__ inline int64_t GetTaskRation() { return 1; }
+/* A vector block's index within its AI core (0 on a cube block or when the kernel is not split),
+ * and the vector blocks per AI core (1 unless split). GetTaskRation: vector blocks per cube
+ * block on a vector block of a split kernel, else 1. */
+__aicore__ inline int64_t GetSubBlockIdx() { return (int64_t)npu_sub_block_idx(); }
+__aicore__ inline int64_t GetSubBlockNum() { return (int64_t)npu_sub_block_num(); }
+__aicore__ inline int64_t GetTaskRation() {
+    return npu_core_kind() == NPU_CORE_KIND_AIV ? (int64_t)npu_sub_block_num() : 1;
+}
 __aicore__ inline int64_t GetSystemCycle() { return (int64_t)npu_cycles(); }
 
 /* ---- printf / ASSERT ----------------------------------------------------------------------- */

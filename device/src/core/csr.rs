@@ -21,6 +21,12 @@ pub struct NpuCsrs {
     pub core_id: u64,
     /// `CSR_TILING`: device address of the tiling words, 0 when there are none.
     pub tiling: u64,
+    /// `CSR_CORE_KIND`: `abi::CORE_KIND_ANY`, `_AIC` or `_AIV`.
+    pub core_kind: u64,
+    /// `CSR_SUB_BLOCK_IDX`: the vector block's index within its AI core.
+    pub sub_block_idx: u64,
+    /// `CSR_SUB_BLOCK_NUM`: vector blocks per AI core (0 reads as 1).
+    pub sub_block_num: u64,
 }
 
 const FFLAGS: u16 = 0x001;
@@ -52,6 +58,9 @@ impl Core {
             abi::CSR_L0C_BYTES => self.npu.sizes().of(Buffer::L0c) as u64,
             abi::CSR_BT_BYTES => self.npu.sizes().of(Buffer::Bt) as u64,
             abi::CSR_RSVD_CNT => self.npu.rsvd_cnt,
+            abi::CSR_CORE_KIND => self.csrs.core_kind,
+            abi::CSR_SUB_BLOCK_IDX => self.csrs.sub_block_idx,
+            abi::CSR_SUB_BLOCK_NUM => self.csrs.sub_block_num.max(1),
             MHARTID if self.test_mode.is_some() => 0,
             _ => return self.test_csrs.get(csr as usize).copied(),
         })

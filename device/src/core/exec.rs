@@ -218,6 +218,10 @@ impl Core {
                         pc = next;
                         break Ok(Exit::SyncAll(blocks));
                     }
+                    if let Some(flag) = self.npu.cross_wait.take() {
+                        pc = next;
+                        break Ok(Exit::CrossWait(flag));
+                    }
                 }
 
                 _ => {

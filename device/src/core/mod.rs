@@ -158,6 +158,10 @@ pub enum Exit {
     /// its pipes have drained and its pc is past the instruction. The launch resumes it with
     /// [`Core::resume_at`] and [`Core::execute`] once the others have reached theirs.
     SyncAll(u32),
+    /// The block executed a `cross_wait` on this cross-core flag: its pipes are as they were
+    /// and its pc is past the instruction. The launch, which counts the flags' sets, resumes
+    /// it with [`Core::resume_at`] and [`Core::execute`] once a set is counted for it.
+    CrossWait(u8),
 }
 
 /// Counters of a run (since the last reset).
@@ -371,6 +375,11 @@ impl Core {
             self.npu.stall_cycles += cycle - self.cycles;
             self.cycles = cycle;
         }
+    }
+
+    /// The cross-core flag sets the block made since the last call, in program order.
+    pub fn take_cross_sets(&mut self) -> Vec<npu::CrossSet> {
+        std::mem::take(&mut self.npu.cross_sets)
     }
 
     /// Executes from the current pc and state (no reset) for at most `budget` instructions.

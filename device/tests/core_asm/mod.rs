@@ -260,6 +260,7 @@ pub fn run_with(words: &[u32], args: &[KernelArg], config: CoreConfig) -> Ran {
         block_dim: 8,
         core_id: 5,
         tiling: abi::HEAP_BASE + 0x100,
+        ..NpuCsrs::default()
     };
     let result = core.run(&program, abi::CODE_BASE, args, csrs, &mut bus, 1_000_000);
     Ran { core, bus, result }

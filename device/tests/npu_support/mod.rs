@@ -364,6 +364,7 @@ pub fn launch(
             block_dim: block_dim as u64,
             core_id: (b % model.cores) as u64,
             tiling: if tiling.is_empty() { 0 } else { TILING },
+            ..NpuCsrs::default()
         };
         let stats = core.run(&kernel.program, entry, args, csrs, gm, 1 << 40)?;
         blocks.push(BlockRun {

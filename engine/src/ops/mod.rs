@@ -275,6 +275,7 @@ impl OpBuilder {
                     entry: code.entry,
                     binary: code.binary,
                     context: code.context,
+                    kind: code.kind,
                 });
                 kernels.alias(&self.name, k);
                 k

@@ -8,7 +8,7 @@ use super::layout::{Buffer, pitch};
 use super::masked;
 use super::pipes::{PIPE_ALL, Pipe, Pipes};
 use super::vector::VectorOp;
-use super::{AsyncOp, CopyOp, Npu, NpuFault, Side};
+use super::{AsyncOp, CROSS_FLAGS, CopyOp, CrossSet, Npu, NpuFault, Side};
 use crate::abi;
 use crate::core::decode::{Inst, Op};
 use crate::core::trap::Trap;
@@ -384,6 +384,36 @@ impl Core {
                                 .map_err(|_| fault(NpuFault::BadSyncAll { blocks: regs[1] }))?,
                         );
                         self.npu.pipes.barrier(PIPE_ALL as u64).map_err(fault)?
+                    }
+                    Some(SyncOp::CrossSet) => {
+                        let v = regs[1];
+                        let (flag, mode) = (v & 0xff, (v >> 8) & 0xff);
+                        let pipe = Pipe::from_number((v >> 16) & 0xff)
+                            .filter(|&p| p != Pipe::S)
+                            .ok_or(fault(NpuFault::BadPipe {
+                                what: "cross_set",
+                                value: v,
+                            }))?;
+                        if flag >= CROSS_FLAGS as u64 || mode > 2 || v >> 24 != 0 {
+                            return Err(fault(NpuFault::BadCrossFlag { value: v }));
+                        }
+                        let at = self.npu.pipes.released_at(pipe, now);
+                        self.npu.cross_sets.push(CrossSet {
+                            flag: flag as u8,
+                            mode: mode as u8,
+                            at,
+                        });
+                        None
+                    }
+                    Some(SyncOp::CrossWait) => {
+                        let flag = regs[1];
+                        if flag >= CROSS_FLAGS as u64 {
+                            return Err(fault(NpuFault::BadCrossFlag { value: flag }));
+                        }
+                        // The launch keeps the counters: it resumes the block once a set is
+                        // counted, from the cycle that set was released.
+                        self.npu.cross_wait = Some(flag as u8);
+                        None
                     }
                     None => return Err(Trap::IllegalInstruction { pc, bits: 0 }),
                 };

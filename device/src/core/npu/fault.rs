@@ -173,6 +173,12 @@ pub enum NpuFault {
         /// The operand given.
         blocks: u64,
     },
+    /// `cross_set` / `cross_wait` with a flag id past 15 or a mode past 2.
+    #[error("cross-core flag operand {value:#x}: flag ids are 0..16 and modes 0..=2")]
+    BadCrossFlag {
+        /// The operand given.
+        value: u64,
+    },
 }
 
 impl NpuFault {

@@ -412,6 +412,14 @@ pub enum SyncOp {
     /// `sync_all(blocks)`: every pipe drains, then the block waits until `blocks` blocks of
     /// its launch (0: all of them) have reached a `sync_all`; the count is in `rs1`.
     SyncAll = 3,
+    /// `cross_set(mode, pipe, flag)`: once everything issued to `pipe` has completed, counts
+    /// one set of cross-core flag `flag` for the blocks `mode` names (0: every block of the
+    /// same kind, 1: the vector blocks of this AI core, 2: cube to vector or vector to cube
+    /// within it); operand `flag | mode << 8 | pipe << 16` in `rs1`.
+    CrossSet = 4,
+    /// `cross_wait(flag)`: the block waits until a set of its cross-core flag `flag` is
+    /// counted, and consumes it; the flag number in `rs1`.
+    CrossWait = 5,
 }
 
 impl SyncOp {
@@ -422,6 +430,8 @@ impl SyncOp {
             1 => Some(SyncOp::WaitFlag),
             2 => Some(SyncOp::Barrier),
             3 => Some(SyncOp::SyncAll),
+            4 => Some(SyncOp::CrossSet),
+            5 => Some(SyncOp::CrossWait),
             _ => None,
         }
     }
@@ -525,6 +535,11 @@ pub mod encode {
     /// A synchronization instruction with its operand in register `rs1`.
     pub const fn sync(op: SyncOp, rs1: u32) -> u32 {
         r4(OPCODE_SYNC, op as u32, 0, 0, rs1, 0, 0)
+    }
+
+    /// The packed `cross_set` operand.
+    pub const fn cross_flag(mode: u8, pipe: Pipe, flag: u8) -> u64 {
+        flag as u64 | (mode as u64) << 8 | (pipe as u64) << 16
     }
 
     /// The packed `set_flag` / `wait_flag` operand.

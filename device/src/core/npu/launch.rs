@@ -71,6 +71,10 @@ pub const SYNC_ALL_CYCLES: u64 = 2 * super::GM_LATENCY_CYCLES as u64;
 pub struct LaunchModel {
     /// AI cores the blocks are spread over.
     pub cores: u32,
+    /// Blocks that run side by side on one AI core, taking as long as the slowest of them:
+    /// 1, or a split mix kernel's cube block and its vector blocks (consecutive in block
+    /// order).
+    pub group: u32,
     /// The whole device's HBM bandwidth, bytes per core cycle.
     pub hbm_bytes_per_cycle: PerCycle,
     /// Core clock, to turn cycles into seconds.
@@ -101,6 +105,7 @@ impl LaunchModel {
     pub fn from_device(cfg: &DeviceConfig) -> LaunchModel {
         LaunchModel {
             cores: cfg.ai_cores.max(1),
+            group: 1,
             hbm_bytes_per_cycle: PerCycle::from_f64(
                 cfg.hbm_bandwidth / cfg.core_clock_hz.max(1) as f64,
             ),
@@ -113,17 +118,16 @@ impl LaunchModel {
         &self,
         blocks: impl IntoIterator<Item = (&'a RunStats, &'a Footprint)>,
     ) -> LaunchEstimate {
-        let cores = self.cores.max(1) as usize;
-        let mut per_core = vec![0u64; cores];
         let mut union = Footprint::default();
         let mut est = LaunchEstimate::default();
-        for (i, (stats, fp)) in blocks.into_iter().enumerate() {
-            per_core[i % cores] += stats.block_cycles;
+        let mut block_cycles = Vec::new();
+        for (stats, fp) in blocks {
+            block_cycles.push(stats.block_cycles);
             union.merge(fp);
             est.pipe_busy.add(&stats.pipe_busy);
             est.blocks += 1;
         }
-        est.busiest_core_cycles = per_core.into_iter().max().unwrap_or(0);
+        est.busiest_core_cycles = self.busiest_core(&block_cycles);
         est.hbm_bytes = union.read_bytes() + union.write_bytes();
         est.hbm_floor_cycles = self.hbm_bytes_per_cycle.cycles_for(est.hbm_bytes);
         est.cycles = est.busiest_core_cycles.max(est.hbm_floor_cycles);
@@ -135,13 +139,18 @@ impl LaunchModel {
     /// bytes, as [`LaunchModel::estimate`] reckons them: the busiest core's blocks or the HBM
     /// floor. A replay without data prices a recorded launch with it.
     pub fn cycles_from(&self, block_cycles: &[u64], hbm_bytes: u64) -> u64 {
+        self.busiest_core(block_cycles)
+            .max(self.hbm_bytes_per_cycle.cycles_for(hbm_bytes))
+    }
+
+    /// The busiest AI core's cycles: group `g` of [`LaunchModel::group`] consecutive blocks
+    /// runs on core `g % cores` and takes as long as its slowest block.
+    fn busiest_core(&self, block_cycles: &[u64]) -> u64 {
         let cores = self.cores.max(1) as usize;
-        let mut per_core = vec![0u64; cores.min(block_cycles.len().max(1))];
-        for (i, c) in block_cycles.iter().enumerate() {
-            let n = per_core.len();
-            per_core[i % cores % n] += c;
+        let mut per_core = vec![0u64; cores];
+        for (g, blocks) in block_cycles.chunks(self.group.max(1) as usize).enumerate() {
+            per_core[g % cores] += blocks.iter().copied().max().unwrap_or(0);
         }
-        let busiest = per_core.into_iter().max().unwrap_or(0);
-        busiest.max(self.hbm_bytes_per_cycle.cycles_for(hbm_bytes))
+        per_core.into_iter().max().unwrap_or(0)
     }
 }

@@ -143,6 +143,30 @@ pub(crate) struct Npu {
     /// Set by a `sync_all` that just executed (its block count): the run stops after it with
     /// [`Exit::SyncAll`](crate::core::Exit::SyncAll).
     pub sync_all: Option<u32>,
+    /// Cross-core flag sets this block made since the launch last collected them.
+    pub cross_sets: Vec<CrossSet>,
+    /// Set by a `cross_wait`: the run stops after it with
+    /// [`Exit::CrossWait`](crate::core::Exit::CrossWait) and the launch, which keeps the
+    /// flags' counters, resumes it once a set is counted.
+    pub cross_wait: Option<u8>,
+}
+
+/// Cross-core flag ids: 0..16.
+pub const CROSS_FLAGS: usize = 16;
+/// Unconsumed sets one cross-core flag holds at most: its counter is four bits, as CANN's
+/// "a flag's counter is set at most 16 times" leaves it.
+pub const CROSS_DEPTH: usize = 15;
+
+/// One `cross_set`: flag `flag` in mode `mode`, released at cycle `at`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrossSet {
+    /// The flag id (0..16).
+    pub flag: u8,
+    /// 0: every block of the same kind; 1: the vector blocks of the AI core; 2: cube to
+    /// vector or vector to cube within it.
+    pub mode: u8,
+    /// The cycle the set is released at (its pipe's earlier work done).
+    pub at: u64,
 }
 
 impl Npu {
@@ -167,6 +191,8 @@ impl Npu {
             vmask: u128::MAX,
             rsvd_cnt: 0,
             sync_all: None,
+            cross_sets: Vec::new(),
+            cross_wait: None,
         }
     }
 
@@ -189,6 +215,8 @@ impl Npu {
         self.vmask = u128::MAX;
         self.rsvd_cnt = 0;
         self.sync_all = None;
+        self.cross_sets.clear();
+        self.cross_wait = None;
     }
 
     pub fn sizes(&self) -> &BufferSizes {

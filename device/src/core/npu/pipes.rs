@@ -236,15 +236,21 @@ impl Pipes {
         Ok((src, dst, event as u8))
     }
 
-    /// `set_flag(src, dst, event)` issued at `now`: the flag is released when everything
-    /// issued to `src` has completed (at once for `src = S`).
-    pub fn set_flag(&mut self, src: Pipe, dst: Pipe, event: u8, now: u64) -> Result<(), NpuFault> {
-        let at = if src == Pipe::S {
+    /// When a signal from `src` issued at `now` is released: once everything issued to `src`
+    /// has completed (at once for `src = S`).
+    pub fn released_at(&self, src: Pipe, now: u64) -> u64 {
+        if src == Pipe::S {
             now
         } else {
             let p = &self.pipes[src as usize];
             now.max(p.done_at).max(p.gate)
-        };
+        }
+    }
+
+    /// `set_flag(src, dst, event)` issued at `now`: the flag is released when everything
+    /// issued to `src` has completed (at once for `src = S`).
+    pub fn set_flag(&mut self, src: Pipe, dst: Pipe, event: u8, now: u64) -> Result<(), NpuFault> {
+        let at = self.released_at(src, now);
         let f = &mut self.flags[Self::flag_index(src, dst, event)];
         if f.len as usize == FLAG_DEPTH {
             return Err(NpuFault::FlagOverflow {
