@@ -489,3 +489,115 @@ pub fn trap_error(kernel: &str, slot: &Slot, trap: &Trap) -> NpuError {
         _ => NpuError::AicoreTrap { kernel, detail },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_split_kernel_lays_out_a_cube_block_and_its_vector_blocks_per_ai_core() {
+        let (slots, group) = layout(KernelType::Mix { vector_blocks: 2 }, 2, 24, 0x40);
+        assert_eq!(group, 3);
+        let row: Vec<(u64, u64, u64, u64, u32)> = slots
+            .iter()
+            .map(|s| {
+                let c = s.csrs;
+                (
+                    c.core_kind,
+                    c.block_idx,
+                    c.sub_block_idx,
+                    c.core_id,
+                    s.group,
+                )
+            })
+            .collect();
+        assert_eq!(
+            row,
+            [
+                (CORE_KIND_AIC, 0, 0, 0, 0),
+                (CORE_KIND_AIV, 0, 0, 0, 0),
+                (CORE_KIND_AIV, 1, 1, 0, 0),
+                (CORE_KIND_AIC, 1, 0, 1, 1),
+                (CORE_KIND_AIV, 2, 0, 1, 1),
+                (CORE_KIND_AIV, 3, 1, 1, 1),
+            ]
+        );
+        assert!(
+            slots
+                .iter()
+                .all(|s| s.csrs.block_dim == 2 && s.csrs.tiling == 0x40)
+        );
+        assert_eq!(slots[4].label(), "AIV block 2");
+        // A kernel that is not split: one slot per block, blocks round-robin over the cores.
+        let (slots, group) = layout(KernelType::Whole, 5, 2, 0);
+        assert_eq!(group, 1);
+        let cores: Vec<u64> = slots.iter().map(|s| s.csrs.core_id).collect();
+        assert_eq!(cores, [0, 1, 0, 1, 0]);
+        assert_eq!(slots[3].label(), "block 3");
+    }
+
+    /// Runs `slots` with a scripted step: each call to a slot returns that slot's next exit.
+    fn scripted(slots: &[Slot], group: usize, cores: u32, script: Vec<Vec<Exit>>) -> Ran {
+        let mut script: Vec<VecDeque<Exit>> = script.into_iter().map(Into::into).collect();
+        let mut starts = Vec::new();
+        let ran = run_blocks(
+            "k",
+            slots,
+            group,
+            cores,
+            &mut CoreCache::default(),
+            &DeviceConfig::small(),
+            |_, slot, start| {
+                starts.push((slot, start));
+                Ok(script[slot].pop_front().unwrap_or(Exit::Returned))
+            },
+        );
+        // Each block starts once, and every later step of it resumes it.
+        let mut first = vec![true; slots.len()];
+        for (slot, start) in starts {
+            assert_eq!(start, std::mem::take(&mut first[slot]), "slot {slot}");
+        }
+        ran
+    }
+
+    #[test]
+    fn blocks_at_a_barrier_go_on_once_the_last_arrives_and_a_skipped_barrier_fails() {
+        let (slots, _) = layout(KernelType::Whole, 3, 3, 0);
+        let all = vec![vec![Exit::SyncAll(0), Exit::SyncAll(0)]; 3];
+        let ran = scripted(&slots, 1, 3, all);
+        assert!(ran.outcome.is_ok(), "{:?}", ran.outcome);
+        assert!(ran.blocks.iter().all(Option::is_some));
+        // Block 2 returns without the barrier blocks 0 and 1 wait at.
+        let skip = vec![vec![Exit::SyncAll(0)], vec![Exit::SyncAll(0)], vec![]];
+        let e = scripted(&slots, 1, 3, skip)
+            .outcome
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("SyncAll for 3 blocks: 2 reached it (block 0, block 1)"),
+            "{e}"
+        );
+        // Three blocks on two cores could never all be at the barrier at once.
+        let e = scripted(&slots, 1, 2, vec![vec![Exit::SyncAll(0)]; 3]);
+        let e = e.outcome.unwrap_err().to_string();
+        assert!(
+            e.contains("needs a core for each, and the launch has 2"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_flag_wait_no_block_can_release_fails_naming_the_waiting_blocks() {
+        let (slots, group) = layout(KernelType::Mix { vector_blocks: 2 }, 1, 1, 0);
+        let script = vec![vec![], vec![Exit::CrossWait(4)], vec![Exit::CrossWait(4)]];
+        let ran = scripted(&slots, group, 1, script);
+        let e = ran.outcome.unwrap_err().to_string();
+        assert!(
+            e.contains("CrossCoreWaitFlag(4) on AIV block 0 can never be released"),
+            "{e}"
+        );
+        assert!(e.contains("AIV block 0, AIV block 1"), "{e}");
+        // The waiting blocks count as far as they ran.
+        assert!(ran.blocks.iter().all(Option::is_some));
+    }
+}
