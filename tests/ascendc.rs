@@ -1047,7 +1047,12 @@ fn run_matmul_api<T: bytemuck::Pod + Default + Clone>(
         upload(rt, bias)
     };
     let n = (tiling[1] * tiling[2]) as usize;
+    // C starts as 0.25, 1.25, 2.25, … (what an atomic add adds into).
+    let c0: Vec<f32> = (0..n).map(|i| i as f32 + 0.25).collect();
     let dc = rt.malloc((n * std::mem::size_of::<T>()) as u64).unwrap();
+    if std::mem::size_of::<T>() == 4 {
+        rt.memcpy_htod(dc, &c0).unwrap();
+    }
     let dt = upload(rt, tiling);
     rt.launch(
         f,
@@ -1075,6 +1080,15 @@ fn a_matmul_bias_is_added_to_every_row_of_c_bit_for_bit_in_float_and_half() {
     assert_ne!(c, matmul_ref(&a, &b, m, n, k), "the bias is in");
     let c: Vec<u16> = run_matmul_api(&rt, "matmul_bias_half", (&a, &b, &bias), true, &t).unwrap();
     assert_eq!(c, halves(&want), "half bias, half C rounded once");
+    // enAtomic = 1: each element of C is added once into what GM held, rounded once.
+    let c: Vec<f32> =
+        run_matmul_api(&rt, "matmul_bias_atomic", (&a, &b, &bias), false, &t).unwrap();
+    let added: Vec<f32> = want
+        .iter()
+        .enumerate()
+        .map(|(i, w)| (i as f32 + 0.25) + w)
+        .collect();
+    assert_eq!(c, added, "IterateAll(c, enAtomic = 1) adds into c");
 }
 
 #[test]

@@ -216,6 +216,14 @@ static inline void npu_copy_l0c_to_gm_f16(void *gm_dst, const void *l0c_src, npu
     NPU__R4(0x2b, 5, 1, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
             NPU__STRIDES(src_stride, dst_stride));
 }
+/* L0C -> GM adding each f32 to what GM holds, rounded once to nearest even (MTE3; copy mode 2:
+ * the fixpipe's atomic add). */
+static inline void npu_copy_l0c_to_gm_add_f32(void *gm_dst, const void *l0c_src, npu_u32 rows,
+                                              npu_u32 row_bytes, npu_u32 src_stride,
+                                              npu_u32 dst_stride) {
+    NPU__R4(0x2b, 5, 2, gm_dst, l0c_src, NPU__SHAPE(rows, row_bytes),
+            NPU__STRIDES(src_stride, dst_stride));
+}
 /* UB -> GM adding each element (f32, f16 or i32) to what GM holds (MTE3; copy modes 1, 2, 3):
  * floats rounded once to nearest even, i32 wrapping. */
 #define NPU__UB_TO_GM_ADD(name, f2)                                                              \

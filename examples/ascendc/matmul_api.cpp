@@ -101,7 +101,7 @@ using UbMatmul = Matmul<MatmulType<TPosition::GM, CubeFormat::ND, half>,
 
 template <typename C_T, typename BIAS_T>
 __aicore__ inline void RunBias(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c, GM_ADDR tilingGm,
-                               bool iterate) {
+                               bool iterate, uint8_t atomic = 0) {
     GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
     GlobalTensor<half> aGM, bGM;
     GlobalTensor<BIAS_T> biasGM;
@@ -121,7 +121,7 @@ __aicore__ inline void RunBias(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c, GM
             mm.GetTensorC(cGM);
         }
     } else {
-        mm.IterateAll(cGM);
+        mm.IterateAll(cGM, atomic);
     }
     mm.End();
 }
@@ -134,6 +134,12 @@ extern "C" __global__ __aicore__ void matmul_bias(GM_ADDR a, GM_ADDR b, GM_ADDR 
 extern "C" __global__ __aicore__ void matmul_bias_half(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
                                                        GM_ADDR c, GM_ADDR tiling) {
     RunBias<half, half>(a, b, bias, c, tiling, true);
+}
+
+/* IterateAll with enAtomic = 1: C (plus the bias) is added into what c holds. */
+extern "C" __global__ __aicore__ void matmul_bias_atomic(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                         GM_ADDR c, GM_ADDR tiling) {
+    RunBias<float, float>(a, b, bias, c, tiling, false, 1);
 }
 
 extern "C" __global__ __aicore__ void matmul_bias_untiled(GM_ADDR a, GM_ADDR b, GM_ADDR bias,

@@ -2224,9 +2224,12 @@ __aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> 
                              : "Fixpipe: float output needs quantPre = QuantMode_t::NoQuant "
                                "(the only quantisation npusim's layer offers)");
     }
-    if (detail::pipe_state()->atomic != 0) {
-        detail::fail("Fixpipe: SetAtomicAdd on L0C -> GM is not offered by npusim's layer (UB -> "
-                     "GM copies add; call SetAtomicNone before Fixpipe)");
+    // SetAtomicAdd<float> in force: C is added into GM (the fixpipe's atomic add).
+    const uint32_t atomic = detail::pipe_state()->atomic;
+    const bool add = atomic != 0;
+    if (add && (to_half || atomic != detail::AtomicMode<float>::value)) {
+        detail::fail("Fixpipe: the atomic add on L0C -> GM is offered for float output under "
+                     "SetAtomicAdd<float>() only");
     }
     if (p.reluEn || p.unitFlag != 0 || p.isChannelSplit) {
         detail::fail("Fixpipe: reluEn, unitFlag and isChannelSplit are not offered by npusim's "
@@ -2242,6 +2245,8 @@ __aicore__ inline void Fixpipe(const GlobalTensor<T> &dst, const LocalTensor<U> 
             uint8_t *dj = d + (uint64_t)j * 16 * sizeof(T);
             if (to_half) {
                 npusim_detail::move<5, 1>(dj, sj, p.mSize, cols * 4, 64, p.dstStride * 2);
+            } else if (add) {
+                npusim_detail::move<5, 2>(dj, sj, p.mSize, cols * 4, 64, p.dstStride * 4);
             } else {
                 npusim_detail::move<5>(dj, sj, p.mSize, cols * 4, 64, p.dstStride * 4);
             }

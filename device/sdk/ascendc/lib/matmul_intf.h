@@ -35,7 +35,8 @@
  *
  * Not offered (compile errors naming them): A or B outside GM or not ND, a transposed A or B,
  * float or int8 inputs, a bias outside GM or of another type than float / half, C in CO1
- * (the user-managed L0C form of Iterate), enAtomic, batch matmul, and MatmulConfig other
+ * (the user-managed L0C form of Iterate), enAtomic other than 1 (add, float C), batch matmul,
+ * and MatmulConfig other
  * than the default.
  */
 #ifndef NPUSIM_ASCENDC_MATMUL_INTF_H
@@ -220,14 +221,11 @@ public:
     __aicore__ inline void IterateAll(const GlobalTensor<C_T> &gm, uint8_t enAtomic = 0,
                                       bool enSequentialWrite = false, bool waitIterateAll = false,
                                       bool fakeMsg = false) {
-        if (enAtomic != 0) {
-            AscendC::detail::fail("Matmul::IterateAll: enAtomic is not offered by npusim's layer");
-        }
         (void)enSequentialWrite;
         (void)waitIterateAll;
         (void)fakeMsg;
         while (Iterate()) {
-            GetTensorC(gm);
+            GetTensorC(gm, enAtomic);
         }
     }
     /* Computes this core's whole C into ub: singleCoreM rows of singleCoreN (ND; each row's
@@ -273,8 +271,10 @@ public:
     template <bool sync = true>
     __aicore__ inline void GetTensorC(const GlobalTensor<C_T> &gm, uint8_t enAtomic = 0,
                                       bool enSequentialWrite = false) {
-        if (enAtomic != 0) {
-            AscendC::detail::fail("Matmul::GetTensorC: enAtomic is not offered by npusim's layer");
+        // enAtomic 1: C is added into GM (float C only); 2 (max) and 3 (min) are not offered.
+        if (enAtomic > 1 || (enAtomic == 1 && sizeof(C_T) != 4)) {
+            AscendC::detail::fail("Matmul::GetTensorC: enAtomic is offered as 1 (add) into a "
+                                  "float C only");
         }
         Fetch<sync>();
         LocalTensor<float> c = qCO1_.template DeQue<float>();
@@ -291,7 +291,13 @@ public:
             p.quantPre = QuantMode_t::F322F16;
         }
         uint32_t off = enSequentialWrite ? 0 : mi_ * t_.baseM * orgN_ + ni_ * t_.baseN;
+        auto *state = AscendC::detail::pipe_state();
+        const uint32_t atomic = state->atomic;
+        if (enAtomic == 1) {
+            state->atomic = AscendC::detail::AtomicMode<float>::value;
+        }
         Fixpipe(gm[off], c, p);
+        state->atomic = atomic;
         qCO1_.FreeTensor(c);
     }
     /* Writes the block Iterate computed to ub as baseM rows of baseN elements (a tail block's

@@ -341,9 +341,10 @@ pub enum CopyMode {
     /// f2 = 1 on L1 → BT: every row is f16 (`row_bytes` even) and lands in the bias table as
     /// f32 (exact), `2 × row_bytes` bytes per row (Ascend C's `DataCopy` C1 → C2 from half).
     F16ToF32,
-    /// f2 = 1, 2, 3 on UB → GM: every row is elements of this type (f32, f16, i32) added to
-    /// what global memory holds instead of overwriting it (Ascend C's `SetAtomicAdd<T>()`):
-    /// floats rounded once to nearest even, i32 wrapping.
+    /// f2 = 1, 2, 3 on UB → GM (and f2 = 2 on L0C → GM, f32): every row is elements of this
+    /// type (f32, f16, i32) added to what global memory holds instead of overwriting it
+    /// (Ascend C's `SetAtomicAdd<T>()`, and `Fixpipe` / the `Matmul` API's `enAtomic` under
+    /// it): floats rounded once to nearest even, i32 wrapping.
     AtomicAdd(DType),
 }
 
@@ -358,6 +359,7 @@ impl CopyMode {
             (1, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F32)),
             (2, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::F16)),
             (3, CopyDir::UbToGm) => Some(CopyMode::AtomicAdd(DType::I32)),
+            (2, CopyDir::L0cToGm) => Some(CopyMode::AtomicAdd(DType::F32)),
             _ => None,
         }
     }
@@ -376,11 +378,12 @@ impl CopyMode {
         }
     }
 
-    /// The funct2 that selects this mode.
-    pub const fn funct2(self) -> u8 {
+    /// The funct2 that selects this mode on direction `dir`.
+    pub const fn funct2(self, dir: CopyDir) -> u8 {
         match self {
             CopyMode::Plain => 0,
             CopyMode::Transpose16 | CopyMode::F32ToF16 | CopyMode::F16ToF32 => 1,
+            CopyMode::AtomicAdd(_) if matches!(dir, CopyDir::L0cToGm) => 2,
             CopyMode::AtomicAdd(DType::F16) => 2,
             CopyMode::AtomicAdd(DType::I32) => 3,
             CopyMode::AtomicAdd(_) => 1,
@@ -484,7 +487,7 @@ pub mod encode {
         r4(
             OPCODE_MOVE,
             dir as u32,
-            mode.funct2() as u32,
+            mode.funct2(dir) as u32,
             dst,
             src,
             shape,
@@ -672,7 +675,7 @@ mod tests {
         for d in CopyDir::ALL {
             for f2 in 0..4 {
                 if let Some(mode) = CopyMode::decode(d, f2) {
-                    assert_eq!(mode.funct2(), f2, "{d:?} {mode:?}");
+                    assert_eq!(mode.funct2(d), f2, "{d:?} {mode:?}");
                 }
             }
         }
