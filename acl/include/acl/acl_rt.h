@@ -407,7 +407,8 @@ ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void *hostPtr);
 /* Synchronous; waits for nothing but itself (synchronize the producing stream first). */
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
 /* Asynchronous with aclrtMallocHost memory; with other host memory it returns once the
- * memory is no longer needed (host-to-device: staged; device-to-host: waited for). */
+ * memory is no longer needed (host-to-device: staged; device-to-host: waited for).
+ * ACL_MEMCPY_HOST_TO_HOST is ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as in CANN (use aclrtMemcpy). */
 ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
                           aclrtMemcpyKind kind, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);

@@ -17,7 +17,8 @@
 #define ACL_ERROR_RT_INVALID_HANDLE 107017          /* an object destroyed in the runtime */
 #define ACL_ERROR_RT_WAIT_TIMEOUT 107019            /* a wait that can never finish */
 #define ACL_ERROR_RT_STREAM_ABORT 107023            /* a task aborted after an earlier failure */
-#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000     /* a call or case npusim does not model */
+#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000     /* a call or case npusim does not model,
+                                                       or CANN does not support */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001       /* host memory or a pool's maxSize exhausted */
 #define ACL_ERROR_RT_MEMORY_FREE 207002             /* a free of a pointer not allocated */
 #define ACL_ERROR_RT_DEVICE_OOM 207018              /* device memory exhausted */
