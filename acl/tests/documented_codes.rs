@@ -5,6 +5,7 @@ use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard};
 
 use npusim_acl::device::*;
+use npusim_acl::exception::*;
 use npusim_acl::host::*;
 use npusim_acl::memory::*;
 use npusim_acl::session::*;
@@ -32,6 +33,8 @@ impl Drop for Session {
         assert_eq!(aclFinalize(), ACL_SUCCESS);
     }
 }
+
+unsafe extern "C" fn on_exception(_: *mut aclrtExceptionInfo) {}
 
 #[test]
 fn async_host_to_host_copy_is_refused_as_not_supported() {
@@ -84,4 +87,30 @@ fn async_host_to_host_copy_is_refused_as_not_supported() {
         assert_eq!(aclrtFreeHost(pinned), ACL_SUCCESS);
         assert_eq!(aclrtDestroyStream(stream), ACL_SUCCESS);
     }
+}
+
+#[test]
+fn unregistering_an_exception_callback_never_registered_succeeds() {
+    let _s = Session::open();
+    assert_eq!(
+        aclrtExceptionInfoCallbackUnregister(Some(on_exception)),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtExceptionInfoCallbackRegister(Some(on_exception)),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtExceptionInfoCallbackUnregister(Some(on_exception)),
+        ACL_SUCCESS
+    );
+    // Twice: the second finds nothing to remove, and succeeds too.
+    assert_eq!(
+        aclrtExceptionInfoCallbackUnregister(Some(on_exception)),
+        ACL_SUCCESS
+    );
+    assert_eq!(
+        aclrtExceptionInfoCallbackUnregister(None),
+        ACL_ERROR_INVALID_PARAM
+    );
 }

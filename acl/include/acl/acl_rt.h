@@ -531,7 +531,8 @@ ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeHostFunc(uint64_t hostFuncThreadId,
 /* Told about every failing task; runs on the host thread that drove the device (e.g. the one
  * that synchronizes). NULL removes it. The info is valid only during the call. */
 ACL_FUNC_VISIBILITY aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback);
-/* The newer names: Register as Set (NULL refused); Unregister removes the callback given. */
+/* The newer names: Register as Set (NULL refused); Unregister removes the callback given
+ * (one not registered: nothing to do, ACL_SUCCESS, as in CANN; NULL refused). */
 ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback);
 ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback);
 ACL_FUNC_VISIBILITY uint32_t aclrtGetTaskIdFromExceptionInfo(const aclrtExceptionInfo *info);
