@@ -4,6 +4,7 @@
 use std::ptr::{null, null_mut};
 use std::sync::{Mutex, MutexGuard};
 
+use npusim_acl::callback::*;
 use npusim_acl::device::*;
 use npusim_acl::exception::*;
 use npusim_acl::host::*;
@@ -35,6 +36,11 @@ impl Drop for Session {
 }
 
 unsafe extern "C" fn on_exception(_: *mut aclrtExceptionInfo) {}
+
+fn thread_id() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
 
 #[test]
 fn async_host_to_host_copy_is_refused_as_not_supported() {
@@ -113,4 +119,20 @@ fn unregistering_an_exception_callback_never_registered_succeeds() {
         aclrtExceptionInfoCallbackUnregister(None),
         ACL_ERROR_INVALID_PARAM
     );
+}
+
+#[test]
+fn process_report_returns_the_runtime_codes_for_no_subscription_and_timeout() {
+    let _s = Session::open();
+    let me = thread_id();
+    assert_eq!(aclrtProcessReport(10), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    assert_eq!(aclrtSubscribeReport(me, null_mut()), ACL_SUCCESS);
+    assert_eq!(aclrtProcessReport(10), ACL_ERROR_RT_REPORT_TIMEOUT);
+    assert_eq!(aclrtUnSubscribeReport(me, null_mut()), ACL_SUCCESS);
+    assert_eq!(aclrtProcessReport(10), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+
+    assert_eq!(aclrtProcessHostFunc(10), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    assert_eq!(aclrtSubscribeHostFunc(me, null_mut()), ACL_SUCCESS);
+    assert_eq!(aclrtProcessHostFunc(10), ACL_ERROR_RT_REPORT_TIMEOUT);
+    assert_eq!(aclrtUnSubscribeHostFunc(me, null_mut()), ACL_SUCCESS);
 }

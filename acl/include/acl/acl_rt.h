@@ -510,7 +510,9 @@ ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType blockType,
                              aclrtStream stream);
-/* timeout: wall-clock milliseconds, or -1 for ever. Runs one callback that came due. */
+/* timeout: wall-clock milliseconds, or -1 for ever. Runs one callback that came due;
+ * ACL_ERROR_RT_REPORT_TIMEOUT if none did, ACL_ERROR_RT_THREAD_SUBSCRIBE on a thread that
+ * serves no stream. */
 ACL_FUNC_VISIBILITY aclError aclrtProcessReport(int32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
 
