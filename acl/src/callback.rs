@@ -281,7 +281,7 @@ fn process(hub: Hub, timeout: i32) -> crate::error::AclResult<()> {
         }
         if !st.subscribers.values().any(|&(t, _)| t == me) {
             return Err(AclError::new(
-                ACL_ERROR_THREAD_NOT_SUBSCRIBE,
+                ACL_ERROR_RT_THREAD_SUBSCRIBE,
                 format!("thread {me:#x} is not subscribed to any stream"),
             ));
         }
@@ -291,7 +291,7 @@ fn process(hub: Hub, timeout: i32) -> crate::error::AclResult<()> {
                 let now = Instant::now();
                 if now >= d {
                     return Err(AclError::new(
-                        ACL_ERROR_WAIT_CALLBACK_TIMEOUT,
+                        ACL_ERROR_RT_REPORT_TIMEOUT,
                         format!("nothing came due within {timeout} ms"),
                     ));
                 }
@@ -328,8 +328,10 @@ pub extern "C" fn aclrtUnSubscribeReport(threadId: u64, stream: aclrtStream) -> 
 
 /// `aclError aclrtProcessReport(int32_t timeout)`: on a subscribed thread, waits up to
 /// `timeout` milliseconds of wall-clock time (-1: for ever) for a callback of one of its
-/// streams to come due, and runs it. ACL_ERROR_WAIT_CALLBACK_TIMEOUT if none came;
-/// ACL_ERROR_THREAD_NOT_SUBSCRIBE if the thread serves no stream.
+/// streams to come due, and runs it. ACL_ERROR_RT_REPORT_TIMEOUT if none came;
+/// ACL_ERROR_RT_THREAD_SUBSCRIBE if the thread serves no stream. (CANN's runtime returns these;
+/// its documentation lists ACL_ERROR_WAIT_CALLBACK_TIMEOUT and ACL_ERROR_THREAD_NOT_SUBSCRIBE
+/// as deprecated in their favour.)
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
     call("aclrtProcessReport", || process(reports_hub, timeout))
@@ -363,7 +365,8 @@ pub extern "C" fn aclrtUnSubscribeHostFunc(
 
 /// `aclError aclrtProcessHostFunc(int32_t timeout)`: on a thread subscribed with
 /// `aclrtSubscribeHostFunc`, waits up to `timeout` wall-clock milliseconds (-1: for ever) for
-/// a host function to come due, and runs it (ACL_ERROR_WAIT_CALLBACK_TIMEOUT if none came).
+/// a host function to come due, and runs it (ACL_ERROR_RT_REPORT_TIMEOUT if none came,
+/// ACL_ERROR_RT_THREAD_SUBSCRIBE on a thread that serves no stream).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtProcessHostFunc(timeout: i32) -> aclError {
     call("aclrtProcessHostFunc", || process(host_func_hub, timeout))

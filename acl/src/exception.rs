@@ -112,7 +112,8 @@ pub extern "C" fn aclrtExceptionInfoCallbackRegister(
 }
 
 /// `aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback)`:
-/// removes `callback` if it is the one registered (ACL_ERROR_INVALID_PARAM otherwise).
+/// removes `callback` if it is the one registered. As CANN documents, a callback that is not
+/// registered is left alone and the call succeeds; NULL is ACL_ERROR_INVALID_PARAM.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtExceptionInfoCallbackUnregister(
     callback: aclrtExceptionInfoCallback,
@@ -121,12 +122,9 @@ pub extern "C" fn aclrtExceptionInfoCallbackUnregister(
         let cb = callback.ok_or_else(|| AclError::null("callback"))?;
         let s = session()?;
         let mut current = s.user_exception.lock().unwrap_or_else(|p| p.into_inner());
-        if current.map(|c| c as usize) != Some(cb as usize) {
-            return Err(AclError::param(
-                "callback is not the registered exception callback",
-            ));
+        if current.map(|c| c as usize) == Some(cb as usize) {
+            *current = None;
         }
-        *current = None;
         Ok(())
     })
 }

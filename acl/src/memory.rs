@@ -8,7 +8,10 @@
 //!   runs. With other host memory, as ACL documents, the call returns once the copy no longer
 //!   needs the memory: a host-to-device copy is staged at the call; a device-to-host copy is
 //!   waited for.
-//! - Host-to-host copies, and memsets of pinned host memory, happen at the call.
+//! - Host-to-host copies (`aclrtMemcpy`, or `ACL_MEMCPY_DEFAULT` between host buffers), and
+//!   memsets of pinned host memory, happen at the call. `aclrtMemcpyAsync` with
+//!   `ACL_MEMCPY_HOST_TO_HOST` is refused with ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as CANN
+//!   documents for its A2 / A3 training products and for every EP (host) form.
 
 use std::ffi::c_void;
 
@@ -301,7 +304,8 @@ pub unsafe extern "C" fn aclrtMemcpy(
 
 /// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`: enqueues the copy on `stream` (NULL: the
-/// default stream). See the module docs for pinned and other host memory.
+/// default stream). See the module docs for pinned and other host memory;
+/// `ACL_MEMCPY_HOST_TO_HOST` is ACL_ERROR_RT_FEATURE_NOT_SUPPORT.
 ///
 /// # Safety
 /// Host pointers are valid for `count` bytes, pinned ones until the copy is done.
@@ -321,6 +325,12 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let dir = direction(&s, kind, dst, src, count as u64)?;
         if count == 0 {
             return Ok(());
+        }
+        if kind == ACL_MEMCPY_HOST_TO_HOST {
+            return Err(AclError::new(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                "an asynchronous ACL_MEMCPY_HOST_TO_HOST copy is not supported (use aclrtMemcpy)",
+            ));
         }
         // SAFETY: the caller's contract.
         unsafe { copy(&s, dst, src, count as u64, dir, Some(st)) }

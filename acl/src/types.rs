@@ -53,9 +53,11 @@ pub const ACL_ERROR_WRITE_FILE: aclError = 100_004;
 pub const ACL_ERROR_REPEAT_SUBSCRIBE: aclError = 100_033;
 /// ACL_ERROR_STREAM_NOT_SUBSCRIBE: `aclrtUnSubscribeReport` of a stream that thread does not serve.
 pub const ACL_ERROR_STREAM_NOT_SUBSCRIBE: aclError = 100_034;
-/// ACL_ERROR_THREAD_NOT_SUBSCRIBE: `aclrtProcessReport` on a thread that serves no stream.
+/// ACL_ERROR_THREAD_NOT_SUBSCRIBE: deprecated by CANN for ACL_ERROR_RT_THREAD_SUBSCRIBE, which
+/// npusim returns; kept for programs that name it.
 pub const ACL_ERROR_THREAD_NOT_SUBSCRIBE: aclError = 100_035;
-/// ACL_ERROR_WAIT_CALLBACK_TIMEOUT: `aclrtProcessReport` saw no callback within its timeout.
+/// ACL_ERROR_WAIT_CALLBACK_TIMEOUT: deprecated by CANN for ACL_ERROR_RT_REPORT_TIMEOUT, which
+/// npusim returns; kept for programs that name it.
 pub const ACL_ERROR_WAIT_CALLBACK_TIMEOUT: aclError = 100_036;
 /// ACL_ERROR_REPEAT_FINALIZE: `aclFinalize` while not initialized.
 pub const ACL_ERROR_REPEAT_FINALIZE: aclError = 100_037;
@@ -68,6 +70,9 @@ pub const ACL_ERROR_RT_INVALID_DEVICEID: aclError = 107_001;
 pub const ACL_ERROR_RT_CONTEXT_NULL: aclError = 107_002;
 /// ACL_ERROR_RT_STREAM_CONTEXT: the object belongs to another context than the current one.
 pub const ACL_ERROR_RT_STREAM_CONTEXT: aclError = 107_003;
+/// ACL_ERROR_RT_THREAD_SUBSCRIBE: `aclrtProcessReport` / `aclrtProcessHostFunc` on a thread
+/// that serves no stream (CANN's replacement for ACL_ERROR_THREAD_NOT_SUBSCRIBE).
+pub const ACL_ERROR_RT_THREAD_SUBSCRIBE: aclError = 107_012;
 /// ACL_ERROR_RT_STREAM_NO_CB_REG: `aclrtLaunchCallback` on a stream no thread subscribed to.
 pub const ACL_ERROR_RT_STREAM_NO_CB_REG: aclError = 107_015;
 /// ACL_ERROR_RT_MEMORY_ALLOCATION: a memory pool's `maxSize` would be exceeded.
@@ -81,7 +86,8 @@ pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: aclError = 507_047;
 /// ACL_ERROR_RT_FEATURE_NOT_SUPPORT: a call or a case npusim does not model.
 pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: aclError = 207_000;
 /// ACL_ERROR_RT_REPORT_TIMEOUT: a host callback had not returned within the wall-time limit a
-/// synchronize gives it (`NPUSIM_CALLBACK_TIMEOUT_MS`, default 60 s).
+/// synchronize gives it (`NPUSIM_CALLBACK_TIMEOUT_MS`, default 60 s), or `aclrtProcessReport`
+/// / `aclrtProcessHostFunc` saw nothing come due within its timeout.
 pub const ACL_ERROR_RT_REPORT_TIMEOUT: aclError = 507_012;
 /// ACL_ERROR_RT_AICORE_TIMEOUT: a kernel ran past its simulated timeout.
 pub const ACL_ERROR_RT_AICORE_TIMEOUT: aclError = 507_014;

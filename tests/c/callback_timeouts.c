@@ -34,8 +34,8 @@ static void *report_loop(void *arg) {
     (void)arg;
     while (!atomic_load(&stop)) {
         aclError e = aclrtProcessReport(20);
-        if (e != ACL_SUCCESS && e != ACL_ERROR_WAIT_CALLBACK_TIMEOUT &&
-            e != ACL_ERROR_THREAD_NOT_SUBSCRIBE) {
+        if (e != ACL_SUCCESS && e != ACL_ERROR_RT_REPORT_TIMEOUT &&
+            e != ACL_ERROR_RT_THREAD_SUBSCRIBE) {
             fprintf(stderr, "aclrtProcessReport returned %d\n", e);
             exit(1);
         }

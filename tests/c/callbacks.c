@@ -27,12 +27,12 @@ static void *report_loop(void *arg) {
     (void)arg;
     while (!atomic_load(&stop)) {
         aclError e = aclrtProcessReport(20);
-        if (e != ACL_SUCCESS && e != ACL_ERROR_WAIT_CALLBACK_TIMEOUT &&
-            e != ACL_ERROR_THREAD_NOT_SUBSCRIBE) {
+        if (e != ACL_SUCCESS && e != ACL_ERROR_RT_REPORT_TIMEOUT &&
+            e != ACL_ERROR_RT_THREAD_SUBSCRIBE) {
             fprintf(stderr, "aclrtProcessReport returned %d\n", e);
             exit(1);
         }
-        if (e == ACL_ERROR_THREAD_NOT_SUBSCRIBE) {
+        if (e == ACL_ERROR_RT_THREAD_SUBSCRIBE) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
                 ACL_ERROR_RT_STREAM_NO_CB_REG);
     EXPECT_CODE(aclrtLaunchCallback(NULL, NULL, ACL_CALLBACK_BLOCK, stream),
                 ACL_ERROR_INVALID_PARAM);
-    EXPECT_CODE(aclrtProcessReport(10), ACL_ERROR_THREAD_NOT_SUBSCRIBE); /* main serves none */
+    EXPECT_CODE(aclrtProcessReport(10), ACL_ERROR_RT_THREAD_SUBSCRIBE); /* main serves none */
 
     aclrtBinHandle bin;
     CHECK(aclrtBinaryLoadFromFile(kernel_path(argc, argv, "vector_add.o"), NULL, &bin));

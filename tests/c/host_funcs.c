@@ -34,8 +34,8 @@ static void *loop(void *arg) {
     (void)arg;
     while (!atomic_load(&stop)) {
         aclError e = aclrtProcessHostFunc(10);
-        if (e != ACL_SUCCESS && e != ACL_ERROR_WAIT_CALLBACK_TIMEOUT &&
-            e != ACL_ERROR_THREAD_NOT_SUBSCRIBE) {
+        if (e != ACL_SUCCESS && e != ACL_ERROR_RT_REPORT_TIMEOUT &&
+            e != ACL_ERROR_RT_THREAD_SUBSCRIBE) {
             fprintf(stderr, "aclrtProcessHostFunc returned %d\n", e);
             exit(1);
         }
@@ -68,7 +68,7 @@ int main(void) {
     EXPECT(atomic_load(&ran_on_main) == 0);
 
     /* A subscribed worker thread runs them. */
-    EXPECT_CODE(aclrtProcessHostFunc(10), ACL_ERROR_THREAD_NOT_SUBSCRIBE);
+    EXPECT_CODE(aclrtProcessHostFunc(10), ACL_ERROR_RT_THREAD_SUBSCRIBE);
     if (pthread_create(&worker, NULL, loop, NULL) != 0) {
         return 1;
     }

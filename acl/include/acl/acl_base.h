@@ -52,8 +52,8 @@ typedef void *aclrtAllocatorAddr;
 #define ACL_ERROR_PARSE_FILE 100006            /* a malformed kernel binary */
 #define ACL_ERROR_REPEAT_SUBSCRIBE 100033      /* the stream already has a report thread */
 #define ACL_ERROR_STREAM_NOT_SUBSCRIBE 100034  /* the stream is not served by that thread */
-#define ACL_ERROR_THREAD_NOT_SUBSCRIBE 100035  /* aclrtProcessReport on a thread serving none */
-#define ACL_ERROR_WAIT_CALLBACK_TIMEOUT 100036 /* aclrtProcessReport saw no callback in time */
+#define ACL_ERROR_THREAD_NOT_SUBSCRIBE 100035  /* deprecated: ACL_ERROR_RT_THREAD_SUBSCRIBE */
+#define ACL_ERROR_WAIT_CALLBACK_TIMEOUT 100036 /* deprecated: ACL_ERROR_RT_REPORT_TIMEOUT */
 #define ACL_ERROR_REPEAT_FINALIZE 100037       /* aclFinalize while not initialized */
 #define ACL_ERROR_BAD_ALLOC 200000
 #define ACL_ERROR_API_NOT_SUPPORT 200001

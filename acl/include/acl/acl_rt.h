@@ -407,7 +407,8 @@ ACL_FUNC_VISIBILITY aclError aclrtFreeHost(void *hostPtr);
 /* Synchronous; waits for nothing but itself (synchronize the producing stream first). */
 ACL_FUNC_VISIBILITY aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count, aclrtMemcpyKind kind);
 /* Asynchronous with aclrtMallocHost memory; with other host memory it returns once the
- * memory is no longer needed (host-to-device: staged; device-to-host: waited for). */
+ * memory is no longer needed (host-to-device: staged; device-to-host: waited for).
+ * ACL_MEMCPY_HOST_TO_HOST is ACL_ERROR_RT_FEATURE_NOT_SUPPORT, as in CANN (use aclrtMemcpy). */
 ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
                           aclrtMemcpyKind kind, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count);
@@ -509,7 +510,9 @@ ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream);
 ACL_FUNC_VISIBILITY aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType blockType,
                              aclrtStream stream);
-/* timeout: wall-clock milliseconds, or -1 for ever. Runs one callback that came due. */
+/* timeout: wall-clock milliseconds, or -1 for ever. Runs one callback that came due;
+ * ACL_ERROR_RT_REPORT_TIMEOUT if none did, ACL_ERROR_RT_THREAD_SUBSCRIBE on a thread that
+ * serves no stream. */
 ACL_FUNC_VISIBILITY aclError aclrtProcessReport(int32_t timeout);
 ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream);
 
@@ -530,7 +533,8 @@ ACL_FUNC_VISIBILITY aclError aclrtUnSubscribeHostFunc(uint64_t hostFuncThreadId,
 /* Told about every failing task; runs on the host thread that drove the device (e.g. the one
  * that synchronizes). NULL removes it. The info is valid only during the call. */
 ACL_FUNC_VISIBILITY aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback);
-/* The newer names: Register as Set (NULL refused); Unregister removes the callback given. */
+/* The newer names: Register as Set (NULL refused); Unregister removes the callback given
+ * (one not registered: nothing to do, ACL_SUCCESS, as in CANN; NULL refused). */
 ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback);
 ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback);
 ACL_FUNC_VISIBILITY uint32_t aclrtGetTaskIdFromExceptionInfo(const aclrtExceptionInfo *info);

@@ -12,12 +12,15 @@
 #define ACL_ERROR_RT_CONTEXT_NULL 107002            /* the thread's current context is gone */
 #define ACL_ERROR_RT_STREAM_CONTEXT 107003          /* an object of another context */
 #define ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID 107006 /* time of an event never recorded */
+#define ACL_ERROR_RT_THREAD_SUBSCRIBE 107012        /* aclrtProcessReport / aclrtProcessHostFunc
+                                                       on a thread serving no stream */
 #define ACL_ERROR_RT_STREAM_NO_CB_REG 107015        /* aclrtLaunchCallback, stream unsubscribed */
 #define ACL_ERROR_RT_INVALID_MEMORY_TYPE 107016     /* host memory of the wrong kind, or freed */
 #define ACL_ERROR_RT_INVALID_HANDLE 107017          /* an object destroyed in the runtime */
 #define ACL_ERROR_RT_WAIT_TIMEOUT 107019            /* a wait that can never finish */
 #define ACL_ERROR_RT_STREAM_ABORT 107023            /* a task aborted after an earlier failure */
-#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000     /* a call or case npusim does not model */
+#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000     /* a call or case npusim does not model,
+                                                       or CANN does not support */
 #define ACL_ERROR_RT_MEMORY_ALLOCATION 207001       /* host memory or a pool's maxSize exhausted */
 #define ACL_ERROR_RT_MEMORY_FREE 207002             /* a free of a pointer not allocated */
 #define ACL_ERROR_RT_DEVICE_OOM 207018              /* device memory exhausted */
@@ -25,7 +28,8 @@
                                                        panicked (Rust); the process goes on */
 #define ACL_ERROR_RT_EVENT_NOT_COMPLETE 507006      /* time of an event not yet fired */
 #define ACL_ERROR_RT_CONTEXT_RELEASE_ERROR 507007   /* a context that cannot be destroyed now */
-#define ACL_ERROR_RT_REPORT_TIMEOUT 507012          /* a callback not back within the wait limit */
+#define ACL_ERROR_RT_REPORT_TIMEOUT 507012          /* a callback not back within the wait limit;
+                                                       aclrtProcessReport: nothing came due */
 #define ACL_ERROR_RT_AICORE_TIMEOUT 507014          /* a kernel ran past its (simulated) timeout */
 #define ACL_ERROR_RT_AICORE_EXCEPTION 507015        /* a kernel faulted (e.g. a bad address) */
 #define ACL_ERROR_RT_AICORE_TRAP_EXCEPTION 507016   /* a kernel trapped (e.g. divide by zero) */
