@@ -1966,3 +1966,445 @@ fn a_cross_core_wait_nothing_sets_fails_the_launch_naming_the_block_and_flag() {
         "{text}"
     );
 }
+
+// ---- Width padding: Duplicate's mask forms, Pad, UnPad, Broadcast (pad_custom.cpp) ----------
+
+/// The bytes each pad_custom kernel copies out: its whole 8 KiB UB buffer.
+const PAD_BUF: usize = 8192;
+const SENTINEL16: u16 = 0x7777;
+
+/// Distinct 16-bit patterns (no NaN or infinity as half) for the input buffer.
+fn pad_input16() -> Vec<u16> {
+    (0..PAD_BUF / 2)
+        .map(|i| f32_to_f16((i % 2000) as f32 * 0.25 - 100.0))
+        .collect()
+}
+
+fn pad_input32() -> Vec<f32> {
+    (0..PAD_BUF / 4).map(|i| i as f32 * 0.5 - 300.0).collect()
+}
+
+/// Runs `name` from pad_custom.o on one block with `args` after (x, y) and returns y's words.
+fn run_pad<T: bytemuck::Pod + Default + Clone>(name: &str, x: &[T], args: &[Arg]) -> Vec<T> {
+    let rt = rt();
+    let bin = load(&rt, "pad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, name).unwrap();
+    let dx = upload(&rt, x);
+    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let mut all: Vec<Arg> = vec![dx.into(), dy.into()];
+    all.extend_from_slice(args);
+    run(&rt, k, 1, &all, s);
+    download(&rt, dy, PAD_BUF / std::mem::size_of::<T>())
+}
+
+/// Runs `name` with (x, y, a u32 table in device memory, then `args`) expecting the block to
+/// abort, and returns the kernel log.
+fn run_pad_failing(name: &str, table: &[u32], args: &[Arg]) -> Vec<String> {
+    let rt = rt();
+    let bin = load(&rt, "pad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, name).unwrap();
+    let dx = upload(&rt, &vec![0u8; PAD_BUF]);
+    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let dt = upload(&rt, table);
+    let mut all: Vec<Arg> = vec![dx.into(), dy.into(), dt.into()];
+    all.extend_from_slice(args);
+    rt.launch(k, 1, &all, s).unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("135"), "{err}");
+    rt.take_kernel_log()
+}
+
+/// What Duplicate's mask / repeat form writes: element p of repeat r (p selected) at
+/// `(r * rep + (p / per_block) * blk) * per_block + p % per_block`.
+fn duplicate_model<T: Copy>(
+    x: &[T],
+    v: T,
+    per_block: usize,
+    selected: impl Fn(usize) -> bool,
+    (repeat, blk, rep): (usize, usize, usize),
+) -> Vec<T> {
+    let mut y = x.to_vec();
+    for r in 0..repeat {
+        for p in 0..8 * per_block {
+            if selected(p) {
+                y[(r * rep + (p / per_block) * blk) * per_block + p % per_block] = v;
+            }
+        }
+    }
+    y
+}
+
+fn shape_arg(repeat: usize, blk: usize, rep: usize) -> Arg {
+    ((repeat | blk << 8 | rep << 16) as u64).into()
+}
+
+#[test]
+fn duplicate_with_a_bitwise_mask_writes_only_the_selected_elements_of_each_block_and_repeat() {
+    let x = pad_input16();
+    let v = f32_to_f16(-3.5);
+    let bit = |m: [u64; 2]| move |p: usize| (m[p / 64] >> (p % 64)) & 1 == 1;
+    let cases: [([u64; 2], (usize, usize, usize)); 5] = [
+        // The AbsDuplicate sample's mask: the last 5 of the first 16 elements.
+        ([(1 << 16) - (1 << 11), 0], (1, 1, 1)),
+        // Runs from a block's start, scattered bits, and mask[1]'s blocks, 3 repeats.
+        ([0x0F0F_FFFF_8001_F800, 0x8000_0001_FFFF_0F0F], (3, 1, 8)),
+        // Block stride 2, repeats 17 blocks apart (odd), alternate bits.
+        ([0x5555_AAAA_0000_FFFF, 0xAAAA_AAAA_AAAA_AAAA], (2, 2, 17)),
+        // Every element: vdup only.
+        ([!0, !0], (2, 1, 8)),
+        // Overlapping repeats (one block apart).
+        ([0x0000_0000_0000_FF00, 0], (4, 1, 1)),
+    ];
+    for (mask, shape) in cases {
+        let y: Vec<u16> = run_pad(
+            "dup_mask_half",
+            &x,
+            &[
+                mask[0].into(),
+                mask[1].into(),
+                shape_arg(shape.0, shape.1, shape.2),
+            ],
+        );
+        assert_eq!(
+            y,
+            duplicate_model(&x, v, 16, bit(mask), shape),
+            "{mask:x?} {shape:?}"
+        );
+    }
+
+    // float: 8 elements a block, mask[1] ignored.
+    let x = pad_input32();
+    for (mask, shape) in [
+        ([0x00FF_F0F0_8001_0003u64, !0u64], (3, 1, 8)),
+        ([0xF0F0_0F0F_00FF_FF01, 0x1234], (2, 3, 25)),
+    ] {
+        let y: Vec<f32> = run_pad(
+            "dup_mask_f32",
+            &x,
+            &[
+                mask[0].into(),
+                mask[1].into(),
+                shape_arg(shape.0, shape.1, shape.2),
+            ],
+        );
+        let want = duplicate_model(&x, 2.25, 8, bit([mask[0], 0]), shape);
+        assert_eq!(y, want, "{mask:x?} {shape:?}");
+    }
+}
+
+#[test]
+fn duplicate_with_a_counter_mask_writes_the_first_elements_of_each_repeat() {
+    let x = pad_input16();
+    let v = f32_to_f16(-3.5);
+    for (count, shape) in [(37usize, (2, 1, 8)), (100, (3, 2, 16)), (128, (1, 1, 8))] {
+        let y: Vec<u16> = run_pad(
+            "dup_count_half",
+            &x,
+            &[
+                (count as u64).into(),
+                0u64.into(),
+                shape_arg(shape.0, shape.1, shape.2),
+            ],
+        );
+        assert_eq!(
+            y,
+            duplicate_model(&x, v, 16, |p| p < count, shape),
+            "{count} {shape:?}"
+        );
+    }
+}
+
+/// PadTiling's 26 words with the shape the kernel reads (the host's other fields do not
+/// change the result).
+fn pad_tiling(height: u32, width: u32, ori: u32) -> Vec<u32> {
+    let mut t = vec![0u32; 26];
+    t[..3].copy_from_slice(&[height, width, ori]);
+    t
+}
+
+fn pad_params(left: u64, right: u64, value: i32) -> Arg {
+    (left | right << 16 | (value as u32 as u64) << 32).into()
+}
+
+/// Runs a Pad kernel on (height x width, data columns) and returns y.
+fn run_pad_kernel<T: bytemuck::Pod + Default + Clone>(
+    name: &str,
+    x: &[T],
+    (height, width, ori): (u32, u32, u32),
+    (left, right, value): (u64, u64, i32),
+) -> Vec<T> {
+    let rt = rt();
+    let bin = load(&rt, "pad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, name).unwrap();
+    let dx = upload(&rt, x);
+    let dt = upload(&rt, &pad_tiling(height, width, ori));
+    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[
+            dx.into(),
+            dy.into(),
+            dt.into(),
+            pad_params(left, right, value),
+        ],
+        s,
+    );
+    download(&rt, dy, PAD_BUF / std::mem::size_of::<T>())
+}
+
+#[test]
+fn pad_on_an_aligned_width_sets_the_right_columns_and_keeps_the_rest() {
+    let x = pad_input16();
+    // (height, width, data columns, rightPad, value): the AbsPad sample's 16 x 16 with 7 data
+    // columns and 9 padded, fewer padded than the block's spare columns, a 2-block row.
+    for (h, w, ori, right, value) in [
+        (16u32, 16u32, 7u32, 9u64, 0i32),
+        (5, 16, 7, 4, -2),
+        (3, 32, 21, 11, 321),
+        (250, 16, 15, 1, 7),
+    ] {
+        let y: Vec<u16> = run_pad_kernel("pad_half", &x, (h, w, ori), (0, right, value));
+        let (h, w, ori, right) = (h as usize, w as usize, ori as usize, right as usize);
+        for r in 0..h {
+            for c in 0..w {
+                let i = r * w + c;
+                let want = if (ori..ori + right).contains(&c) {
+                    f32_to_f16(value as f32)
+                } else {
+                    x[i]
+                };
+                assert_eq!(y[i], want, "{h}x{w} ({ori}+{right}) row {r} column {c}");
+            }
+        }
+        assert!(y[h * w..].iter().all(|&b| b == SENTINEL16), "{h}x{w}");
+    }
+    let x = pad_input32();
+    let y: Vec<f32> = run_pad_kernel("pad_f32", &x, (4, 8, 5), (0, 3, -7));
+    for r in 0..4 {
+        for c in 0..8 {
+            let want = if c >= 5 { -7.0 } else { x[r * 8 + c] };
+            assert_eq!(y[r * 8 + c], want, "row {r} column {c}");
+        }
+    }
+}
+
+#[test]
+fn pad_on_an_unaligned_width_adds_columns_on_both_sides() {
+    let x = pad_input16();
+    // (height, width, leftPad, rightPad, value): to the aligned width, and to less than it.
+    for (h, w, left, right, value) in [
+        (16u32, 15u32, 0u64, 1u64, 321i32),
+        (3, 13, 1, 2, -9),
+        (4, 9, 2, 3, 5),
+        (7, 1, 3, 12, 1),
+    ] {
+        let y: Vec<u16> = run_pad_kernel("pad_half", &x, (h, w, w), (left, right, value));
+        let (h, w, left, right) = (h as usize, w as usize, left as usize, right as usize);
+        let out = left + w + right;
+        let pad = f32_to_f16(value as f32);
+        for r in 0..h {
+            for c in 0..out {
+                let want = if c < left || c >= left + w {
+                    pad
+                } else {
+                    x[r * w + c - left]
+                };
+                assert_eq!(
+                    y[r * out + c],
+                    want,
+                    "{h}x{w} +{left}+{right} row {r} column {c}"
+                );
+            }
+        }
+        assert!(y[h * out..].iter().all(|&b| b == SENTINEL16), "{h}x{w}");
+    }
+    let x = pad_input32();
+    let y: Vec<f32> = run_pad_kernel("pad_f32", &x, (3, 5, 5), (1, 2, 4));
+    for r in 0..3 {
+        let row: Vec<f32> = std::iter::once(4.0)
+            .chain(x[r * 5..r * 5 + 5].iter().copied())
+            .chain([4.0, 4.0])
+            .collect();
+        assert_eq!(&y[r * 8..r * 8 + 8], &row[..], "row {r}");
+    }
+}
+
+#[test]
+fn pad_in_place_gives_what_pad_into_another_tensor_gives() {
+    let x = pad_input16();
+    for (shape, params) in [((6, 13, 13), (2, 1, 11)), ((4, 16, 10), (0, 6, -1))] {
+        let apart: Vec<u16> = run_pad_kernel("pad_half", &x, shape, params);
+        let in_place: Vec<u16> = run_pad_kernel("pad_in_place_half", &x, shape, params);
+        // Both shapes' rows are 16 halves once padded.
+        let n = (shape.0 * 16) as usize;
+        assert_eq!(&in_place[..n], &apart[..n], "{shape:?}");
+    }
+}
+
+#[test]
+fn pad_and_unpad_refuse_parameters_outside_the_api_naming_them() {
+    let cases: [(&str, Vec<u32>, Arg, &str); 4] = [
+        (
+            "pad_half",
+            pad_tiling(4, 16, 7),
+            pad_params(1, 2, 0),
+            "Pad: a 32-byte-aligned width is padded on the right only (leftPad must be 0)",
+        ),
+        (
+            "pad_half",
+            pad_tiling(4, 32, 7),
+            pad_params(0, 10, 0),
+            "Pad: srcOriWidth + rightPad passes the data's last 32-byte block",
+        ),
+        (
+            "pad_half",
+            pad_tiling(4, 13, 13),
+            pad_params(2, 2, 0),
+            "Pad: leftPad + srcWidth + rightPad passes the width rounded up to 32 bytes",
+        ),
+        (
+            "unpad_half",
+            unpad_tiling(4, 16),
+            16u64.into(),
+            "UnPad: rightPad must be fewer elements than a 32-byte block holds",
+        ),
+    ];
+    for (name, table, arg, message) in cases {
+        let log = run_pad_failing(name, &table, &[arg]);
+        assert!(
+            log.iter().any(|l| l.contains(message)),
+            "{message}: {log:?}"
+        );
+    }
+    let log = run_pad_failing("unpad_f32", &unpad_tiling(2, 12), &[1u64.into()]);
+    assert!(
+        log.iter()
+            .any(|l| l.contains("UnPad: srcWidth must be a whole number of 32-byte blocks")),
+        "{log:?}"
+    );
+}
+
+fn unpad_tiling(height: u32, width: u32) -> Vec<u32> {
+    let mut t = vec![0u32; 8];
+    t[..2].copy_from_slice(&[height, width]);
+    t
+}
+
+#[test]
+fn unpad_takes_the_right_columns_off_and_packs_the_rows() {
+    let rt = rt();
+    let bin = load(&rt, "pad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let x16 = pad_input16();
+    let x32 = pad_input32();
+    // The AbsUnPad sample's 16 x 16 less 2, a wide row, and float rows.
+    for (h, w, right) in [(16usize, 16usize, 2usize), (5, 48, 15), (1, 16, 0)] {
+        let k = rt.get_function(bin, "unpad_half").unwrap();
+        let (dx, dt) = (
+            upload(&rt, &x16),
+            upload(&rt, &unpad_tiling(h as u32, w as u32)),
+        );
+        let dy = rt.malloc(PAD_BUF as u64).unwrap();
+        let args = [dx.into(), dy.into(), dt.into(), (right as u64).into()];
+        run(&rt, k, 1, &args, s);
+        let y: Vec<u16> = download(&rt, dy, PAD_BUF / 2);
+        let out = w - right;
+        for r in 0..h {
+            assert_eq!(
+                &y[r * out..(r + 1) * out],
+                &x16[r * w..r * w + out],
+                "{h}x{w}-{right} row {r}"
+            );
+        }
+        assert!(
+            y[h * out..].iter().all(|&b| b == SENTINEL16),
+            "{h}x{w}-{right}"
+        );
+    }
+    let k = rt.get_function(bin, "unpad_f32").unwrap();
+    let (dx, dt) = (upload(&rt, &x32), upload(&rt, &unpad_tiling(3, 8)));
+    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    run(
+        &rt,
+        k,
+        1,
+        &[dx.into(), dy.into(), dt.into(), 3u64.into()],
+        s,
+    );
+    let y: Vec<u32> = download(&rt, dy, PAD_BUF / 4);
+    for r in 0..3 {
+        let want: Vec<u32> = x32[r * 8..r * 8 + 5].iter().map(|f| f.to_bits()).collect();
+        assert_eq!(&y[r * 5..r * 5 + 5], &want[..], "row {r}");
+    }
+    assert!(y[15..].iter().all(|&b| b == 0x7777_7777));
+}
+
+#[test]
+fn broadcast_repeats_a_column_or_a_row_on_aligned_and_unaligned_rows() {
+    // [m, 1] -> [m, k] int8 with 255-byte rows (the broadcast sample's unaligned case).
+    let x8: Vec<i8> = (0..PAD_BUF)
+        .map(|i| (i as i32 * 37 % 251 - 125) as i8)
+        .collect();
+    let y: Vec<i8> = run_pad("broadcast_i8_axis1", &x8, &[3u64.into(), 255u64.into()]);
+    for r in 0..3 {
+        assert!(
+            y[r * 255..(r + 1) * 255].iter().all(|&v| v == x8[r]),
+            "row {r}"
+        );
+    }
+    assert!(y[765..].iter().all(|&b| b == 0x77));
+    // half: 16 per row (aligned) and 13 (unaligned).
+    let x = pad_input16();
+    for (m, k) in [(5usize, 16usize), (4, 13), (20, 1)] {
+        let y: Vec<u16> = run_pad(
+            "broadcast_half_axis1",
+            &x,
+            &[(m as u64).into(), (k as u64).into()],
+        );
+        for r in 0..m {
+            assert!(
+                y[r * k..(r + 1) * k].iter().all(|&v| v == x[r]),
+                "{m}x{k} row {r}"
+            );
+        }
+        assert!(y[m * k..].iter().all(|&b| b == SENTINEL16), "{m}x{k}");
+    }
+    // [1, k] -> [m, k] float.
+    let x = pad_input32();
+    let y: Vec<f32> = run_pad("broadcast_f32_axis0", &x, &[5u64.into(), 16u64.into()]);
+    for r in 0..5 {
+        assert_eq!(&y[r * 16..(r + 1) * 16], &x[..16], "row {r}");
+    }
+    assert!(y[80..].iter().all(|&f| f.to_bits() == 0x7777_7777));
+    // [1] -> [37] int16 (BroadCast, with a temporary buffer).
+    let x16: Vec<i16> = (0..PAD_BUF / 2).map(|i| -(i as i16) - 5).collect();
+    let y: Vec<i16> = run_pad("broadcast_i16_dim1", &x16, &[37u64.into()]);
+    assert!(y[..37].iter().all(|&v| v == -5));
+    assert!(y[37..].iter().all(|&b| b == SENTINEL16 as i16));
+}
+
+#[test]
+fn broadcast_refuses_an_unaligned_row_along_axis_0() {
+    let rt = rt();
+    let bin = load(&rt, "pad_custom.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "broadcast_f32_axis0").unwrap();
+    let dx = upload(&rt, &vec![0u8; PAD_BUF]);
+    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    rt.launch(k, 1, &[dx.into(), dy.into(), 3u64.into(), 5u64.into()], s)
+        .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("135"), "{err}");
+    let log = rt.take_kernel_log();
+    assert!(
+        log.iter().any(|l| l.contains(
+            "Broadcast: with dim 2 and axis 0, srcShape[1] must fill whole 32-byte blocks"
+        )),
+        "{log:?}"
+    );
+}

@@ -694,3 +694,156 @@ fn a_reduction_or_gather_on_a_type_the_layer_does_not_offer_stops_the_compile_na
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_pad_and_unpad_host_tiling_fills_the_shape_and_the_aligned_width_plan() {
+    if !have("c++") {
+        eprintln!("c++ not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("pad-tiling");
+    let src = dir.join("pad_tiling.cpp");
+    std::fs::write(
+        &src,
+        r#"#include <cstdio>
+#include "graph/tensor.h"
+#include "kernel_tiling/kernel_tiling.h"
+#include "tiling/platform/platform_ascendc.h"
+#include "tiling/tiling_api.h"
+static void words(const char *what, const void *p, size_t n) {
+    std::printf("%s", what);
+    for (size_t i = 0; i < n / 4; i++) std::printf(" %u", ((const uint32_t *)p)[i]);
+    std::printf("\n");
+}
+int main() {
+    // The AbsPad sample's calls: 16 x 16 in UB, 16 x 7 of data, half.
+    uint32_t maxSize = 7, minSize = 7;
+    AscendC::GetPadMaxMinTmpSize(ge::Shape({16, 16}), sizeof(int16_t), maxSize, minSize);
+    optiling::PadTiling pad;
+    AscendC::PadTilingFunc(ge::Shape({16, 16}), ge::Shape({16, 7}), maxSize, sizeof(int16_t), pad);
+    uint8_t buf[sizeof(PadTiling)];
+    pad.SaveToBuffer(buf, pad.GetDataSize());
+    std::printf("pad %u %u %zu\n", maxSize, minSize, pad.GetDataSize());
+    words("padwords", buf, sizeof buf);
+    // The AbsUnPad sample's: 16 x 16 half.
+    auto *platform = platform_ascendc::PlatformAscendCManager::GetInstance("Ascend910B3");
+    maxSize = minSize = 7;
+    AscendC::GetUnPadMaxMinTmpSize(*platform, ge::Shape({16, 16}), sizeof(int16_t), maxSize, minSize);
+    optiling::UnPadTiling unpad;
+    AscendC::UnPadTilingFunc(ge::Shape({16, 16}), maxSize, sizeof(int16_t), unpad);
+    uint8_t ubuf[sizeof(UnPadTiling)];
+    unpad.SaveToBuffer(ubuf, unpad.GetDataSize());
+    std::printf("unpad %u %u %zu\n", maxSize, minSize, unpad.GetDataSize());
+    words("unpadwords", ubuf, sizeof ubuf);
+    // More rows than one repeat takes, float, into the struct itself.
+    AscendC::tiling::PadTiling raw;
+    AscendC::PadTilingFunc(ge::Shape({600, 32}), ge::Shape({600, 20}), 0, sizeof(float), raw);
+    words("rawwords", &raw, sizeof raw);
+    // Refused: a 3-D shape and a 1-byte type leave the tiling as it was.
+    optiling::PadTiling bad;
+    bad.set_srcHeight(99);
+    AscendC::PadTilingFunc(ge::Shape({2, 3, 4}), ge::Shape({2, 3, 4}), 0, 2, bad);
+    AscendC::UnPadTilingFunc(ge::Shape({2, 32}), 0, 1, unpad);
+    std::printf("bad %u %u\n", bad.get_srcHeight(), unpad.get_srcWidth());
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("pad_tiling");
+    let build = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
+        .arg(root().join("acl/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success());
+    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let line = |key: &str| -> Vec<u64> {
+        out.lines()
+            .find(|l| l.split(' ').next() == Some(key))
+            .unwrap_or_else(|| panic!("{key}: {out}"))
+            .split(' ')
+            .skip(1)
+            .map(|w| w.parse().unwrap())
+            .collect()
+    };
+    // No temporary space; CANN's 26 words.
+    assert_eq!(line("pad"), [0, 0, 104]);
+    let mut want = vec![16, 16, 7, 0, 1, 255, 0, 16, 255 * 16, 0];
+    want.resize(26, 0);
+    assert_eq!(line("padwords"), want);
+    assert_eq!(line("unpad"), [0, 0, 32]);
+    assert_eq!(line("unpadwords"), [16, 16, 0, 0, 0, 0, 0, 0]);
+    // The pad columns' last block starts 24 floats in; 600 rows are 255 + 255 + 90.
+    let mut want = vec![600, 32, 20, 24, 4, 255, 2, 90, 255 * 32, 2 * 255 * 32 + 24];
+    want.resize(26, 0);
+    assert_eq!(line("rawwords"), want);
+    assert_eq!(line("bad"), [99, 16]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("PadTilingFunc (npusim): the shape has 3 dimensions"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "UnPadTilingFunc (npusim): typeSize is 1; Pad and UnPad take 2- and 4-byte types"
+        ),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_advanced_api_form_the_layer_does_not_offer_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("advanced-refusals");
+    let cases = [
+        (
+            "dup_mask_i8.cpp",
+            "LocalTensor<int8_t> t; uint64_t m[2] = {1, 0}; Duplicate(t, (int8_t)1, m, 1, 1, 8);",
+            "Duplicate: the bit-wise mask form takes 16- and 32-bit tensors",
+        ),
+        (
+            "dup_mask_unset.cpp",
+            "LocalTensor<half> t; uint64_t m[2] = {1, 0}; \
+             Duplicate<half, false>(t, half(1.0f), m, 1, 1, 8);",
+            "Duplicate: isSetMask = false (a mask set by SetVectorMask) is not offered",
+        ),
+        (
+            "pad_bf16.cpp",
+            "LocalTensor<bfloat16_t> a, b; PadParams p; PadTiling t; Pad(a, b, p, t);",
+            "Pad: int16_t, uint16_t, half, int32_t, uint32_t and float tensors",
+        ),
+        (
+            "unpad_i8.cpp",
+            "LocalTensor<int8_t> a, b; UnPadParams p; UnPadTiling t; UnPad(a, b, p, t);",
+            "UnPad: int16_t, uint16_t, half, int32_t, uint32_t and float tensors",
+        ),
+        (
+            "broadcast_3d.cpp",
+            "LocalTensor<float> a, b; uint32_t d[3] = {2, 2, 2}, s[3] = {2, 2, 1}; \
+             Broadcast<float, 3, 2>(a, b, d, s);",
+            "Broadcast: dim is 1 or 2",
+        ),
+        (
+            "broadcast_axis.cpp",
+            "LocalTensor<float> a, b; uint32_t d[1] = {8}, s[1] = {1}; \
+             Broadcast<float, 1, 1>(a, b, d, s);",
+            "Broadcast: axis is 0 or 1, and less than dim",
+        ),
+    ];
+    assert_refused(&dir, &cases);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

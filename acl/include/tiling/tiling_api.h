@@ -3,7 +3,8 @@
  * MatmulApiTiling (one core) and MultiCoreMatmulTiling (a problem split over cores) fill a
  * TCubeTiling (kernel_tiling/kernel_tiling.h) for the kernel-side Matmul of lib/matmul_intf.h;
  * optiling::TCubeTiling is the tiling-data class samples hand to GetTiling and save with
- * SaveToBuffer. Header-only; the buffer sizes come from the platform (platform_ascendc.h, the
+ * SaveToBuffer. The Pad / UnPad tiling functions are tiling/pad_tiling.h's (included here).
+ * Header-only; the buffer sizes come from the platform (platform_ascendc.h, the
  * npusim preset).
  *
  * What npusim's Matmul offers, and so what GetTiling accepts (anything else: -1 and a line on
@@ -26,6 +27,7 @@
 #include <cstring>
 
 #include "kernel_tiling/kernel_tiling.h"
+#include "tiling/pad_tiling.h"
 #include "tiling/platform/platform_ascendc.h"
 
 namespace optiling {

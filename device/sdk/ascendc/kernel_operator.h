@@ -47,6 +47,10 @@
 #include "npusim.h"
 #include "npusim_ext.h"
 
+/* The tiling structs of the high-level APIs (PadTiling, UnPadTiling, TCubeTiling), shared with
+ * the host's tiling/tiling_api.h. */
+#include "../../../acl/include/kernel_tiling/kernel_tiling.h"
+
 /* ---- Function and address-space qualifiers ---------------------------------------------- */
 
 #define __gm__
@@ -1859,6 +1863,92 @@ __aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDedu
                        });
 }
 
+namespace detail {
+/* Waits until the vector unit and the copies into and out of UB issued so far are done, so the
+ * scalar unit may read and write UB (what GetValue / SetValue wait for). */
+__aicore__ inline void scalar_owns_ub() {
+    npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+}
+/* n copies of v at elements [start, start + n) of `base` (32-byte aligned): one vdup from the
+ * first 32-byte boundary on, and the elements before it by the scalar unit (an NPU
+ * instruction's UB address is 32-byte aligned). The caller has called scalar_owns_ub when
+ * `start` is not on a boundary. */
+template <typename T>
+__aicore__ inline void fill_span(T *base, uint32_t start, uint32_t n, const T &v) {
+    const uint32_t per_block = 32 / sizeof(T);
+    uint32_t head = (per_block - start % per_block) % per_block;
+    head = head < n ? head : n;
+    for (uint32_t i = 0; i < head; i++) {
+        npusim_detail::volatile_store(base + start + i, v);
+    }
+    if (n > head) {
+        npusim_detail::vdup(base + start + head, Type<T>::bits(v), n - head, Type<T>::code);
+    }
+}
+} // namespace detail
+
+/* The bit-wise mask form: bit p of mask (mask[0] bits 0..63, then mask[1] for 16-bit types)
+ * selects element p of every repeat; repeat r's block k is at dst + (r * dstRepeatStride +
+ * k * dstBlockStride) * 32 bytes. Unselected elements keep their values. The selected run
+ * that starts a 32-byte block is one vdup; selected elements after an unselected one in their
+ * block are written by the scalar unit once the vector unit and the copies are done with UB
+ * (vdup has no mask, and an NPU instruction's UB address is 32-byte aligned). */
+template <typename T, bool isSetMask = true>
+__aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDeduce<T> &scalar,
+                                 const uint64_t mask[], const uint8_t repeatTimes,
+                                 const uint16_t dstBlockStride, const uint8_t dstRepeatStride) {
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4,
+                  "Duplicate: the bit-wise mask form takes 16- and 32-bit tensors (one mask bit "
+                  "per element of a 256-byte repeat)");
+    static_assert(isSetMask, "Duplicate: isSetMask = false (a mask set by SetVectorMask) is not "
+                             "offered by npusim's layer");
+    constexpr uint32_t per_block = 32 / sizeof(T);
+    constexpr uint32_t block_bits = (1u << per_block) - 1;
+    const uint64_t m[2] = {mask[0], sizeof(T) == 2 ? mask[1] : 0};
+    uint8_t *d0 = (uint8_t *)dst.Ptr();
+    const T v = scalar;
+    const uint64_t s = detail::Type<T>::bits(v);
+    auto block_mask = [&](uint32_t k) {
+        uint32_t bit = k * per_block;
+        return (uint32_t)(m[bit / 64] >> (bit % 64)) & block_bits;
+    };
+    auto block_at = [&](uint32_t r, uint32_t k) {
+        return (T *)(d0 + (r * dstRepeatStride + k * (uint32_t)dstBlockStride) * 32u);
+    };
+    bool scattered = false;
+    for (uint32_t r = 0; r < repeatTimes; r++) {
+        for (uint32_t k = 0; k < 8; k++) {
+            uint32_t bits = block_mask(k);
+            uint32_t lead = (uint32_t)__builtin_ctz(~bits);
+            if (lead != 0) {
+                npusim_detail::vdup(block_at(r, k), s, lead, detail::Type<T>::code);
+            }
+            scattered |= (bits >> lead) != 0;
+        }
+    }
+    if (!scattered) {
+        return;
+    }
+    detail::scalar_owns_ub();
+    for (uint32_t r = 0; r < repeatTimes; r++) {
+        for (uint32_t k = 0; k < 8; k++) {
+            uint32_t bits = block_mask(k);
+            bits &= ~((1u << (uint32_t)__builtin_ctz(~bits)) - 1);
+            T *b = block_at(r, k);
+            for (uint32_t j = 0; j < per_block; j++) {
+                if ((bits >> j) & 1) {
+                    npusim_detail::volatile_store(b + j, v);
+                }
+            }
+        }
+    }
+}
+
 /* ---- Cube: GM -> L1 -> L0A / L0B -> Mmad -> L0C -> GM --------------------------------------- */
 /*
  * Layouts (isa.md, "Cube"): a matrix in L1 is NZ (Nd2Nz below: column blocks of 32 bytes, each
@@ -2844,5 +2934,9 @@ __aicore__ inline void DumpAccChkPoint(const GlobalTensor<T> &t, uint32_t index,
 #define GET_TILING_DATA_WITH_STRUCT(Type, var, tiling)                                         \
     Type var;                                                                                  \
     ::AscendC::detail::read_tiling(&var, (const void *)(tiling))
+
+/* The advanced APIs a kernel reaches through this header alone, as with CANN's. */
+#include "lib/broadcast.h"
+#include "lib/pad.h"
 
 #endif /* NPUSIM_ASCENDC_KERNEL_OPERATOR_H */
