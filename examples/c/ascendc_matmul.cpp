@@ -6,7 +6,11 @@
 // Both results are checked against a CPU loop in the cube's order — half products exact in
 // float, each element's products added in K order — bit for bit.
 //
-//   matmul_api_host [M N K [SINGLE_M SINGLE_N]]   (512 1024 512 by default) prints the tiling and "... bit for bit"
+//   matmul_api_host [M N K [SINGLE_M SINGLE_N [BASE_M BASE_N BASE_K [DIM]]]]
+//
+// (512 1024 512 by default) prints the tiling and "... bit for bit". SINGLE_* fix one core's
+// share (SetSingleShape), BASE_* one cube step (SetFixSplit), DIM the cores the split may use
+// (SetDim; the AIV cores by default); -1 leaves a value to the tiling.
 //
 // Build and run (one line):
 //   make -f examples/c/ascendc.mk KERNEL=examples/ascendc/matmul_api.cpp STEM=matmul_api
@@ -43,8 +47,9 @@ static void *ToDevice(const void *host, size_t bytes) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 1 && argc != 4 && argc != 6) {
-        std::fprintf(stderr, "usage: %s [M N K [SINGLE_M SINGLE_N]]\n", argv[0]);
+    if (argc != 1 && argc != 4 && argc != 6 && argc != 9 && argc != 10) {
+        std::fprintf(stderr, "usage: %s [M N K [SINGLE_M SINGLE_N [BASE_M BASE_N BASE_K [DIM]]]]\n",
+                     argv[0]);
         return 2;
     }
     // The MatmulInvocationNeo sample's shape by default.
@@ -56,14 +61,18 @@ int main(int argc, char **argv) {
     auto *platform = platform_ascendc::PlatformAscendCManager::GetInstance("Ascend910B3");
     using namespace matmul_tiling;
     MultiCoreMatmulTiling api(*platform);
-    api.SetDim((int32_t)platform->GetCoreNumAiv());
+    const int32_t dim = argc == 10 ? std::atoi(argv[9]) : -1;
+    api.SetDim(dim > 0 ? dim : (int32_t)platform->GetCoreNumAiv());
     api.SetAType(TPosition::GM, CubeFormat::ND, DataType::DT_FLOAT16);
     api.SetBType(TPosition::GM, CubeFormat::ND, DataType::DT_FLOAT16);
     api.SetCType(TPosition::GM, CubeFormat::ND, DataType::DT_FLOAT);
     api.SetOrgShape(M, N, K);
     api.SetShape(M, N, K);
-    if (argc == 6) {
+    if (argc >= 6) {
         api.SetSingleShape(std::atoi(argv[4]), std::atoi(argv[5]), -1);
+    }
+    if (argc >= 9) {
+        api.SetFixSplit(std::atoi(argv[6]), std::atoi(argv[7]), std::atoi(argv[8]));
     }
     api.SetBias(false);
     api.SetBufferSpace(-1, -1, -1);
