@@ -453,6 +453,18 @@ template <uint8_t modeId, pipe_t pipe> __aicore__ inline void CrossCoreWaitFlag(
 
 /* The event id the layer keeps for its own scalar synchronisation (GetValue / SetValue). */
 constexpr int32_t NPUSIM_SYNC_EVENT = 7;
+namespace detail {
+/* Waits until the vector unit and the copies into and out of UB issued so far are done, so the
+ * scalar unit may read and write UB (what GetValue / SetValue wait for). */
+__aicore__ inline void scalar_owns_ub() {
+    npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+    npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+}
+} // namespace detail
 
 /* ---- Blocks -------------------------------------------------------------------------------- */
 
@@ -797,12 +809,7 @@ public:
     }
     /* Writes element i once every instruction that may still read or write UB is done. */
     __aicore__ inline void SetValue(uint32_t i, T v) const {
-        npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-        npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
+        detail::scalar_owns_ub();
         npusim_detail::volatile_store(ptr_ + i, v);
     }
     __aicore__ inline uint32_t GetSize() const { return size_; }
@@ -1864,16 +1871,6 @@ __aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDedu
 }
 
 namespace detail {
-/* Waits until the vector unit and the copies into and out of UB issued so far are done, so the
- * scalar unit may read and write UB (what GetValue / SetValue wait for). */
-__aicore__ inline void scalar_owns_ub() {
-    npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-    npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-    npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-    npu_wait_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-    npu_set_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-    npu_wait_flag(NPU_PIPE_MTE3, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
-}
 /* n copies of v at elements [start, start + n) of `base` (32-byte aligned): one vdup from the
  * first 32-byte boundary on, and the elements before it by the scalar unit (an NPU
  * instruction's UB address is 32-byte aligned). The caller has called scalar_owns_ub when
