@@ -216,6 +216,12 @@ while IFS='|' read -r name params; do
         [[ -z "$p" || "$p" == "void" ]] && continue
         pname="$(echo "$p" | sed -E 's/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)$/\1/')"
         ptype="$(echo "${p%"$pname"}" | sed -e 's/ *$//' -e 's/__gm__ //g')"
+        # An unnamed parameter (`GM_ADDR`, `__gm__ uint8_t *`, `uint32_t`): its type is all of
+        # it; the launcher names it after its place.
+        if [[ "$pname" == "$p" || -z "$ptype" || "$ptype" == "const" || "$ptype" == "unsigned" ]]; then
+            ptype="$(echo "$p" | sed -e 's/ *$//' -e 's/__gm__ //g')"
+            pname="arg$i"
+        fi
         case "$ptype" in
             GM_ADDR | *"*") decl+=("void *$pname"); body+=("    slots[$i] = (uint64_t)(uintptr_t)$pname;")
                 hdecl+=("void *$pname"); hargs+=("npusim_icpu::device($pname)"); kinds+=("ptr:$pname") ;;

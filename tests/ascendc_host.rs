@@ -144,6 +144,36 @@ fn a_struct_the_launcher_cannot_pass_by_value_fails_the_tool_and_a_large_one_goe
 }
 
 #[test]
+fn a_kernel_with_unnamed_parameters_gets_a_launcher_naming_them_by_place() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("unnamed");
+    let src = dir.join("unnamed.cpp");
+    std::fs::write(
+        &src,
+        "#include \"kernel_operator.h\"\n\
+         extern \"C\" __global__ __aicore__ void unnamed(GM_ADDR x, GM_ADDR, __gm__ uint8_t *,\n\
+                                                        unsigned int, float) { (void)x; }\n",
+    )
+    .unwrap();
+    let out = tool(&[], &src, &dir.join("out"), &dir);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let header = std::fs::read_to_string(dir.join("out/aclrtlaunch_unnamed.h")).unwrap();
+    assert!(
+        header.contains("void *x, void *arg1, void *arg2, unsigned int arg3, float arg4"),
+        "{header}"
+    );
+    assert!(
+        host_compiles(&dir.join("out"), "unnamed"),
+        "the launcher compiles for the host"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn the_tool_takes_a_sample_s_defines_include_directories_and_arch_flags() {
     if !have("clang++-16") {
         eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
