@@ -74,7 +74,7 @@ pub fn price_recorded(
     let block_dim = task.desc.block_dim.max(1);
     let model = LaunchModel {
         cores: launch_cores(config, code, cores, block_dim),
-        group: blocks::layout(code.kind, 1, 1, 0).1 as u32,
+        group: blocks::group_size(code.kind) as u32,
         ..LaunchModel::from_device(config)
     };
     let cycles = model.cycles_from(&run.block_cycles, run.hbm_bytes);

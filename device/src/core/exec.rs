@@ -213,14 +213,12 @@ impl Core {
                     let r = self.exec_npu(bus, inst, pc);
                     cycles = self.cycles;
                     tr!(r);
-                    if let Some(blocks) = self.npu.sync_all.take() {
-                        // A barrier across blocks: the launch resumes the block after it.
+                    // A wait for another block: the launch resumes the block after it.
+                    if inst.op == Op::NpuSync
+                        && let Some(exit) = self.npu.wait.take()
+                    {
                         pc = next;
-                        break Ok(Exit::SyncAll(blocks));
-                    }
-                    if let Some(flag) = self.npu.cross_wait.take() {
-                        pc = next;
-                        break Ok(Exit::CrossWait(flag));
+                        break Ok(exit);
                     }
                 }
 

@@ -77,8 +77,17 @@ impl Slot {
     }
 }
 
+/// How many blocks of a `kind` kernel run side by side on one AI core: 1, or a split
+/// kernel's cube block and its vector blocks.
+pub fn group_size(kind: KernelType) -> usize {
+    match kind {
+        KernelType::Whole => 1,
+        KernelType::Mix { vector_blocks } => 1 + vector_blocks.max(1) as usize,
+    }
+}
+
 /// The blocks of a launch of `block_dim` blocks of a `kind` kernel over `cores` cores, and how
-/// many slots each group has (1, or 1 + the vector blocks of a split kernel).
+/// many slots each group has ([`group_size`]).
 pub fn layout(kind: KernelType, block_dim: u32, cores: u32, tiling: u64) -> (Vec<Slot>, usize) {
     let cores = cores.max(1);
     let base = NpuCsrs {
@@ -102,9 +111,10 @@ pub fn layout(kind: KernelType, block_dim: u32, cores: u32, tiling: u64) -> (Vec
                 .collect();
             (slots, 1)
         }
-        KernelType::Mix { vector_blocks } => {
-            let v = vector_blocks.max(1) as u64;
-            let mut slots = Vec::with_capacity(block_dim as usize * (1 + v as usize));
+        KernelType::Mix { .. } => {
+            let group = group_size(kind);
+            let v = group as u64 - 1;
+            let mut slots = Vec::with_capacity(block_dim as usize * group);
             for g in 0..block_dim {
                 let core_id = (g % cores) as u64;
                 let part = |kind, idx, sub| Slot {
@@ -121,7 +131,7 @@ pub fn layout(kind: KernelType, block_dim: u32, cores: u32, tiling: u64) -> (Vec
                 slots.push(part(CORE_KIND_AIC, g as u64, 0));
                 slots.extend((0..v).map(|s| part(CORE_KIND_AIV, g as u64 * v + s, s)));
             }
-            (slots, 1 + v as usize)
+            (slots, group)
         }
     }
 }

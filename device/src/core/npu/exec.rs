@@ -10,6 +10,7 @@ use super::pipes::{PIPE_ALL, Pipe, Pipes};
 use super::vector::VectorOp;
 use super::{AsyncOp, CROSS_FLAGS, CopyOp, CrossSet, Npu, NpuFault, Side};
 use crate::abi;
+use crate::core::Exit;
 use crate::core::decode::{Inst, Op};
 use crate::core::trap::Trap;
 use crate::core::{Bus, Core};
@@ -379,10 +380,9 @@ impl Core {
                     Some(SyncOp::Barrier) => self.npu.pipes.barrier(regs[1]).map_err(fault)?,
                     Some(SyncOp::SyncAll) => {
                         // Everything the block issued lands before another block goes on.
-                        self.npu.sync_all = Some(
-                            u32::try_from(regs[1])
-                                .map_err(|_| fault(NpuFault::BadSyncAll { blocks: regs[1] }))?,
-                        );
+                        let blocks = u32::try_from(regs[1])
+                            .map_err(|_| fault(NpuFault::BadSyncAll { blocks: regs[1] }))?;
+                        self.npu.wait = Some(Exit::SyncAll(blocks));
                         self.npu.pipes.barrier(PIPE_ALL as u64).map_err(fault)?
                     }
                     Some(SyncOp::CrossSet) => {
@@ -412,7 +412,7 @@ impl Core {
                         }
                         // The launch keeps the counters: it resumes the block once a set is
                         // counted, from the cycle that set was released.
-                        self.npu.cross_wait = Some(flag as u8);
+                        self.npu.wait = Some(Exit::CrossWait(flag as u8));
                         None
                     }
                     None => return Err(Trap::IllegalInstruction { pc, bits: 0 }),

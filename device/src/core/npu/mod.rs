@@ -140,15 +140,11 @@ pub(crate) struct Npu {
     pub vmask: u128,
     /// Elements the last gather-mask to land kept (`CSR_RSVD_CNT`).
     pub rsvd_cnt: u64,
-    /// Set by a `sync_all` that just executed (its block count): the run stops after it with
-    /// [`Exit::SyncAll`](crate::core::Exit::SyncAll).
-    pub sync_all: Option<u32>,
+    /// Set by a synchronization instruction that must wait for another block (`sync_all`,
+    /// `cross_wait`): the run stops after it with this exit, and the launch resumes it.
+    pub wait: Option<crate::core::Exit>,
     /// Cross-core flag sets this block made since the launch last collected them.
     pub cross_sets: Vec<CrossSet>,
-    /// Set by a `cross_wait`: the run stops after it with
-    /// [`Exit::CrossWait`](crate::core::Exit::CrossWait) and the launch, which keeps the
-    /// flags' counters, resumes it once a set is counted.
-    pub cross_wait: Option<u8>,
 }
 
 /// Cross-core flag ids: 0..16.
@@ -190,9 +186,8 @@ impl Npu {
             gm_write_bytes: 0,
             vmask: u128::MAX,
             rsvd_cnt: 0,
-            sync_all: None,
+            wait: None,
             cross_sets: Vec::new(),
-            cross_wait: None,
         }
     }
 
@@ -214,9 +209,8 @@ impl Npu {
         self.gm_write_bytes = 0;
         self.vmask = u128::MAX;
         self.rsvd_cnt = 0;
-        self.sync_all = None;
+        self.wait = None;
         self.cross_sets.clear();
-        self.cross_wait = None;
     }
 
     pub fn sizes(&self) -> &BufferSizes {
