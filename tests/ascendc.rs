@@ -1092,6 +1092,36 @@ fn a_matmul_bias_is_added_to_every_row_of_c_bit_for_bit_in_float_and_half() {
 }
 
 #[test]
+fn a_matmul_whose_tiling_holds_a_over_all_of_k_loads_a_once_for_every_block_in_its_rows() {
+    // 32 × 96 over 96 in 32-steps: three blocks of C along N share A's rows. With stepKa = 3
+    // (depthA1 3: A's rows over all of K in one A1 load) the layer keeps the load for all
+    // three; with stepKa 1 it reads A again for each. Same C bit for bit, A read a third.
+    let (m, n, k) = (32, 96, 96);
+    let a = f16_values(m * k, 31);
+    let b = f16_values(k * n, 32);
+    let bias = f16_values(n, 33);
+    let rt = rt();
+    let per_step = cube_tiling(m as i32, n as i32, k as i32, 32, true);
+    let mut whole_k = per_step;
+    whole_k[11] = 3; // depthA1
+    whole_k[26] = 3; // stepKa
+    let mut mte2 = Vec::new();
+    for t in [&per_step, &whole_k] {
+        let c: Vec<f32> = run_matmul_api(&rt, "matmul_bias", (&a, &b, &bias), false, t).unwrap();
+        assert_eq!(c, matmul_bias_ref(&a, &b, &bias, m, n, k));
+        mte2.push(rt.take_binary_launch_stats().pop().unwrap().pipe_busy.mte2);
+    }
+    // A is 32 × 96 halves (6 KiB): two reads fewer move at least 12 KiB less at 128 B/cycle.
+    let a_cycles = (m * k * 2 / 128) as u64;
+    assert!(
+        mte2[1] + 2 * a_cycles <= mte2[0],
+        "MTE2 busy {} cycles with A held, {} without",
+        mte2[1],
+        mte2[0]
+    );
+}
+
+#[test]
 fn a_matmul_bias_with_a_tiling_made_without_one_fails_the_launch_naming_set_bias() {
     let (m, n, k) = (16, 16, 16);
     let v = f16_values(256, 1);

@@ -160,6 +160,17 @@ static inline void npu_cross_wait(int flag) { NPU__SYNC(5, flag); }
 #define NPU__SHAPE(rows, row_bytes) (((npu_u64)(rows) << 32) | (npu_u32)(row_bytes))
 #define NPU__STRIDES(src, dst) (((npu_u64)(src) << 32) | (npu_u32)(dst))
 
+/* The repeat register (CSR 0x800, docs/isa.md "Data movement"): the next copy instruction
+ * (only that one) moves its rows x row_bytes rectangle `reps` times (1..65535), the i-th from
+ * src + i * src_rep to dst + i * dst_rep (bytes, each below 2^24; multiples of 32 on a local
+ * side) — an ND -> NZ conversion or a panel of fractal rows in one instruction. */
+#define NPU_CSR_MOVE_REPEAT "0x800"
+static inline void npu_move_repeat(npu_u32 reps, npu_u32 src_rep, npu_u32 dst_rep) {
+    npu_u64 v = (npu_u64)(reps & 0xffff) | ((npu_u64)(src_rep & 0xffffff) << 16) |
+                ((npu_u64)(dst_rep & 0xffffff) << 40);
+    __asm__ volatile("csrw " NPU_CSR_MOVE_REPEAT ", %0" : : "r"(v));
+}
+
 /* GM -> UB (MTE2). */
 static inline void npu_copy_gm_to_ub(void *ub_dst, const void *gm_src, npu_u32 rows,
                                      npu_u32 row_bytes, npu_u32 src_stride, npu_u32 dst_stride) {

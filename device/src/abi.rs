@@ -96,6 +96,12 @@ pub const CSR_SUB_BLOCK_IDX: u16 = 0xCCC;
 /// CSR: how many vector blocks each AI core of the launch has (1 when the kernel is not
 /// split; read-only).
 pub const CSR_SUB_BLOCK_NUM: u16 = 0xCCD;
+/// CSR: the repeat of the next data-mover instruction (read-write; `docs/isa.md`, "Data
+/// movement"): `reps | src_rep << 16 | dst_rep << 40` — the next copy moves its `rows` ×
+/// `row_bytes` rectangle `reps` times, the `i`-th from `src + i × src_rep` to
+/// `dst + i × dst_rep` (bytes), as one instruction. The copy reads the CSR and clears it, so it
+/// applies to that copy only; 0 (or `reps` 0) is one rectangle.
+pub const CSR_MOVE_REPEAT: u16 = 0x800;
 /// [`CSR_CORE_KIND`]: the block runs every part of its kernel.
 pub const CORE_KIND_ANY: u64 = 0;
 /// [`CSR_CORE_KIND`]: the cube (AIC) block of a split mix kernel's AI core.

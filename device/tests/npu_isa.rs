@@ -1946,3 +1946,84 @@ mod masked {
         let _ = PermMode::Brcb;
     }
 }
+
+/// `reps | src_rep << 16 | dst_rep << 40`: the repeat register's value.
+fn move_repeat(reps: u64, src_rep: u64, dst_rep: u64) -> u64 {
+    reps | src_rep << 16 | dst_rep << 40
+}
+
+#[test]
+fn the_repeat_register_turns_one_copy_into_an_nd_to_nz_conversion() {
+    // A 20 x 48 half matrix, row-major in GM (96-byte rows), to NZ in L1: three column blocks
+    // of 16 halves, each its 20 rows of 32 bytes, 32 rows (1024 bytes) apart — one copy with
+    // 3 repeats (32 bytes apart in GM), then an ordinary copy, which the register no longer
+    // repeats.
+    let mut m = Machine::new();
+    let mat: Vec<f32> = (0..20 * 24).map(|i| i as f32).collect(); // 20 rows of 96 bytes
+    m.gm.write_f32(GM, &mat);
+    let l1 = abi::L1_BASE;
+    let mut a = Asm::new();
+    a.li(A4, move_repeat(3, 32, 1024))
+        .word(core_asm::csrw(abi::CSR_MOVE_REPEAT, A4))
+        .copy2d(CopyDir::GmToL1, l1, GM, 20, 32, 96, 32)
+        .copy(CopyDir::GmToL1, l1 + 0x4000, GM, 64)
+        .word(core_asm::csrr(A5, abi::CSR_MOVE_REPEAT));
+    let stats = m.run(&a.words).unwrap();
+    let img = bytes_f32(&m.core.buffer(Buffer::L1)[..3 * 1024]);
+    for blk in 0..3 {
+        for r in 0..20 {
+            let got = &img[blk * 256 + r * 8..blk * 256 + r * 8 + 8];
+            assert_eq!(
+                got,
+                &mat[r * 24 + blk * 8..r * 24 + blk * 8 + 8],
+                "block {blk} row {r}"
+            );
+        }
+        // Rows 20..32 of each column block are not written.
+        assert!(
+            img[blk * 256 + 160..(blk + 1) * 256]
+                .iter()
+                .all(|&v| v == 0.0)
+        );
+    }
+    // The second copy moved 64 bytes once, and the register reads 0 after the repeated copy.
+    let plain = bytes_f32(&m.core.buffer(Buffer::L1)[0x4000..0x4000 + 128]);
+    assert_eq!(&plain[..16], &mat[..16]);
+    assert!(plain[16..].iter().all(|&v| v == 0.0));
+    assert_eq!(m.core.x(A5 as usize), 0);
+    assert_eq!(stats.gm_read_bytes, 3 * 20 * 32 + 64);
+    assert_eq!(stats.npu_instructions, 2);
+    // One instruction: one setup for all 60 rows.
+    assert_eq!(
+        stats.pipe_busy.mte2,
+        gm_copy_cycles(3 * 20 * 32) + gm_copy_cycles(64)
+    );
+}
+
+#[test]
+fn a_repeated_copy_checks_every_repeat_against_its_buffer() {
+    let big = abi::L1_BASE + (CoreConfig::default().npu.buffers.l1 as u64) - 1024;
+    // The last repeat past the end of L1.
+    let mut a = Asm::new();
+    a.li(A4, move_repeat(2, 32, 1024))
+        .word(core_asm::csrw(abi::CSR_MOVE_REPEAT, A4))
+        .copy2d(CopyDir::GmToL1, big, GM, 4, 32, 64, 32);
+    let (_, f) = npu_fault(&a.words);
+    assert!(matches!(f, NpuFault::OutOfBuffer { .. }), "{f}");
+    // A repeat stride that is not a multiple of 32 on the local side.
+    let mut a = Asm::new();
+    a.li(A4, move_repeat(2, 32, 48))
+        .word(core_asm::csrw(abi::CSR_MOVE_REPEAT, A4))
+        .copy2d(CopyDir::GmToL1, abi::L1_BASE, GM, 1, 32, 32, 32);
+    let (_, f) = npu_fault(&a.words);
+    assert!(
+        matches!(
+            f,
+            NpuFault::Misaligned {
+                what: "repeat stride",
+                ..
+            }
+        ),
+        "{f}"
+    );
+}

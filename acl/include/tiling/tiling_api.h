@@ -172,6 +172,18 @@ public:
         t.stepN = 1;
         t.stepKa = 1;
         t.stepKb = 1;
+        {
+            // A's rows over all of K in L1 when they fit beside B's double-buffered base
+            // blocks (and the bias): loaded once for every block of C in those rows.
+            uint64_t l1 = l1Cap_ > 0 ? (uint64_t)l1Cap_ : info_.l1Bytes;
+            int32_t kSteps = (int32_t)CeilDiv(sK, t.baseK);
+            uint64_t panel = (uint64_t)t.baseM * kSteps * t.baseK * InBytes();
+            uint64_t rest = 2ull * t.baseK * t.baseN * InBytes() + (isBias_ ? t.baseN * 4ull : 0);
+            if (kSteps > 1 && panel + rest <= l1) {
+                t.stepKa = kSteps;
+                t.depthA1 = kSteps;
+            }
+        }
         t.isBias = isBias_ ? 1 : 0;
         t.iterateOrder = traverse_ == MatrixTraverse::FIRSTN ? 1 : 0;
         t.shareL1Size = 2 * (t.baseM * t.baseK + t.baseK * t.baseN) * InBytes();

@@ -1990,21 +1990,33 @@ struct Nd2NzParams {
     uint16_t dstNzMatrixStride = 0;
 };
 
-/* GM -> A1 / B1 (or VECIN) with ND -> NZ: per matrix, one MTE2 copy per 32-byte column block
- * (its nValue rows, srcDValue elements apart in GM, dstNzNStride blocks apart in L1). */
+/* GM -> A1 / B1 (or VECIN) with ND -> NZ: per matrix, one MTE2 instruction for its whole
+ * 32-byte column blocks (each its nValue rows, srcDValue elements apart in GM, dstNzNStride
+ * blocks apart in L1; the blocks 32 bytes apart in GM, dstNzC0Stride blocks apart in L1: the
+ * mover's repeat register) and one for a partial last column block. */
 template <typename T>
 __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                 const Nd2NzParams &p) {
     const uint32_t e = (uint32_t)sizeof(T);
     const uint32_t row_bytes = (uint32_t)p.dValue * e;
-    const uint32_t blocks = (row_bytes + 31) / 32;
+    const uint32_t full = row_bytes / 32, tail = row_bytes % 32;
+    const uint32_t c0 = (uint32_t)p.dstNzC0Stride * 32;
+    const uint32_t src_stride = (uint32_t)p.srcDValue * e, dst_stride = (uint32_t)p.dstNzNStride * 32;
     for (uint32_t nd = 0; nd < p.ndNum; nd++) {
         const uint8_t *s = (const uint8_t *)src.GetPhyAddr() + (uint64_t)nd * p.srcNdMatrixStride * e;
         uint8_t *d = (uint8_t *)dst.Ptr() + (uint64_t)nd * p.dstNzMatrixStride * e;
-        for (uint32_t j = 0; j < blocks; j++) {
-            uint32_t bytes = row_bytes - 32 * j < 32 ? row_bytes - 32 * j : 32;
-            detail::gm_to_local(d + (uint64_t)j * p.dstNzC0Stride * 32, s + 32 * j, p.nValue, bytes,
-                                (uint32_t)p.srcDValue * e, (uint32_t)p.dstNzNStride * 32);
+        if (full > 1 && c0 < (1u << 24)) {
+            npu_move_repeat(full, 32, c0);
+            detail::gm_to_local(d, s, p.nValue, 32, src_stride, dst_stride);
+        } else {
+            for (uint32_t j = 0; j < full; j++) {
+                detail::gm_to_local(d + (uint64_t)j * c0, s + 32 * j, p.nValue, 32, src_stride,
+                                    dst_stride);
+            }
+        }
+        if (tail != 0) {
+            detail::gm_to_local(d + (uint64_t)full * c0, s + 32 * full, p.nValue, tail,
+                                src_stride, dst_stride);
         }
     }
 }

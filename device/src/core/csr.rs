@@ -1,5 +1,5 @@
 //! Control and status registers: the NPU's read-only launch registers and local-buffer sizes
-//! (`abi::CSR_*`), the user
+//! (`abi::CSR_*`), the data movers' repeat register (`abi::CSR_MOVE_REPEAT`), the user
 //! counters, the floating-point `fflags`/`frm`/`fcsr`, and — in test mode only — a scratch
 //! file standing in for the machine-mode CSRs the riscv-tests `p` environment touches.
 //!
@@ -61,6 +61,7 @@ impl Core {
             abi::CSR_CORE_KIND => self.csrs.core_kind,
             abi::CSR_SUB_BLOCK_IDX => self.csrs.sub_block_idx,
             abi::CSR_SUB_BLOCK_NUM => self.csrs.sub_block_num.max(1),
+            abi::CSR_MOVE_REPEAT => self.npu.move_repeat,
             MHARTID if self.test_mode.is_some() => 0,
             _ => return self.test_csrs.get(csr as usize).copied(),
         })
@@ -75,6 +76,7 @@ impl Core {
                 self.fflags = (v & 0x1f) as u8;
                 self.frm = ((v >> 5) & 7) as u8;
             }
+            abi::CSR_MOVE_REPEAT => self.npu.move_repeat = v,
             // Bits 11:10 = 0b11 mark the read-only space (counters, NPU launch registers,
             // mhartid).
             _ if csr >> 10 == 3 => return None,

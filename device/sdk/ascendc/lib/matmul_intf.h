@@ -6,14 +6,19 @@
  *
  *   for each baseM x baseN block of C (M blocks first, iterateOrder 0):
  *     with a bias: GM -> C1 (DataCopy), C1 -> C2 (the bias table; half widens to float)
- *     for each baseK step of K:   GM -> A1 / B1 (DataCopy, Nd2NzParams)
- *                                 A1 -> A2, B1 -> B2 (LoadData; B's fractals transposed)
+ *     for each baseK step of K:   GM -> A1 / B1 (DataCopy, Nd2NzParams: one MTE2 instruction
+ *                                 each); A1 holds stepKa steps of A per load, and a load of
+ *                                 all of K (stepKa >= K / baseK, depthA1 >= stepKa) stays for
+ *                                 every block of C in the same rows (tiling_api.h picks it
+ *                                 when it fits L1)
+ *                                 A1 -> A2, B1 -> B2 (one MTE1 instruction each, the repeat
+ *                                 register; B's fractals transposed)
  *                                 Mmad into CO1: the first step starts from the bias row (or
  *                                 0), later steps accumulate
  *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N), or CO1 -> UB (C in VECIN / VECOUT /
  *     VECCALC: the block as baseM rows of baseN, for the vector code that follows)
  *
- * with A1 / B1 / A2 / B2 double buffered and every hand-over a TQue on the TPipe handed to
+ * with B1 / A2 / B2 (and CO1 when two blocks fit L0C) double buffered and every hand-over a TQue on the TPipe handed to
  * REGIST_MATMUL_OBJ (so the pipes overlap as the queues allow). Tails on every side: the last
  * block along M, N and K is whatever is left (partial fractals are the cube path's). Numbers
  * are the cube's: half products exact in float, each element starting from its bias (or 0)
@@ -143,11 +148,23 @@ public:
                                   "multiples of 16");
         }
         uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
-        pipe_->InitBuffer(qA1_, 2, bm * bk * sizeof(A_T));
+        // A1 holds stepKa base blocks of A along K per load (the whole of K at most), in
+        // depthA1 / stepKa slots (one or two): a load that covers all of K stays for every
+        // block of C in the same rows (walking N), loaded once.
+        stepKa_ = t_.stepKa > 0 ? (uint32_t)t_.stepKa : 1;
+        uint32_t kIterMax = detail::CeilDiv((uint32_t)t_.singleCoreK, bk);
+        if (stepKa_ > kIterMax) {
+            stepKa_ = kIterMax > 0 ? kIterMax : 1;
+        }
+        uint32_t a1Slots = t_.depthA1 >= (int32_t)(2 * stepKa_) ? 2 : 1;
+        pipe_->InitBuffer(qA1_, a1Slots, bm * bk * stepKa_ * sizeof(A_T));
         pipe_->InitBuffer(qB1_, 2, bk * bn * sizeof(B_T));
         pipe_->InitBuffer(qA2_, 2, bm * bk * sizeof(A_T));
         pipe_->InitBuffer(qB2_, 2, bk * bn * sizeof(B_T));
-        pipe_->InitBuffer(qCO1_, 1, bm * bn * sizeof(float));
+        // C's block double buffered in L0C when two fit (the fixpipe of one block overlaps
+        // the cube steps of the next).
+        uint32_t c = bm * bn * (uint32_t)sizeof(float);
+        pipe_->InitBuffer(qCO1_, t_.dbL0C >= 2 || 2 * c <= npu_l0c_bytes() ? 2 : 1, c);
         if (t_.isBias) {
             // C1 -> C2 moves 64-byte units of the source; half lands as float (twice the bytes).
             uint32_t c1 = (bn * (uint32_t)sizeof(BIAS_T) + 63) / 64 * 64;
@@ -182,6 +199,7 @@ public:
         if (isTransposeA) {
             AscendC::detail::fail("Matmul::SetTensorA: a transposed A is not offered by npusim's layer");
         }
+        ReleaseA();
         a_ = gm;
     }
     __aicore__ inline void SetTensorB(const GlobalTensor<B_T> &gm, bool isTransposeB = false) {
@@ -319,13 +337,17 @@ public:
         ToUb(ub, t_.baseN);
     }
     /* Ends the matmul: drains the cube pipes. */
-    __aicore__ inline void End() { PipeBarrier<PIPE_ALL>(); }
+    __aicore__ inline void End() {
+        ReleaseA();
+        PipeBarrier<PIPE_ALL>();
+    }
 
 private:
     /* The next block of C into L0C (sync) or false when every block is done. */
     __aicore__ inline bool Next(uint32_t blocks) {
         if (next_ >= blocks || sK_ <= 0) {
             next_ = 0;
+            ReleaseA();
             return false;
         }
         uint32_t mIter = detail::CeilDiv(sM_, t_.baseM), nIter = detail::CeilDiv(sN_, t_.baseN);
@@ -341,6 +363,13 @@ private:
         Compute();
         return true;
     }
+    /* Gives back the A1 tensor kept across blocks (a new pass reads A from GM again). */
+    __aicore__ inline void ReleaseA() {
+        if (aHeld_) {
+            qA1_.FreeTensor(a1_);
+            aHeld_ = false;
+        }
+    }
     /* GetTensorC<false> computes the next block of an Iterate<false>. */
     template <bool sync> __aicore__ inline void Fetch() {
         if constexpr (!sync) {
@@ -352,6 +381,7 @@ private:
             Next(blocks);
             if (--asyncLeft_ == 0) {
                 next_ = 0;
+                ReleaseA();
             }
         } else if (asyncLeft_ != 0) {
             AscendC::detail::fail("Matmul::GetTensorC: after Iterate<false>, fetch the blocks "
@@ -405,10 +435,16 @@ private:
         if (hasBias_) {
             CopyBias();
         }
-        for (uint32_t ki = 0; ki < kIter; ki++) {
+        // kc: the step's place in its A1 load (stepKa steps a load).
+        for (uint32_t ki = 0, kc = 0; ki < kIter; ki++) {
             uint32_t k = detail::Min(t_.baseK, sK_ - ki * t_.baseK);
-            CopyIn(ki, k);
-            SplitA(k);
+            if (kc == 0) {
+                CopyA(ki);
+            }
+            CopyB(ki, k);
+            bool lastOfLoad = kc + 1 == stepKa_ || ki + 1 == kIter;
+            SplitA(kc, k, lastOfLoad && !(ki + 1 == kIter && stepKa_ >= kIter));
+            kc = kc + 1 == stepKa_ ? 0 : kc + 1;
             SplitB(k);
             LocalTensor<A_T> a2 = qA2_.template DeQue<A_T>();
             LocalTensor<B_T> b2 = qB2_.template DeQue<B_T>();
@@ -431,53 +467,75 @@ private:
         }
         qCO1_.EnQue(c);
     }
-    __aicore__ inline void CopyIn(uint32_t ki, uint32_t k) {
+    /* A's part from K step ki on in A1: stepKa steps' columns (kept when it already holds this
+     * block's rows over all of K). */
+    __aicore__ inline void CopyA(uint32_t ki) {
+        uint32_t kc = detail::Min(stepKa_ * t_.baseK, sK_ - ki * t_.baseK);
+        bool whole = kc == sK_;
+        if (aHeld_) {
+            if (whole && aRow_ == mi_ && aRows_ == m_ && aA_ == a_.GetPhyAddr()) {
+                return;
+            }
+            qA1_.FreeTensor(a1_);
+            aHeld_ = false;
+        }
         LocalTensor<A_T> a1 = qA1_.template AllocTensor<A_T>();
-        LocalTensor<B_T> b1 = qB1_.template AllocTensor<B_T>();
-        uint32_t m1 = detail::CeilDiv(m_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
-        // A's rows [mi * baseM, +m), columns [ki * baseK, +k): NZ with m1 * 16 rows a column block.
+        uint32_t m1 = detail::CeilDiv(m_, BLOCK);
+        // A's rows [mi * baseM, +m), columns [ki * baseK, +kc): NZ, m1 * 16 rows a column block.
         DataCopy(a1, a_[mi_ * t_.baseM * orgKa_ + ki * t_.baseK],
-                 Nd2NzParams(1, m_, k, 0, orgKa_, m1 * BLOCK, 1, 0));
+                 Nd2NzParams(1, m_, kc, 0, orgKa_, m1 * BLOCK, 1, 0));
+        qA1_.EnQue(a1);
+        a1_ = qA1_.template DeQue<A_T>();
+        aHeld_ = true;
+        aRow_ = mi_;
+        aRows_ = m_;
+        aA_ = a_.GetPhyAddr();
+    }
+    __aicore__ inline void CopyB(uint32_t ki, uint32_t k) {
+        LocalTensor<B_T> b1 = qB1_.template AllocTensor<B_T>();
+        uint32_t k1 = detail::CeilDiv(k, BLOCK);
         // B's rows [ki * baseK, +k), columns [ni * baseN, +n).
         DataCopy(b1, b_[ki * t_.baseK * orgN_ + ni_ * t_.baseN],
                  Nd2NzParams(1, k, n_, 0, orgN_, k1 * BLOCK, 1, 0));
-        qA1_.EnQue(a1);
         qB1_.EnQue(b1);
     }
-    __aicore__ inline void SplitA(uint32_t k) {
-        LocalTensor<A_T> a1 = qA1_.template DeQue<A_T>();
+    /* A1 (NZ) -> A2 (zZ), one instruction: fractal row i of the step (the kc-th of its load)
+     * is its k1 fractals m1 apart in A1, the rows one fractal apart. free: the step is the
+     * load's last and the load is not kept (it is, over all of K, for the next block in the
+     * same rows). */
+    __aicore__ inline void SplitA(uint32_t kc, uint32_t k, bool free) {
         LocalTensor<A_T> a2 = qA2_.template AllocTensor<A_T>();
         uint32_t m1 = detail::CeilDiv(m_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
-        // NZ -> zZ: fractal row i of A is fractals i, i + m1, i + 2 m1, ... of A1.
-        LoadData2DParams p;
-        p.repeatTimes = k1;
-        p.srcStride = m1;
-        p.ifTranspose = false;
-        for (uint32_t i = 0; i < m1; i++) {
-            p.startIndex = i;
-            LoadData(a2[i * k1 * FRACTAL], a1, p);
-        }
+        const A_T *src = a1_.Ptr() + kc * (t_.baseK / BLOCK) * m1 * FRACTAL;
+        npu_move_repeat(m1, 512, k1 * 512);
+        npusim_detail::move<3>(a2.Ptr(), src, k1, 512, m1 * 512, 512);
         qA2_.EnQue(a2);
-        qA1_.FreeTensor(a1);
+        if (free) {
+            qA1_.FreeTensor(a1_);
+            aHeld_ = false;
+        }
     }
+    /* B1 (NZ) -> B2 (zN), one instruction: fractal row kb is its n1 fractals k1 apart in B1,
+     * transposed; the rows one fractal apart in B1 and n1 fractals apart in B2. */
     __aicore__ inline void SplitB(uint32_t k) {
         LocalTensor<B_T> b1 = qB1_.template DeQue<B_T>();
         LocalTensor<B_T> b2 = qB2_.template AllocTensor<B_T>();
         uint32_t n1 = detail::CeilDiv(n_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
-        // NZ -> zN: fractal row kb of B is fractals kb, kb + k1, ... of B1, transposed.
-        LoadData2DParams p;
-        p.repeatTimes = n1;
-        p.srcStride = k1;
-        p.ifTranspose = true;
-        for (uint32_t kb = 0; kb < k1; kb++) {
-            LoadData(b2[kb * n1 * FRACTAL], b1[kb * FRACTAL], p);
-        }
+        npu_move_repeat(k1, 512, n1 * 512);
+        npusim_detail::move<4, 1>(b2.Ptr(), b1.Ptr(), n1, 512, k1 * 512, 512);
         qB2_.EnQue(b2);
         qB1_.FreeTensor(b1);
     }
 
     TCubeTiling t_;
     TPipe *pipe_ = nullptr;
+    /* The A1 tensor the cube steps read (aHeld_): loaded for rows aRow_ (aRows_ of them) of
+     * the A at aA_. */
+    LocalTensor<A_T> a1_;
+    bool aHeld_ = false;
+    uint32_t aRow_ = 0, aRows_ = 0;
+    __gm__ const A_T *aA_ = nullptr;
+    uint32_t stepKa_ = 1;
     GlobalTensor<A_T> a_;
     GlobalTensor<B_T> b_;
     TQue<TPosition::A1, 2> qA1_;

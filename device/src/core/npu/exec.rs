@@ -191,30 +191,47 @@ impl Npu {
         dir: CopyDir,
         mode: CopyMode,
         [d, s, shape, strides]: [u64; 4],
+        repeat: u64,
     ) -> Result<(CopyOp, u64, u64), NpuFault> {
         let (rows, row_bytes) = (shape >> 32, shape & 0xffff_ffff);
         let (src_stride, dst_stride) = (strides >> 32, strides & 0xffff_ffff);
+        // The repeat register: `reps | src_rep << 16 | dst_rep << 40`, 0 reps one rectangle.
+        let reps = (repeat & 0xffff).max(1);
+        let (src_rep, dst_rep) = ((repeat >> 16) & 0xff_ffff, repeat >> 40);
         let out_row_bytes = mode.out_row_bytes(row_bytes).ok_or(NpuFault::BadCopyRow {
             op: dir.name(),
             mode,
             row_bytes,
         })?;
-        let side = |buffer: Option<Buffer>, operand, addr, stride, bytes| {
+        // Every repeat's rectangle lies in its buffer: the first and the last do (the buffer
+        // is one range and the repeats step forward).
+        let side = |buffer: Option<Buffer>, operand, addr, stride, rep: u64, bytes| {
             Ok::<_, NpuFault>(match buffer {
                 None => Side::Gm(addr),
-                Some(b) => Side::Local(
-                    b,
-                    local_region(self, operand, b, addr, rows, bytes, stride)?,
-                ),
+                Some(b) => {
+                    let off = local_region(self, operand, b, addr, rows, bytes, stride)?;
+                    if reps > 1 {
+                        if !rep.is_multiple_of(abi::LOCAL_BUFFER_ALIGN) {
+                            return Err(NpuFault::Misaligned {
+                                buffer: b,
+                                what: "repeat stride",
+                                value: rep,
+                            });
+                        }
+                        let last = addr + (reps - 1) * rep;
+                        local_region(self, operand, b, last, rows, bytes, stride)?;
+                    }
+                    Side::Local(b, off)
+                }
             })
         };
-        let src = side(dir.src(), "src", s, src_stride, row_bytes)?;
-        let dst = side(dir.dst(), "dst", d, dst_stride, out_row_bytes)?;
+        let src = side(dir.src(), "src", s, src_stride, src_rep, row_bytes)?;
+        let dst = side(dir.dst(), "dst", d, dst_stride, dst_rep, out_row_bytes)?;
         // A local side bounds rows × row_bytes by its buffer, so this cannot overflow.
         let bytes = if row_bytes == 0 {
             0
         } else {
-            rows * pitch(row_bytes)
+            reps * rows * pitch(row_bytes)
         };
         let t = &self.timing;
         let (occupancy, extra) = match dir.pipe() {
@@ -234,6 +251,9 @@ impl Npu {
             row_bytes,
             src_stride,
             dst_stride,
+            reps,
+            src_rep,
+            dst_rep,
             mode,
         };
         Ok((op, occupancy, extra))
@@ -358,7 +378,8 @@ impl Core {
                 let illegal = Trap::IllegalInstruction { pc, bits: 0 };
                 let dir = CopyDir::from_code(code & 7).ok_or(illegal.clone())?;
                 let mode = CopyMode::decode(dir, code >> 3).ok_or(illegal)?;
-                let (c, occ, extra) = self.npu.copy_op(dir, mode, regs).map_err(fault)?;
+                let repeat = std::mem::take(&mut self.npu.move_repeat);
+                let (c, occ, extra) = self.npu.copy_op(dir, mode, regs, repeat).map_err(fault)?;
                 self.issue(dir.pipe(), occ, extra, AsyncOp::Copy(c), pc);
             }
             Op::NpuCube => {

@@ -71,7 +71,9 @@ enum Side {
     Local(Buffer, usize),
 }
 
-/// A 2-D transfer: `rows` rows of `row_bytes`, each side with its own stride.
+/// A 2-D transfer: `rows` rows of `row_bytes`, each side with its own stride — repeated
+/// `reps` times, each repeat `src_rep` / `dst_rep` bytes after the last (the repeat register,
+/// `abi::CSR_MOVE_REPEAT`; one repeat without it).
 #[derive(Clone, Copy, Debug)]
 struct CopyOp {
     src: Side,
@@ -80,6 +82,9 @@ struct CopyOp {
     row_bytes: u64,
     src_stride: u64,
     dst_stride: u64,
+    reps: u64,
+    src_rep: u64,
+    dst_rep: u64,
     mode: CopyMode,
 }
 
@@ -87,6 +92,13 @@ impl CopyOp {
     /// Bytes each row has once it lands (checked at issue).
     fn out_row_bytes(&self) -> u64 {
         self.mode.out_row_bytes(self.row_bytes).unwrap_or(0)
+    }
+
+    /// Where row `r` of every repeat is, in order: `(repeat, row)` → the byte offset from the
+    /// side's start, given the side's row stride and repeat stride.
+    fn row_offsets(&self, stride: u64, rep: u64) -> impl Iterator<Item = u64> + use<> {
+        let rows = self.rows;
+        (0..self.reps).flat_map(move |i| (0..rows).map(move |r| i * rep + r * stride))
     }
 }
 
@@ -145,6 +157,8 @@ pub(crate) struct Npu {
     pub wait: Option<crate::core::Exit>,
     /// Cross-core flag sets this block made since the launch last collected them.
     pub cross_sets: Vec<CrossSet>,
+    /// The repeat register (`abi::CSR_MOVE_REPEAT`), taken by the next copy.
+    pub move_repeat: u64,
 }
 
 /// Cross-core flag ids: 0..16.
@@ -188,6 +202,7 @@ impl Npu {
             rsvd_cnt: 0,
             wait: None,
             cross_sets: Vec::new(),
+            move_repeat: 0,
         }
     }
 
@@ -211,6 +226,7 @@ impl Npu {
         self.rsvd_cnt = 0;
         self.wait = None;
         self.cross_sets.clear();
+        self.move_repeat = 0;
     }
 
     pub fn sizes(&self) -> &BufferSizes {
@@ -276,31 +292,26 @@ impl Npu {
         match p.op {
             AsyncOp::Copy(c) => {
                 let rb = c.row_bytes as usize;
-                p.data.resize(c.rows as usize * rb);
+                p.data.resize((c.reps * c.rows) as usize * rb);
                 let out = p.data.bytes_mut();
                 match c.src {
                     Side::Gm(va) => {
-                        let rows = if c.src_stride == c.row_bytes {
-                            1
+                        // Contiguous rows are one load.
+                        if c.reps == 1 && c.src_stride == c.row_bytes {
+                            load(bus, p.pc, va, out, &mut self.footprint)?;
                         } else {
-                            c.rows
-                        };
-                        let len = out.len() / rows.max(1) as usize;
-                        for (r, chunk) in out.chunks_exact_mut(len.max(1)).enumerate() {
-                            let addr = va.wrapping_add(r as u64 * c.src_stride);
-                            bus.load(addr, chunk).map_err(|fault| Trap::LoadPageFault {
-                                pc: p.pc,
-                                addr: fault.addr,
-                                fault,
-                            })?;
-                            self.footprint.read(addr, chunk.len() as u64);
+                            let offsets = c.row_offsets(c.src_stride, c.src_rep);
+                            for (o, chunk) in offsets.zip(out.chunks_exact_mut(rb.max(1))) {
+                                load(bus, p.pc, va.wrapping_add(o), chunk, &mut self.footprint)?;
+                            }
                         }
                         self.gm_read_bytes += out.len() as u64;
                     }
                     Side::Local(b, off) => {
                         let src = self.buffers.bytes(b);
-                        for (r, chunk) in out.chunks_exact_mut(rb.max(1)).enumerate() {
-                            let o = off + r * c.src_stride as usize;
+                        let offsets = c.row_offsets(c.src_stride, c.src_rep);
+                        for (o, chunk) in offsets.zip(out.chunks_exact_mut(rb.max(1))) {
+                            let o = off + o as usize;
                             chunk.copy_from_slice(&src[o..o + rb]);
                         }
                     }
@@ -356,22 +367,24 @@ impl Npu {
         match p.op {
             AsyncOp::Copy(c) => {
                 let rb = c.out_row_bytes() as usize;
+                if rb == 0 || c.rows == 0 {
+                    return Ok(());
+                }
                 match c.dst {
                     Side::Gm(va) => {
-                        let rows = if c.dst_stride == rb as u64 { 1 } else { c.rows };
-                        let len = data.len() / rows.max(1) as usize;
-                        for (r, chunk) in data.chunks_exact(len.max(1)).enumerate() {
-                            let addr = va.wrapping_add(r as u64 * c.dst_stride);
+                        // Contiguous rows (and no element-wise add) are one store.
+                        let whole = c.reps == 1
+                            && c.dst_stride == rb as u64
+                            && !matches!(c.mode, CopyMode::AtomicAdd(_));
+                        let len = if whole { data.len() } else { rb };
+                        let offsets = c.row_offsets(c.dst_stride, c.dst_rep);
+                        for (o, chunk) in offsets.zip(data.chunks_exact(len)) {
+                            let addr = va.wrapping_add(o);
                             let chunk = match c.mode {
                                 CopyMode::AtomicAdd(t) => {
                                     let sum = &mut self.atomic_scratch;
                                     sum.resize(chunk.len(), 0);
-                                    bus.load(addr, sum).map_err(|fault| Trap::LoadPageFault {
-                                        pc: p.pc,
-                                        addr: fault.addr,
-                                        fault,
-                                    })?;
-                                    self.footprint.read(addr, chunk.len() as u64);
+                                    load(bus, p.pc, addr, sum, &mut self.footprint)?;
                                     self.gm_read_bytes += chunk.len() as u64;
                                     atomic_add(t, sum, chunk);
                                     &self.atomic_scratch[..]
@@ -389,14 +402,12 @@ impl Npu {
                         self.gm_write_bytes += data.len() as u64;
                     }
                     Side::Local(b, off) => {
-                        if rb == 0 || c.rows == 0 {
-                            return Ok(());
-                        }
-                        let stride = c.dst_stride as usize;
-                        let len = (c.rows as usize - 1) * stride + rb;
-                        let dst = self.buffers.range_mut(b, off, len);
-                        for (r, chunk) in data.chunks_exact(rb).enumerate() {
-                            dst[r * stride..r * stride + rb].copy_from_slice(chunk);
+                        let last = (c.reps - 1) * c.dst_rep + (c.rows - 1) * c.dst_stride;
+                        let dst = self.buffers.range_mut(b, off, last as usize + rb);
+                        let offsets = c.row_offsets(c.dst_stride, c.dst_rep);
+                        for (o, chunk) in offsets.zip(data.chunks_exact(rb)) {
+                            let o = o as usize;
+                            dst[o..o + rb].copy_from_slice(chunk);
                         }
                     }
                 }
@@ -434,6 +445,24 @@ impl Npu {
         }
         Ok(())
     }
+}
+
+/// Loads `out.len()` bytes of global memory at `addr` for the instruction at `pc`, noting them
+/// in the footprint.
+fn load<B: Bus>(
+    bus: &mut B,
+    pc: u64,
+    addr: u64,
+    out: &mut [u8],
+    footprint: &mut Footprint,
+) -> Result<(), Trap> {
+    bus.load(addr, out).map_err(|fault| Trap::LoadPageFault {
+        pc,
+        addr: fault.addr,
+        fault,
+    })?;
+    footprint.read(addr, out.len() as u64);
+    Ok(())
 }
 
 /// `gm[i] += add[i]` for every element of type `t` (an atomic-add copy's row landing): floats
