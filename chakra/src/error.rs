@@ -59,6 +59,13 @@ impl ChakraError {
             what: what.into(),
         }
     }
+
+    pub(crate) fn workload(rank: u32, what: impl Into<String>) -> Self {
+        ChakraError::Workload {
+            rank,
+            what: what.into(),
+        }
+    }
 }
 
 impl From<ChakraError> for NpuError {

@@ -5,14 +5,18 @@
 //!    a `GlobalMetadata` first, then `Node`s, gzip when the name ends in `.gz`. The messages
 //!    are prost types compiled from `proto/et_def.proto` ([`schema`]).
 //!
-//! Import (a Chakra workload as a timing-only replay) and export (a recorded trace as Chakra
-//! files) build on these.
+//! 2. [`import`] turns a workload (one file per rank) into an npusim `Trace` — streams,
+//!    events, kernels priced by the preset's roofline, collectives on communicators built from
+//!    `pg_name`, sends and receives — and [`replay`] runs it timing-only on the existing
+//!    replay machinery (`npusim_engine::record::replay`).
 
 #![warn(missing_docs)]
 
 pub mod error;
 pub mod file;
+pub mod import;
 pub mod schema;
 
 pub use error::ChakraError;
 pub use file::{EtFile, SCHEMA_VERSION};
+pub use import::{ImportOptions, Workload, import, replay};

@@ -24,6 +24,7 @@ const EXAMPLES: &str = "\
 Examples:
   npusim record -o ex10.npt -- target/release/examples/10_data_parallel
   npusim replay ex10.npt
+  npusim replay trace.%d.et --chakra --devices 8
   npusim whatif ex10.npt --set hbm_bandwidth=2x --set ai_cores=48 --devices 64
   npusim timeline ex10.npt -o ex10.json      (open in https://ui.perfetto.dev)
   npusim info";
@@ -53,10 +54,21 @@ enum Command {
         program: Vec<String>,
     },
     /// Replays a trace on a fresh runtime and prints its figures.
-    #[command(after_help = "Example:\n  npusim replay run.npt --timing-only --devices 64")]
+    #[command(
+        after_help = "Examples:\n  npusim replay run.npt --timing-only --devices 64\n  \
+                            npusim replay trace.%d.et --chakra --devices 8 --preset 910b"
+    )]
     Replay {
-        /// The trace.
+        /// The trace (with --chakra: the ranks' files, %d standing for the rank).
         trace: PathBuf,
+        /// The trace is a Chakra execution trace, one file per rank (replayed timing-only;
+        /// --devices: the ranks, default every consecutive file from rank 0).
+        #[arg(long)]
+        chakra: bool,
+        /// With --chakra: price compute nodes by their recorded duration_micros instead of
+        /// the preset's roofline.
+        #[arg(long, requires = "chakra")]
+        durations: bool,
         #[command(flatten)]
         machine: Machine,
         /// Move no data (kernels, copies and collectives take their modelled time only).
@@ -248,9 +260,48 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Replay {
             trace,
+            chakra: true,
+            durations,
+            machine,
+            timeline,
+            ..
+        } => {
+            let started = std::time::Instant::now();
+            let w = npusim_chakra::Workload::read(&trace.to_string_lossy(), machine.devices)
+                .map_err(|e| e.to_string())?;
+            let mut o = npusim_chakra::ImportOptions {
+                durations,
+                ..Default::default()
+            };
+            if let Some(p) = machine.preset.as_deref() {
+                o.device = preset(p)?;
+            }
+            let r = npusim_chakra::replay(&w, &o).map_err(|e| e.to_string())?;
+            let summary = Summary::of("chakra", &r.runtime);
+            out!(
+                "replayed a Chakra workload of {} ranks, {} nodes in {:.2?} (wall): {} tasks, \
+                 simulated time {}",
+                w.ranks.len(),
+                w.ranks.iter().map(|f| f.nodes.len()).sum::<usize>(),
+                started.elapsed(),
+                summary.tasks,
+                summary.time
+            );
+            print_table(&[summary]);
+            if let Some(path) = timeline {
+                r.runtime
+                    .export_timeline(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                out!("timeline: {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay {
+            trace,
             machine,
             timing_only,
             timeline,
+            ..
         } => {
             let t = read(&trace)?;
             let device = machine.preset.as_deref().map(preset).transpose()?;
