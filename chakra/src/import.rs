@@ -17,9 +17,11 @@
 //!
 //! `comm_size` is each rank's input, as Chakra's PyTorch converter writes it: the buffer of an
 //! all-reduce or broadcast, a rank's shard of an all-gather, the whole input of a
-//! reduce-scatter. An all-to-all is modelled as an all-gather of `comm_size / N` per rank (the
+//! reduce-scatter. `MEM_LOAD_NODE` / `MEM_STORE_NODE` are copies of `tensor_size` bytes over
+//! the host link, on the compute stream. The attributes npusim's export adds (`npusim_unit`,
+//! `npusim_block_dim`) choose the unit and the blocks of a compute node. An all-to-all is modelled as an all-gather of `comm_size / N` per rank (the
 //! same bytes in and out of every rank); a barrier as an all-reduce of 4 bytes. `REDUCE`,
-//! `GATHER`, `SCATTER` and the memory nodes are refused, naming the node.
+//! `GATHER` and `SCATTER` are refused, naming the node.
 //!
 //! What cannot run is found before anything runs where it can be: a dependency on a node the
 //! rank does not have, a dependency cycle, a receive no send matches (or the reverse), a group
@@ -93,6 +95,10 @@ pub struct ImportOptions {
     pub durations: bool,
     /// The unit that does a compute node's operations (the cube, f16, by default).
     pub unit: ComputeUnit,
+    /// Submit no node before its `start_time_micros` (the host's clock moves there first), so
+    /// a trace npusim exported keeps the recorded host's submission times; off, every node is
+    /// submitted at once and starts when its dependencies allow.
+    pub start_times: bool,
 }
 
 impl Default for ImportOptions {
@@ -102,6 +108,7 @@ impl Default for ImportOptions {
             topology: RuntimeConfig::default().topology,
             durations: false,
             unit: ComputeUnit::CubeF16,
+            start_times: false,
         }
     }
 }
@@ -121,7 +128,8 @@ enum Lane {
 enum Work {
     /// No device time (metadata, CPU ops).
     Pass,
-    Comp(KernelCost),
+    /// A kernel of this cost and block dim.
+    Comp(KernelCost, u32),
     Coll {
         kind: u32,
         count: u64,
@@ -150,6 +158,16 @@ fn unit_code(u: ComputeUnit) -> u64 {
         ComputeUnit::CubeF16 => 1,
         ComputeUnit::CubeF32 => 2,
         ComputeUnit::Scalar => 3,
+    }
+}
+
+/// The name of a unit in the `npusim_unit` attribute.
+pub(crate) fn unit_name(u: ComputeUnit) -> &'static str {
+    match u {
+        ComputeUnit::Vector => "vector",
+        ComputeUnit::CubeF16 => "cube_f16",
+        ComputeUnit::CubeF32 => "cube_f32",
+        ComputeUnit::Scalar => "scalar",
     }
 }
 
@@ -190,20 +208,30 @@ fn read_work(rank: u32, n: u32, node: &Node, o: &ImportOptions) -> Result<Work, 
             let ops = int("num_ops")?.unwrap_or(0);
             let bytes = int("tensor_size")?.unwrap_or(0);
             if o.durations || (ops == 0 && bytes == 0) {
-                Work::Comp(cost_of_duration(
-                    &o.device,
-                    node.duration_micros.saturating_mul(1000),
-                ))
+                Work::Comp(
+                    cost_of_duration(&o.device, node.duration_micros.saturating_mul(1000)),
+                    o.device.ai_cores.max(1),
+                )
             } else {
                 let unit = match node.attr_str("npusim_unit") {
                     Some(u) => unit_named(u).ok_or_else(|| bad(format!("npusim_unit {u:?}")))?,
                     None => o.unit,
                 };
-                Work::Comp(KernelCost {
-                    flops: ops as f64,
-                    bytes: bytes as f64,
-                    unit,
-                })
+                let blocks = match int("npusim_block_dim")? {
+                    Some(b) => u32::try_from(b)
+                        .ok()
+                        .filter(|&b| b > 0)
+                        .ok_or_else(|| bad(format!("npusim_block_dim {b}")))?,
+                    None => o.device.ai_cores.max(1),
+                };
+                Work::Comp(
+                    KernelCost {
+                        flops: ops as f64,
+                        bytes: bytes as f64,
+                        unit,
+                    },
+                    blocks,
+                )
             }
         }
         NodeType::CommCollNode => {
@@ -259,7 +287,16 @@ fn read_work(rank: u32, n: u32, node: &Node, o: &ImportOptions) -> Result<Work, 
                 bytes,
             }
         }
-        NodeType::MemLoadNode | NodeType::MemStoreNode | NodeType::InvalidNode => {
+        NodeType::MemLoadNode | NodeType::MemStoreNode => {
+            // A copy over the host link, on the compute stream.
+            let bytes = int("tensor_size")?.unwrap_or(0);
+            let dir = npusim_engine::device::cost::CopyDirection::HostToDevice;
+            Work::Comp(
+                cost_of_duration(&o.device, o.device.copy_duration_ns(bytes, dir)),
+                o.device.ai_cores.max(1),
+            )
+        }
+        NodeType::InvalidNode => {
             return Err(bad(format!("{} is not modelled", kind.as_str_name())));
         }
     })
@@ -499,12 +536,14 @@ pub fn import(w: &Workload, o: &ImportOptions) -> Result<Trace, ChakraError> {
             comm: group_id[name.as_str()],
         });
     }
-    let d = &o.device;
-    let block_dim = d.ai_cores.max(1);
     let (mut next_stream, mut next_event) = (0u32, 0u32);
+    // Each node's calls, with the host time they are made at: (ns, rank, calls).
+    let mut chunks: Vec<(u64, u32, Vec<Call>)> = Vec::new();
     for (r, rank) in ranks.iter().enumerate() {
         let r = r as u32;
-        calls.push(Call::SetDevice { device: r });
+        // Start times held along the rank's order, so no node is submitted before one it
+        // depends on.
+        let mut start = 0u64;
         let mut streams: BTreeMap<Lane, u32> = BTreeMap::new();
         let mut lane_of: Vec<Option<Lane>> = vec![None; rank.work.len()];
         // Nodes whose dependents on other streams wait for an event, and that event.
@@ -512,7 +551,7 @@ pub fn import(w: &Workload, o: &ImportOptions) -> Result<Trace, ChakraError> {
         for &i in &rank.order {
             let lane = match &rank.work[i] {
                 Work::Pass => continue,
-                Work::Comp(_) => Lane::Compute,
+                Work::Comp(..) => Lane::Compute,
                 Work::Coll { group, .. } => Lane::Group(group_id[group.as_str()]),
                 Work::P2p { peer, .. } => Lane::Peer(*peer),
             };
@@ -526,6 +565,11 @@ pub fn import(w: &Workload, o: &ImportOptions) -> Result<Trace, ChakraError> {
         let mut events: BTreeMap<usize, u32> = BTreeMap::new();
         for &i in &rank.order {
             let Some(lane) = lane_of[i] else { continue };
+            if o.start_times {
+                let at = w.ranks[r as usize].nodes[i].start_time_micros;
+                start = start.max(at.saturating_mul(1000));
+            }
+            let mark = calls.len();
             let stream = *streams.entry(lane).or_insert_with(|| {
                 let id = next_stream;
                 next_stream += 1;
@@ -546,9 +590,9 @@ pub fn import(w: &Workload, o: &ImportOptions) -> Result<Trace, ChakraError> {
             }
             calls.push(match &rank.work[i] {
                 Work::Pass => unreachable!("no lane"),
-                Work::Comp(cost) => Call::Launch {
+                Work::Comp(cost, block_dim) => Call::Launch {
                     kernel: KernelRef::Native(0),
-                    block_dim,
+                    block_dim: *block_dim,
                     // The stand-in's cost is looked up by its arguments: the cost itself.
                     args: vec![
                         ArgRecord::U64(cost.flops.to_bits()),
@@ -604,7 +648,22 @@ pub fn import(w: &Workload, o: &ImportOptions) -> Result<Trace, ChakraError> {
                 calls.push(Call::RecordEvent { event, stream });
                 events.insert(i, event);
             }
+            chunks.push((start, r, calls.drain(mark..).collect()));
         }
+    }
+    // Stable: ranks in order, each rank's nodes in its order, at equal times.
+    chunks.sort_by_key(|c| c.0);
+    let (mut now, mut device) = (0u64, None);
+    for (at, r, body) in chunks {
+        if at > now {
+            calls.push(Call::HostWork { ns: at - now });
+            now = at;
+        }
+        if device != Some(r) {
+            calls.push(Call::SetDevice { device: r });
+            device = Some(r);
+        }
+        calls.extend(body);
     }
     // Every rank waits for its work: a run that cannot finish fails these, never hangs.
     for r in 0..n {

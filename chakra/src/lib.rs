@@ -9,14 +9,18 @@
 //!    events, kernels priced by the preset's roofline, collectives on communicators built from
 //!    `pg_name`, sends and receives — and [`replay`] runs it timing-only on the existing
 //!    replay machinery (`npusim_engine::record::replay`).
+//! 3. [`export`] writes a recorded npusim trace as one Chakra file per device, for ASTRA-sim or
+//!    for npusim's own import.
 
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod export;
 pub mod file;
 pub mod import;
 pub mod schema;
 
 pub use error::ChakraError;
+pub use export::export;
 pub use file::{EtFile, SCHEMA_VERSION};
 pub use import::{ImportOptions, Workload, import, replay};

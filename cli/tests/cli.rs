@@ -191,6 +191,29 @@ fn a_chakra_workload_replays_from_the_command_line_and_bad_files_are_refused() {
         .unwrap()
         .encode();
     std::fs::write(&truncated, &bytes[..bytes.len() - 2]).unwrap();
+    // A recorded trace exported and replayed back.
+    let npt = d.join("axpy.npt");
+    record(&npt);
+    let out_pattern = d.join("axpy.%d.et");
+    let o = npusim(&[
+        "export",
+        "--chakra",
+        npt.to_str().unwrap(),
+        "-o",
+        out_pattern.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.contains("1 ranks, 2 nodes"),
+        "{out}{err}"
+    );
+    let (out, err) = text(&npusim(&[
+        "replay",
+        out_pattern.to_str().unwrap(),
+        "--chakra",
+        "--start-times",
+    ]));
+    assert!(out.contains("1 ranks, 2 nodes"), "{out}{err}");
     for (args, says) in [
         (vec![truncated.to_str().unwrap()], "truncated"),
         (vec![&pattern, "--devices", "3"], "w.2.et.gz"),
