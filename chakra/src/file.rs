@@ -249,4 +249,28 @@ mod tests {
         let e = EtFile::read(dir().join("missing.et")).unwrap_err();
         assert!(matches!(e, ChakraError::Io { .. }), "{e}");
     }
+
+    #[test]
+    fn no_prefix_or_flipped_byte_of_a_trace_panics() {
+        let bytes = sample().encode();
+        for n in 0..bytes.len() {
+            // Every prefix ends inside a message (an error) or between two (fewer nodes).
+            match EtFile::decode(&bytes[..n], "p.et") {
+                Ok(f) => assert!(f.nodes.len() < 3, "prefix {n}"),
+                Err(e) => assert!(e.to_string().starts_with("p.et: "), "{e}"),
+            }
+        }
+        let mut changed = 0;
+        for i in 0..bytes.len() {
+            for bit in 0..8 {
+                let mut b = bytes.clone();
+                b[i] ^= 1 << bit;
+                if EtFile::decode(&b, "f.et").ok() != Some(sample()) {
+                    changed += 1;
+                }
+            }
+        }
+        // Most flips show (an error or other content); none panicked to get here.
+        assert!(changed > bytes.len() * 4, "{changed}");
+    }
 }
