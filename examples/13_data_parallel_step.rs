@@ -21,6 +21,13 @@ fn main() -> NpuResult<()> {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(8);
+    let end = step(devices)?;
+    println!("{devices} devices: one step (GEMM, then a 100 MB ring all-reduce) takes {end}");
+    Ok(())
+}
+
+/// Runs the step on `devices` devices; returns when its last task ends (simulated).
+pub fn step(devices: u32) -> NpuResult<SimTime> {
     let rt = Runtime::new(RuntimeConfig {
         devices,
         device: DeviceConfig::ascend_910b(),
@@ -62,7 +69,5 @@ fn main() -> NpuResult<()> {
         rt.synchronize_stream(c)?;
     }
     let tl = rt.timeline();
-    let end = tl.iter().map(|t| t.end).max().unwrap_or(SimTime::ZERO);
-    println!("{devices} devices: one step (GEMM, then a 100 MB ring all-reduce) takes {end}");
-    Ok(())
+    Ok(tl.iter().map(|t| t.end).max().unwrap_or(SimTime::ZERO))
 }

@@ -24,6 +24,8 @@ const EXAMPLES: &str = "\
 Examples:
   npusim record -o ex10.npt -- target/release/examples/10_data_parallel
   npusim replay ex10.npt
+  npusim replay trace.%d.et --chakra --devices 8
+  npusim export --chakra ex10.npt -o ex10.%d.et
   npusim whatif ex10.npt --set hbm_bandwidth=2x --set ai_cores=48 --devices 64
   npusim timeline ex10.npt -o ex10.json      (open in https://ui.perfetto.dev)
   npusim info";
@@ -53,10 +55,25 @@ enum Command {
         program: Vec<String>,
     },
     /// Replays a trace on a fresh runtime and prints its figures.
-    #[command(after_help = "Example:\n  npusim replay run.npt --timing-only --devices 64")]
+    #[command(
+        after_help = "Examples:\n  npusim replay run.npt --timing-only --devices 64\n  \
+                            npusim replay trace.%d.et --chakra --devices 8 --preset 910b"
+    )]
     Replay {
-        /// The trace.
+        /// The trace (with --chakra: the ranks' files, %d standing for the rank).
         trace: PathBuf,
+        /// The trace is a Chakra execution trace, one file per rank (replayed timing-only;
+        /// --devices: the ranks, default every consecutive file from rank 0).
+        #[arg(long)]
+        chakra: bool,
+        /// With --chakra: price compute nodes by their recorded duration_micros instead of
+        /// the preset's roofline.
+        #[arg(long, requires = "chakra")]
+        durations: bool,
+        /// With --chakra: submit no node before its start_time_micros (keeps the host's
+        /// submission times of a trace `npusim export --chakra` wrote).
+        #[arg(long, requires = "chakra")]
+        start_times: bool,
         #[command(flatten)]
         machine: Machine,
         /// Move no data (kernels, copies and collectives take their modelled time only).
@@ -98,6 +115,22 @@ enum Command {
         /// Replay functionally (needs the trace's host data for meaningful values).
         #[arg(long)]
         functional: bool,
+    },
+    /// Writes a recorded trace as Chakra execution traces, one file per device (for ASTRA-sim,
+    /// or `npusim replay --chakra`).
+    #[command(
+        after_help = "Example:\n  npusim export --chakra run.npt -o run.%d.et\n  \
+                            npusim replay run.%d.et --chakra --start-times"
+    )]
+    Export {
+        /// Write Chakra ET (the only format export writes).
+        #[arg(long, required = true)]
+        chakra: bool,
+        /// The trace.
+        trace: PathBuf,
+        /// The files, %d standing for the device (gzip when the name ends in .gz).
+        #[arg(short, long)]
+        output: String,
     },
     /// Prints a trace as JSON (header and calls; blobs by size).
     #[command(after_help = "Example:\n  npusim dump run.npt | less")]
@@ -248,9 +281,50 @@ fn run(command: Command) -> Result<ExitCode, String> {
         }
         Command::Replay {
             trace,
+            chakra: true,
+            durations,
+            start_times,
+            machine,
+            timeline,
+            ..
+        } => {
+            let started = std::time::Instant::now();
+            let w = npusim_chakra::Workload::read(&trace.to_string_lossy(), machine.devices)
+                .map_err(|e| e.to_string())?;
+            let mut o = npusim_chakra::ImportOptions {
+                durations,
+                start_times,
+                ..Default::default()
+            };
+            if let Some(p) = machine.preset.as_deref() {
+                o.device = preset(p)?;
+            }
+            let r = npusim_chakra::replay(&w, &o).map_err(|e| e.to_string())?;
+            let summary = Summary::of("chakra", &r.runtime);
+            out!(
+                "replayed a Chakra workload of {} ranks, {} nodes in {:.2?} (wall): {} tasks, \
+                 simulated time {}",
+                w.ranks.len(),
+                w.ranks.iter().map(|f| f.nodes.len()).sum::<usize>(),
+                started.elapsed(),
+                summary.tasks,
+                summary.time
+            );
+            print_table(&[summary]);
+            if let Some(path) = timeline {
+                r.runtime
+                    .export_timeline(&path)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                out!("timeline: {}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Replay {
+            trace,
             machine,
             timing_only,
             timeline,
+            ..
         } => {
             let t = read(&trace)?;
             let device = machine.preset.as_deref().map(preset).transpose()?;
@@ -353,6 +427,27 @@ fn run(command: Command) -> Result<ExitCode, String> {
                 .export_timeline(&output)
                 .map_err(|e| format!("{}: {e}", output.display()))?;
             out!("{}: {} tasks", output.display(), r.runtime.timeline().len());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export { trace, output, .. } => {
+            let t = read(&trace)?;
+            if !output.contains("%d") && t.header.devices > 1 {
+                return Err(format!(
+                    "{output}: the trace has {} devices; name the files with %d (run.%d.et)",
+                    t.header.devices
+                ));
+            }
+            let files = npusim_chakra::export(&t).map_err(|e| e.to_string())?;
+            for (r, f) in files.iter().enumerate() {
+                f.write(output.replace("%d", &r.to_string()))
+                    .map_err(|e| e.to_string())?;
+            }
+            out!(
+                "{}: {} ranks, {} nodes",
+                output,
+                files.len(),
+                files.iter().map(|f| f.nodes.len()).sum::<usize>()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Dump { trace } => {

@@ -137,3 +137,96 @@ fn help_shows_working_examples() {
         "{out}"
     );
 }
+
+/// A two-rank Chakra workload: a GEMM-sized compute node, then an all-reduce.
+fn chakra_workload(dir: &Path) -> String {
+    use npusim_chakra::schema::{AttributeProto, CollectiveCommType, Node, NodeType};
+    for r in 0..2 {
+        let mut f = npusim_chakra::EtFile::new();
+        f.nodes.push(Node {
+            id: 0,
+            name: "gemm".into(),
+            r#type: NodeType::CompNode as i32,
+            attr: vec![
+                AttributeProto::int64("num_ops", 1 << 40),
+                AttributeProto::uint64("tensor_size", 1 << 26),
+            ],
+            ..Node::default()
+        });
+        f.nodes.push(Node {
+            id: 1,
+            name: "grad".into(),
+            r#type: NodeType::CommCollNode as i32,
+            data_deps: vec![0],
+            attr: vec![
+                AttributeProto::int64("comm_type", CollectiveCommType::AllReduce as i64),
+                AttributeProto::int64("comm_size", 1 << 26),
+            ],
+            ..Node::default()
+        });
+        f.write(dir.join(format!("w.{r}.et.gz"))).unwrap();
+    }
+    dir.join("w.%d.et.gz").to_str().unwrap().to_string()
+}
+
+#[test]
+fn a_chakra_workload_replays_from_the_command_line_and_bad_files_are_refused() {
+    let d = dir().join("chakra");
+    std::fs::create_dir_all(&d).unwrap();
+    let pattern = chakra_workload(&d);
+    let o = npusim(&["replay", &pattern, "--chakra", "--devices", "2"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert!(
+        out.contains("2 ranks, 4 nodes")
+            && out.contains("chakra_comp")
+            && out.contains("all_reduce"),
+        "{out}"
+    );
+    // Without --devices: every consecutive rank's file.
+    let (out, _) = text(&npusim(&["replay", &pattern, "--chakra"]));
+    assert!(out.contains("2 ranks"), "{out}");
+    let truncated = d.join("t.0.et");
+    let bytes = npusim_chakra::EtFile::read(d.join("w.0.et.gz"))
+        .unwrap()
+        .encode();
+    std::fs::write(&truncated, &bytes[..bytes.len() - 2]).unwrap();
+    // A recorded trace exported and replayed back.
+    let npt = d.join("axpy.npt");
+    record(&npt);
+    let out_pattern = d.join("axpy.%d.et");
+    let o = npusim(&[
+        "export",
+        "--chakra",
+        npt.to_str().unwrap(),
+        "-o",
+        out_pattern.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.contains("1 ranks, 2 nodes"),
+        "{out}{err}"
+    );
+    let (out, err) = text(&npusim(&[
+        "replay",
+        out_pattern.to_str().unwrap(),
+        "--chakra",
+        "--start-times",
+    ]));
+    assert!(out.contains("1 ranks, 2 nodes"), "{out}{err}");
+    for (args, says) in [
+        (vec![truncated.to_str().unwrap()], "truncated"),
+        (vec![&pattern, "--devices", "3"], "w.2.et.gz"),
+        (vec!["/nonexistent/x.%d.et"], "no such file"),
+    ] {
+        let mut a = vec!["replay", "--chakra"];
+        a.extend(args);
+        let o = npusim(&a);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{a:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{a:?}: {err}"
+        );
+    }
+}
