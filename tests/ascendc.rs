@@ -2528,3 +2528,28 @@ fn a_round_mode_the_cast_table_does_not_give_a_pair_fails_the_launch_naming_both
         "Cast: RoundMode::CAST_ODD is not in Ascend C's Cast table for half -> int4b_t on the 910B";
     assert!(log.iter().any(|l| l.contains(want)), "{log:?}");
 }
+
+#[test]
+fn global_tensor_index_reads_see_the_copy_out_before_them_and_set_value_writes_by_index() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let s = rt.create_stream().unwrap();
+    let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.75 - 40.0).collect();
+    let idx: Vec<u32> = (0..37).map(|k| (k * 97 + 13) % 256).collect();
+    let want: Vec<f32> = idx.iter().map(|&i| 2.0 * x[i as usize]).collect();
+    let read = |name: &str| -> Vec<f32> {
+        let k = rt.get_function(bin, name).unwrap();
+        let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
+        let dy = upload(&rt, &[-1.0f32; 256]);
+        let dout = upload(&rt, &[0.0f32; 37]);
+        let args = [dx.into(), dy.into(), di.into(), dout.into(), 37u32.into()];
+        run(&rt, k, 1, &args, s);
+        download(&rt, dout, 37)
+    };
+    assert_eq!(read("gm_index_read"), want);
+    // Without GetValue's wait the first scalar reads land before the copy out has: y's old
+    // -1.0s (the later ones, once it has, the new values).
+    let stale = read("gm_index_read_unsynced");
+    assert_eq!(stale[0], -1.0);
+    assert_ne!(stale, want);
+}
