@@ -2438,3 +2438,148 @@ fn broadcast_refuses_an_unaligned_row_along_axis_0() {
         "{log:?}"
     );
 }
+
+/// `x` rounded to an integer by Ascend C's RoundMode `mode` (0 CAST_NONE, as CAST_RINT, 1
+/// CAST_RINT, 2 CAST_FLOOR, 3 CAST_CEIL, 4 CAST_ROUND, 5 CAST_TRUNC), saturated to `lo..=hi`,
+/// NaN 0.
+fn round_to_int(x: f32, mode: u32, lo: i32, hi: i32) -> i32 {
+    if x.is_nan() {
+        return 0;
+    }
+    let r = match mode {
+        0 | 1 => x.round_ties_even(),
+        2 => x.floor(),
+        3 => x.ceil(),
+        4 => x.round(),
+        _ => x.trunc(),
+    };
+    r.clamp(lo as f32, hi as f32) as i32
+}
+
+/// The objects of `examples/ascendc/cast_int.cpp` to check: the committed NPU build, and the
+/// --cpu-debug build where clang++-16 is installed.
+fn cast_int_objects() -> Vec<std::path::PathBuf> {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let mut objs = vec![root.join("examples/ascendc/cast_int.o")];
+    if std::process::Command::new("clang++-16")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let out =
+            std::env::temp_dir().join(format!("npusim-cast-int-cpu-{}.o", std::process::id()));
+        let run = std::process::Command::new("bash")
+            .arg(root.join("scripts/ascendc-compile.sh"))
+            .arg("--cpu-debug")
+            .arg(root.join("examples/ascendc/cast_int.cpp"))
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        objs.push(out);
+    }
+    objs
+}
+
+#[test]
+fn every_half_casts_to_int8_and_int4_with_every_round_mode_saturating_and_back_exactly() {
+    const TILE: usize = 4096;
+    for obj in cast_int_objects() {
+        let rt = rt();
+        let bin = rt.load_binary_file(&obj).unwrap();
+        let s = rt.create_stream().unwrap();
+        let k8 = rt.get_function(bin, "cast_half_int8").unwrap();
+        let k4 = rt.get_function(bin, "cast_half_int4").unwrap();
+        // Every f16 bit pattern (NaNs, infinities, subnormals, ties), 4096 at a time.
+        for base in (0..=u16::MAX as usize).step_by(TILE) {
+            let x: Vec<u16> = (base..base + TILE).map(|b| b as u16).collect();
+            let dx = upload(&rt, &x);
+            for mode in 0..6u32 {
+                let d8 = upload(&rt, &vec![0x55u8; TILE]);
+                let d4 = upload(&rt, &vec![0x55u8; TILE / 2]);
+                let args = |d: DevicePtr| [dx.into(), d.into(), (TILE as u32).into(), mode.into()];
+                run(&rt, k8, 1, &args(d8), s);
+                run(&rt, k4, 1, &args(d4), s);
+                let y8: Vec<i8> = download(&rt, d8, TILE);
+                let y4: Vec<u8> = download(&rt, d4, TILE / 2);
+                for (i, &b) in x.iter().enumerate() {
+                    let v = f16_to_f32(b);
+                    assert_eq!(
+                        y8[i] as i32,
+                        round_to_int(v, mode, -128, 127),
+                        "{v} mode {mode}"
+                    );
+                    let nibble = (y4[i / 2] >> (4 * (i % 2))) & 0xf;
+                    let got = ((nibble << 4) as i8 >> 4) as i32;
+                    assert_eq!(got, round_to_int(v, mode, -8, 7), "{v} mode {mode} (int4)");
+                }
+            }
+        }
+        // Back to half: every int8_t, and every byte as two int4b_t (low nibble first).
+        let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
+        let dx = upload(&rt, &bytes);
+        let dy = upload(&rt, &vec![0u16; 1024]);
+        let k = rt.get_function(bin, "cast_int8_half").unwrap();
+        run(&rt, k, 1, &[dx.into(), dy.into(), 512u32.into()], s);
+        let h: Vec<u16> = download(&rt, dy, 512);
+        let want: Vec<u16> = bytes.iter().map(|&b| f32_to_f16(b as i8 as f32)).collect();
+        assert_eq!(h, want);
+        let k = rt.get_function(bin, "cast_int4_half").unwrap();
+        run(&rt, k, 1, &[dx.into(), dy.into(), 1024u32.into()], s);
+        let h: Vec<u16> = download(&rt, dy, 1024);
+        let want: Vec<u16> = bytes
+            .iter()
+            .flat_map(|&b| [((b << 4) as i8 >> 4) as f32, ((b as i8) >> 4) as f32])
+            .map(f32_to_f16)
+            .collect();
+        assert_eq!(h, want);
+    }
+}
+
+#[test]
+fn a_round_mode_the_cast_table_does_not_give_a_pair_fails_the_launch_naming_both() {
+    let rt = rt();
+    let bin = load(&rt, "cast_int.o");
+    let s = rt.create_stream().unwrap();
+    let k = rt.get_function(bin, "cast_half_int4").unwrap();
+    let dx = upload(&rt, &[0u16; 64]);
+    let dy = upload(&rt, &[0u8; 64]);
+    // CAST_ODD (6): Ascend C's table gives it to float -> half only.
+    rt.launch(k, 1, &[dx.into(), dy.into(), 64u32.into(), 6u32.into()], s)
+        .unwrap();
+    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    assert!(err.contains("aborted with code 135"), "{err}");
+    let log = rt.take_kernel_log();
+    let want =
+        "Cast: RoundMode::CAST_ODD is not in Ascend C's Cast table for half -> int4b_t on the 910B";
+    assert!(log.iter().any(|l| l.contains(want)), "{log:?}");
+}
+
+#[test]
+fn global_tensor_index_reads_see_the_copy_out_before_them_and_set_value_writes_by_index() {
+    let rt = rt();
+    let bin = load(&rt, "api_probe.o");
+    let s = rt.create_stream().unwrap();
+    let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.75 - 40.0).collect();
+    let idx: Vec<u32> = (0..37).map(|k| (k * 97 + 13) % 256).collect();
+    let want: Vec<f32> = idx.iter().map(|&i| 2.0 * x[i as usize]).collect();
+    let read = |name: &str| -> Vec<f32> {
+        let k = rt.get_function(bin, name).unwrap();
+        let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
+        let dy = upload(&rt, &[-1.0f32; 256]);
+        let dout = upload(&rt, &[0.0f32; 37]);
+        let args = [dx.into(), dy.into(), di.into(), dout.into(), 37u32.into()];
+        run(&rt, k, 1, &args, s);
+        download(&rt, dout, 37)
+    };
+    assert_eq!(read("gm_index_read"), want);
+    // Without GetValue's wait the first scalar reads land before the copy out has: y's old
+    // -1.0s (the later ones, once it has, the new values).
+    let stale = read("gm_index_read_unsynced");
+    assert_eq!(stale[0], -1.0);
+    assert_ne!(stale, want);
+}

@@ -877,3 +877,51 @@ fn an_advanced_api_form_the_layer_does_not_offer_stops_the_compile_naming_it() {
     assert_refused(&dir, &cases);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_cast_outside_ascend_c_s_910b_table_stops_the_compile_naming_it() {
+    if !have("clang++-16") {
+        eprintln!("clang++-16 not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("cast-refusals");
+    let cases = [
+        (
+            "float_int8.cpp",
+            "LocalTensor<int8_t> d; LocalTensor<float> s; Cast(d, s, RoundMode::CAST_RINT, 64);",
+            "Cast from float: Ascend C's Cast table for the 910B goes to half, bfloat16_t",
+        ),
+        (
+            "int4_float.cpp",
+            "LocalTensor<float> d; LocalTensor<int4b_t> s; Cast(d, s, RoundMode::CAST_NONE, 64);",
+            "Cast from int8_t / uint8_t / int4b_t: Ascend C's Cast table for the 910B goes to half only",
+        ),
+        (
+            "int32_half.cpp",
+            "LocalTensor<half> d; LocalTensor<int32_t> s; Cast(d, s, RoundMode::CAST_NONE, 64);",
+            "Cast int32_t -> half: Ascend C scales by SetDeqScale(half)",
+        ),
+        (
+            "uint16.cpp",
+            "LocalTensor<half> d; LocalTensor<uint16_t> s; Cast(d, s, RoundMode::CAST_NONE, 64);",
+            "Cast: this source type is not in Ascend C's Cast table for the 910B",
+        ),
+        (
+            "odd_mode.cpp",
+            "LocalTensor<int8_t> d; LocalTensor<half> s; Cast(d, s, RoundMode::CAST_ODD, 64);",
+            "Cast: this RoundMode is not in Ascend C's Cast table for this source -> destination pair",
+        ),
+        (
+            "widening_mode.cpp",
+            "LocalTensor<half> d; LocalTensor<int4b_t> s; Cast(d, s, RoundMode::CAST_FLOOR, 64);",
+            "Cast: this RoundMode is not in Ascend C's Cast table for this source -> destination pair",
+        ),
+        (
+            "int4_get.cpp",
+            "LocalTensor<int4b_t> t; (void)t.GetValue(0);",
+            "LocalTensor<int4b_t>::GetValue is not offered by npusim's layer",
+        ),
+    ];
+    assert_refused(&dir, &cases);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

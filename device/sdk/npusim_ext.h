@@ -342,6 +342,9 @@ static inline void npu_vlrelu(float *dst, const float *a, float s, npu_u64 n) { 
 /* 8-bit integers: a cast's source or destination, vdup and vmov only (anything else faults). */
 #define NPU_I8 5
 #define NPU_U8 6
+/* 4-bit integers, two to a byte (element 2k in the low nibble of byte k): a cast's source or
+ * destination only, over an even count (an odd one faults). */
+#define NPU_I4 7
 /* The count operand: n elements of type t. */
 #define NPU_COUNT(n, t) ((npu_u64)(npu_u32)(n) | ((npu_u64)(t) << 32))
 

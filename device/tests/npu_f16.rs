@@ -631,3 +631,78 @@ fn eight_bit_integers_cast_both_ways_saturating_and_fault_in_arithmetic() {
         other => panic!("expected a fault, got {other:?}"),
     }
 }
+
+/// `x` rounded to an integer by Ascend C's `mode` (CAST_NONE as CAST_RINT; CAST_ODD is not a
+/// mode of an integer cast on the 910B and is not asked for), saturated to `lo..=hi`, NaN 0.
+fn reference_int(x: f32, mode: RoundMode, lo: i32, hi: i32) -> i32 {
+    if x.is_nan() {
+        return 0;
+    }
+    let r = match mode {
+        RoundMode::None | RoundMode::Rint => x.round_ties_even(),
+        RoundMode::Floor => x.floor(),
+        RoundMode::Ceil => x.ceil(),
+        RoundMode::Round => x.round(),
+        RoundMode::Trunc => x.trunc(),
+        RoundMode::Odd => unreachable!(),
+    };
+    r.clamp(lo as f32, hi as f32) as i32
+}
+
+#[test]
+fn four_bit_integers_pack_two_to_a_byte_and_cast_from_every_half_saturating() {
+    // Every f16 pattern (NaNs included) to i4 with every integer mode: element 2k in the low
+    // nibble of byte k, 2k + 1 in the high one.
+    let all: Vec<u16> = (0..=u16::MAX).collect();
+    let n = all.len();
+    for mode in [
+        RoundMode::None,
+        RoundMode::Rint,
+        RoundMode::Floor,
+        RoundMode::Ceil,
+        RoundMode::Round,
+        RoundMode::Trunc,
+    ] {
+        let rs3 = encode::cast(n as u32, DType::I4, DType::F16, mode);
+        let packed = run_vec(VecOp::Cvt, &u16_bytes(&all), &[], 0, rs3, n / 2);
+        for (i, &b) in all.iter().enumerate() {
+            let nibble = (packed[i / 2] >> (4 * (i % 2))) & 0xf;
+            let got = ((nibble << 4) as i8 >> 4) as i32;
+            let want = reference_int(f16_to_f32(b), mode, -8, 7);
+            assert_eq!(got, want, "{:?} {mode:?}", h(b));
+        }
+    }
+    // Back: every byte is two i4 values, each exact in f16.
+    let bytes: Vec<u8> = (0..=255u8).collect();
+    let rs3 = encode::cast(512, DType::F16, DType::I4, RoundMode::None);
+    let f = bytes_u16(&run_vec(VecOp::Cvt, &bytes, &[], 0, rs3, 1024));
+    for (i, &b) in bytes.iter().enumerate() {
+        let (lo, hi) = (((b << 4) as i8 >> 4) as f32, ((b as i8) >> 4) as f32);
+        assert_eq!((f16_to_f32(f[2 * i]), f16_to_f32(f[2 * i + 1])), (lo, hi));
+    }
+}
+
+#[test]
+fn an_odd_i4_count_or_i4_arithmetic_faults_at_issue() {
+    let fault = |op: VecOp, rs3: u64| {
+        let mut m = Machine::new();
+        let mut asm = Asm::new();
+        asm.vec(op, UB, UB, UB, rs3);
+        match m.run(&asm.words) {
+            Err(Trap::Npu { fault, .. }) => fault,
+            other => panic!("expected a fault, got {other:?}"),
+        }
+    };
+    let odd = encode::cast(7, DType::I4, DType::F16, RoundMode::Rint);
+    assert!(matches!(
+        fault(VecOp::Cvt, odd),
+        NpuFault::BadVectorOperand { .. }
+    ));
+    let odd_src = encode::cast(7, DType::F16, DType::I4, RoundMode::None);
+    assert!(matches!(
+        fault(VecOp::Cvt, odd_src),
+        NpuFault::BadVectorOperand { .. }
+    ));
+    let msg = fault(VecOp::Mov, encode::count(8, DType::I4)).to_string();
+    assert_eq!(msg, "vmov is not defined on i4 elements");
+}

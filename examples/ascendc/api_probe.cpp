@@ -116,3 +116,43 @@ extern "C" __global__ __aicore__ void dump_probe(GM_ADDR x) {
     LocalTensor<int32_t> a1 = l1.Get<int32_t>();
     DumpTensor(a1, 3, 8);
 }
+
+/* y = 2 x (256 floats) through UB, then out[k] = y[idx[k]] for k < m, read element by element
+ * with GlobalTensor::GetValue right after the copy out (GetValue waits for MTE3) and written
+ * with SetValue. gm_index_read_unsynced reads and writes with operator() instead: no wait, so
+ * it sees what y held before the copy landed (a deliberate mistake). */
+template <bool synced>
+__aicore__ inline void gm_index(GM_ADDR x, GM_ADDR y, GM_ADDR idx, GM_ADDR out, uint32_t m) {
+    TPipe pipe;
+    TBuf<QuePosition::VECCALC> buf;
+    pipe.InitBuffer(buf, 256 * sizeof(float));
+    LocalTensor<float> t = buf.Get<float>();
+    GlobalTensor<float> gx, gy, go;
+    GlobalTensor<uint32_t> gi;
+    gx.SetGlobalBuffer((__gm__ float *)x, 256);
+    gy.SetGlobalBuffer((__gm__ float *)y, 256);
+    gi.SetGlobalBuffer((__gm__ uint32_t *)idx, m);
+    go.SetGlobalBuffer((__gm__ float *)out, m);
+    DataCopy(t, gx, 256);
+    SetFlag<HardEvent::MTE2_V>(0);
+    WaitFlag<HardEvent::MTE2_V>(0);
+    Muls(t, t, 2.0f, 256);
+    SetFlag<HardEvent::V_MTE3>(0);
+    WaitFlag<HardEvent::V_MTE3>(0);
+    DataCopy(gy, t, 256);
+    for (uint32_t k = 0; k < m; k++) {
+        if (synced) {
+            go.SetValue(k, gy.GetValue(gi.GetValue(k)));
+        } else {
+            go(k) = gy(gi(k));
+        }
+    }
+}
+extern "C" __global__ __aicore__ void gm_index_read(GM_ADDR x, GM_ADDR y, GM_ADDR idx,
+                                                    GM_ADDR out, uint32_t m) {
+    gm_index<true>(x, y, idx, out, m);
+}
+extern "C" __global__ __aicore__ void gm_index_read_unsynced(GM_ADDR x, GM_ADDR y, GM_ADDR idx,
+                                                             GM_ADDR out, uint32_t m) {
+    gm_index<false>(x, y, idx, out, m);
+}

@@ -1,6 +1,6 @@
 /*
  * compile_env.cpp — the compile environment a CANN kernel file relies on: the mode macros, the
- * freestanding C++ headers, the low-level intrinsic spellings, dcci and the LocalTensor
+ * freestanding C++ headers (every one npusim offers, checked at compile time), the low-level intrinsic spellings, dcci and the LocalTensor
  * operators. Built in both of CANN's modes (the committed object is the NPU build;
  * tests/ascendc_host.rs builds the --cpu-debug one and other architectures).
  *
@@ -12,10 +12,16 @@
  *                                            with set_flag / wait_flag / pipe_barrier
  */
 #include <algorithm>
+#include <cfloat>
+#include <climits>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <math.h>
 #include <type_traits>
+#include <utility>
 
 #include "kernel_operator.h"
 
@@ -29,6 +35,19 @@ static_assert(std::is_same_v<std::conditional_t<true, half, float>, half>, "<typ
 static_assert(std::numeric_limits<int16_t>::max() == 32767, "<limits>");
 static_assert(std::numeric_limits<float>::digits == 24, "<limits>");
 static_assert(std::max(3, 7) == 7 && std::min<uint32_t>(3, 7) == 3, "<algorithm>");
+static_assert(sizeof(std::size_t) == 8 && std::is_same_v<std::nullptr_t, decltype(nullptr)>,
+              "<cstddef>");
+static_assert(INT_MAX == 2147483647 && CHAR_BIT == 8, "<climits>");
+static_assert(FLT_MAX == std::numeric_limits<float>::max() && FLT_MANT_DIG == 24, "<cfloat>");
+static_assert(std::abs(-7) == 7 && std::abs(-7LL) == 7, "<cstdlib>");
+constexpr int swapped() {
+    std::pair<int, int> p = std::make_pair(1, 2);
+    std::swap(p.first, p.second);
+    int old = std::exchange(p.second, 5);
+    return p.first * 10 + old + p.second * 100;
+}
+static_assert(swapped() == 521, "<utility>");
+static_assert(std::is_same_v<decltype(sqrtf(2.0f)), float>, "<math.h>");
 
 #ifdef __CCE_AICORE__
 constexpr int32_t AICORE = __CCE_AICORE__;

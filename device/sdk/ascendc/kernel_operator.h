@@ -732,6 +732,14 @@ namespace AscendC {
 
 /* ---- Element types ------------------------------------------------------------------------- */
 
+/* Ascend C's 4-bit integer (-8..7), two to a byte: element 2k in the low nibble of byte k,
+ * 2k + 1 in the high one. A tensor of int4b_t counts elements (its bytes are half the count):
+ * the data travels as int8_t and a ReinterpretCast<int4b_t>() of the tensor feeds Cast, as
+ * Ascend C's Cast documents. Casts and copies only: no scalar access, no arithmetic. */
+struct int4b_t {
+    uint8_t bits_;
+};
+
 namespace detail {
 template <typename T> struct Type;
 template <> struct Type<float> {
@@ -772,6 +780,36 @@ template <> struct Type<uint8_t> {
     static constexpr int code = NPU_U8;
     static __aicore__ inline uint64_t bits(uint8_t v) { return v; }
 };
+template <> struct Type<int4b_t> {
+    static constexpr int code = NPU_I4;
+    static __aicore__ inline uint64_t bits(int4b_t v) { return v.bits_ & 0xf; }
+};
+/* Elements per byte of a packed element type (int4b_t: 2); 0 for the others. */
+template <typename T> struct Packed {
+    static constexpr uint32_t per_byte = 0;
+};
+template <> struct Packed<int4b_t> {
+    static constexpr uint32_t per_byte = 2;
+};
+/* The bytes of n elements of T, and the elements of T in `bytes`. */
+template <typename T> __aicore__ constexpr uint64_t bytes_of(uint64_t n) {
+    return Packed<T>::per_byte ? n / Packed<T>::per_byte : n * sizeof(T);
+}
+template <typename T> __aicore__ constexpr uint32_t count_in(uint64_t bytes) {
+    return (uint32_t)(Packed<T>::per_byte ? bytes * Packed<T>::per_byte : bytes / sizeof(T));
+}
+/* The address of element `offset` from p (int4b_t: offset / 2 bytes; an odd offset would
+ * split a byte and is rounded down). */
+template <typename T, typename P> __aicore__ inline P *advance(P *p, uint64_t offset) {
+    if constexpr (Packed<T>::per_byte != 0) {
+        return (P *)((uintptr_t)p + offset / Packed<T>::per_byte);
+    } else {
+        return p + offset;
+    }
+}
+template <typename T> struct NotPacked {
+    static constexpr bool value = Packed<T>::per_byte == 0;
+};
 template <typename T> struct Identity {
     using type = T;
 };
@@ -794,13 +832,22 @@ public:
     /* The tensor from element `offset` on (the address must stay 32-byte aligned for the
      * vector and copy instructions). */
     __aicore__ inline LocalTensor operator[](uint32_t offset) const {
-        return LocalTensor(ptr_ + offset, size_ > offset ? size_ - offset : 0, pos_);
+        return LocalTensor(detail::advance<T>(ptr_, offset), size_ > offset ? size_ - offset : 0,
+                           pos_);
     }
     /* Element i by reference, with no synchronisation. */
-    __aicore__ inline T &operator()(uint32_t i) const { return ptr_[i]; }
+    __aicore__ inline T &operator()(uint32_t i) const {
+        static_assert(detail::NotPacked<T>::value,
+                      "LocalTensor<int4b_t>: an element is half a byte and has no reference; "
+                      "read the bytes through ReinterpretCast<int8_t>()");
+        return ptr_[i];
+    }
     /* Element i, after the vector unit and the copies into UB issued so far have finished
      * (the synchronisation the compiler inserts before a scalar read). */
     __aicore__ inline T GetValue(uint32_t i) const {
+        static_assert(detail::NotPacked<T>::value,
+                      "LocalTensor<int4b_t>::GetValue is not offered by npusim's layer; read the "
+                      "bytes through ReinterpretCast<int8_t>() (two elements to a byte)");
         npu_set_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_wait_flag(NPU_PIPE_V, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
         npu_set_flag(NPU_PIPE_MTE2, NPU_PIPE_S, NPUSIM_SYNC_EVENT);
@@ -809,16 +856,19 @@ public:
     }
     /* Writes element i once every instruction that may still read or write UB is done. */
     __aicore__ inline void SetValue(uint32_t i, T v) const {
+        static_assert(detail::NotPacked<T>::value,
+                      "LocalTensor<int4b_t>::SetValue is not offered by npusim's layer; write the "
+                      "bytes through ReinterpretCast<int8_t>() (two elements to a byte)");
         detail::scalar_owns_ub();
         npusim_detail::volatile_store(ptr_ + i, v);
     }
     __aicore__ inline uint32_t GetSize() const { return size_; }
     __aicore__ inline void SetSize(uint32_t size) { size_ = size; }
-    __aicore__ inline uint32_t GetLength() const { return size_ * (uint32_t)sizeof(T); }
+    __aicore__ inline uint32_t GetLength() const { return (uint32_t)detail::bytes_of<T>(size_); }
     __aicore__ inline uint64_t GetPhyAddr() const { return (uint64_t)ptr_; }
     __aicore__ inline TPosition GetPosition() const { return pos_; }
     template <typename U> __aicore__ inline LocalTensor<U> ReinterpretCast() const {
-        return LocalTensor<U>((U *)ptr_, (uint32_t)(size_ * sizeof(T) / sizeof(U)), pos_);
+        return LocalTensor<U>((U *)ptr_, detail::count_in<U>(detail::bytes_of<T>(size_)), pos_);
     }
     __aicore__ inline T *Ptr() const { return ptr_; }
 
@@ -852,7 +902,7 @@ public:
     }
     __aicore__ inline GlobalTensor operator[](uint64_t offset) const {
         GlobalTensor g;
-        g.ptr_ = ptr_ + offset;
+        g.ptr_ = detail::advance<T>(ptr_, offset);
         g.size_ = size_ > offset ? size_ - offset : 0;
         return g;
     }
@@ -1249,7 +1299,7 @@ public:
             npu_wait_flag(kDst, kSrc, free_event_);
         }
         alloc_++;
-        return LocalTensor<T>((T *)(base_ + slot * len_), len_ / (uint32_t)sizeof(T), pos);
+        return LocalTensor<T>((T *)(base_ + slot * len_), detail::count_in<T>(len_), pos);
     }
     /* Hands a filled tensor to the consumer pipe. */
     template <typename T> __aicore__ inline bool EnQue(const LocalTensor<T> &) {
@@ -1266,7 +1316,7 @@ public:
             npu_wait_flag(kSrc, kDst, enq_event_);
         }
         deq_++;
-        return LocalTensor<T>((T *)(base_ + slot * len_), len_ / (uint32_t)sizeof(T), pos);
+        return LocalTensor<T>((T *)(base_ + slot * len_), detail::count_in<T>(len_), pos);
     }
     /* Returns the slot: the producer may refill it once the consumer is done with it. */
     template <typename T> __aicore__ inline void FreeTensor(const LocalTensor<T> &) {
@@ -1305,7 +1355,7 @@ public:
         len_ = len;
     }
     template <typename T> __aicore__ inline LocalTensor<T> Get() const {
-        return LocalTensor<T>((T *)base_, len_ / (uint32_t)sizeof(T), pos);
+        return LocalTensor<T>((T *)base_, detail::count_in<T>(len_), pos);
     }
     template <typename T> __aicore__ inline LocalTensor<T> Get(uint32_t count) const {
         return LocalTensor<T>((T *)base_, count, pos);
@@ -1381,21 +1431,21 @@ __aicore__ inline void ub_to_gm(void *dst, const void *src, uint32_t rows, uint3
 template <typename T>
 __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const GlobalTensor<T> &src,
                                 uint32_t count) {
-    uint32_t bytes = count * (uint32_t)sizeof(T);
+    uint32_t bytes = (uint32_t)detail::bytes_of<T>(count);
     detail::gm_to_local(dst.Ptr(), src.GetPhyAddr(), 1, bytes, bytes, bytes);
 }
 /* UB -> GM (MTE3). */
 template <typename T>
 __aicore__ inline void DataCopy(const GlobalTensor<T> &dst, const LocalTensor<T> &src,
                                 uint32_t count) {
-    uint32_t bytes = count * (uint32_t)sizeof(T);
+    uint32_t bytes = (uint32_t)detail::bytes_of<T>(count);
     detail::ub_to_gm(dst.GetPhyAddr(), src.Ptr(), 1, bytes, bytes, bytes);
 }
 /* UB -> UB (on the vector pipe). */
 template <typename T>
 __aicore__ inline void DataCopy(const LocalTensor<T> &dst, const LocalTensor<T> &src,
                                 uint32_t count) {
-    uint32_t bytes = count * (uint32_t)sizeof(T);
+    uint32_t bytes = (uint32_t)detail::bytes_of<T>(count);
     if (bytes % 4 == 0) {
         npusim_detail::vmov(dst.Ptr(), src.Ptr(), bytes / 4, NPU_F32);
     } else {
@@ -1705,11 +1755,146 @@ enum class RoundMode : uint8_t {
     CAST_ODD = NPU_ROUND_ODD,
 };
 
+namespace detail {
+/* Ascend C's Cast table for the 910B (Atlas A2): the round modes each source -> destination
+ * pair takes, as bits over RoundMode (0: the pair is not offered). */
+constexpr uint32_t CAST_NONE_ONLY = 1u << (int)RoundMode::CAST_NONE;
+constexpr uint32_t CAST_ROUNDING = (1u << (int)RoundMode::CAST_RINT) |
+                                   (1u << (int)RoundMode::CAST_FLOOR) |
+                                   (1u << (int)RoundMode::CAST_CEIL) |
+                                   (1u << (int)RoundMode::CAST_ROUND) |
+                                   (1u << (int)RoundMode::CAST_TRUNC);
+constexpr uint32_t CAST_ROUNDING_OR_NONE = CAST_ROUNDING | CAST_NONE_ONLY;
+template <typename D, typename S> struct CastModes {
+    static constexpr uint32_t value = 0;
+};
+#define NPUSIM_CAST_PAIR(S, D, MODES)                                                          \
+    template <> struct CastModes<D, S> {                                                       \
+        static constexpr uint32_t value = MODES;                                               \
+    };
+NPUSIM_CAST_PAIR(int4b_t, half, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(int8_t, half, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(uint8_t, half, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(int16_t, half, CAST_ROUNDING_OR_NONE)
+NPUSIM_CAST_PAIR(int16_t, float, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(half, int4b_t, CAST_ROUNDING_OR_NONE)
+NPUSIM_CAST_PAIR(half, int8_t, CAST_ROUNDING_OR_NONE)
+NPUSIM_CAST_PAIR(half, uint8_t, CAST_ROUNDING_OR_NONE)
+NPUSIM_CAST_PAIR(half, int16_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(half, int32_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(half, float, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(bfloat16_t, int32_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(bfloat16_t, float, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(int32_t, int16_t, CAST_NONE_ONLY)
+NPUSIM_CAST_PAIR(int32_t, float, CAST_ROUNDING_OR_NONE)
+NPUSIM_CAST_PAIR(float, int16_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(float, half, CAST_ROUNDING_OR_NONE | (1u << (int)RoundMode::CAST_ODD))
+NPUSIM_CAST_PAIR(float, bfloat16_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(float, int32_t, CAST_ROUNDING)
+NPUSIM_CAST_PAIR(float, float, CAST_ROUNDING)
+#undef NPUSIM_CAST_PAIR
+template <typename D, typename S> __aicore__ constexpr bool cast_mode_ok(RoundMode m) {
+    return CastModes<D, S>::value == 0 || (CastModes<D, S>::value >> (int)m & 1) != 0;
+}
+template <typename T> struct TypeName {
+    static constexpr const char *name = "this type";
+};
+#define NPUSIM_TYPE_NAME(T)                                                                     \
+    template <> struct TypeName<T> {                                                            \
+        static constexpr const char *name = #T;                                                 \
+    };
+NPUSIM_TYPE_NAME(float)
+NPUSIM_TYPE_NAME(half)
+NPUSIM_TYPE_NAME(bfloat16_t)
+NPUSIM_TYPE_NAME(int32_t)
+NPUSIM_TYPE_NAME(uint32_t)
+NPUSIM_TYPE_NAME(int16_t)
+NPUSIM_TYPE_NAME(uint16_t)
+NPUSIM_TYPE_NAME(int8_t)
+NPUSIM_TYPE_NAME(uint8_t)
+NPUSIM_TYPE_NAME(int4b_t)
+#undef NPUSIM_TYPE_NAME
+constexpr const char *ROUND_MODE_NAMES[] = {"CAST_NONE",  "CAST_RINT",  "CAST_FLOOR", "CAST_CEIL",
+                                            "CAST_ROUND", "CAST_TRUNC", "CAST_ODD"};
+/* A round mode known only at run time that the pair does not take: the block stops naming
+ * both (a constant one stops the compile, below). */
+template <typename D, typename S> [[noreturn]] __aicore__ inline void cast_mode_refused(RoundMode m) {
+    Out o;
+    o.n = 0;
+    o.str("Cast: RoundMode::");
+    o.str((uint32_t)m < 7 ? ROUND_MODE_NAMES[(uint32_t)m] : "(not a RoundMode)");
+    o.str(" is not in Ascend C's Cast table for ");
+    o.str(TypeName<S>::name);
+    o.str(" -> ");
+    o.str(TypeName<D>::name);
+    o.str(" on the 910B");
+    npu_print_bytes(o.buf, o.n);
+    npu_abort(135);
+}
+template <typename T, typename U> struct Same {
+    static constexpr bool value = false;
+};
+template <typename T> struct Same<T, T> {
+    static constexpr bool value = true;
+};
+} // namespace detail
+
+/* Cast(dst, src, roundMode, count): count elements of src converted to dst's type, rounded once
+ * with roundMode, saturating at an integer destination's range (NaN -> 0); on exactly the
+ * pairs and modes of Ascend C's Cast table for the 910B. Another pair stops the compile naming
+ * its source type and the destinations it has; a constant round mode the pair does not take
+ * stops the compile, one known only at run time aborts the block naming both. int4b_t counts
+ * must be even (two elements to a byte). */
 template <typename D, typename S, bool isSetMask = true>
 __aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
-                            const RoundMode &mode, const uint32_t count) {
-    npu_vcvt(dst.Ptr(), detail::Type<D>::code, src.Ptr(), detail::Type<S>::code, (int)mode,
-             count);
+                            const RoundMode &mode, const uint32_t count)
+    __attribute__((diagnose_if(!detail::cast_mode_ok<D, S>(mode),
+                               "Cast: this RoundMode is not in Ascend C's Cast table for this "
+                               "source -> destination pair on the 910B (CAST_ODD: float -> half "
+                               "only; no CAST_NONE for half / float -> int16_t / int32_t, "
+                               "bfloat16_t -> int32_t, float -> bfloat16_t / float; the "
+                               "widening casts take CAST_NONE only)",
+                               "error"))) {
+    using detail::Same;
+    constexpr bool ok = detail::CastModes<D, S>::value != 0;
+    static_assert(!Same<S, int32_t>::value || !Same<D, half>::value,
+                  "Cast int32_t -> half: Ascend C scales by SetDeqScale(half), which npusim's "
+                  "layer does not offer; cast to float, Muls, then cast to half");
+    static_assert(ok || !Same<S, float>::value,
+                  "Cast from float: Ascend C's Cast table for the 910B goes to half, "
+                  "bfloat16_t, int16_t, int32_t and float (int64_t: npusim's vector unit has no "
+                  "64-bit integers)");
+    static_assert(ok || !Same<S, half>::value,
+                  "Cast from half: Ascend C's Cast table for the 910B goes to float, int32_t, "
+                  "int16_t, int8_t, uint8_t and int4b_t");
+    static_assert(ok || !Same<S, bfloat16_t>::value,
+                  "Cast from bfloat16_t: Ascend C's Cast table for the 910B goes to float and "
+                  "int32_t");
+    static_assert(ok || !Same<S, int32_t>::value || Same<D, half>::value,
+                  "Cast from int32_t: Ascend C's Cast table for the 910B goes to float, int16_t "
+                  "and half (int64_t: npusim's vector unit has no 64-bit integers)");
+    static_assert(ok || !Same<S, int16_t>::value,
+                  "Cast from int16_t: Ascend C's Cast table for the 910B goes to half and float");
+    static_assert(ok || !(Same<S, int8_t>::value || Same<S, uint8_t>::value ||
+                          Same<S, int4b_t>::value),
+                  "Cast from int8_t / uint8_t / int4b_t: Ascend C's Cast table for the 910B "
+                  "goes to half only");
+    static_assert(ok || Same<S, float>::value || Same<S, half>::value ||
+                      Same<S, bfloat16_t>::value || Same<S, int32_t>::value ||
+                      Same<S, int16_t>::value || Same<S, int8_t>::value ||
+                      Same<S, uint8_t>::value || Same<S, int4b_t>::value,
+                  "Cast: this source type is not in Ascend C's Cast table for the 910B (float, "
+                  "half, bfloat16_t, int32_t, int16_t, int8_t, uint8_t, int4b_t)");
+    if constexpr (ok) {
+        if (!detail::cast_mode_ok<D, S>(mode)) {
+            detail::cast_mode_refused<D, S>(mode);
+        }
+        if ((detail::Packed<D>::per_byte || detail::Packed<S>::per_byte) && count % 2 != 0) {
+            detail::fail("Cast: an int4b_t count must be even (two elements to a byte)");
+        }
+        npu_vcvt(dst.Ptr(), detail::Type<D>::code, src.Ptr(), detail::Type<S>::code, (int)mode,
+                 count);
+    }
 }
 
 enum class CMPMODE : uint8_t {

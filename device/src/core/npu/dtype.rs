@@ -33,11 +33,15 @@ pub enum DType {
     I8 = 5,
     /// Unsigned 8-bit integer (`uint8_t`): as [`DType::I8`].
     U8 = 6,
+    /// Two's-complement 4-bit integer (Ascend C's `int4b_t`), two to a byte: element `2k` in
+    /// bits 0..4 of byte `k`, element `2k + 1` in bits 4..8. A cast's source or destination
+    /// only, over an even count.
+    I4 = 7,
 }
 
 impl DType {
     /// Every type, by code.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 8] = [
         DType::F32,
         DType::F16,
         DType::I32,
@@ -45,6 +49,7 @@ impl DType {
         DType::BF16,
         DType::I8,
         DType::U8,
+        DType::I4,
     ];
 
     /// The type with code `code`.
@@ -52,13 +57,25 @@ impl DType {
         DType::ALL.get(usize::try_from(code).ok()?).copied()
     }
 
-    /// Bytes per element.
+    /// Bytes per element, rounded up: [`DType::I4`] packs two elements to a byte (see
+    /// [`DType::bytes`] for the span of a count).
     pub const fn size(self) -> u64 {
+        self.bits().div_ceil(8)
+    }
+
+    /// Bits per element.
+    pub const fn bits(self) -> u64 {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::I16 | DType::BF16 => 2,
-            DType::I8 | DType::U8 => 1,
+            DType::F32 | DType::I32 => 32,
+            DType::F16 | DType::I16 | DType::BF16 => 16,
+            DType::I8 | DType::U8 => 8,
+            DType::I4 => 4,
         }
+    }
+
+    /// Bytes `n` elements occupy (an odd count of [`DType::I4`] ends in half a byte, counted).
+    pub const fn bytes(self, n: u64) -> u64 {
+        (n * self.bits()).div_ceil(8)
     }
 
     /// A floating-point type.
@@ -76,6 +93,7 @@ impl DType {
             DType::BF16 => "bf16",
             DType::I8 => "i8",
             DType::U8 => "u8",
+            DType::I4 => "i4",
         }
     }
 
@@ -90,6 +108,7 @@ impl DType {
             DType::BF16 => bf16_to_f32(u16::from_le_bytes([bytes[0], bytes[1]])) as f64,
             DType::I8 => bytes[0] as i8 as f64,
             DType::U8 => bytes[0] as f64,
+            DType::I4 => i4_value(bytes[0]),
         }
     }
 
@@ -107,6 +126,8 @@ impl DType {
             }
             DType::I8 => out[0] = v as i8 as u8,
             DType::U8 => out[0] = v as u8,
+            // The low nibble; the high one (the next element) is kept.
+            DType::I4 => out[0] = (out[0] & 0xf0) | (v as i8 as u8 & 0x0f),
         }
     }
 
@@ -120,6 +141,7 @@ impl DType {
             DType::BF16 => bf16_to_f32(reg as u16) as f64,
             DType::I8 => reg as u8 as i8 as f64,
             DType::U8 => reg as u8 as f64,
+            DType::I4 => i4_value(reg as u8),
         }
     }
 
@@ -129,9 +151,30 @@ impl DType {
             DType::I16 => (i16::MIN as i64, i16::MAX as i64),
             DType::I8 => (i8::MIN as i64, i8::MAX as i64),
             DType::U8 => (0, u8::MAX as i64),
+            DType::I4 => (-8, 7),
             _ => (i32::MIN as i64, i32::MAX as i64),
         }
     }
+}
+
+/// The value of the 4-bit two's-complement integer in the low nibble of `b`.
+fn i4_value(b: u8) -> f64 {
+    ((b << 4) as i8 >> 4) as f64
+}
+
+/// Element `i` of a packed [`DType::I4`] array (`bytes` starting at element 0).
+#[inline]
+pub fn load_i4(bytes: &[u8], i: usize) -> f64 {
+    i4_value(bytes[i / 2] >> (4 * (i % 2)))
+}
+
+/// Writes `v` (an integer in -8..=7) as element `i` of a packed [`DType::I4`] array, keeping
+/// the other element of its byte.
+#[inline]
+pub fn store_i4(v: f64, bytes: &mut [u8], i: usize) {
+    let shift = 4 * (i % 2);
+    let nibble = (v as i8 as u8 & 0x0f) << shift;
+    bytes[i / 2] = (bytes[i / 2] & !(0x0f << shift)) | nibble;
 }
 
 impl std::fmt::Display for DType {
@@ -299,7 +342,7 @@ pub fn round_float(x: f64, dtype: DType, mode: RoundMode) -> f64 {
     m.copysign(x)
 }
 
-/// `x` rounded to an integer of type `dtype` (I32, I16, I8 or U8) with `mode`, saturating at
+/// `x` rounded to an integer of type `dtype` (I32, I16, I8, U8 or I4) with `mode`, saturating at
 /// the type's range; NaN gives 0.
 pub fn round_int(x: f64, dtype: DType, mode: RoundMode) -> f64 {
     if x.is_nan() {
@@ -366,6 +409,22 @@ mod tests {
         assert_eq!(f32_to_f16_rounded(70000.0, RoundMode::Rint), 0x7c00);
         assert_eq!(f32_to_f16_rounded(-70000.0, RoundMode::Ceil), 0xfbff);
         assert_eq!(f32_to_f16_rounded(-70000.0, RoundMode::Floor), 0xfc00);
+    }
+
+    #[test]
+    fn i4_elements_pack_two_to_a_byte_low_nibble_first() {
+        let mut b = [0u8; 2];
+        for (i, v) in [-8.0, 7.0, -1.0, 3.0].into_iter().enumerate() {
+            store_i4(v, &mut b, i);
+        }
+        assert_eq!(b, [0x78, 0x3f]);
+        let back: Vec<f64> = (0..4).map(|i| load_i4(&b, i)).collect();
+        assert_eq!(back, [-8.0, 7.0, -1.0, 3.0]);
+        assert_eq!(DType::I4.bytes(6), 3);
+        assert_eq!(DType::from_code(7), Some(DType::I4));
+        assert_eq!(cast(7.5, DType::F16, DType::I4, RoundMode::Rint), 7.0);
+        assert_eq!(cast(-9.0, DType::F16, DType::I4, RoundMode::Trunc), -8.0);
+        assert_eq!(cast(-2.5, DType::F16, DType::I4, RoundMode::Round), -3.0);
     }
 
     #[test]

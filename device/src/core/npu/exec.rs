@@ -107,7 +107,9 @@ impl Npu {
             VecOp::Cvt => {
                 src_dtype = DType::from_code(field(40)).ok_or_else(bad)?;
                 mode = RoundMode::from_code(field(36)).ok_or_else(bad)? as u8;
-                if c >> 44 != 0 {
+                // Packed i4 operands are whole bytes: an even count.
+                let i4 = dtype == DType::I4 || src_dtype == DType::I4;
+                if c >> 44 != 0 || (i4 && !n.is_multiple_of(2)) {
                     return Err(bad());
                 }
             }
@@ -152,9 +154,8 @@ impl Npu {
         };
         // `n` has 32 bits, so no operand size overflows.
         v.n = n as u32;
-        let elems = |e: u64| n * e;
         v.dst = ub(self, "dst", d, v.dst_bytes())?;
-        let src = elems(v.src_elem());
+        let src = v.src_bytes();
         match op.class() {
             VecClass::Binary | VecClass::Compare => {
                 v.a = ub(self, "a", a, src)?;

@@ -226,6 +226,9 @@ impl VecOp {
         if matches!(t, DType::I8 | DType::U8) {
             return matches!(self, VecOp::Cvt | VecOp::Dup | VecOp::Mov);
         }
+        if matches!(t, DType::I4) {
+            return matches!(self, VecOp::Cvt);
+        }
         match self {
             VecOp::Div | VecOp::Exp | VecOp::Ln | VecOp::Sqrt | VecOp::Rec | VecOp::LRelu => {
                 t.is_float()

@@ -4,7 +4,7 @@
 //! exact IEEE half (see [`dtype`](super::dtype)); integer arithmetic wraps.
 
 use super::buffers::{Staging, f32s, u16s};
-use super::dtype::{CmpMode, DType, RoundMode, cast, round_float};
+use super::dtype::{CmpMode, DType, RoundMode, cast, load_i4, round_float, store_i4};
 use super::f16::{f16_to_f32, f32_to_f16};
 use super::isa::VecOp;
 
@@ -58,16 +58,24 @@ impl VectorOp {
             VecOp::CvtF32ToF16 => 2 * n,
             VecOp::CvtF16ToF32 => 4 * n,
             VecOp::Cmp => n.div_ceil(8),
-            _ => n * self.dtype.size(),
+            _ => self.dtype.bytes(n),
         }
     }
 
-    /// Bytes per element of the sources.
+    /// Bytes per element of the sources (rounded up: an i4 source counts 1).
     pub fn src_elem(&self) -> u64 {
         match self.op {
             VecOp::CvtF16ToF32 => 2,
             VecOp::Cvt => self.src_dtype.size(),
             _ => self.dtype.size(),
+        }
+    }
+
+    /// Bytes each source operand spans.
+    pub fn src_bytes(&self) -> u64 {
+        match self.op {
+            VecOp::Cvt => self.src_dtype.bytes(self.n as u64),
+            _ => self.n as u64 * self.src_elem(),
         }
     }
 }
@@ -249,8 +257,19 @@ fn compute_general(v: &VectorOp, ub: &[u8], out: &mut Staging) {
     match v.op {
         VecOp::Cvt => {
             let (src, mode) = (v.src_dtype, RoundMode::ALL[v.mode as usize]);
+            let a = &ub[v.a as usize..];
             for i in 0..n {
-                t.store(cast(at(v.a, i, src), src, t, mode), &mut o[i * es..]);
+                let x = if src == DType::I4 {
+                    load_i4(a, i)
+                } else {
+                    at(v.a, i, src)
+                };
+                let r = cast(x, src, t, mode);
+                if t == DType::I4 {
+                    store_i4(r, o, i);
+                } else {
+                    t.store(r, &mut o[i * es..]);
+                }
             }
             return;
         }
