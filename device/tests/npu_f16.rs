@@ -485,33 +485,35 @@ fn bitwise_and_or_not_act_on_the_bits_of_integers_and_refuse_floats() {
     }
 }
 
+/// The fault one vector instruction `op` over UB with count word `rs3` stops at.
+fn vector_fault(op: VecOp, rs3: u64) -> NpuFault {
+    let mut m = Machine::new();
+    let mut asm = Asm::new();
+    asm.vec(op, UB, UB, UB, rs3);
+    match m.run(&asm.words) {
+        Err(Trap::Npu { fault, .. }) => fault,
+        other => panic!("expected a fault, got {other:?}"),
+    }
+}
+
 #[test]
 fn undefined_types_and_float_only_instructions_on_integers_fault_at_issue() {
-    let fault = |op: VecOp, rs3: u64| {
-        let mut m = Machine::new();
-        let mut asm = Asm::new();
-        asm.vec(op, UB, UB, UB, rs3);
-        match m.run(&asm.words) {
-            Err(Trap::Npu { fault, .. }) => fault,
-            other => panic!("expected a fault, got {other:?}"),
-        }
-    };
     assert!(matches!(
-        fault(VecOp::Exp, encode::count(8, DType::I32)),
+        vector_fault(VecOp::Exp, encode::count(8, DType::I32)),
         NpuFault::UnsupportedType {
             dtype: DType::I32,
             ..
         }
     ));
     assert!(matches!(
-        fault(VecOp::Add, 8 | 9 << 32),
+        vector_fault(VecOp::Add, 8 | 9 << 32),
         NpuFault::BadVectorOperand { .. }
     ));
     assert!(matches!(
-        fault(VecOp::Cvt, encode::count(8, DType::F16) | 9 << 36),
+        vector_fault(VecOp::Cvt, encode::count(8, DType::F16) | 9 << 36),
         NpuFault::BadVectorOperand { .. }
     ));
-    let msg = fault(VecOp::Div, encode::count(8, DType::I16)).to_string();
+    let msg = vector_fault(VecOp::Div, encode::count(8, DType::I16)).to_string();
     assert_eq!(msg, "vdiv is not defined on i16 elements");
 }
 
@@ -655,14 +657,8 @@ fn four_bit_integers_pack_two_to_a_byte_and_cast_from_every_half_saturating() {
     // nibble of byte k, 2k + 1 in the high one.
     let all: Vec<u16> = (0..=u16::MAX).collect();
     let n = all.len();
-    for mode in [
-        RoundMode::None,
-        RoundMode::Rint,
-        RoundMode::Floor,
-        RoundMode::Ceil,
-        RoundMode::Round,
-        RoundMode::Trunc,
-    ] {
+    // Every mode but round-to-odd (a float mode).
+    for mode in RoundMode::ALL[..6].iter().copied() {
         let rs3 = encode::cast(n as u32, DType::I4, DType::F16, mode);
         let packed = run_vec(VecOp::Cvt, &u16_bytes(&all), &[], 0, rs3, n / 2);
         for (i, &b) in all.iter().enumerate() {
@@ -684,25 +680,16 @@ fn four_bit_integers_pack_two_to_a_byte_and_cast_from_every_half_saturating() {
 
 #[test]
 fn an_odd_i4_count_or_i4_arithmetic_faults_at_issue() {
-    let fault = |op: VecOp, rs3: u64| {
-        let mut m = Machine::new();
-        let mut asm = Asm::new();
-        asm.vec(op, UB, UB, UB, rs3);
-        match m.run(&asm.words) {
-            Err(Trap::Npu { fault, .. }) => fault,
-            other => panic!("expected a fault, got {other:?}"),
-        }
-    };
     let odd = encode::cast(7, DType::I4, DType::F16, RoundMode::Rint);
     assert!(matches!(
-        fault(VecOp::Cvt, odd),
+        vector_fault(VecOp::Cvt, odd),
         NpuFault::BadVectorOperand { .. }
     ));
     let odd_src = encode::cast(7, DType::F16, DType::I4, RoundMode::None);
     assert!(matches!(
-        fault(VecOp::Cvt, odd_src),
+        vector_fault(VecOp::Cvt, odd_src),
         NpuFault::BadVectorOperand { .. }
     ));
-    let msg = fault(VecOp::Mov, encode::count(8, DType::I4)).to_string();
+    let msg = vector_fault(VecOp::Mov, encode::count(8, DType::I4)).to_string();
     assert_eq!(msg, "vmov is not defined on i4 elements");
 }
