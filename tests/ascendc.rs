@@ -1122,6 +1122,24 @@ fn a_matmul_whose_tiling_holds_a_over_all_of_k_loads_a_once_for_every_block_in_i
 }
 
 #[test]
+fn two_matmul_objects_of_one_regist_matmul_obj_run_in_one_kernel() {
+    // The first writes bias + A x B, the second adds A x B into it: every element is
+    // (bias + AB) + AB, one f32 rounding for the add.
+    let (m, n, k) = (40, 48, 72);
+    let a = f16_values(m * k, 41);
+    let b = f16_values(k * n, 42);
+    let bias = f16_values(n, 43);
+    let rt = rt();
+    let t = cube_tiling(m as i32, n as i32, k as i32, 32, true);
+    let c: Vec<f32> =
+        run_matmul_api(&rt, "matmul_two_objects", (&a, &b, &bias), false, &t).unwrap();
+    let first = matmul_bias_ref(&a, &b, &bias, m, n, k);
+    let ab = matmul_ref(&a, &b, m, n, k);
+    let want: Vec<f32> = first.iter().zip(&ab).map(|(f, p)| f + p).collect();
+    assert_eq!(c, want);
+}
+
+#[test]
 fn a_matmul_bias_with_a_tiling_made_without_one_fails_the_launch_naming_set_bias() {
     let (m, n, k) = (16, 16, 16);
     let v = f16_values(256, 1);

@@ -925,3 +925,88 @@ fn a_cast_outside_ascend_c_s_910b_table_stops_the_compile_naming_it() {
     assert_refused(&dir, &cases);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_tiling_data_class_from_cann_s_macros_saves_the_bytes_of_the_kernel_s_plain_struct() {
+    if !have("c++") {
+        eprintln!("c++ not installed (.ci/run installs it): skipped");
+        return;
+    }
+    let dir = scratch("tilingdata-base");
+    let src = dir.join("tilingdata.cpp");
+    std::fs::write(
+        &src,
+        r#"#include <cstddef>
+#include <cstdio>
+#include "register/tilingdata_base.h"
+#include "tiling/tiling_api.h"
+namespace optiling {
+BEGIN_TILING_DATA_DEF(MyTilingData)
+  TILING_DATA_FIELD_DEF(uint8_t, flag);
+  TILING_DATA_FIELD_DEF(uint32_t, totalLength);
+  TILING_DATA_FIELD_DEF_ARR(uint16_t, 3, tiles);
+  TILING_DATA_FIELD_DEF(uint64_t, big);
+  TILING_DATA_FIELD_DEF_STRUCT(TCubeTiling, cubeTilingData);
+END_TILING_DATA_DEF;
+REGISTER_TILING_DATA_CLASS(MyOp, MyTilingData)
+}
+// What the kernel file declares and reads with GET_TILING_DATA_WITH_STRUCT.
+struct MyKernelTiling {
+    uint8_t flag;
+    uint32_t totalLength;
+    uint16_t tiles[3];
+    uint64_t big;
+    TCubeTiling cubeTilingData;
+};
+static_assert(sizeof(optiling::MyTilingData) == sizeof(MyKernelTiling), "size");
+static_assert(offsetof(optiling::MyTilingData, big) == offsetof(MyKernelTiling, big), "big");
+static_assert(offsetof(optiling::MyTilingData, cubeTilingData) ==
+              offsetof(MyKernelTiling, cubeTilingData), "struct");
+int main() {
+    optiling::MyTilingData t;
+    t.set_flag(7);
+    t.set_totalLength(8 * 2048);
+    const uint16_t tiles[3] = {3, 5, 9};
+    t.set_tiles(tiles);
+    t.set_big(1ull << 40);
+    t.cubeTilingData.set_M(1024);
+    t.cubeTilingData.set_baseK(64);
+    MyKernelTiling k{};
+    t.SaveToBuffer(&k, t.GetDataSize());
+    std::printf("%u %u %u %u %u %llu %d %d %zu %u\n", k.flag, k.totalLength, k.tiles[0], k.tiles[1],
+                k.tiles[2], (unsigned long long)k.big, k.cubeTilingData.M, k.cubeTilingData.baseK,
+                t.GetDataSize(), t.get_tiles()[2] + t.get_totalLength());
+    // A capacity below the data's size copies that many bytes only.
+    uint8_t two[4] = {0xee, 0xee, 0xee, 0xee};
+    t.SaveToBuffer(two, 1);
+    std::printf("%u %u\n", two[0], two[1]);
+    return 0;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("tilingdata");
+    let build = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
+        .arg(root().join("acl/include"))
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let run = Command::new(&exe).output().unwrap();
+    assert!(run.status.success());
+    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let size = 24 + 200; // flag, length, tiles, big at 16, then TCubeTiling's 50 int32 fields
+    assert_eq!(
+        out,
+        format!("7 16384 3 5 9 1099511627776 1024 64 {size} 16393\n7 238\n"),
+        "{out}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -19,6 +19,8 @@
  *   matmul_ub_async      the same through Iterate<false> and one GetTensorC<false> per block
  *   matmul_ub_all        the same, no bias, half C: IterateAll into one UB tensor, then Muls(2)
  *   matmul_bias_untiled  SetBias with a tiling made without a bias (deliberate mistake)
+ *   matmul_two_objects   two Matmul objects of one REGIST_MATMUL_OBJ: bias + A x B, then A x B
+ *                        added into it (enAtomic = 1)
  * The host program examples/c/ascendc_matmul.cpp builds the tiling and checks both against a
  * CPU loop in the cube's order (acl/tests/c_programs.rs runs it on two shapes).
  */
@@ -140,6 +142,34 @@ extern "C" __global__ __aicore__ void matmul_bias_half(GM_ADDR a, GM_ADDR b, GM_
 extern "C" __global__ __aicore__ void matmul_bias_atomic(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
                                                          GM_ADDR c, GM_ADDR tiling) {
     RunBias<float, float>(a, b, bias, c, tiling, false, 1);
+}
+
+/* Two Matmul objects in one kernel, both registered by one REGIST_MATMUL_OBJ: the first writes
+ * bias + A x B to c, the second adds A x B into it (enAtomic = 1). */
+extern "C" __global__ __aicore__ void matmul_two_objects(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
+                                                         GM_ADDR c, GM_ADDR tilingGm) {
+    GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
+    GlobalTensor<half> aGM, bGM;
+    GlobalTensor<float> biasGM, cGM;
+    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
+    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
+    biasGM.SetGlobalBuffer((__gm__ float *)bias, tiling.N);
+    cGM.SetGlobalBuffer((__gm__ float *)c, tiling.M * tiling.N);
+    TPipe pipe;
+    using H = MatmulType<TPosition::GM, CubeFormat::ND, half>;
+    using F = MatmulType<TPosition::GM, CubeFormat::ND, float>;
+    Matmul<H, H, F, F> first;
+    Matmul<H, H, F, F> second;
+    REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), first, &tiling, second, &tiling);
+    first.SetTensorA(aGM);
+    first.SetTensorB(bGM);
+    first.SetBias(biasGM);
+    first.IterateAll(cGM);
+    first.End();
+    second.SetTensorA(aGM);
+    second.SetTensorB(bGM);
+    second.IterateAll(cGM, 1);
+    second.End();
 }
 
 extern "C" __global__ __aicore__ void matmul_bias_untiled(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
