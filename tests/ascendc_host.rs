@@ -725,6 +725,29 @@ fn a_reduction_or_gather_on_a_type_the_layer_does_not_offer_stops_the_compile_na
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Builds the host program `src` against `acl/include` (C++17, warnings as errors) into `exe`,
+/// runs it and returns what it printed (standard output, standard error); a failed build or run
+/// fails the test.
+fn host_program_output(src: &Path, exe: &Path) -> (String, String) {
+    let build = Command::new("c++")
+        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
+        .arg(root().join("acl/include"))
+        .arg(src)
+        .arg("-o")
+        .arg(exe)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let run = Command::new(exe).output().unwrap();
+    assert!(run.status.success());
+    let text = |b: &[u8]| String::from_utf8_lossy(b).to_string();
+    (text(&run.stdout), text(&run.stderr))
+}
+
 #[test]
 fn the_pad_and_unpad_host_tiling_fills_the_shape_and_the_aligned_width_plan() {
     if !have("c++") {
@@ -780,23 +803,7 @@ int main() {
 "#,
     )
     .unwrap();
-    let exe = dir.join("pad_tiling");
-    let build = Command::new("c++")
-        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
-        .arg(root().join("acl/include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
-    );
-    let run = Command::new(&exe).output().unwrap();
-    assert!(run.status.success());
-    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let (out, err) = host_program_output(&src, &dir.join("pad_tiling"));
     let line = |key: &str| -> Vec<u64> {
         out.lines()
             .find(|l| l.split(' ').next() == Some(key))
@@ -818,7 +825,6 @@ int main() {
     want.resize(26, 0);
     assert_eq!(line("rawwords"), want);
     assert_eq!(line("bad"), [99, 16]);
-    let err = String::from_utf8_lossy(&run.stderr);
     assert!(
         err.contains("PadTilingFunc (npusim): the shape has 3 dimensions"),
         "{err}"
@@ -985,23 +991,7 @@ int main() {
 "#,
     )
     .unwrap();
-    let exe = dir.join("tilingdata");
-    let build = Command::new("c++")
-        .args(["-std=c++17", "-Wall", "-Werror", "-I"])
-        .arg(root().join("acl/include"))
-        .arg(&src)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .unwrap();
-    assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
-    );
-    let run = Command::new(&exe).output().unwrap();
-    assert!(run.status.success());
-    let out = String::from_utf8_lossy(&run.stdout).to_string();
+    let (out, _) = host_program_output(&src, &dir.join("tilingdata"));
     let size = 24 + 200; // flag, length, tiles, big at 16, then TCubeTiling's 50 int32 fields
     assert_eq!(
         out,

@@ -197,6 +197,15 @@ fn gib(bytes: u64) -> String {
     }
 }
 
+/// Writes the runtime's timeline to `path` and says where.
+fn write_timeline(runtime: &npusim_engine::Runtime, path: &std::path::Path) -> Result<(), String> {
+    runtime
+        .export_timeline(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    out!("timeline: {}", path.display());
+    Ok(())
+}
+
 fn print_table(rows: &[Summary]) {
     let w = rows.iter().map(|s| s.name.len()).max().unwrap_or(0).max(12);
     out!(
@@ -312,10 +321,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             );
             print_table(&[summary]);
             if let Some(path) = timeline {
-                r.runtime
-                    .export_timeline(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                out!("timeline: {}", path.display());
+                write_timeline(&r.runtime, &path)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -353,10 +359,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
             }
             print_table(&[summary]);
             if let Some(path) = timeline {
-                r.runtime
-                    .export_timeline(&path)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
-                out!("timeline: {}", path.display());
+                write_timeline(&r.runtime, &path)?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -401,10 +404,7 @@ fn run(command: Command) -> Result<ExitCode, String> {
                         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
                         .collect();
                     let path = dir.join(format!("{i}_{safe}.json"));
-                    r.runtime
-                        .export_timeline(&path)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                    out!("timeline: {}", path.display());
+                    write_timeline(&r.runtime, &path)?;
                 }
             }
             Ok(ExitCode::SUCCESS)

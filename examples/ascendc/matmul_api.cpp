@@ -101,29 +101,38 @@ using UbMatmul = Matmul<MatmulType<TPosition::GM, CubeFormat::ND, half>,
                         MatmulType<TPosition::VECIN, CubeFormat::ND, C_T>,
                         MatmulType<TPosition::GM, CubeFormat::ND, BIAS_T>>;
 
+/* The four GM operands of the (a, b, bias, c, tiling) kernels: half A and B, the bias and C of
+ * the kernel's types, sized by the tiling. */
+template <typename BIAS_T, typename C_T> struct Operands {
+    GlobalTensor<half> a, b;
+    GlobalTensor<BIAS_T> bias;
+    GlobalTensor<C_T> c;
+    __aicore__ inline Operands(GM_ADDR pa, GM_ADDR pb, GM_ADDR pbias, GM_ADDR pc,
+                               const TCubeTiling &t) {
+        a.SetGlobalBuffer((__gm__ half *)pa, t.M * t.Ka);
+        b.SetGlobalBuffer((__gm__ half *)pb, t.Kb * t.N);
+        bias.SetGlobalBuffer((__gm__ BIAS_T *)pbias, t.N);
+        c.SetGlobalBuffer((__gm__ C_T *)pc, t.M * t.N);
+    }
+};
+
 template <typename C_T, typename BIAS_T>
 __aicore__ inline void RunBias(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c, GM_ADDR tilingGm,
                                bool iterate, uint8_t atomic = 0) {
     GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
-    GlobalTensor<half> aGM, bGM;
-    GlobalTensor<BIAS_T> biasGM;
-    GlobalTensor<C_T> cGM;
-    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
-    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
-    biasGM.SetGlobalBuffer((__gm__ BIAS_T *)bias, tiling.N);
-    cGM.SetGlobalBuffer((__gm__ C_T *)c, tiling.M * tiling.N);
+    Operands<BIAS_T, C_T> g(a, b, bias, c, tiling);
     TPipe pipe;
     BiasMatmul<C_T, BIAS_T> mm;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
-    mm.SetTensorA(aGM);
-    mm.SetTensorB(bGM);
-    mm.SetBias(biasGM);
+    mm.SetTensorA(g.a);
+    mm.SetTensorB(g.b);
+    mm.SetBias(g.bias);
     if (iterate) {
         while (mm.Iterate()) {
-            mm.GetTensorC(cGM);
+            mm.GetTensorC(g.c);
         }
     } else {
-        mm.IterateAll(cGM, atomic);
+        mm.IterateAll(g.c, atomic);
     }
     mm.End();
 }
@@ -149,26 +158,21 @@ extern "C" __global__ __aicore__ void matmul_bias_atomic(GM_ADDR a, GM_ADDR b, G
 extern "C" __global__ __aicore__ void matmul_two_objects(GM_ADDR a, GM_ADDR b, GM_ADDR bias,
                                                          GM_ADDR c, GM_ADDR tilingGm) {
     GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
-    GlobalTensor<half> aGM, bGM;
-    GlobalTensor<float> biasGM, cGM;
-    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
-    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
-    biasGM.SetGlobalBuffer((__gm__ float *)bias, tiling.N);
-    cGM.SetGlobalBuffer((__gm__ float *)c, tiling.M * tiling.N);
+    Operands<float, float> g(a, b, bias, c, tiling);
     TPipe pipe;
     using H = MatmulType<TPosition::GM, CubeFormat::ND, half>;
     using F = MatmulType<TPosition::GM, CubeFormat::ND, float>;
     Matmul<H, H, F, F> first;
     Matmul<H, H, F, F> second;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), first, &tiling, second, &tiling);
-    first.SetTensorA(aGM);
-    first.SetTensorB(bGM);
-    first.SetBias(biasGM);
-    first.IterateAll(cGM);
+    first.SetTensorA(g.a);
+    first.SetTensorB(g.b);
+    first.SetBias(g.bias);
+    first.IterateAll(g.c);
     first.End();
-    second.SetTensorA(aGM);
-    second.SetTensorB(bGM);
-    second.IterateAll(cGM, 1);
+    second.SetTensorA(g.a);
+    second.SetTensorB(g.b);
+    second.IterateAll(g.c, 1);
     second.End();
 }
 
@@ -184,12 +188,7 @@ template <bool ASYNC>
 __aicore__ inline void RunUbLeakyRelu(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADDR c,
                                       GM_ADDR tilingGm) {
     GET_TILING_DATA_WITH_STRUCT(TCubeTiling, tiling, tilingGm);
-    GlobalTensor<half> aGM, bGM;
-    GlobalTensor<float> biasGM, cGM;
-    aGM.SetGlobalBuffer((__gm__ half *)a, tiling.M * tiling.Ka);
-    bGM.SetGlobalBuffer((__gm__ half *)b, tiling.Kb * tiling.N);
-    biasGM.SetGlobalBuffer((__gm__ float *)bias, tiling.N);
-    cGM.SetGlobalBuffer((__gm__ float *)c, tiling.M * tiling.N);
+    Operands<float, float> g(a, b, bias, c, tiling);
     TPipe pipe;
     TQue<TPosition::VECIN, 1> inQ;
     TQue<TPosition::VECOUT, 1> outQ;
@@ -198,9 +197,9 @@ __aicore__ inline void RunUbLeakyRelu(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADD
     pipe.InitBuffer(outQ, 1, bm * bn * sizeof(float));
     UbMatmul<float, float> mm;
     REGIST_MATMUL_OBJ(&pipe, GetSysWorkSpacePtr(), mm, &tiling);
-    mm.SetTensorA(aGM);
-    mm.SetTensorB(bGM);
-    mm.SetBias(biasGM);
+    mm.SetTensorA(g.a);
+    mm.SetTensorB(g.b);
+    mm.SetBias(g.bias);
     const uint32_t mIter = (tiling.M + bm - 1) / bm, nIter = (tiling.N + bn - 1) / bn;
     if (ASYNC) {
         mm.template Iterate<false>();
@@ -227,7 +226,7 @@ __aicore__ inline void RunUbLeakyRelu(GM_ADDR a, GM_ADDR b, GM_ADDR bias, GM_ADD
         uint32_t n = Std::min<uint32_t>(bn, tiling.N - ni * bn);
         DataCopyParams p((uint16_t)m, (uint16_t)(n * 4 / 32), (uint16_t)((bn - n) * 4 / 32),
                          (uint16_t)((tiling.N - n) * 4 / 32));
-        DataCopy(cGM[mi * bm * tiling.N + ni * bn], y, p);
+        DataCopy(g.c[mi * bm * tiling.N + ni * bn], y, p);
         outQ.FreeTensor(y);
     }
     mm.End();
