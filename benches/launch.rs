@@ -6,6 +6,7 @@
 //!
 //! Run: `cargo bench --bench launch` (add `--features tracy` to profile with Tracy).
 
+use npusim::Launch;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -23,7 +24,7 @@ fn bench(c: &mut Criterion) {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let stream = rt.create_stream().unwrap();
+    let stream = rt.streams().create().unwrap();
     let noop = rt.kernel("noop").unwrap();
     // Batches of 10,000 write ~2.5 MB of descriptors, more than the L2 cache holds; batches of
     // 100 (~25 KB) stay in it. The pair separates what the enqueue computes from the memory
@@ -74,9 +75,10 @@ fn bench(c: &mut Criterion) {
                             n
                         };
                         for i in 0..n {
-                            rt.launch(noop, 1, &[Arg::U64(i as u64)], stream).unwrap();
+                            rt.submit(Launch::new(noop, 1, &[Arg::U64(i as u64)], stream))
+                                .unwrap();
                         }
-                        rt.synchronize_stream(stream).unwrap();
+                        rt.streams().synchronize(stream).unwrap();
                     },
                 )
             })
@@ -87,10 +89,10 @@ fn bench(c: &mut Criterion) {
                     batch,
                     iters,
                     |i| {
-                        rt.launch(noop, 1, &[Arg::U64(black_box(i))], stream)
-                            .unwrap()
+                        rt.submit(Launch::new(noop, 1, &[Arg::U64(black_box(i))], stream))
+                            .unwrap();
                     },
-                    || rt.synchronize_stream(stream).unwrap(),
+                    || rt.streams().synchronize(stream).unwrap(),
                 )
             })
         });
@@ -132,7 +134,7 @@ fn timed_in(batch: u64, iters: u64, mut launch: impl FnMut(u64), drain: impl Fn(
     total
 }
 
-/// The safe API's launch builder against the raw `Runtime::launch` of the same launch: what the
+/// The safe API's launch builder against the raw `Runtime::submit(Launch)` of the same launch: what the
 /// builder's checks (live buffers of the stream's context, the kernel's declared parameters)
 /// cost per launch.
 fn safe_launch(c: &mut Criterion, rt: &Runtime) {
@@ -148,7 +150,15 @@ fn safe_launch(c: &mut Criterion, rt: &Runtime) {
     let mut out = ctx.alloc::<f32>(16).unwrap();
     let drain = || stream.synchronize().unwrap();
     group.bench_function("raw_noop", |bch| {
-        bch.iter_custom(|iters| timed(iters, |_| rt.launch(noop, 1, &[], raw).unwrap(), drain))
+        bch.iter_custom(|iters| {
+            timed(
+                iters,
+                |_| {
+                    rt.submit(Launch::new(noop, 1, &[], raw)).unwrap();
+                },
+                drain,
+            )
+        })
     });
     group.bench_function("builder_noop", |bch| {
         bch.iter_custom(|iters| {
@@ -171,7 +181,7 @@ fn safe_launch(c: &mut Criterion, rt: &Runtime) {
                         ptrs[2].into(),
                         Arg::U64(black_box(i) % 16),
                     ];
-                    rt.launch(add, 1, &args, raw).unwrap()
+                    rt.submit(Launch::new(add, 1, &args, raw)).unwrap();
                 },
                 drain,
             )

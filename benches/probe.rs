@@ -16,6 +16,7 @@
 
 mod common;
 
+use npusim::Launch;
 use std::hint::black_box;
 
 use common::{plain, run_npusim, run_npusim_recorded, skeleton};
@@ -46,14 +47,14 @@ fn main() {
             ..RuntimeConfig::default()
         })
         .unwrap();
-        let stream = rt.create_stream().unwrap();
+        let stream = rt.streams().create().unwrap();
         let noop = rt.kernel("noop").unwrap();
         for i in 0..n {
-            rt.launch(noop, 1, &[Arg::U64(black_box(i))], stream)
+            rt.submit(Launch::new(noop, 1, &[Arg::U64(black_box(i))], stream))
                 .unwrap();
             // Drained as the launch bench drains, so the doorbell's memory is reused.
             if (i + 1) % 10_000 == 0 {
-                rt.synchronize_stream(stream).unwrap();
+                rt.streams().synchronize(stream).unwrap();
             }
         }
         return;

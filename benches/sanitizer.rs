@@ -81,14 +81,14 @@ fn main() {
     sanitize(true);
     let run = train();
     sanitize(false);
-    let shadow = run.runtime.sanitizer_shadow();
+    let shadow = run.runtime.sanitizer().shadow();
     println!(
         "example 10 shadow: {} intervals, {} accesses, {} blocks, {} bytes; reports: {}",
         shadow.intervals,
         shadow.accesses,
         shadow.blocks,
         shadow.bytes,
-        run.runtime.sanitizer_reports().len()
+        run.runtime.sanitizer().reports().len()
     );
 
     let mut c = Criterion::default()

@@ -14,6 +14,7 @@
 //!
 //! Run: `cargo bench --bench shapes` (add `--features tracy` to profile with Tracy).
 
+use npusim::{Launch, LaunchOp};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -41,24 +42,25 @@ fn runtime() -> Runtime {
 
 /// An op that does nothing on the device, so only the launch path is measured.
 fn empty_op(rt: &Runtime) -> Kernel {
-    rt.register_op(
-        OpBuilder::new("empty_op")
-            .input("x", 4)
-            .output("y", 4)
-            .infer(|i, _, o| {
-                o[0] = i[0];
-                Ok(())
-            })
-            .tiling(|s, cfg| {
-                let n = s.inputs[0].numel();
-                Ok(Tiling::new(n.clamp(1, cfg.ai_cores as u64) as u32, 1)
-                    .push_u64(n)
-                    .with_buffers(4096, 0))
-            })
-            .cost(|_, _| KernelCost::default())
-            .kernel(|_, _| Ok(())),
-    )
-    .unwrap()
+    rt.ops()
+        .register(
+            OpBuilder::new("empty_op")
+                .input("x", 4)
+                .output("y", 4)
+                .infer(|i, _, o| {
+                    o[0] = i[0];
+                    Ok(())
+                })
+                .tiling(|s, cfg| {
+                    let n = s.inputs[0].numel();
+                    Ok(Tiling::new(n.clamp(1, cfg.ai_cores as u64) as u32, 1)
+                        .push_u64(n)
+                        .with_buffers(4096, 0))
+                })
+                .cost(|_, _| KernelCost::default())
+                .kernel(|_, _| Ok(())),
+        )
+        .unwrap()
 }
 
 /// Times `launch` `iters` times, driving the device to idle after every `BATCH` launches; with
@@ -81,7 +83,7 @@ fn run_batches(
         if !with_frames {
             total += start.elapsed();
         }
-        rt.synchronize_stream(s).unwrap();
+        rt.streams().synchronize(s).unwrap();
         if with_frames {
             total += start.elapsed();
         }
@@ -93,34 +95,37 @@ fn run_batches(
 fn launches(c: &mut Criterion) {
     let mut group = c.benchmark_group("shapes");
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(4 * 64).unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(4 * 64).unwrap();
     let noop = rt.kernel("noop").unwrap();
     let op = empty_op(&rt);
-    let h = rt.create_shape().unwrap();
-    rt.set_shape_async(h, &[64], s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    let h = rt.ops().create_shape().unwrap();
+    rt.ops().set_shape_async(h, &[64], s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 
-    let plain = |_: u64| rt.launch(noop, 1, &[x.into(), x.into()], s).unwrap();
+    let plain = |_: u64| {
+        rt.submit(Launch::new(noop, 1, &[x.into(), x.into()], s))
+            .unwrap();
+    };
     let dynamic = |_: u64| {
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op,
             &[TensorArg::dynamic(x, h)],
             &[TensorArg::output(x)],
             &[],
             s,
-        )
-        .unwrap()
+        ))
+        .unwrap();
     };
     let fixed = |_: u64| {
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op,
             &[TensorArg::new(x, &[64])],
             &[TensorArg::output(x)],
             &[],
             s,
-        )
-        .unwrap()
+        ))
+        .unwrap();
     };
     for (name, f, frames) in [
         ("launch_static", &plain as &dyn Fn(u64), true),
@@ -133,20 +138,23 @@ fn launches(c: &mut Criterion) {
             b.iter_custom(|iters| run_batches(&rt, s, iters, frames, f))
         });
     }
-    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    assert_eq!(rt.ops().shape_stats().host_shape_reads, 0);
     group.finish();
 }
 
 fn stages(c: &mut Criterion) {
     let mut group = c.benchmark_group("shapes");
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 100_000u64;
-    let (x, y) = (rt.malloc(4 * n).unwrap(), rt.malloc(4 * n).unwrap());
-    let h = rt.create_shape().unwrap();
-    rt.set_shape_async(h, &[n as i64], s).unwrap();
-    rt.synchronize_stream(s).unwrap();
-    let sigmoid = rt.op("sigmoid_f32").unwrap();
+    let (x, y) = (
+        rt.memory().malloc(4 * n).unwrap(),
+        rt.memory().malloc(4 * n).unwrap(),
+    );
+    let h = rt.ops().create_shape().unwrap();
+    rt.ops().set_shape_async(h, &[n as i64], s).unwrap();
+    rt.streams().synchronize(s).unwrap();
+    let sigmoid = rt.ops().get("sigmoid_f32").unwrap();
 
     // The descriptor and op launch `launch_op` builds for sigmoid(x: dynamic) -> y.
     let desc = TaskDescriptor::kernel(

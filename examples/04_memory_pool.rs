@@ -67,7 +67,7 @@ fn main() -> Result<(), NpuError> {
         if batch % 2 == 1 {
             s.synchronize()?;
         }
-        let m = rt.memory_stats()?;
+        let m = rt.memory().stats()?;
         println!(
             "{:>5} {:>10.2} {:>11.2} {:>11.2} {:>8.3} {:>8} {:>9} {:>6}",
             batch,
@@ -84,7 +84,7 @@ fn main() -> Result<(), NpuError> {
         );
     }
     s.synchronize()?;
-    let m = rt.memory_stats()?;
+    let m = rt.memory().stats()?;
     let translations = m.tlb.hits + m.tlb.misses;
     println!(
         "\nafter the last synchronize: {} pending frees, {} released behind their streams",
@@ -107,7 +107,7 @@ fn main() -> Result<(), NpuError> {
         m.driver.calls.translate,
         100.0 * (1.0 - m.driver.calls.translate as f64 / translations.max(1) as f64)
     );
-    let trimmed = rt.trim_memory()?;
+    let trimmed = rt.memory().trim()?;
     println!(
         "trim released {:.1} MiB of cached memory to the driver",
         trimmed as f64 / (1 << 20) as f64

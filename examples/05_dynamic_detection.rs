@@ -20,6 +20,7 @@
 //!
 //! Run: `cargo run --release --example 05_dynamic_detection`
 
+use npusim::LaunchOp;
 use npusim::prelude::*;
 
 const SCORE_THRESHOLD: f32 = 0.6;
@@ -129,44 +130,45 @@ fn queue_image(
 ) -> NpuResult<Image> {
     let a = logits.len();
     let n = a as i64;
-    let dev = |bytes: usize| rt.malloc(bytes.max(4) as u64);
-    let op = |name: &str| rt.op(name);
+    let dev = |bytes: usize| rt.memory().malloc(bytes.max(4) as u64);
+    let op = |name: &str| rt.ops().get(name);
     // Buffers are sized for the upper bound (every anchor survives); ops use the actual count.
     let (d_boxes, d_logits, scores, masked) = (dev(16 * a)?, dev(4 * a)?, dev(4 * a)?, dev(4 * a)?);
     let (cand, cand_boxes, cand_scores) = (dev(4 * a)?, dev(16 * a)?, dev(4 * a)?);
     let (keep, dets, pixels, areas) = (dev(4 * a)?, dev(16 * a)?, dev(16 * a)?, dev(4 * a)?);
-    let candidates = rt.create_shape()?;
-    let cand_boxes_shape = rt.create_shape()?;
-    let cand_scores_shape = rt.create_shape()?;
-    let kept = rt.create_shape()?;
-    let dets_shape = rt.create_shape()?;
-    let pixels_shape = rt.create_shape()?;
+    let candidates = rt.ops().create_shape()?;
+    let cand_boxes_shape = rt.ops().create_shape()?;
+    let cand_scores_shape = rt.ops().create_shape()?;
+    let kept = rt.ops().create_shape()?;
+    let dets_shape = rt.ops().create_shape()?;
+    let pixels_shape = rt.ops().create_shape()?;
 
-    rt.memcpy_htod_async_pageable(d_boxes, boxes, s)?;
-    rt.memcpy_htod_async_pageable(d_logits, logits, s)?;
-    rt.launch_op(
+    rt.memory().memcpy_htod_async_pageable(d_boxes, boxes, s)?;
+    rt.memory()
+        .memcpy_htod_async_pageable(d_logits, logits, s)?;
+    rt.submit(LaunchOp::new(
         op("sigmoid_f32")?,
         &[TensorArg::new(d_logits, &[n])],
         &[TensorArg::output(scores)],
         &[],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         op("threshold_f32")?,
         &[TensorArg::new(scores, &[n])],
         &[TensorArg::output(masked)],
         &[SCORE_THRESHOLD.into()],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         op("nonzero_f32")?,
         &[TensorArg::new(masked, &[n])],
         &[TensorArg::dynamic(cand, candidates)],
         &[],
         s,
-    )?;
+    ))?;
     let gather = op("gather_rows")?;
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::new(d_boxes, &[n, 4]),
@@ -175,8 +177,8 @@ fn queue_image(
         &[TensorArg::dynamic(cand_boxes, cand_boxes_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::new(scores, &[n]),
@@ -185,8 +187,8 @@ fn queue_image(
         &[TensorArg::dynamic(cand_scores, cand_scores_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         op("nms_f32")?,
         &[
             TensorArg::dynamic(cand_boxes, cand_boxes_shape),
@@ -199,8 +201,8 @@ fn queue_image(
             MAX_DETECTIONS.into(),
         ],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::dynamic(cand_boxes, cand_boxes_shape),
@@ -209,29 +211,31 @@ fn queue_image(
         &[TensorArg::dynamic(dets, dets_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         op("box_scale_f32")?,
         &[TensorArg::dynamic(dets, dets_shape)],
         &[TensorArg::dynamic(pixels, pixels_shape)],
         &[size.0.into(), size.1.into()],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         op("box_area_f32")?,
         &[TensorArg::dynamic(pixels, pixels_shape)],
         &[TensorArg::output(areas)],
         &[],
         s,
-    )?;
+    ))?;
     // The host does not know k: it copies back the bound and reads k at the end.
     let max = MAX_DETECTIONS as usize;
     let (boxes_out, areas_out) = (
-        rt.malloc_host(16 * max as u64)?,
-        rt.malloc_host(4 * max as u64)?,
+        rt.memory().malloc_host(16 * max as u64)?,
+        rt.memory().malloc_host(4 * max as u64)?,
     );
-    rt.memcpy_dtoh_async(&boxes_out, pixels, 16 * max.min(a) as u64, s)?;
-    rt.memcpy_dtoh_async(&areas_out, areas, 4 * max.min(a) as u64, s)?;
+    rt.memory()
+        .memcpy_dtoh_async(&boxes_out, pixels, 16 * max.min(a) as u64, s)?;
+    rt.memory()
+        .memcpy_dtoh_async(&areas_out, areas, 4 * max.min(a) as u64, s)?;
     Ok(Image {
         anchors: a,
         size,
@@ -244,8 +248,8 @@ fn queue_image(
 
 fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::default())?;
-    rt.set_tiling_log_enabled(true);
-    let streams = [rt.create_stream()?, rt.create_stream()?];
+    rt.ops().set_tiling_log_enabled(true);
+    let streams = [rt.streams().create()?, rt.streams().create()?];
     let specs = [
         (1200, 3, (640.0, 480.0)),
         (4800, 7, (1280.0, 720.0)),
@@ -276,7 +280,7 @@ fn main() -> Result<(), NpuError> {
 
     // 2. One synchronize: the device runs every frame it needs.
     rt.synchronize_device()?;
-    let during = rt.shape_stats();
+    let during = rt.ops().shape_stats();
     println!(
         "device done at {}; shapes read by the host so far: {}; input shapes read on the device: {}",
         rt.device_now(),
@@ -291,8 +295,8 @@ fn main() -> Result<(), NpuError> {
     );
     let mut all_match = true;
     for (i, img) in queued.iter().enumerate() {
-        let c = rt.read_shape(img.candidates)?.dims()[0] as usize;
-        let k = rt.read_shape(img.kept)?.dims()[0] as usize;
+        let c = rt.ops().read_shape(img.candidates)?.dims()[0] as usize;
+        let k = rt.ops().read_shape(img.kept)?.dims()[0] as usize;
         let cpu = cpu_counts(&images[i]);
         all_match &= cpu == (c, k);
         let boxes: Vec<f32> = img.boxes_out.read()?;
@@ -320,7 +324,12 @@ fn main() -> Result<(), NpuError> {
 
     // 4. The NMS tiling the device chose for each image's candidate count.
     println!("\nNMS tiling per image (chosen at dispatch from the actual candidate count):");
-    for r in rt.take_tiling_log().iter().filter(|r| r.op == "nms_f32") {
+    for r in rt
+        .ops()
+        .take_tiling_log()
+        .iter()
+        .filter(|r| r.op == "nms_f32")
+    {
         println!(
             "  {} boxes → key {} on {} core(s), workspace {} B",
             r.inputs[0].dims()[0],
@@ -329,7 +338,7 @@ fn main() -> Result<(), NpuError> {
             r.tiling.workspace_bytes
         );
     }
-    let s = rt.shape_stats();
+    let s = rt.ops().shape_stats();
     println!(
         "\nop launches resolved on the device: {}, tilings: {}, host shape reads: {} (all after the pipeline)",
         s.launches_resolved, s.tilings, s.host_shape_reads

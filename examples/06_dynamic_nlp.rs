@@ -21,6 +21,7 @@
 //!
 //! Run: `cargo run --release --example 06_dynamic_nlp`
 
+use npusim::LaunchOp;
 use npusim::prelude::*;
 
 const VOCAB: usize = 8000;
@@ -53,7 +54,7 @@ fn queue_batch(
     ids: Vec<i32>,
     (table, w): (DevicePtr, DevicePtr),
 ) -> NpuResult<Batch> {
-    let dev = |floats: usize| rt.malloc(4 * floats as u64);
+    let dev = |floats: usize| rt.memory().malloc(4 * floats as u64);
     let (d_ids, pos, tokens) = (dev(PADDED)?, dev(PADDED)?, dev(PADDED)?);
     let (x, logits, probs) = (
         dev(PADDED * HIDDEN)?,
@@ -61,29 +62,29 @@ fn queue_batch(
         dev(PADDED * CLASSES)?,
     );
     let [len, tok_shape, x_shape, logits_shape] = [
-        rt.create_shape()?,
-        rt.create_shape()?,
-        rt.create_shape()?,
-        rt.create_shape()?,
+        rt.ops().create_shape()?,
+        rt.ops().create_shape()?,
+        rt.ops().create_shape()?,
+        rt.ops().create_shape()?,
     ];
     let p = PADDED as i64;
-    rt.memcpy_htod_async_pageable(d_ids, &ids, s)?;
-    rt.launch_op(
-        rt.op("nonzero_i32")?,
+    rt.memory().memcpy_htod_async_pageable(d_ids, &ids, s)?;
+    rt.submit(LaunchOp::new(
+        rt.ops().get("nonzero_i32")?,
         &[TensorArg::new(d_ids, &[p])],
         &[TensorArg::dynamic(pos, len)],
         &[],
         s,
-    )?;
-    let gather = rt.op("gather_rows")?;
-    rt.launch_op(
+    ))?;
+    let gather = rt.ops().get("gather_rows")?;
+    rt.submit(LaunchOp::new(
         gather,
         &[TensorArg::new(d_ids, &[p]), TensorArg::dynamic(pos, len)],
         &[TensorArg::dynamic(tokens, tok_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::new(table, &[VOCAB as i64, HIDDEN as i64]),
@@ -92,9 +93,9 @@ fn queue_batch(
         &[TensorArg::dynamic(x, x_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
-        rt.op("matmul_f32")?,
+    ))?;
+    rt.submit(LaunchOp::new(
+        rt.ops().get("matmul_f32")?,
         &[
             TensorArg::dynamic(x, x_shape),
             TensorArg::new(w, &[HIDDEN as i64, CLASSES as i64]),
@@ -102,17 +103,18 @@ fn queue_batch(
         &[TensorArg::dynamic(logits, logits_shape)],
         &[],
         s,
-    )?;
-    rt.launch_op(
-        rt.op("softmax_f32")?,
+    ))?;
+    rt.submit(LaunchOp::new(
+        rt.ops().get("softmax_f32")?,
         &[TensorArg::dynamic(logits, logits_shape)],
         &[TensorArg::output(probs)],
         &[],
         s,
-    )?;
+    ))?;
     // The host does not know s yet: it copies back the padded bound.
-    let out = rt.malloc_host(4 * (PADDED * CLASSES) as u64)?;
-    rt.memcpy_dtoh_async(&out, probs, 4 * (PADDED * CLASSES) as u64, s)?;
+    let out = rt.memory().malloc_host(4 * (PADDED * CLASSES) as u64)?;
+    rt.memory()
+        .memcpy_dtoh_async(&out, probs, 4 * (PADDED * CLASSES) as u64, s)?;
     Ok(Batch {
         ids,
         len,
@@ -149,20 +151,20 @@ fn cpu_probs(ids: &[i32], table: &[f32], w: &[f32]) -> Vec<f32> {
 
 fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::default())?;
-    rt.set_tiling_log_enabled(true);
+    rt.ops().set_tiling_log_enabled(true);
     let cfg = rt.device_config(0)?;
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let mut r = Lcg(2024);
 
     // 1. The model: an embedding table and a classifier, uploaded once.
     let table: Vec<f32> = (0..VOCAB * HIDDEN).map(|_| r.next() - 0.5).collect();
     let w: Vec<f32> = (0..HIDDEN * CLASSES).map(|_| r.next() - 0.5).collect();
     let (d_table, d_w) = (
-        rt.malloc(4 * table.len() as u64)?,
-        rt.malloc(4 * w.len() as u64)?,
+        rt.memory().malloc(4 * table.len() as u64)?,
+        rt.memory().malloc(4 * w.len() as u64)?,
     );
-    rt.memcpy_htod(d_table, &table)?;
-    rt.memcpy_htod(d_w, &w)?;
+    rt.memory().memcpy_htod(d_table, &table)?;
+    rt.memory().memcpy_htod(d_w, &w)?;
 
     // 2. Batches of different lengths, right-padded with 0; all queued without waiting.
     let lengths = [5usize, 48, 300, 1024, 2048, 130, 17];
@@ -187,16 +189,16 @@ fn main() -> Result<(), NpuError> {
         rt.stats().frames.frames - frames_before
     );
     let frames_before = rt.stats().frames.frames;
-    rt.synchronize_stream(s)?;
+    rt.streams().synchronize(s)?;
     println!(
         "device done at {} after {} frames; shapes the host read meanwhile: {}",
         rt.device_now(),
         rt.stats().frames.frames - frames_before,
-        rt.shape_stats().host_shape_reads
+        rt.ops().shape_stats().host_shape_reads
     );
 
     // 3. The tiling the device chose for each batch's actual length.
-    let log = rt.take_tiling_log();
+    let log = rt.ops().take_tiling_log();
     let of = |op: &str, skip_tokens: bool| -> Vec<_> {
         log.iter()
             .filter(|r| r.op == op && (!skip_tokens || r.inputs[0].rank() == 2))
@@ -221,7 +223,7 @@ fn main() -> Result<(), NpuError> {
     );
     let mut worst = 0.0f32;
     for (i, b) in batches.iter().enumerate() {
-        let seq = rt.read_shape(b.len)?.dims()[0] as usize;
+        let seq = rt.ops().read_shape(b.len)?.dims()[0] as usize;
         let (e, m, sm) = (&embed[i].tiling, &matmul[i].tiling, &softmax[i].tiling);
         let mw = m.words();
         let got: Vec<f32> = b.probs.read()?;
@@ -249,7 +251,7 @@ fn main() -> Result<(), NpuError> {
             err
         );
     }
-    let st = rt.shape_stats();
+    let st = rt.ops().shape_stats();
     println!(
         "\nshape reads by the host: {} (the {} above, after the run); device-side input shape reads: {}",
         st.host_shape_reads,

@@ -20,7 +20,7 @@ fn object(ctx: &NpuContext, name: &str) -> Result<NpuModule, NpuError> {
 }
 
 fn report(rt: &Runtime) {
-    for launch in rt.take_binary_launch_stats() {
+    for launch in rt.binaries().take_launch_stats() {
         let blocks: Vec<String> = launch
             .blocks
             .iter()
@@ -140,7 +140,7 @@ fn main() -> Result<(), NpuError> {
         "call_abort(42) in a second context -> code {}: {err}",
         err.code()
     );
-    for line in rt.take_kernel_log() {
+    for line in rt.binaries().take_kernel_log() {
         println!("  kernel log: {line}");
     }
     println!(
@@ -148,7 +148,7 @@ fn main() -> Result<(), NpuError> {
         s.clone_dtoh(&dv)?[0],
         s.clone_dtoh(&dv)?[v.len() - 1]
     );
-    let m = rt.memory_stats()?;
+    let m = rt.memory().stats()?;
     let translations = m.tlb.hits + m.tlb.misses;
     println!(
         "\nsoftware TLB: {} page translations by kernels and copies, {} misses -> {} driver calls ({:.3}% fewer than without the TLB)",

@@ -10,6 +10,7 @@
 //!
 //! Run: `cargo run --release --example 09_ascend_style_kernels`
 
+use npusim::Launch;
 use npusim::device::core::NpuConfig;
 use npusim::device::core::npu::f32_to_f16;
 use npusim::device::core::npu::tiling::{self, Buffering};
@@ -29,13 +30,13 @@ struct Ctx {
 impl Ctx {
     fn kernel(&self, object: &str, name: &str) -> Result<Kernel, NpuError> {
         let path = format!("{}/examples/kernels/{object}", env!("CARGO_MANIFEST_DIR"));
-        let bin = self.rt.load_binary_file(path)?;
-        self.rt.get_function(bin, name)
+        let bin = self.rt.binaries().load_file(path)?;
+        self.rt.binaries().get_function(bin, name)
     }
 
     fn zeros(&self, bytes: usize) -> Result<DevicePtr, NpuError> {
-        let p = self.rt.malloc(bytes as u64)?;
-        self.rt.memset(p, 0, bytes as u64)?;
+        let p = self.rt.memory().malloc(bytes as u64)?;
+        self.rt.memory().memset(p, 0, bytes as u64)?;
         Ok(p)
     }
 
@@ -52,11 +53,12 @@ impl Ctx {
         bytes: f64,
     ) -> Result<f64, NpuError> {
         self.rt
-            .launch_with_tiling(k, blocks, args, tiling, self.s)?;
-        self.rt.synchronize_stream(self.s)?;
+            .submit(Launch::new(k, blocks, args, self.s).tiling(tiling))?;
+        self.rt.streams().synchronize(self.s)?;
         let l = self
             .rt
-            .take_binary_launch_stats()
+            .binaries()
+            .take_launch_stats()
             .pop()
             .expect("one launch");
         let secs = l.cycles as f64 / self.dev.core_clock_hz as f64;
@@ -85,7 +87,7 @@ fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::default())?;
     let dev = rt.device_config(0)?;
     let cfg = NpuConfig::from_device(&dev);
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let c = Ctx { rt, dev, cfg, s };
     let cores = c.dev.ai_cores;
     println!(
@@ -126,8 +128,8 @@ fn main() -> Result<(), NpuError> {
     let w: Vec<u16> = (0..hidden * hidden)
         .map(|i| f32_to_f16((i % 7) as f32 * 0.01))
         .collect();
-    let dw = c.rt.malloc((2 * hidden * hidden) as u64)?;
-    c.rt.memcpy_htod(dw, &w)?;
+    let dw = c.rt.memory().malloc((2 * hidden * hidden) as u64)?;
+    c.rt.memory().memcpy_htod(dw, &w)?;
     for seq in [128usize, 384, 512] {
         let batch = 8;
         let rows = batch * seq;
@@ -173,7 +175,7 @@ fn main() -> Result<(), NpuError> {
             8.0 * (srows * scols) as f64,
         )?;
         for p in [act, out, normed, scores, probs] {
-            c.rt.free(p)?;
+            c.rt.memory().free(p)?;
         }
     }
     let t = tiling::matmul(1024, 1024, 1024, cores, &c.cfg)

@@ -21,6 +21,7 @@
 
 use npusim::components::access::{Access, AccessMode, AccessSet};
 use npusim::prelude::*;
+use npusim::{Collective, Launch};
 use npusim::{
     Communicator, DataType, HostCosts, KernelCost, LinkConfig, ReduceOp, StreamKind, TopologyConfig,
 };
@@ -129,7 +130,7 @@ fn buffers(
 fn register_kernels(rt: &Runtime) {
     use AccessMode::{Read as R, Write as W};
     // C (m×n) = Aᵀ·B with A stored k×m and B stored k×n (weight gradients: Xᵀ·dZ).
-    rt.register_kernel(
+    rt.kernels().register(
         NativeKernel::new(
             "gemm_tn_f32",
             |k: &mut KernelCtx| {
@@ -158,7 +159,7 @@ fn register_kernels(rt: &Runtime) {
         ])),
     );
     // C (m×n) = A·Bᵀ with A stored m×k and B stored n×k (input gradients: dZ·Wᵀ).
-    rt.register_kernel(
+    rt.kernels().register(
         NativeKernel::new(
             "gemm_nt_f32",
             |k: &mut KernelCtx| {
@@ -193,7 +194,7 @@ fn register_kernels(rt: &Runtime) {
         ])),
     );
     // dx = dy where y > 0, else 0.
-    rt.register_kernel(
+    rt.kernels().register(
         NativeKernel::new(
             "relu_backward_f32",
             |k: &mut KernelCtx| {
@@ -212,7 +213,7 @@ fn register_kernels(rt: &Runtime) {
         .with_access(buffers(&[(0, &[3], R), (1, &[3], R), (2, &[3], W)])),
     );
     // dy = (y − t) · scale: the gradient of ½·scale·‖y − t‖².
-    rt.register_kernel(
+    rt.kernels().register(
         NativeKernel::new(
             "mse_grad_f32",
             |k: &mut KernelCtx| {
@@ -270,7 +271,11 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
     let (gx, gt) = batch(b * n);
     let devices: Vec<u32> = (0..cfg.devices).collect();
     let comms = if n > 1 {
-        rt.comm_init_all(&devices)?.into_iter().map(Some).collect()
+        rt.collectives()
+            .init_all(&devices)?
+            .into_iter()
+            .map(Some)
+            .collect()
     } else {
         vec![None]
     };
@@ -278,32 +283,38 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
     // Per rank: streams, events, the rank's slice of the batch, weights broadcast from rank 0.
     let mut ranks = Vec::new();
     for (r, comm_handle) in comms.into_iter().enumerate() {
-        rt.set_device(r as u32)?;
-        let compute = rt.create_stream()?;
-        let comm = rt.create_stream_with(StreamConfig {
+        rt.contexts().set_device(r as u32)?;
+        let compute = rt.streams().create()?;
+        let comm = rt.streams().create_with(StreamConfig {
             kind: StreamKind::Communication,
             ..StreamConfig::default()
         })?;
         let bytes = |n: usize| 4 * n as u64;
-        let x = rt.malloc(bytes(b * DIMS[0]))?;
-        let t = rt.malloc(bytes(b * DIMS[3]))?;
-        rt.memcpy_htod(x, &gx[r * b * DIMS[0]..(r + 1) * b * DIMS[0]])?;
-        rt.memcpy_htod(t, &gt[r * b * DIMS[3]..(r + 1) * b * DIMS[3]])?;
+        let x = rt.memory().malloc(bytes(b * DIMS[0]))?;
+        let t = rt.memory().malloc(bytes(b * DIMS[3]))?;
+        rt.memory()
+            .memcpy_htod(x, &gx[r * b * DIMS[0]..(r + 1) * b * DIMS[0]])?;
+        rt.memory()
+            .memcpy_htod(t, &gt[r * b * DIMS[3]..(r + 1) * b * DIMS[3]])?;
         let mut w = [DevicePtr::NULL; 3];
         let mut g = [DevicePtr::NULL; 3];
         let mut h = [DevicePtr::NULL; 3];
         let mut dh = [DevicePtr::NULL; 3];
         for l in 0..3 {
-            w[l] = rt.malloc(bytes(DIMS[l] * DIMS[l + 1]))?;
-            g[l] = rt.malloc(bytes(DIMS[l] * DIMS[l + 1]))?;
-            h[l] = rt.malloc(bytes(b * DIMS[l + 1]))?;
-            dh[l] = rt.malloc(bytes(b * DIMS[3 - l]))?;
+            w[l] = rt.memory().malloc(bytes(DIMS[l] * DIMS[l + 1]))?;
+            g[l] = rt.memory().malloc(bytes(DIMS[l] * DIMS[l + 1]))?;
+            h[l] = rt.memory().malloc(bytes(b * DIMS[l + 1]))?;
+            dh[l] = rt.memory().malloc(bytes(b * DIMS[3 - l]))?;
             if r == 0 {
-                rt.memcpy_htod(w[l], &initial_weights(l))?;
+                rt.memory().memcpy_htod(w[l], &initial_weights(l))?;
             }
         }
-        let grad_ready = [rt.create_event()?, rt.create_event()?, rt.create_event()?];
-        let reduced = rt.create_event()?;
+        let grad_ready = [
+            rt.events().create()?,
+            rt.events().create()?,
+            rt.events().create()?,
+        ];
+        let reduced = rt.events().create()?;
         ranks.push(Rank {
             compute,
             comm,
@@ -320,27 +331,29 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
     }
     for (r, rank) in ranks.iter().enumerate() {
         if let Some(c) = &rank.comm_handle {
-            rt.set_device(r as u32)?;
+            rt.contexts().set_device(r as u32)?;
             for l in 0..3 {
                 let count = (DIMS[l] * DIMS[l + 1]) as u64;
-                rt.broadcast(rank.w[l], count, DataType::F32, 0, c, rank.compute)?;
+                rt.submit(
+                    Collective::broadcast(rank.w[l], count, DataType::F32, 0).on(c, rank.compute),
+                )?;
             }
         }
     }
 
     let scale = 1.0 / (b * n) as f32;
     let step_marks: Vec<Event> = {
-        rt.set_device(0)?;
+        rt.contexts().set_device(0)?;
         (0..=cfg.steps)
-            .map(|_| rt.create_event())
+            .map(|_| rt.events().create())
             .collect::<NpuResult<_>>()?
     };
     for step in 0..cfg.steps {
         for (r, rank) in ranks.iter().enumerate() {
-            rt.set_device(r as u32)?;
+            rt.contexts().set_device(r as u32)?;
             let s = rank.compute;
             if r == 0 {
-                rt.record_event(step_marks[step], s)?;
+                rt.events().record(step_marks[step], s)?;
             }
             let launch_gemm = |kernel,
                                a: DevicePtr,
@@ -349,12 +362,12 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                                m: usize,
                                n: usize,
                                kk: usize| {
-                rt.launch(
+                rt.submit(Launch::new(
                     kernel,
                     2,
                     &[a.into(), bm.into(), c.into(), m.into(), n.into(), kk.into()],
                     s,
-                )
+                ))
             };
             // Forward: h1 = relu(x·W1), h2 = relu(h1·W2), y = h2·W3.
             let inputs = [rank.x, rank.h[0], rank.h[1]];
@@ -370,17 +383,17 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                 )?;
                 if l < 2 {
                     let len = b * DIMS[l + 1];
-                    rt.launch(
+                    rt.submit(Launch::new(
                         relu,
                         2,
                         &[rank.h[l].into(), rank.h[l].into(), len.into()],
                         s,
-                    )?;
+                    ))?;
                 }
             }
             // Backward, last layer first; each weight gradient is a bucket.
             let out = b * DIMS[3];
-            rt.launch(
+            rt.submit(Launch::new(
                 mse,
                 2,
                 &[
@@ -391,24 +404,25 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                     scale.into(),
                 ],
                 s,
-            )?;
+            ))?;
             for l in (0..3).rev() {
                 let dout = rank.dh[2 - l]; // gradient w.r.t. this layer's output
                 launch_gemm(gemm_tn, inputs[l], dout, rank.g[l], DIMS[l], DIMS[l + 1], b)?;
                 if cfg.overlap
                     && let Some(c) = &rank.comm_handle
                 {
-                    rt.record_event(rank.grad_ready[l], s)?;
-                    rt.stream_wait_event(rank.comm, rank.grad_ready[l])?;
+                    rt.events().record(rank.grad_ready[l], s)?;
+                    rt.events().stream_wait(rank.comm, rank.grad_ready[l])?;
                     let count = (DIMS[l] * DIMS[l + 1]) as u64;
-                    rt.all_reduce(
-                        rank.g[l],
-                        rank.g[l],
-                        count,
-                        DataType::F32,
-                        ReduceOp::Sum,
-                        c,
-                        rank.comm,
+                    rt.submit(
+                        Collective::all_reduce(
+                            rank.g[l],
+                            rank.g[l],
+                            count,
+                            DataType::F32,
+                            ReduceOp::Sum,
+                        )
+                        .on(c, rank.comm),
                     )?;
                 }
                 if l > 0 {
@@ -416,29 +430,30 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                     let din = rank.dh[3 - l];
                     launch_gemm(gemm_nt, dout, rank.w[l], din, b, DIMS[l], DIMS[l + 1])?;
                     let len = b * DIMS[l];
-                    rt.launch(
+                    rt.submit(Launch::new(
                         relu_bwd,
                         2,
                         &[din.into(), rank.h[l - 1].into(), din.into(), len.into()],
                         s,
-                    )?;
+                    ))?;
                 }
             }
             if let Some(c) = &rank.comm_handle {
                 if cfg.overlap {
-                    rt.record_event(rank.reduced, rank.comm)?;
-                    rt.stream_wait_event(s, rank.reduced)?;
+                    rt.events().record(rank.reduced, rank.comm)?;
+                    rt.events().stream_wait(s, rank.reduced)?;
                 } else {
                     for l in (0..3).rev() {
                         let count = (DIMS[l] * DIMS[l + 1]) as u64;
-                        rt.all_reduce(
-                            rank.g[l],
-                            rank.g[l],
-                            count,
-                            DataType::F32,
-                            ReduceOp::Sum,
-                            c,
-                            s,
+                        rt.submit(
+                            Collective::all_reduce(
+                                rank.g[l],
+                                rank.g[l],
+                                count,
+                                DataType::F32,
+                                ReduceOp::Sum,
+                            )
+                            .on(c, s),
                         )?;
                     }
                 }
@@ -446,7 +461,7 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
             // SGD: W -= lr · g.
             for l in 0..3 {
                 let count = DIMS[l] * DIMS[l + 1];
-                rt.launch(
+                rt.submit(Launch::new(
                     axpy,
                     2,
                     &[
@@ -456,31 +471,31 @@ pub fn train(cfg: &TrainConfig) -> NpuResult<TrainResult> {
                         rank.w[l].into(),
                     ],
                     s,
-                )?;
+                ))?;
             }
             if r == 0 && step + 1 == cfg.steps {
-                rt.record_event(step_marks[cfg.steps], s)?;
+                rt.events().record(step_marks[cfg.steps], s)?;
             }
         }
     }
     let mut weights = Vec::new();
     for (r, rank) in ranks.iter().enumerate() {
-        rt.set_device(r as u32)?;
-        rt.synchronize_stream(rank.compute)?;
-        rt.synchronize_stream(rank.comm)?;
+        rt.contexts().set_device(r as u32)?;
+        rt.streams().synchronize(rank.compute)?;
+        rt.streams().synchronize(rank.comm)?;
         let mut layers = Vec::new();
         for l in 0..3 {
             let mut v = vec![0f32; DIMS[l] * DIMS[l + 1]];
-            rt.memcpy_dtoh(&mut v, rank.w[l])?;
+            rt.memory().memcpy_dtoh(&mut v, rank.w[l])?;
             layers.push(v);
         }
         weights.push(layers);
     }
     // Steady state: from the start of step 1 (after the broadcast) to the end.
-    rt.set_device(0)?;
+    rt.contexts().set_device(0)?;
     let first = 1.min(cfg.steps.saturating_sub(1));
-    let t0 = rt.event_timestamp(step_marks[first])?;
-    let t1 = rt.event_timestamp(step_marks[cfg.steps])?;
+    let t0 = rt.events().timestamp(step_marks[first])?;
+    let t1 = rt.events().timestamp(step_marks[cfg.steps])?;
     let step_time = SimTime((t1 - t0).as_ns() / (cfg.steps - first) as u64);
     let comm_ns: u64 = rt
         .timeline()

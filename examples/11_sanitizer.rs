@@ -24,6 +24,7 @@
 //!
 //! Run: `cargo run --release --example 11_sanitizer`
 
+use npusim::Launch;
 use npusim::prelude::*;
 use npusim::{Arg, SanitizerConfig, SanitizerReport};
 
@@ -38,24 +39,29 @@ fn runtime() -> Result<Runtime, NpuError> {
 
 /// Producer fills `x`, consumer runs relu on it into `y`; `ordered` puts an event between.
 fn pipeline(rt: &Runtime, ordered: bool) -> Result<Vec<SanitizerReport>, NpuError> {
-    let (producer, consumer) = (rt.create_stream()?, rt.create_stream()?);
+    let (producer, consumer) = (rt.streams().create()?, rt.streams().create()?);
     let (fill, relu) = (rt.kernel("fill_f32")?, rt.kernel("relu_f32")?);
-    let x = rt.malloc(N * 4)?;
-    let y = rt.malloc(N * 4)?;
-    rt.launch(
+    let x = rt.memory().malloc(N * 4)?;
+    let y = rt.memory().malloc(N * 4)?;
+    rt.submit(Launch::new(
         fill,
         8,
         &[Arg::Ptr(x), Arg::U64(N), Arg::F32(-1.5)],
         producer,
-    )?;
+    ))?;
     if ordered {
-        let ready = rt.create_event()?;
-        rt.record_event(ready, producer)?;
-        rt.stream_wait_event(consumer, ready)?;
+        let ready = rt.events().create()?;
+        rt.events().record(ready, producer)?;
+        rt.events().stream_wait(consumer, ready)?;
     }
-    rt.launch(relu, 8, &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N)], consumer)?;
+    rt.submit(Launch::new(
+        relu,
+        8,
+        &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N)],
+        consumer,
+    ))?;
     rt.synchronize_device()?;
-    Ok(rt.take_sanitizer_reports())
+    Ok(rt.sanitizer().take_reports())
 }
 
 /// A loader thread uploads `x`; the main thread, told over a channel, runs relu on it.
@@ -63,19 +69,19 @@ fn pipeline(rt: &Runtime, ordered: bool) -> Result<Vec<SanitizerReport>, NpuErro
 fn loader(rt: &Runtime, annotated: bool) -> Result<Vec<SanitizerReport>, NpuError> {
     // The main thread makes its first call (and so is known to the sanitizer) before the
     // loader exists; the loader starts ordered after it, as a spawned thread is.
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let relu = rt.kernel("relu_f32")?;
-    let (x, y) = (rt.malloc(N * 4)?, rt.malloc(N * 4)?);
+    let (x, y) = (rt.memory().malloc(N * 4)?, rt.memory().malloc(N * 4)?);
     let (loaded, done) = std::sync::mpsc::channel();
     std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("loader".into())
             .spawn_scoped(scope, move || -> Result<(), NpuError> {
-                rt.memcpy_htod(x, &vec![-2.0f32; N as usize])?;
+                rt.memory().memcpy_htod(x, &vec![-2.0f32; N as usize])?;
                 if annotated {
                     // The send below is a hand-off the runtime cannot see: publish what this
                     // thread did so far (its copy included) under key 1 ...
-                    rt.sanitizer_release(1);
+                    rt.sanitizer().release(1);
                 }
                 loaded.send(()).expect("the main thread waits");
                 Ok(())
@@ -84,12 +90,17 @@ fn loader(rt: &Runtime, annotated: bool) -> Result<Vec<SanitizerReport>, NpuErro
         done.recv().expect("the loader sends");
         if annotated {
             // ... and order this thread after it, now that the message has arrived.
-            rt.sanitizer_acquire(1);
+            rt.sanitizer().acquire(1);
         }
-        rt.launch(relu, 8, &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N)], s)
+        rt.submit(Launch::new(
+            relu,
+            8,
+            &[Arg::Ptr(x), Arg::Ptr(y), Arg::U64(N)],
+            s,
+        ))
     })?;
     rt.synchronize_device()?;
-    Ok(rt.take_sanitizer_reports())
+    Ok(rt.sanitizer().take_reports())
 }
 
 fn print(title: &str, reports: &[SanitizerReport]) {
@@ -115,13 +126,18 @@ fn main() -> Result<(), NpuError> {
 
     // 3. A use after free.
     let rt = runtime()?;
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let fill = rt.kernel("fill_f32")?;
-    let buf = rt.malloc(N * 4)?;
-    rt.launch(fill, 8, &[Arg::Ptr(buf), Arg::U64(N), Arg::F32(0.0)], s)?;
-    rt.free(buf)?; // the kernel is still queued
+    let buf = rt.memory().malloc(N * 4)?;
+    rt.submit(Launch::new(
+        fill,
+        8,
+        &[Arg::Ptr(buf), Arg::U64(N), Arg::F32(0.0)],
+        s,
+    ))?;
+    rt.memory().free(buf)?; // the kernel is still queued
     rt.synchronize_device()?;
-    let freed = rt.take_sanitizer_reports();
+    let freed = rt.sanitizer().take_reports();
     print("free while a kernel still writes the buffer", &freed);
     assert_eq!(freed.len(), 1);
     assert_eq!(freed[0].kind, npusim::ReportKind::UseAfterFree);
@@ -143,7 +159,7 @@ fn main() -> Result<(), NpuError> {
     );
     assert!(annotated.is_empty());
 
-    let shadow = rt.sanitizer_shadow();
+    let shadow = rt.sanitizer().shadow();
     println!(
         "shadow memory: {} intervals, {} accesses, {} bytes",
         shadow.intervals, shadow.accesses, shadow.bytes

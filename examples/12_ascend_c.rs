@@ -13,6 +13,7 @@
 //!
 //! Run: `cargo run --release --example 12_ascend_c`
 
+use npusim::Launch;
 use std::time::Instant;
 
 use npusim::device::core::npu::{f16_to_f32, f32_to_f16};
@@ -27,19 +28,22 @@ struct Ctx {
 impl Ctx {
     fn kernel(&self, object: &str, name: &str) -> Result<Kernel, NpuError> {
         let path = format!("{}/examples/ascendc/{object}", env!("CARGO_MANIFEST_DIR"));
-        let bin = self.rt.load_binary_file(path)?;
-        self.rt.get_function(bin, name)
+        let bin = self.rt.binaries().load_file(path)?;
+        self.rt.binaries().get_function(bin, name)
     }
 
     fn upload<T: bytemuck::Pod>(&self, data: &[T]) -> Result<DevicePtr, NpuError> {
-        let p = self.rt.malloc(std::mem::size_of_val(data).max(64) as u64)?;
-        self.rt.memcpy_htod(p, data)?;
+        let p = self
+            .rt
+            .memory()
+            .malloc(std::mem::size_of_val(data).max(64) as u64)?;
+        self.rt.memory().memcpy_htod(p, data)?;
         Ok(p)
     }
 
     fn zeros(&self, bytes: usize) -> Result<DevicePtr, NpuError> {
-        let p = self.rt.malloc(bytes.max(64) as u64)?;
-        self.rt.memset(p, 0, bytes.max(64) as u64)?;
+        let p = self.rt.memory().malloc(bytes.max(64) as u64)?;
+        self.rt.memory().memset(p, 0, bytes.max(64) as u64)?;
         Ok(p)
     }
 
@@ -53,12 +57,13 @@ impl Ctx {
         bytes: f64,
     ) -> Result<f64, NpuError> {
         let wall = Instant::now();
-        self.rt.launch(k, blocks, args, self.s)?;
-        self.rt.synchronize_stream(self.s)?;
+        self.rt.submit(Launch::new(k, blocks, args, self.s))?;
+        self.rt.streams().synchronize(self.s)?;
         let wall = wall.elapsed().as_secs_f64();
         let l = self
             .rt
-            .take_binary_launch_stats()
+            .binaries()
+            .take_launch_stats()
             .pop()
             .expect("one launch");
         let secs = l.cycles as f64 / self.dev.core_clock_hz as f64;
@@ -81,7 +86,7 @@ fn halves(n: usize, f: impl Fn(usize) -> f32) -> Vec<u16> {
 fn main() -> Result<(), NpuError> {
     let rt = Runtime::new(RuntimeConfig::default())?;
     let dev = rt.device_config(0)?;
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let c = Ctx { rt, dev, s };
     println!(
         "device: {} — {} AI cores ({} vector cores), HBM {:.1} TB/s\n",
@@ -100,12 +105,16 @@ fn main() -> Result<(), NpuError> {
     );
     let (x, y, z) = (c.upload(&hx)?, c.upload(&hy)?, c.zeros(2 * n)?);
     let add = c.kernel("add_custom.o", "add_custom")?;
-    c.rt.launch(add, 8, &[x.into(), y.into(), z.into()], c.s)?;
-    c.rt.synchronize_stream(c.s)?;
+    c.rt.submit(Launch::new(add, 8, &[x.into(), y.into(), z.into()], c.s))?;
+    c.rt.streams().synchronize(c.s)?;
     let mut hz = vec![0u16; n];
-    c.rt.memcpy_dtoh(&mut hz, z)?;
+    c.rt.memory().memcpy_dtoh(&mut hz, z)?;
     let ok = (0..n).all(|i| hz[i] == f32_to_f16(f16_to_f32(hx[i]) + f16_to_f32(hy[i])));
-    let l = c.rt.take_binary_launch_stats().pop().expect("one launch");
+    let l =
+        c.rt.binaries()
+            .take_launch_stats()
+            .pop()
+            .expect("one launch");
     println!(
         "add_custom, half, 8 x 2048 on 8 blocks (double buffered): {} — {:.2} us simulated, \
          {:.1} ms of wall time for the whole path\n",

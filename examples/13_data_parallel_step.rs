@@ -11,6 +11,7 @@
 //! Run: `cargo run --release --example 13_data_parallel_step [devices]` (default 8).
 
 use npusim::prelude::*;
+use npusim::{Collective, Launch};
 use npusim::{DataType, LinkConfig, ReduceOp, StreamKind, TopologyConfig};
 
 /// Gradient elements per device: 100 MB of f32.
@@ -38,35 +39,37 @@ pub fn step(devices: u32) -> NpuResult<SimTime> {
     })?;
     let gemm = rt.kernel("gemm_f32")?;
     let all: Vec<u32> = (0..devices).collect();
-    let comms = rt.comm_init_all(&all)?;
+    let comms = rt.collectives().init_all(&all)?;
     let mut streams = Vec::new();
     for (r, comm) in comms.iter().enumerate() {
-        rt.set_device(r as u32)?;
-        let s = rt.create_stream()?;
-        let c = rt.create_stream_with(StreamConfig {
+        rt.contexts().set_device(r as u32)?;
+        let s = rt.streams().create()?;
+        let c = rt.streams().create_with(StreamConfig {
             kind: StreamKind::Communication,
             ..StreamConfig::default()
         })?;
         let (m, n, k) = (2048usize, 2048usize, 2048usize);
-        let a = rt.malloc(4 * (m * k) as u64)?;
-        let b = rt.malloc(4 * (k * n) as u64)?;
-        let out = rt.malloc(4 * (m * n) as u64)?;
-        let grad = rt.malloc(4 * GRAD)?;
-        rt.launch(
+        let a = rt.memory().malloc(4 * (m * k) as u64)?;
+        let b = rt.memory().malloc(4 * (k * n) as u64)?;
+        let out = rt.memory().malloc(4 * (m * n) as u64)?;
+        let grad = rt.memory().malloc(4 * GRAD)?;
+        rt.submit(Launch::new(
             gemm,
             24,
             &[a.into(), b.into(), out.into(), m.into(), n.into(), k.into()],
             s,
+        ))?;
+        let done = rt.events().create()?;
+        rt.events().record(done, s)?;
+        rt.events().stream_wait(c, done)?;
+        rt.submit(
+            Collective::all_reduce(grad, grad, GRAD, DataType::F32, ReduceOp::Sum).on(comm, c),
         )?;
-        let done = rt.create_event()?;
-        rt.record_event(done, s)?;
-        rt.stream_wait_event(c, done)?;
-        rt.all_reduce(grad, grad, GRAD, DataType::F32, ReduceOp::Sum, comm, c)?;
         streams.push(c);
     }
     for (r, c) in streams.into_iter().enumerate() {
-        rt.set_device(r as u32)?;
-        rt.synchronize_stream(c)?;
+        rt.contexts().set_device(r as u32)?;
+        rt.streams().synchronize(c)?;
     }
     let tl = rt.timeline();
     Ok(tl.iter().map(|t| t.end).max().unwrap_or(SimTime::ZERO))

@@ -8,6 +8,7 @@
 //! Run: `cargo run --release --example 14_ascend_c_layer_norm [ROWS COLS]` (16384 1024 by
 //! default; COLS a multiple of 8, at most 8192).
 
+use npusim::Launch;
 use std::time::Instant;
 
 use npusim::prelude::*;
@@ -53,13 +54,13 @@ fn main() -> Result<(), NpuError> {
 
     let rt = Runtime::new(RuntimeConfig::default())?;
     let dev = rt.device_config(0)?;
-    let s = rt.create_stream()?;
+    let s = rt.streams().create()?;
     let path = format!(
         "{}/examples/ascendc/layer_norm_custom.o",
         env!("CARGO_MANIFEST_DIR")
     );
-    let bin = rt.load_binary_file(path)?;
-    let kernel = rt.get_function(bin, "layer_norm_custom")?;
+    let bin = rt.binaries().load_file(path)?;
+    let kernel = rt.binaries().get_function(bin, "layer_norm_custom")?;
     phase("runtime, load the kernel", &mut phases);
 
     let hx = values(rows * cols, 1);
@@ -68,28 +69,32 @@ fn main() -> Result<(), NpuError> {
     phase("make the inputs", &mut phases);
 
     let bytes = (4 * rows * cols) as u64;
-    let (x, y) = (rt.malloc(bytes)?, rt.malloc(bytes)?);
-    let (g, b) = (rt.malloc(4 * cols as u64)?, rt.malloc(4 * cols as u64)?);
-    let tiling = rt.malloc(64)?;
-    rt.memcpy_htod(x, &hx)?;
-    rt.memcpy_htod(g, &hg)?;
-    rt.memcpy_htod(b, &hb)?;
-    rt.memcpy_htod(tiling, &[rows as u32, cols as u32, eps.to_bits()])?;
+    let (x, y) = (rt.memory().malloc(bytes)?, rt.memory().malloc(bytes)?);
+    let (g, b) = (
+        rt.memory().malloc(4 * cols as u64)?,
+        rt.memory().malloc(4 * cols as u64)?,
+    );
+    let tiling = rt.memory().malloc(64)?;
+    rt.memory().memcpy_htod(x, &hx)?;
+    rt.memory().memcpy_htod(g, &hg)?;
+    rt.memory().memcpy_htod(b, &hb)?;
+    rt.memory()
+        .memcpy_htod(tiling, &[rows as u32, cols as u32, eps.to_bits()])?;
     phase("upload", &mut phases);
 
     // A vector-only kernel: its blocks run on the AIV cores, two per AI core on the 910B.
     let blocks = dev.vector_cores();
-    rt.launch(
+    rt.submit(Launch::new(
         kernel,
         blocks,
         &[x.into(), g.into(), b.into(), y.into(), tiling.into()],
         s,
-    )?;
-    rt.synchronize_stream(s)?;
+    ))?;
+    rt.streams().synchronize(s)?;
     phase("launch, synchronize", &mut phases);
 
     let mut hy = vec![0f32; rows * cols];
-    rt.memcpy_dtoh(&mut hy, y)?;
+    rt.memory().memcpy_dtoh(&mut hy, y)?;
     phase("download", &mut phases);
 
     let mut want = vec![0f32; cols];
@@ -104,7 +109,7 @@ fn main() -> Result<(), NpuError> {
     phase("check on the CPU", &mut phases);
     let wall = start.elapsed().as_secs_f64();
 
-    let l = rt.take_binary_launch_stats().pop().expect("one launch");
+    let l = rt.binaries().take_launch_stats().pop().expect("one launch");
     let secs = l.cycles as f64 / dev.core_clock_hz as f64;
     // x in, y out; gamma and beta are read once per block and are small.
     let moved = 2.0 * bytes as f64;

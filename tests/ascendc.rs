@@ -2,6 +2,7 @@
 //! kernel_operator.h` and built by `scripts/build-ascendc-kernels.sh`) run through the normal
 //! launch API and match CPU references.
 
+use npusim::Launch;
 use npusim::codes;
 use npusim::components::binary::LaunchStats;
 use npusim::device::core::npu::{f16_to_f32, f32_to_f16};
@@ -13,21 +14,23 @@ fn rt() -> Runtime {
 
 fn load(rt: &Runtime, object: &str) -> Binary {
     let path = format!("{}/examples/ascendc/{object}", env!("CARGO_MANIFEST_DIR"));
-    rt.load_binary_file(&path)
+    rt.binaries()
+        .load_file(&path)
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
     let p = rt
+        .memory()
         .malloc((std::mem::size_of_val(data) as u64).max(64))
         .unwrap();
-    rt.memcpy_htod(p, data).unwrap();
+    rt.memory().memcpy_htod(p, data).unwrap();
     p
 }
 
 fn download<T: bytemuck::Pod + Default + Clone>(rt: &Runtime, p: DevicePtr, n: usize) -> Vec<T> {
     let mut out = vec![T::default(); n];
-    rt.memcpy_dtoh(&mut out, p).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, p).unwrap();
     out
 }
 
@@ -37,9 +40,9 @@ fn halves(v: &[f32]) -> Vec<u16> {
 
 /// Runs `kernel` on `blocks` blocks and returns the launch's simulated cycles.
 fn run(rt: &Runtime, k: Kernel, blocks: u32, args: &[Arg], s: Stream) -> u64 {
-    rt.launch(k, blocks, args, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
-    rt.take_binary_launch_stats().pop().unwrap().cycles
+    rt.submit(Launch::new(k, blocks, args, s)).unwrap();
+    rt.streams().synchronize(s).unwrap();
+    rt.binaries().take_launch_stats().pop().unwrap().cycles
 }
 
 const N: usize = 8 * 2048;
@@ -48,7 +51,7 @@ const N: usize = 8 * 2048;
 fn the_half_add_sample_matches_the_cpu_bit_for_bit_single_and_double_buffered() {
     let rt = rt();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x: Vec<f32> = (0..N).map(|i| (i % 97) as f32 * 0.37 - 9.0).collect();
     let y: Vec<f32> = (0..N).map(|i| (i % 13) as f32 * 1.75 + 0.001).collect();
     let (hx, hy) = (halves(&x), halves(&y));
@@ -60,8 +63,8 @@ fn the_half_add_sample_matches_the_cpu_bit_for_bit_single_and_double_buffered() 
         .collect();
     let mut cycles = Vec::new();
     for name in ["add_custom", "add_custom_single"] {
-        let k = rt.get_function(bin, name).unwrap();
-        let dz = rt.malloc(2 * N as u64).unwrap();
+        let k = rt.binaries().get_function(bin, name).unwrap();
+        let dz = rt.memory().malloc(2 * N as u64).unwrap();
         cycles.push(run(&rt, k, 8, &[dx.into(), dy.into(), dz.into()], s));
         let z: Vec<u16> = download(&rt, dz, N);
         assert_eq!(z, want, "{name}");
@@ -75,20 +78,23 @@ fn the_half_add_sample_matches_the_cpu_bit_for_bit_single_and_double_buffered() 
 fn the_float_add_and_the_tiled_adds_match_the_cpu() {
     let rt = rt();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x: Vec<f32> = (0..N).map(|i| i as f32 * 0.25).collect();
     let y: Vec<f32> = (0..N).map(|i| 1000.0 - i as f32 * 0.5).collect();
     let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
     let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
-    let k = rt.get_function(bin, "add_custom_f32").unwrap();
-    let dz = rt.malloc(4 * N as u64).unwrap();
+    let k = rt.binaries().get_function(bin, "add_custom_f32").unwrap();
+    let dz = rt.memory().malloc(4 * N as u64).unwrap();
     run(&rt, k, 8, &[dx.into(), dy.into(), dz.into()], s);
     assert_eq!(download::<f32>(&rt, dz, N), want);
 
     // Tiling by value: {totalLength, tileNum} packed in one register (LP64).
     let total = 3 * 4096usize;
-    let k = rt.get_function(bin, "add_custom_tiling_f32").unwrap();
-    let dz = rt.malloc(4 * total as u64).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_tiling_f32")
+        .unwrap();
+    let dz = rt.memory().malloc(4 * total as u64).unwrap();
     let packed = total as u64 | 4 << 32;
     run(
         &rt,
@@ -103,8 +109,11 @@ fn the_float_add_and_the_tiled_adds_match_the_cpu() {
     let (hx, hy) = (halves(&x), halves(&y));
     let (hdx, hdy) = (upload(&rt, &hx), upload(&rt, &hy));
     let tiling = upload(&rt, &[N as u32, 2u32]);
-    let k = rt.get_function(bin, "add_custom_tiling").unwrap();
-    let dz = rt.malloc(2 * N as u64).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_tiling")
+        .unwrap();
+    let dz = rt.memory().malloc(2 * N as u64).unwrap();
     run(
         &rt,
         k,
@@ -126,13 +135,21 @@ fn the_float_add_and_the_tiled_adds_match_the_cpu() {
 fn a_tiling_that_does_not_divide_the_work_fails_the_launch_with_the_assert() {
     let rt = rt();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
-    let d = rt.malloc(4096).unwrap();
+    let s = rt.streams().create().unwrap();
+    let d = rt.memory().malloc(4096).unwrap();
     let tiling = upload(&rt, &[1000u32, 3u32]);
-    let k = rt.get_function(bin, "add_custom_tiling").unwrap();
-    rt.launch(k, 2, &[d.into(), d.into(), d.into(), tiling.into()], s)
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_tiling")
         .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    rt.submit(Launch::new(
+        k,
+        2,
+        &[d.into(), d.into(), d.into(), tiling.into()],
+        s,
+    ))
+    .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(err.to_string().contains("134"), "{err}");
 }
 
@@ -140,12 +157,15 @@ fn a_tiling_that_does_not_divide_the_work_fails_the_launch_with_the_assert() {
 fn forgetting_enque_and_deque_of_the_inputs_adds_stale_bytes() {
     let rt = rt();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x = halves(&vec![1.5; N]);
     let y = halves(&vec![2.0; N]);
     let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
-    let dz = rt.malloc(2 * N as u64).unwrap();
-    let k = rt.get_function(bin, "add_custom_unsynced").unwrap();
+    let dz = rt.memory().malloc(2 * N as u64).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_unsynced")
+        .unwrap();
     run(&rt, k, 8, &[dx.into(), dy.into(), dz.into()], s);
     let z: Vec<u16> = download(&rt, dz, N);
     // The first tile of every block is added before its copies land: UB still holds zeros.
@@ -157,15 +177,15 @@ fn forgetting_enque_and_deque_of_the_inputs_adds_stale_bytes() {
 fn sub_in_the_repeat_form_matches_the_cpu() {
     let rt = rt();
     let bin = load(&rt, "sub_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 4 * 2 * 2 * 1024;
     let x: Vec<f32> = (0..n).map(|i| (i % 101) as f32 * 0.11).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 3.3).collect();
     let (hx, hy) = (halves(&x), halves(&y));
     let (dx, dy) = (upload(&rt, &hx), upload(&rt, &hy));
-    let dz = rt.malloc(2 * n as u64).unwrap();
+    let dz = rt.memory().malloc(2 * n as u64).unwrap();
     let tiling = upload(&rt, &[n as u32, 2]);
-    let k = rt.get_function(bin, "sub_custom").unwrap();
+    let k = rt.binaries().get_function(bin, "sub_custom").unwrap();
     run(
         &rt,
         k,
@@ -184,14 +204,17 @@ fn sub_in_the_repeat_form_matches_the_cpu() {
 fn leaky_relu_with_a_float_argument_matches_the_cpu_on_a_ragged_length() {
     let rt = rt();
     let bin = load(&rt, "leaky_relu_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 10_007usize;
     let x: Vec<f32> = (0..n).map(|i| (i as f32 - 5000.0) * 0.013).collect();
     let hx = halves(&x);
     let dx = upload(&rt, &hx);
-    let dy = rt.malloc(2 * n as u64 + 64).unwrap();
+    let dy = rt.memory().malloc(2 * n as u64 + 64).unwrap();
     let slope = 0.1f32;
-    let k = rt.get_function(bin, "leaky_relu_custom").unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "leaky_relu_custom")
+        .unwrap();
     run(
         &rt,
         k,
@@ -212,7 +235,7 @@ fn leaky_relu_with_a_float_argument_matches_the_cpu_on_a_ragged_length() {
 fn addcdiv_through_float_casts_matches_the_cpu() {
     let rt = rt();
     let bin = load(&rt, "addcdiv_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (n, tile, value) = (6 * 2048usize, 512u32, 0.75f32);
     let inp = halves(
         &(0..n)
@@ -226,13 +249,13 @@ fn addcdiv_through_float_casts_matches_the_cpu() {
     );
     let b = halves(&(0..n).map(|i| (i % 5) as f32 + 0.5).collect::<Vec<_>>());
     let (di, da, db) = (upload(&rt, &inp), upload(&rt, &a), upload(&rt, &b));
-    let dy = rt.malloc(2 * n as u64).unwrap();
+    let dy = rt.memory().malloc(2 * n as u64).unwrap();
     let mut t = [0u32; 3];
     t[0] = n as u32;
     t[1] = tile;
     t[2] = value.to_bits();
     let tiling = upload(&rt, &t);
-    let k = rt.get_function(bin, "addcdiv_custom").unwrap();
+    let k = rt.binaries().get_function(bin, "addcdiv_custom").unwrap();
     run(
         &rt,
         k,
@@ -258,13 +281,13 @@ fn rows_input(rows: usize, cols: usize) -> Vec<f32> {
 fn row_softmax_matches_an_f64_reference() {
     let rt = rt();
     let bin = load(&rt, "softmax_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (rows, cols) = (37usize, 200usize);
     let x = rows_input(rows, cols);
     let dx = upload(&rt, &x);
-    let dy = rt.malloc(4 * (rows * cols) as u64).unwrap();
+    let dy = rt.memory().malloc(4 * (rows * cols) as u64).unwrap();
     let tiling = upload(&rt, &[rows as u32, cols as u32]);
-    let k = rt.get_function(bin, "softmax_custom").unwrap();
+    let k = rt.binaries().get_function(bin, "softmax_custom").unwrap();
     run(&rt, k, 8, &[dx.into(), dy.into(), tiling.into()], s);
     let y: Vec<f32> = download(&rt, dy, rows * cols);
     for r in 0..rows {
@@ -286,15 +309,18 @@ fn row_softmax_matches_an_f64_reference() {
 fn layer_norm_matches_an_f64_reference() {
     let rt = rt();
     let bin = load(&rt, "layer_norm_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (rows, cols, eps) = (29usize, 768usize, 1e-5f32);
     let x = rows_input(rows, cols);
     let gamma: Vec<f32> = (0..cols).map(|i| 1.0 + (i % 9) as f32 * 0.1).collect();
     let beta: Vec<f32> = (0..cols).map(|i| (i % 4) as f32 * 0.25 - 0.5).collect();
     let (dx, dg, db) = (upload(&rt, &x), upload(&rt, &gamma), upload(&rt, &beta));
-    let dy = rt.malloc(4 * (rows * cols) as u64).unwrap();
+    let dy = rt.memory().malloc(4 * (rows * cols) as u64).unwrap();
     let tiling = upload(&rt, &[rows as u32, cols as u32, eps.to_bits()]);
-    let k = rt.get_function(bin, "layer_norm_custom").unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "layer_norm_custom")
+        .unwrap();
     run(
         &rt,
         k,
@@ -323,13 +349,16 @@ fn layer_norm_matches_an_f64_reference() {
 fn row_sums_match_the_cpu_in_the_kernels_order() {
     let rt = rt();
     let bin = load(&rt, "reduce_sum_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (rows, cols) = (21usize, 20_000usize);
     let x = rows_input(rows, cols);
     let dx = upload(&rt, &x);
-    let dy = rt.malloc(4 * rows as u64 + 64).unwrap();
+    let dy = rt.memory().malloc(4 * rows as u64 + 64).unwrap();
     let tiling = upload(&rt, &[rows as u32, cols as u32]);
-    let k = rt.get_function(bin, "reduce_sum_custom").unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "reduce_sum_custom")
+        .unwrap();
     run(&rt, k, 4, &[dx.into(), dy.into(), tiling.into()], s);
     let y: Vec<f32> = download(&rt, dy, rows);
     for r in 0..rows {
@@ -358,17 +387,25 @@ fn on_the_910b_a_vector_only_kernel_spreads_its_blocks_over_two_vector_cores_per
     let dev = rt.device_config(0).unwrap();
     assert_eq!((dev.ai_cores, dev.vector_cores_per_ai_core), (24, 2));
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 48 * 2 * 1024usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let dx = upload(&rt, &x);
-    let dz = rt.malloc(4 * n as u64).unwrap();
-    let k = rt.get_function(bin, "add_custom_tiling_f32").unwrap();
-    let packed = n as u64 | 1 << 32;
-    rt.launch(k, 48, &[dx.into(), dx.into(), dz.into(), packed.into()], s)
+    let dz = rt.memory().malloc(4 * n as u64).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_tiling_f32")
         .unwrap();
-    rt.synchronize_stream(s).unwrap();
-    let l = rt.take_binary_launch_stats().pop().unwrap();
+    let packed = n as u64 | 1 << 32;
+    rt.submit(Launch::new(
+        k,
+        48,
+        &[dx.into(), dx.into(), dz.into(), packed.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
+    let l = rt.binaries().take_launch_stats().pop().unwrap();
     let cores: std::collections::BTreeSet<u32> = l.blocks.iter().map(|b| b.core).collect();
     assert_eq!(cores.len(), 48, "one vector core per block");
     let slowest = l.blocks.iter().map(|b| b.cycles).max().unwrap();
@@ -379,14 +416,14 @@ fn on_the_910b_a_vector_only_kernel_spreads_its_blocks_over_two_vector_cores_per
     // The small preset keeps one core type: 8 blocks on its 4 cores, two each.
     let rt = Runtime::new(RuntimeConfig::with_device(DeviceConfig::small())).unwrap();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let dx = upload(&rt, &x[..8 * 2048]);
-    let dz = rt.malloc(4 * 8 * 2048).unwrap();
-    let k = rt.get_function(bin, "add_custom_f32").unwrap();
-    rt.launch(k, 8, &[dx.into(), dx.into(), dz.into()], s)
+    let dz = rt.memory().malloc(4 * 8 * 2048).unwrap();
+    let k = rt.binaries().get_function(bin, "add_custom_f32").unwrap();
+    rt.submit(Launch::new(k, 8, &[dx.into(), dx.into(), dz.into()], s))
         .unwrap();
-    rt.synchronize_stream(s).unwrap();
-    let l = rt.take_binary_launch_stats().pop().unwrap();
+    rt.streams().synchronize(s).unwrap();
+    let l = rt.binaries().take_launch_stats().pop().unwrap();
     assert_eq!(l.blocks.iter().map(|b| b.core).max(), Some(3));
 }
 
@@ -394,13 +431,13 @@ fn on_the_910b_a_vector_only_kernel_spreads_its_blocks_over_two_vector_cores_per
 fn the_api_probe_computes_and_prints_what_the_layer_promises() {
     let rt = rt();
     let bin = load(&rt, "api_probe.o");
-    let s = rt.create_stream().unwrap();
-    let out = rt.malloc(16).unwrap();
-    let k = rt.get_function(bin, "api_probe").unwrap();
+    let s = rt.streams().create().unwrap();
+    let out = rt.memory().malloc(16).unwrap();
+    let k = rt.binaries().get_function(bin, "api_probe").unwrap();
     run(&rt, k, 1, &[out.into()], s);
     assert_eq!(download::<f32>(&rt, out, 4), [7.0, -1.0, 7.0, -3.0]);
     assert_eq!(
-        rt.take_kernel_log(),
+        rt.binaries().take_kernel_log(),
         [
             "[api_probe block 0] probe: block 0 of 1, max 7.00, min -1.000000, picked 7.000000, \
              floor -3, hex ff, ok"
@@ -412,21 +449,21 @@ fn the_api_probe_computes_and_prints_what_the_layer_promises() {
 fn get_tiling_data_with_a_null_pointer_reads_the_launchs_tiling_words() {
     let rt = rt();
     let bin = load(&rt, "add_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 4 * 1024usize;
     let x = halves(&(0..n).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
     let dx = upload(&rt, &x);
-    let dz = rt.malloc(2 * n as u64).unwrap();
-    let k = rt.get_function(bin, "add_custom_tiling").unwrap();
-    rt.launch_with_tiling(
-        k,
-        4,
-        &[dx.into(), dx.into(), dz.into(), 0u64.into()],
-        &[n as u32, 1],
-        s,
+    let dz = rt.memory().malloc(2 * n as u64).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "add_custom_tiling")
+        .unwrap();
+    rt.submit(
+        Launch::new(k, 4, &[dx.into(), dx.into(), dz.into(), 0u64.into()], s)
+            .tiling(&[n as u32, 1]),
     )
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let z: Vec<u16> = download(&rt, dz, n);
     for i in 0..n {
         assert_eq!(z[i], f32_to_f16(2.0 * f16_to_f32(x[i])), "[{i}]");
@@ -437,11 +474,14 @@ fn get_tiling_data_with_a_null_pointer_reads_the_launchs_tiling_words() {
 fn a_deque_with_nothing_enqueued_fails_the_launch_instead_of_hanging() {
     let rt = rt();
     let bin = load(&rt, "api_probe.o");
-    let s = rt.create_stream().unwrap();
-    let out = rt.malloc(256).unwrap();
-    let k = rt.get_function(bin, "deque_without_enque").unwrap();
-    rt.launch(k, 1, &[out.into()], s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let s = rt.streams().create().unwrap();
+    let out = rt.memory().malloc(256).unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "deque_without_enque")
+        .unwrap();
+    rt.submit(Launch::new(k, 1, &[out.into()], s)).unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(
         err.contains("wait_flag(MTE2->V, event 0) has no set_flag"),
         "{err}"
@@ -451,8 +491,8 @@ fn a_deque_with_nothing_enqueued_fails_the_launch_instead_of_hanging() {
 /// Runs `compile_env` of `bin` on `blocks` blocks and returns its 8 + blocks
 /// words: the mode macros, two limits, and each block's `get_block_idx() + 1`.
 fn compile_env_words(rt: &Runtime, bin: Binary, blocks: u32) -> Vec<i32> {
-    let k = rt.get_function(bin, "compile_env").unwrap();
-    let s = rt.create_stream().unwrap();
+    let k = rt.binaries().get_function(bin, "compile_env").unwrap();
+    let s = rt.streams().create().unwrap();
     let out = upload(rt, &[0i32; 64]);
     run(rt, k, blocks, &[out.into()], s);
     download(rt, out, 8 + blocks as usize)
@@ -498,8 +538,8 @@ fn ulps(a: f32, b: f32) -> u64 {
 fn cmath_on_the_core_is_exact_or_within_its_documented_ulp_bounds() {
     let rt = rt();
     let bin = load(&rt, "compile_env.o");
-    let k = rt.get_function(bin, "std_math").unwrap();
-    let s = rt.create_stream().unwrap();
+    let k = rt.binaries().get_function(bin, "std_math").unwrap();
+    let s = rt.streams().create().unwrap();
     // Both signs, zeros, subnormals, halves (the rounding ties), the exp range's ends, huge
     // values, infinities and NaN.
     let mut x: Vec<f32> = vec![
@@ -531,7 +571,7 @@ fn cmath_on_the_core_is_exact_or_within_its_documented_ulp_bounds() {
     );
     let n = x.len();
     let dx = upload(&rt, &x);
-    let dy = rt.malloc((16 * n * 4) as u64).unwrap();
+    let dy = rt.memory().malloc((16 * n * 4) as u64).unwrap();
     run(&rt, k, 4, &[dx.into(), dy.into(), (n as u64).into()], s);
     let y: Vec<f32> = download(&rt, dy, 16 * n);
     // The reference: f64, rounded once (correctly rounded but for vanishingly rare double
@@ -595,12 +635,12 @@ fn cmath_on_the_core_is_exact_or_within_its_documented_ulp_bounds() {
 fn the_local_tensor_operators_run_the_vector_apis_they_stand_for() {
     let rt = rt();
     let bin = load(&rt, "compile_env.o");
-    let k = rt.get_function(bin, "tensor_operators").unwrap();
-    let s = rt.create_stream().unwrap();
+    let k = rt.binaries().get_function(bin, "tensor_operators").unwrap();
+    let s = rt.streams().create().unwrap();
     let a: Vec<f32> = (0..256).map(|i| i as f32 * 0.37 - 20.0).collect();
     let b: Vec<f32> = (0..256).map(|i| 1.0 + (i % 11) as f32 * 0.3).collect();
     let (da, db) = (upload(&rt, &a), upload(&rt, &b));
-    let out = rt.malloc(6 * 256 * 4).unwrap();
+    let out = rt.memory().malloc(6 * 256 * 4).unwrap();
     run(&rt, k, 1, &[da.into(), db.into(), out.into()], s);
     let got: Vec<f32> = download(&rt, out, 6 * 256);
     for i in 0..256 {
@@ -621,8 +661,8 @@ fn the_local_tensor_operators_run_the_vector_apis_they_stand_for() {
 fn and_or_not_act_on_the_bits_of_uint16_and_int32_tensors() {
     let rt = rt();
     let bin = load(&rt, "api_probe.o");
-    let k = rt.get_function(bin, "bitwise_probe").unwrap();
-    let s = rt.create_stream().unwrap();
+    let k = rt.binaries().get_function(bin, "bitwise_probe").unwrap();
+    let s = rt.streams().create().unwrap();
     let a16: Vec<u16> = (0..128u32)
         .map(|i| (i.wrapping_mul(2654435761) >> 16) as u16)
         .collect();
@@ -631,7 +671,10 @@ fn and_or_not_act_on_the_bits_of_uint16_and_int32_tensors() {
     let b32: Vec<i32> = (0..64).map(|i| 0x00ff_00ff ^ (i << 20)).collect();
     let args = [&a16[..], &b16[..]].map(|v| upload(&rt, v));
     let args32 = [&a32[..], &b32[..]].map(|v| upload(&rt, v));
-    let (o16, o32) = (rt.malloc(3 * 256).unwrap(), rt.malloc(3 * 256).unwrap());
+    let (o16, o32) = (
+        rt.memory().malloc(3 * 256).unwrap(),
+        rt.memory().malloc(3 * 256).unwrap(),
+    );
     let list = [args[0], args[1], args32[0], args32[1], o16, o32].map(Arg::from);
     run(&rt, k, 1, &list, s);
     let got16: Vec<u16> = download(&rt, o16, 3 * 128);
@@ -688,9 +731,12 @@ fn run_cube<T: bytemuck::Pod + Default + Clone>(
     n: usize,
 ) -> (Vec<T>, u64) {
     let bin = load(rt, "mmad_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, name).unwrap();
-    let c = rt.malloc((n * std::mem::size_of::<T>()) as u64).unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, name).unwrap();
+    let c = rt
+        .memory()
+        .malloc((n * std::mem::size_of::<T>()) as u64)
+        .unwrap();
     let cycles = run(rt, k, 1, &[a.into(), b.into(), c.into()], s);
     (download(rt, c, n), cycles)
 }
@@ -762,7 +808,7 @@ fn a_transposed_b_in_float_and_in_half_matches_the_cpu() {
 fn a_bias_through_c1_and_c2_starts_c_and_matches_the_cpu_bit_for_bit() {
     let rt = rt();
     let bin = load(&rt, "mmad_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     for (name, m, n, k, half) in [
         ("mmad_bias", 48, 32, 64, true),
         ("mmad_bias_f32_bt", 16, 32, 16, false),
@@ -792,8 +838,8 @@ fn a_bias_through_c1_and_c2_starts_c_and_matches_the_cpu_bit_for_bit() {
                 upload(&rt, &bias),
             )
         };
-        let f = rt.get_function(bin, name).unwrap();
-        let dc = rt.malloc(4 * (m * n) as u64).unwrap();
+        let f = rt.binaries().get_function(bin, name).unwrap();
+        let dc = rt.memory().malloc(4 * (m * n) as u64).unwrap();
         run(
             &rt,
             f,
@@ -820,13 +866,17 @@ fn a_bias_through_c1_and_c2_starts_c_and_matches_the_cpu_bit_for_bit() {
 fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
     let rt = rt();
     let bin = load(&rt, "mmad_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let d = upload(&rt, &[0u16; 1024]);
-    let k = rt.get_function(bin, "mmad_l0a_overflow").unwrap();
-    rt.launch(k, 1, &[d.into(), d.into(), d.into()], s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let k = rt
+        .binaries()
+        .get_function(bin, "mmad_l0a_overflow")
+        .unwrap();
+    rt.submit(Launch::new(k, 1, &[d.into(), d.into(), d.into()], s))
+        .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("136"), "{err}");
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     assert!(
         log.iter()
             .any(|l| l.contains("66560 bytes do not fit in L0A (65536 of 65536 left)")),
@@ -836,11 +886,15 @@ fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
     // The abort faulted that context; the second mistake runs in a fresh runtime.
     let rt = self::rt();
     let bin = load(&rt, "mmad_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let d = upload(&rt, &[0u16; 1024]);
-    let k = rt.get_function(bin, "mmad_wrong_position").unwrap();
-    rt.launch(k, 1, &[d.into(), d.into(), d.into()], s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let k = rt
+        .binaries()
+        .get_function(bin, "mmad_wrong_position")
+        .unwrap();
+    rt.submit(Launch::new(k, 1, &[d.into(), d.into(), d.into()], s))
+        .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("a address 0x22000000 is not in L0A"), "{err}");
 }
 
@@ -848,15 +902,15 @@ fn an_l0a_overflow_or_an_mmad_on_l1_fails_the_launch_naming_the_mistake() {
 fn static_tensor_programming_adds_through_an_allocator_and_fixed_addresses_on_any_block_count() {
     let rt = rt();
     let bin = load(&rt, "static_tensor.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 8 * 5 * 1024;
     let x: Vec<f32> = (0..n).map(|i| (i % 101) as f32 * 0.25 - 7.0).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 3.5 + 0.125).collect();
     let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
     let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
     for (name, blocks) in [("static_add", 8), ("static_add", 1), ("static_add_addr", 4)] {
-        let k = rt.get_function(bin, name).unwrap();
-        let dz = rt.malloc(4 * n as u64).unwrap();
+        let k = rt.binaries().get_function(bin, name).unwrap();
+        let dz = rt.memory().malloc(4 * n as u64).unwrap();
         let args = [dx.into(), dy.into(), dz.into(), (n as u64).into()];
         run(&rt, k, blocks, &args, s);
         let z: Vec<f32> = download(&rt, dz, n);
@@ -868,7 +922,7 @@ fn static_tensor_programming_adds_through_an_allocator_and_fixed_addresses_on_an
 fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
     let rt = rt();
     let bin = load(&rt, "static_tensor.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 37;
     let x: Vec<u16> = (0..48).map(|i| f32_to_f16(i as f32 * 0.5 - 3.0)).collect();
     // Element i goes to (7 i + 3) mod n: a permutation, as byte offsets.
@@ -876,7 +930,7 @@ fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
     let idx: Vec<i32> = to.iter().map(|&t| 2 * t as i32).chain([0; 11]).collect();
     let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
     let dz = upload(&rt, &[0u16; 48]);
-    let k = rt.get_function(bin, "half_permute").unwrap();
+    let k = rt.binaries().get_function(bin, "half_permute").unwrap();
     run(
         &rt,
         k,
@@ -896,13 +950,13 @@ fn half_tensors_read_and_write_single_elements_as_a_scatter_does() {
 fn an_allocator_that_runs_out_of_ub_aborts_the_block_naming_the_sizes() {
     let rt = rt();
     let bin = load(&rt, "static_tensor.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let d = upload(&rt, &[0u32; 16]);
-    let k = rt.get_function(bin, "static_overflow").unwrap();
-    rt.launch(k, 1, &[d.into()], s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let k = rt.binaries().get_function(bin, "static_overflow").unwrap();
+    rt.submit(Launch::new(k, 1, &[d.into()], s)).unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("136"), "{err}");
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     assert!(
         log.iter().any(|l| l.contains(
             "LocalMemAllocator::Alloc: 131072 bytes do not fit in UB (65536 of 196608 left)"
@@ -915,12 +969,12 @@ fn an_allocator_that_runs_out_of_ub_aborts_the_block_naming_the_sizes() {
 fn dump_tensor_prints_gm_and_ub_values_by_shape_and_names_what_it_cannot_read() {
     let rt = rt();
     let bin = load(&rt, "api_probe.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 1.0).collect();
     let d = upload(&rt, &x);
-    let k = rt.get_function(bin, "dump_probe").unwrap();
+    let k = rt.binaries().get_function(bin, "dump_probe").unwrap();
     run(&rt, k, 1, &[d.into()], s);
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     let lines: Vec<&str> = log
         .iter()
         .map(|l| l.strip_prefix("[dump_probe block 0] ").unwrap())
@@ -967,19 +1021,24 @@ fn dump_tensor_prints_gm_and_ub_values_by_shape_and_names_what_it_cannot_read() 
 fn a_kernel_assert_with_a_message_prints_it_and_the_condition_and_fails_the_launch() {
     let rt = rt();
     let bin = load(&rt, "matmul_api.o");
-    let s = rt.create_stream().unwrap();
-    let d = rt.malloc(4096).unwrap();
+    let s = rt.streams().create().unwrap();
+    let d = rt.memory().malloc(4096).unwrap();
     // A TCubeTiling (CANN's field order: usedCoreNum, M, N, Ka, Kb, singleCoreM, singleCoreN,
     // singleCoreK, baseM, baseN, baseK, ...) whose Ka and Kb disagree.
     let mut words = [0i32; 64];
     words[..11].copy_from_slice(&[1, 16, 16, 32, 16, 16, 16, 32, 16, 16, 32]);
     let tiling = upload(&rt, &words);
-    let k = rt.get_function(bin, "matmul_api").unwrap();
-    rt.launch(k, 1, &[d.into(), d.into(), d.into(), tiling.into()], s)
-        .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let k = rt.binaries().get_function(bin, "matmul_api").unwrap();
+    rt.submit(Launch::new(
+        k,
+        1,
+        &[d.into(), d.into(), d.into(), tiling.into()],
+        s,
+    ))
+    .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("134"), "{err}");
-    let log = rt.take_kernel_log().join("\n");
+    let log = rt.binaries().take_kernel_log().join("\n");
     assert!(log.contains("matmul_api: Ka 32 != Kb 16"), "{log}");
     assert!(
         log.contains("Assertion `tiling.Ka == tiling.Kb' failed."),
@@ -1038,8 +1097,8 @@ fn run_matmul_api<T: bytemuck::Pod + Default + Clone>(
     tiling: &[i32; 64],
 ) -> Result<Vec<T>, String> {
     let bin = load(rt, "matmul_api.o");
-    let s = rt.create_stream().unwrap();
-    let f = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let f = rt.binaries().get_function(bin, name).unwrap();
     let (da, db) = (upload(rt, &halves(a)), upload(rt, &halves(b)));
     let dbias = if half_bias {
         upload(rt, &halves(bias))
@@ -1049,19 +1108,22 @@ fn run_matmul_api<T: bytemuck::Pod + Default + Clone>(
     let n = (tiling[1] * tiling[2]) as usize;
     // C starts as 0.25, 1.25, 2.25, … (what an atomic add adds into).
     let c0: Vec<f32> = (0..n).map(|i| i as f32 + 0.25).collect();
-    let dc = rt.malloc((n * std::mem::size_of::<T>()) as u64).unwrap();
+    let dc = rt
+        .memory()
+        .malloc((n * std::mem::size_of::<T>()) as u64)
+        .unwrap();
     if std::mem::size_of::<T>() == 4 {
-        rt.memcpy_htod(dc, &c0).unwrap();
+        rt.memory().memcpy_htod(dc, &c0).unwrap();
     }
     let dt = upload(rt, tiling);
-    rt.launch(
+    rt.submit(Launch::new(
         f,
         1,
         &[da.into(), db.into(), dbias.into(), dc.into(), dt.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).map_err(|e| e.to_string())?;
+    rt.streams().synchronize(s).map_err(|e| e.to_string())?;
     Ok(download(rt, dc, n))
 }
 
@@ -1109,7 +1171,14 @@ fn a_matmul_whose_tiling_holds_a_over_all_of_k_loads_a_once_for_every_block_in_i
     for t in [&per_step, &whole_k] {
         let c: Vec<f32> = run_matmul_api(&rt, "matmul_bias", (&a, &b, &bias), false, t).unwrap();
         assert_eq!(c, matmul_bias_ref(&a, &b, &bias, m, n, k));
-        mte2.push(rt.take_binary_launch_stats().pop().unwrap().pipe_busy.mte2);
+        mte2.push(
+            rt.binaries()
+                .take_launch_stats()
+                .pop()
+                .unwrap()
+                .pipe_busy
+                .mte2,
+        );
     }
     // A is 32 × 96 halves (6 KiB): two reads fewer move at least 12 KiB less at 128 B/cycle.
     let a_cycles = (m * k * 2 / 128) as u64;
@@ -1147,7 +1216,7 @@ fn a_matmul_bias_with_a_tiling_made_without_one_fails_the_launch_naming_set_bias
     let t = cube_tiling(m, n, k, 16, false);
     let err = run_matmul_api::<f32>(&rt, "matmul_bias_untiled", (&v, &v, &v[..16]), false, &t)
         .unwrap_err();
-    let log = rt.take_kernel_log().join("\n");
+    let log = rt.binaries().take_kernel_log().join("\n");
     assert!(
         log.contains("Matmul::SetBias: the tiling was made without a bias"),
         "{err}\n{log}"
@@ -1202,8 +1271,8 @@ fn run_atomic<T: bytemuck::Pod + Default + Clone>(
 ) -> (Vec<T>, Vec<T>, Vec<T>) {
     let rt = rt();
     let bin = load(&rt, "atomic_add.o");
-    let s = rt.create_stream().unwrap();
-    let f = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let f = rt.binaries().get_function(bin, name).unwrap();
     let n = x.len();
     let (dx, dz, dv) = (upload(&rt, x), upload(&rt, z0), upload(&rt, v0));
     let dw = upload(&rt, &vec![T::default(); n]);
@@ -1291,7 +1360,7 @@ fn list_desc(tensors: &[(u32, &[u64], DevicePtr)]) -> Vec<u64> {
 fn a_list_of_tensors_gives_each_one_s_shape_index_and_data() {
     let rt = rt();
     let bin = load(&rt, "list_tensor.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let shapes: [&[u64]; 3] = [&[8, 16], &[5], &[2, 3, 4]];
     let datas: Vec<Vec<f32>> = shapes
         .iter()
@@ -1306,7 +1375,7 @@ fn a_list_of_tensors_gives_each_one_s_shape_index_and_data() {
         (0..3).map(|t| (7 + t as u32, shapes[t], ptrs[t])).collect();
     let desc = upload(&rt, &list_desc(&list));
     let out = upload(&rt, &[0u64; 12]);
-    let k = rt.get_function(bin, "list_probe").unwrap();
+    let k = rt.binaries().get_function(bin, "list_probe").unwrap();
     run(&rt, k, 1, &[desc.into(), out.into(), 3u64.into()], s);
     let got: Vec<u64> = download(&rt, out, 12);
     for t in 0..3 {
@@ -1321,10 +1390,11 @@ fn a_list_of_tensors_gives_each_one_s_shape_index_and_data() {
     }
 
     // Asking a list for a tensor past its end stops the block with the reason.
-    let k = rt.get_function(bin, "list_past_end").unwrap();
-    rt.launch(k, 1, &[desc.into(), out.into()], s).unwrap();
-    assert!(rt.synchronize_stream(s).is_err());
-    let log = rt.take_kernel_log();
+    let k = rt.binaries().get_function(bin, "list_past_end").unwrap();
+    rt.submit(Launch::new(k, 1, &[desc.into(), out.into()], s))
+        .unwrap();
+    assert!(rt.streams().synchronize(s).is_err());
+    let log = rt.binaries().take_kernel_log();
     assert!(
         log.iter()
             .any(|l| l.contains("ListTensorDesc: the tensor index is past the list")),
@@ -1365,8 +1435,11 @@ fn tree<T: Copy>(v: &[Option<T>], add: &dyn Fn(T, T) -> T) -> Option<T> {
 fn whole_reduce_sum_over_ragged_rows_matches_the_documented_binary_tree() {
     let rt = rt();
     let bin = load(&rt, "whole_reduce_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "whole_reduce_sum_rows").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "whole_reduce_sum_rows")
+        .unwrap();
     // The sample's 13 × 123 (values 1..100, as its gen_data.py), and 7 × 77 with large
     // values whose partial sums saturate.
     for (rows, cols, lo, hi) in [
@@ -1378,7 +1451,7 @@ fn whole_reduce_sum_over_ragged_rows_matches_the_documented_binary_tree() {
             .collect();
         let xh = halves(&x);
         let dx = upload(&rt, &xh);
-        let dy = rt.malloc(64 + 2 * rows as u64).unwrap();
+        let dy = rt.memory().malloc(64 + 2 * rows as u64).unwrap();
         run(
             &rt,
             k,
@@ -1409,13 +1482,13 @@ fn whole_reduce_sum_over_ragged_rows_matches_the_documented_binary_tree() {
 fn whole_and_block_reductions_follow_masks_strides_and_orders() {
     let rt = rt();
     let bin = load(&rt, "whole_reduce_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "reduce_families").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, "reduce_families").unwrap();
     let x: Vec<f32> = (0..2048)
         .map(|i| ((i * 37 + 11) % 203) as f32 * 0.75 - 70.0 + (i % 5) as f32 * 0.001)
         .collect();
     let dx = upload(&rt, &x);
-    let dy = rt.malloc(1024).unwrap();
+    let dy = rt.memory().malloc(1024).unwrap();
     run(&rt, k, 1, &[dx.into(), dy.into()], s);
     let y: Vec<f32> = download(&rt, dy, 256);
     let bits: Vec<u32> = y.iter().map(|v| v.to_bits()).collect();
@@ -1502,12 +1575,12 @@ fn whole_and_block_reductions_follow_masks_strides_and_orders() {
 fn brcb_and_gather_place_elements_where_the_docs_say() {
     let rt = rt();
     let bin = load(&rt, "whole_reduce_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "brcb_gather").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, "brcb_gather").unwrap();
     let x: Vec<u32> = (0..256).map(|i| 0x4000_0000 + i * 3).collect();
     let offs: Vec<u32> = (0..256).map(|i| ((i * 53 + 7) % 255) * 4).collect();
     let (dx, doff) = (upload(&rt, &x), upload(&rt, &offs));
-    let dy = rt.malloc(4096).unwrap();
+    let dy = rt.memory().malloc(4096).unwrap();
     run(&rt, k, 1, &[dx.into(), doff.into(), dy.into()], s);
     let y: Vec<u32> = download(&rt, dy, 1024);
     let y16: Vec<u16> = y
@@ -1554,14 +1627,17 @@ fn brcb_and_gather_place_elements_where_the_docs_say() {
 fn gather_mask_packs_by_pattern_and_reports_the_count() {
     let rt = rt();
     let bin = load(&rt, "gather_mask_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "gather_mask_custom").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "gather_mask_custom")
+        .unwrap();
     let x: Vec<u16> = (0..1024).map(|i| (i * 5 + 1) as u16).collect();
     let pattern: Vec<u16> = (0..128).map(|i| (i * 0x9e37 + 0x1234) as u16).collect();
     let count = 97u32;
     let (dx, dp) = (upload(&rt, &x), upload(&rt, &pattern));
-    let dy = rt.malloc(3072).unwrap();
-    let dc = rt.malloc(64).unwrap();
+    let dy = rt.memory().malloc(3072).unwrap();
+    let dc = rt.memory().malloc(64).unwrap();
     run(
         &rt,
         k,
@@ -1625,14 +1701,14 @@ fn gather_mask_packs_by_pattern_and_reports_the_count() {
 fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
     let rt = rt();
     let bin = load(&rt, "whole_reduce_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "gather_custom").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, "gather_custom").unwrap();
     let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.5 - 3.0).collect();
     let dx = upload(&rt, &x);
     let n = 333usize;
     let mut offs: Vec<u32> = (0..n as u32).map(|i| (255 - i % 256) * 4).collect();
     let doff = upload(&rt, &offs);
-    let dy = rt.malloc(4 * n as u64).unwrap();
+    let dy = rt.memory().malloc(4 * n as u64).unwrap();
     run(
         &rt,
         k,
@@ -1646,14 +1722,14 @@ fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
     }
     offs[300] = 0x4_0000;
     let doff = upload(&rt, &offs);
-    rt.launch(
+    rt.submit(Launch::new(
         k,
         1,
         &[dx.into(), doff.into(), dy.into(), (n as u64).into()],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(
         err.contains("gather element 300: byte offset 0x40000"),
         "{err}"
@@ -1664,16 +1740,16 @@ fn a_gather_offset_outside_ub_fails_the_launch_naming_the_element() {
 fn buffer_pools_reuse_one_ub_region_for_two_phases() {
     let rt = rt();
     let bin = load(&rt, "buf_pool.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 4 * 256;
     let x: Vec<f32> = (0..n).map(|i| (i % 31) as f32 * 0.75 - 4.0).collect();
     let y: Vec<f32> = (0..n).map(|i| (i % 17) as f32 * -0.5 + 2.25).collect();
     let (dx, dy) = (upload(&rt, &x), upload(&rt, &y));
     let (ds, dp) = (
-        rt.malloc(4 * n as u64).unwrap(),
-        rt.malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
     );
-    let k = rt.get_function(bin, "buf_pool").unwrap();
+    let k = rt.binaries().get_function(bin, "buf_pool").unwrap();
     run(
         &rt,
         k,
@@ -1694,11 +1770,14 @@ fn buffer_pools_reuse_one_ub_region_for_two_phases() {
     assert_eq!(sum, want_sum);
     assert_eq!(prod, want_prod);
 
-    let k = rt.get_function(bin, "buf_pool_overflow").unwrap();
-    rt.launch(k, 1, &[dx.into()], s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let k = rt
+        .binaries()
+        .get_function(bin, "buf_pool_overflow")
+        .unwrap();
+    rt.submit(Launch::new(k, 1, &[dx.into()], s)).unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("136"), "{err}");
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     assert!(
         log.iter().any(|l| l.contains(
             "TBufPool::InitBuffer: 2048 bytes do not fit in the TBufPool (1024 of 1024 left)"
@@ -1711,12 +1790,12 @@ fn buffer_pools_reuse_one_ub_region_for_two_phases() {
 fn int8_tensors_cast_to_half_and_back_rounding_and_saturating() {
     let rt = rt();
     let bin = load(&rt, "static_tensor.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 256;
     let x: Vec<i8> = (0..n).map(|i| (i as i32 - 128) as i8).collect();
     let dx = upload(&rt, &x);
     let dz = upload(&rt, &vec![0i8; n]);
-    let k = rt.get_function(bin, "int8_scale").unwrap();
+    let k = rt.binaries().get_function(bin, "int8_scale").unwrap();
     run(&rt, k, 1, &[dx.into(), dz.into(), (n as u64).into()], s);
     let z: Vec<i8> = download(&rt, dz, n);
     // Every step is exact in half here (|x · 1.5 + 0.5| ≤ 191.5 on a 0.5 grid), so the
@@ -1743,22 +1822,22 @@ fn run_sync_all(
     blocks: usize,
 ) -> Result<(Vec<f32>, Vec<f32>, LaunchStats), NpuError> {
     let bin = load(rt, "sync_all.o");
-    let s = rt.create_stream().unwrap();
-    let f = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let f = rt.binaries().get_function(bin, name).unwrap();
     let n = SYNC_N * blocks;
     let x: Vec<f32> = (0..n).map(|i| i as f32 + 1.0).collect();
     let dx = upload(rt, &x);
     let (dw, dy) = (upload(rt, &vec![0f32; n]), upload(rt, &vec![0f32; n]));
     let sync = upload(rt, &vec![0i32; 8 * blocks]);
-    rt.launch(
+    rt.submit(Launch::new(
         f,
         blocks as u32,
         &[dx.into(), dw.into(), dy.into(), sync.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s)?;
-    let stats = rt.take_binary_launch_stats().pop().unwrap();
+    rt.streams().synchronize(s)?;
+    let stats = rt.binaries().take_launch_stats().pop().unwrap();
     Ok((download(rt, dw, n), download(rt, dy, n), stats))
 }
 
@@ -1889,8 +1968,8 @@ fn run_cross_core(
 ) -> Result<(Vec<f32>, Vec<f32>, Vec<f32>, Vec<i32>, LaunchStats), NpuError> {
     let rt = rt();
     let bin = load(&rt, "cross_core.o");
-    let s = rt.create_stream().unwrap();
-    let f = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let f = rt.binaries().get_function(bin, name).unwrap();
     let n = CC_N * groups;
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let dx = upload(&rt, &x);
@@ -1901,15 +1980,15 @@ fn run_cross_core(
         upload(&rt, &zeros),
     );
     let info = upload(&rt, &vec![0i32; 4 * 64]);
-    rt.launch(
+    rt.submit(Launch::new(
         f,
         groups as u32,
         &[dx.into(), dw.into(), dy.into(), dz.into(), info.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s)?;
-    let stats = rt.take_binary_launch_stats().pop().unwrap();
+    rt.streams().synchronize(s)?;
+    let stats = rt.binaries().take_launch_stats().pop().unwrap();
     Ok((
         download(&rt, dw, n),
         download(&rt, dy, n),
@@ -2036,10 +2115,10 @@ fn pad_input32() -> Vec<f32> {
 fn run_pad<T: bytemuck::Pod + Default + Clone>(name: &str, x: &[T], args: &[Arg]) -> Vec<T> {
     let rt = rt();
     let bin = load(&rt, "pad_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, name).unwrap();
     let dx = upload(&rt, x);
-    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
     let mut all: Vec<Arg> = vec![dx.into(), dy.into()];
     all.extend_from_slice(args);
     run(&rt, k, 1, &all, s);
@@ -2051,17 +2130,17 @@ fn run_pad<T: bytemuck::Pod + Default + Clone>(name: &str, x: &[T], args: &[Arg]
 fn run_pad_failing(name: &str, table: &[u32], args: &[Arg]) -> Vec<String> {
     let rt = rt();
     let bin = load(&rt, "pad_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, name).unwrap();
     let dx = upload(&rt, &vec![0u8; PAD_BUF]);
-    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
     let dt = upload(&rt, table);
     let mut all: Vec<Arg> = vec![dx.into(), dy.into(), dt.into()];
     all.extend_from_slice(args);
-    rt.launch(k, 1, &all, s).unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    rt.submit(Launch::new(k, 1, &all, s)).unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("135"), "{err}");
-    rt.take_kernel_log()
+    rt.binaries().take_kernel_log()
 }
 
 /// What Duplicate's mask / repeat form writes: element p of repeat r (p selected) at
@@ -2185,11 +2264,11 @@ fn run_pad_kernel<T: bytemuck::Pod + Default + Clone>(
 ) -> Vec<T> {
     let rt = rt();
     let bin = load(&rt, "pad_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, name).unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, name).unwrap();
     let dx = upload(&rt, x);
     let dt = upload(&rt, &pad_tiling(height, width, ori));
-    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
     run(
         &rt,
         k,
@@ -2347,17 +2426,17 @@ fn unpad_tiling(height: u32, width: u32) -> Vec<u32> {
 fn unpad_takes_the_right_columns_off_and_packs_the_rows() {
     let rt = rt();
     let bin = load(&rt, "pad_custom.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x16 = pad_input16();
     let x32 = pad_input32();
     // The AbsUnPad sample's 16 x 16 less 2, a wide row, and float rows.
     for (h, w, right) in [(16usize, 16usize, 2usize), (5, 48, 15), (1, 16, 0)] {
-        let k = rt.get_function(bin, "unpad_half").unwrap();
+        let k = rt.binaries().get_function(bin, "unpad_half").unwrap();
         let (dx, dt) = (
             upload(&rt, &x16),
             upload(&rt, &unpad_tiling(h as u32, w as u32)),
         );
-        let dy = rt.malloc(PAD_BUF as u64).unwrap();
+        let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
         let args = [dx.into(), dy.into(), dt.into(), (right as u64).into()];
         run(&rt, k, 1, &args, s);
         let y: Vec<u16> = download(&rt, dy, PAD_BUF / 2);
@@ -2374,9 +2453,9 @@ fn unpad_takes_the_right_columns_off_and_packs_the_rows() {
             "{h}x{w}-{right}"
         );
     }
-    let k = rt.get_function(bin, "unpad_f32").unwrap();
+    let k = rt.binaries().get_function(bin, "unpad_f32").unwrap();
     let (dx, dt) = (upload(&rt, &x32), upload(&rt, &unpad_tiling(3, 8)));
-    let dy = rt.malloc(PAD_BUF as u64).unwrap();
+    let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
     run(
         &rt,
         k,
@@ -2440,15 +2519,23 @@ fn broadcast_repeats_a_column_or_a_row_on_aligned_and_unaligned_rows() {
 fn broadcast_refuses_an_unaligned_row_along_axis_0() {
     let rt = rt();
     let bin = load(&rt, "pad_custom.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "broadcast_f32_axis0").unwrap();
-    let dx = upload(&rt, &vec![0u8; PAD_BUF]);
-    let dy = rt.malloc(PAD_BUF as u64).unwrap();
-    rt.launch(k, 1, &[dx.into(), dy.into(), 3u64.into(), 5u64.into()], s)
+    let s = rt.streams().create().unwrap();
+    let k = rt
+        .binaries()
+        .get_function(bin, "broadcast_f32_axis0")
         .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    let dx = upload(&rt, &vec![0u8; PAD_BUF]);
+    let dy = rt.memory().malloc(PAD_BUF as u64).unwrap();
+    rt.submit(Launch::new(
+        k,
+        1,
+        &[dx.into(), dy.into(), 3u64.into(), 5u64.into()],
+        s,
+    ))
+    .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("135"), "{err}");
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     assert!(
         log.iter().any(|l| l.contains(
             "Broadcast: with dim 2 and axis 0, srcShape[1] must fill whole 32-byte blocks"
@@ -2508,10 +2595,10 @@ fn every_half_casts_to_int8_and_int4_with_every_round_mode_saturating_and_back_e
     const TILE: usize = 4096;
     for obj in cast_int_objects() {
         let rt = rt();
-        let bin = rt.load_binary_file(&obj).unwrap();
-        let s = rt.create_stream().unwrap();
-        let k8 = rt.get_function(bin, "cast_half_int8").unwrap();
-        let k4 = rt.get_function(bin, "cast_half_int4").unwrap();
+        let bin = rt.binaries().load_file(&obj).unwrap();
+        let s = rt.streams().create().unwrap();
+        let k8 = rt.binaries().get_function(bin, "cast_half_int8").unwrap();
+        let k4 = rt.binaries().get_function(bin, "cast_half_int4").unwrap();
         // Every f16 bit pattern (NaNs, infinities, subnormals, ties), 4096 at a time.
         for base in (0..=u16::MAX as usize).step_by(TILE) {
             let x: Vec<u16> = (base..base + TILE).map(|b| b as u16).collect();
@@ -2541,12 +2628,12 @@ fn every_half_casts_to_int8_and_int4_with_every_round_mode_saturating_and_back_e
         let bytes: Vec<u8> = (0..=255u8).chain(0..=255u8).collect();
         let dx = upload(&rt, &bytes);
         let dy = upload(&rt, &vec![0u16; 1024]);
-        let k = rt.get_function(bin, "cast_int8_half").unwrap();
+        let k = rt.binaries().get_function(bin, "cast_int8_half").unwrap();
         run(&rt, k, 1, &[dx.into(), dy.into(), 512u32.into()], s);
         let h: Vec<u16> = download(&rt, dy, 512);
         let want: Vec<u16> = bytes.iter().map(|&b| f32_to_f16(b as i8 as f32)).collect();
         assert_eq!(h, want);
-        let k = rt.get_function(bin, "cast_int4_half").unwrap();
+        let k = rt.binaries().get_function(bin, "cast_int4_half").unwrap();
         run(&rt, k, 1, &[dx.into(), dy.into(), 1024u32.into()], s);
         let h: Vec<u16> = download(&rt, dy, 1024);
         let want: Vec<u16> = bytes
@@ -2562,16 +2649,21 @@ fn every_half_casts_to_int8_and_int4_with_every_round_mode_saturating_and_back_e
 fn a_round_mode_the_cast_table_does_not_give_a_pair_fails_the_launch_naming_both() {
     let rt = rt();
     let bin = load(&rt, "cast_int.o");
-    let s = rt.create_stream().unwrap();
-    let k = rt.get_function(bin, "cast_half_int4").unwrap();
+    let s = rt.streams().create().unwrap();
+    let k = rt.binaries().get_function(bin, "cast_half_int4").unwrap();
     let dx = upload(&rt, &[0u16; 64]);
     let dy = upload(&rt, &[0u8; 64]);
     // CAST_ODD (6): Ascend C's table gives it to float -> half only.
-    rt.launch(k, 1, &[dx.into(), dy.into(), 64u32.into(), 6u32.into()], s)
-        .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err().to_string();
+    rt.submit(Launch::new(
+        k,
+        1,
+        &[dx.into(), dy.into(), 64u32.into(), 6u32.into()],
+        s,
+    ))
+    .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err().to_string();
     assert!(err.contains("aborted with code 135"), "{err}");
-    let log = rt.take_kernel_log();
+    let log = rt.binaries().take_kernel_log();
     let want =
         "Cast: RoundMode::CAST_ODD is not in Ascend C's Cast table for half -> int4b_t on the 910B";
     assert!(log.iter().any(|l| l.contains(want)), "{log:?}");
@@ -2581,12 +2673,12 @@ fn a_round_mode_the_cast_table_does_not_give_a_pair_fails_the_launch_naming_both
 fn global_tensor_index_reads_see_the_copy_out_before_them_and_set_value_writes_by_index() {
     let rt = rt();
     let bin = load(&rt, "api_probe.o");
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x: Vec<f32> = (0..256).map(|i| i as f32 * 0.75 - 40.0).collect();
     let idx: Vec<u32> = (0..37).map(|k| (k * 97 + 13) % 256).collect();
     let want: Vec<f32> = idx.iter().map(|&i| 2.0 * x[i as usize]).collect();
     let read = |name: &str| -> Vec<f32> {
-        let k = rt.get_function(bin, name).unwrap();
+        let k = rt.binaries().get_function(bin, name).unwrap();
         let (dx, di) = (upload(&rt, &x), upload(&rt, &idx));
         let dy = upload(&rt, &[-1.0f32; 256]);
         let dout = upload(&rt, &[0.0f32; 37]);

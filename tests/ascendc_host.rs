@@ -350,15 +350,15 @@ fn scratch(name: &str) -> PathBuf {
 fn mode_macros(obj: &Path) -> [i32; 5] {
     use npusim::prelude::*;
     let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-    let bin = rt.load_binary_file(obj).unwrap();
-    let k = rt.get_function(bin, "compile_env").unwrap();
-    let s = rt.create_stream().unwrap();
-    let out = rt.malloc(256).unwrap();
-    rt.memcpy_htod(out, &[0i32; 64]).unwrap();
-    rt.launch(k, 2, &[out.into()], s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    let bin = rt.binaries().load_file(obj).unwrap();
+    let k = rt.binaries().get_function(bin, "compile_env").unwrap();
+    let s = rt.streams().create().unwrap();
+    let out = rt.memory().malloc(256).unwrap();
+    rt.memory().memcpy_htod(out, &[0i32; 64]).unwrap();
+    rt.submit(Launch::new(k, 2, &[out.into()], s)).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut w = [0i32; 10];
-    rt.memcpy_dtoh(&mut w, out).unwrap();
+    rt.memory().memcpy_dtoh(&mut w, out).unwrap();
     assert_eq!(&w[8..], &[1, 2], "each block's get_block_idx() + 1");
     [w[0], w[1], w[2], w[3], w[4]]
 }

@@ -16,6 +16,7 @@
 //!
 //! `NPUSIM_PROPTEST_CASES=N` runs N cases (default 64).
 
+use npusim::HostFunc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
@@ -89,22 +90,22 @@ const PLANTED: &str = "planted callback panic";
 /// Runs one tenant; returns what went wrong.
 fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> Vec<String> {
     let bad: Arc<Mutex<Vec<String>>> = Arc::default();
-    rt.create_context(t.device).unwrap();
+    rt.contexts().create(t.device).unwrap();
     let streams: Vec<Stream> = (0..t.streams)
-        .map(|_| rt.create_stream().unwrap())
+        .map(|_| rt.streams().create().unwrap())
         .collect();
     // Per stream: the callbacks that have started, and whether one is running.
     let logs: Vec<StreamLog> = streams.iter().map(|_| Arc::default()).collect();
     // Device work on every stream, so that a wait for one means something.
     for &s in &streams {
-        let buf = rt.malloc(1 << 12).unwrap();
-        rt.memset_async(buf, 1, 1 << 12, s).unwrap();
+        let buf = rt.memory().malloc(1 << 12).unwrap();
+        rt.memory().memset_async(buf, 1, 1 << 12, s).unwrap();
     }
     let mut panics = vec![0usize; streams.len()];
     let mut enqueued = Vec::new();
     if let (0, Some(gate)) = (me, gate) {
         let (gate, bad) = (gate.clone(), bad.clone());
-        rt.launch_host_func(streams[0], move || {
+        rt.submit(HostFunc::new(streams[0], move || {
             let left = gate.left.lock().unwrap();
             let (left, timeout) = gate
                 .done
@@ -116,7 +117,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
                     *left
                 ));
             }
-        })
+        }))
         .unwrap();
     }
     for (i, (s, kind)) in t.calls.iter().enumerate() {
@@ -129,7 +130,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
         let other_has_callbacks = t.calls.iter().any(|(x, _)| x % streams.len() == si ^ 1);
         let out = match kind {
             Cb::Enqueue => {
-                let buf = rt.malloc(4).unwrap();
+                let buf = rt.memory().malloc(4).unwrap();
                 enqueued.push((buf, i as u8 + 1));
                 Some(buf)
             }
@@ -139,7 +140,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
             panics[si] += 1;
         }
         let kind = kind.clone();
-        rt.launch_host_func(s, move || {
+        rt.submit(HostFunc::new(s, move || {
             {
                 let mut l = log.lock().unwrap();
                 if l.1 {
@@ -164,7 +165,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
                     panic!("{PLANTED}");
                 }
                 Cb::SyncOwn => {
-                    let r = rt2.synchronize_stream(s).map_err(|e| e.code());
+                    let r = rt2.streams().synchronize(s).map_err(|e| e.code());
                     if r != Err(codes::RT_WAIT_TIMEOUT) {
                         bad.lock()
                             .unwrap()
@@ -172,7 +173,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
                     }
                     if let Some(o) = other {
                         // The other stream may hold a planted panic: that is its error.
-                        match rt2.synchronize_stream(o).map_err(|e| e.code()) {
+                        match rt2.streams().synchronize(o).map_err(|e| e.code()) {
                             Ok(()) => {}
                             Err(codes::RT_INTERNAL_ERROR | codes::RT_WAIT_TIMEOUT)
                                 if other_has_callbacks => {}
@@ -185,7 +186,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
                 }
                 Cb::Enqueue => {
                     let v = i as u8 + 1;
-                    if let Err(e) = rt2.memset_async(out.unwrap(), v, 4, s) {
+                    if let Err(e) = rt2.memory().memset_async(out.unwrap(), v, 4, s) {
                         bad.lock()
                             .unwrap()
                             .push(format!("callback {i} enqueue: {e}"));
@@ -193,13 +194,13 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
                 }
             }
             end();
-        })
+        }))
         .unwrap();
     }
     // Synchronize every stream: a planted panic shows once (unless a SyncOwn callback of the
     // other stream already took it), then the stream is clean.
     for (si, &s) in streams.iter().enumerate() {
-        match rt.synchronize_stream(s) {
+        match rt.streams().synchronize(s) {
             Ok(()) => {}
             Err(e) if panics[si] > 0 && e.code() == codes::RT_INTERNAL_ERROR => {
                 if !e.to_string().contains(PLANTED) {
@@ -218,7 +219,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
     }
     for (si, &s) in streams.iter().enumerate() {
         // Work callbacks enqueued (after the first synchronize began) is done by now.
-        match rt.synchronize_stream(s) {
+        match rt.streams().synchronize(s) {
             Ok(()) => {}
             Err(e) if panics[si] > 0 && e.code() == codes::RT_INTERNAL_ERROR => {}
             Err(e) => bad.lock().unwrap().push(format!("stream {si} again: {e}")),
@@ -239,7 +240,7 @@ fn run_tenant(rt: &Runtime, me: usize, t: &Tenant, gate: &Option<Arc<Gate>>) -> 
     }
     for (buf, v) in enqueued {
         let mut back = [0u8; 4];
-        rt.memcpy_dtoh(&mut back, buf).unwrap();
+        rt.memory().memcpy_dtoh(&mut back, buf).unwrap();
         if back != [v; 4] {
             bad.lock()
                 .unwrap()

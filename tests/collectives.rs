@@ -3,6 +3,7 @@
 //! results and timelines whatever the worker thread count.
 
 use npusim::prelude::*;
+use npusim::{Collective, Launch};
 use npusim::{
     CollectiveAlgorithm, CommBuffer, CommConfig, Communicator, DataType, HostCosts, LinkConfig,
     ReduceOp, StreamKind, TaskRecord, TopologyConfig, TopologyKind, codes,
@@ -34,29 +35,31 @@ fn runtime(devices: u32, topology: TopologyConfig, threads: usize) -> Runtime {
 fn comm_streams(rt: &Runtime, n: u32) -> Vec<Stream> {
     (0..n)
         .map(|d| {
-            rt.set_device(d).unwrap();
-            rt.create_stream_with(StreamConfig {
-                kind: StreamKind::Communication,
-                ..StreamConfig::default()
-            })
-            .unwrap()
+            rt.contexts().set_device(d).unwrap();
+            rt.streams()
+                .create_with(StreamConfig {
+                    kind: StreamKind::Communication,
+                    ..StreamConfig::default()
+                })
+                .unwrap()
         })
         .collect()
 }
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, device: u32, data: &[T]) -> DevicePtr {
-    rt.set_device(device).unwrap();
+    rt.contexts().set_device(device).unwrap();
     let p = rt
+        .memory()
         .malloc(std::mem::size_of_val(data).max(1) as u64)
         .unwrap();
-    rt.memcpy_htod(p, data).unwrap();
+    rt.memory().memcpy_htod(p, data).unwrap();
     p
 }
 
 fn download<T: bytemuck::Pod>(rt: &Runtime, device: u32, p: DevicePtr, n: usize) -> Vec<T> {
-    rt.set_device(device).unwrap();
+    rt.contexts().set_device(device).unwrap();
     let mut out = vec![T::zeroed(); n];
-    rt.memcpy_dtoh(&mut out, p).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, p).unwrap();
     out
 }
 
@@ -65,8 +68,8 @@ fn sync_all(rt: &Runtime, streams: &[Stream]) -> Vec<NpuResult<()>> {
         .iter()
         .enumerate()
         .map(|(d, &s)| {
-            rt.set_device(d as u32).unwrap();
-            rt.synchronize_stream(s)
+            rt.contexts().set_device(d as u32).unwrap();
+            rt.streams().synchronize(s)
         })
         .collect()
 }
@@ -81,8 +84,8 @@ fn all_reduce_on(
     op: ReduceOp,
 ) {
     for (r, c) in comms.iter().enumerate() {
-        rt.set_device(c.device()).unwrap();
-        rt.all_reduce(bufs[r].0, bufs[r].1, count, dtype, op, c, streams[r])
+        rt.contexts().set_device(c.device()).unwrap();
+        rt.submit(Collective::all_reduce(bufs[r].0, bufs[r].1, count, dtype, op).on(c, streams[r]))
             .unwrap();
     }
 }
@@ -93,13 +96,16 @@ fn ring_all_reduce_time_matches_the_closed_form() {
         for s in [64u64 << 10, 4 << 20, 32 << 20] {
             let rt = runtime(n, TopologyConfig::ring(link()), 1);
             let devices: Vec<u32> = (0..n).collect();
-            let comms = rt.comm_init_all(&devices).unwrap();
+            let comms = rt.collectives().init_all(&devices).unwrap();
             let streams = comm_streams(&rt, n);
             let count = s / 4;
             let bufs: Vec<(DevicePtr, DevicePtr)> = (0..n)
                 .map(|d| {
-                    rt.set_device(d).unwrap();
-                    (rt.malloc(s).unwrap(), rt.malloc(s).unwrap())
+                    rt.contexts().set_device(d).unwrap();
+                    (
+                        rt.memory().malloc(s).unwrap(),
+                        rt.memory().malloc(s).unwrap(),
+                    )
                 })
                 .collect();
             all_reduce_on(
@@ -138,7 +144,7 @@ fn ring_all_reduce_time_matches_the_closed_form() {
 fn all_reduce_computes_every_op_and_type_on_every_rank() {
     let n = 4u32;
     let rt = runtime(n, TopologyConfig::ring(link()), 2);
-    let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1, 2, 3]).unwrap();
     let streams = comm_streams(&rt, n);
     let count = 1000usize;
     let val = |r: u32, i: usize| ((i % 7) as f32 - 2.0) * (r as f32 + 1.0) * 0.5;
@@ -180,8 +186,11 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
         let bufs: Vec<(DevicePtr, DevicePtr)> = (0..n)
             .map(|d| {
                 let data: Vec<i32> = (0..count).map(|i| (val(d, i) * 2.0) as i32).collect();
-                rt.set_device(d).unwrap();
-                (upload(&rt, d, &data), rt.malloc(4 * count as u64).unwrap())
+                rt.contexts().set_device(d).unwrap();
+                (
+                    upload(&rt, d, &data),
+                    rt.memory().malloc(4 * count as u64).unwrap(),
+                )
             })
             .collect();
         all_reduce_on(
@@ -212,8 +221,11 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
         let bufs: Vec<(DevicePtr, DevicePtr)> = (0..n)
             .map(|d| {
                 let data: Vec<u16> = (0..count).map(|i| half(val(d, i))).collect();
-                rt.set_device(d).unwrap();
-                (upload(&rt, d, &data), rt.malloc(2 * count as u64).unwrap())
+                rt.contexts().set_device(d).unwrap();
+                (
+                    upload(&rt, d, &data),
+                    rt.memory().malloc(2 * count as u64).unwrap(),
+                )
             })
             .collect();
         all_reduce_on(
@@ -243,7 +255,7 @@ fn all_reduce_computes_every_op_and_type_on_every_rank() {
 fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     let n = 4u32;
     let rt = runtime(n, TopologyConfig::switch(link()), 1);
-    let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1, 2, 3]).unwrap();
     let streams = comm_streams(&rt, n);
     let k = 256usize;
     let input = |r: u32| -> Vec<f32> {
@@ -254,16 +266,18 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     let sends: Vec<DevicePtr> = (0..n).map(|d| upload(&rt, d, &input(d))).collect();
     let outs: Vec<DevicePtr> = (0..n)
         .map(|d| {
-            rt.set_device(d).unwrap();
-            rt.malloc(4 * (k * n as usize) as u64).unwrap()
+            rt.contexts().set_device(d).unwrap();
+            rt.memory().malloc(4 * (k * n as usize) as u64).unwrap()
         })
         .collect();
 
     // All-gather of each rank's first k elements.
     for (r, c) in comms.iter().enumerate() {
-        rt.set_device(r as u32).unwrap();
-        rt.all_gather(sends[r], outs[r], k as u64, DataType::F32, c, streams[r])
-            .unwrap();
+        rt.contexts().set_device(r as u32).unwrap();
+        rt.submit(
+            Collective::all_gather(sends[r], outs[r], k as u64, DataType::F32).on(c, streams[r]),
+        )
+        .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     for d in 0..n {
@@ -275,15 +289,10 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
 
     // Reduce-scatter: rank r gets block r of the sum.
     for (r, c) in comms.iter().enumerate() {
-        rt.set_device(r as u32).unwrap();
-        rt.reduce_scatter(
-            sends[r],
-            outs[r],
-            k as u64,
-            DataType::F32,
-            ReduceOp::Sum,
-            c,
-            streams[r],
+        rt.contexts().set_device(r as u32).unwrap();
+        rt.submit(
+            Collective::reduce_scatter(sends[r], outs[r], k as u64, DataType::F32, ReduceOp::Sum)
+                .on(c, streams[r]),
         )
         .unwrap();
     }
@@ -298,14 +307,10 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
 
     // Broadcast from rank 2, in place.
     for (r, c) in comms.iter().enumerate() {
-        rt.set_device(r as u32).unwrap();
-        rt.broadcast(
-            sends[r],
-            (k * n as usize) as u64,
-            DataType::F32,
-            2,
-            c,
-            streams[r],
+        rt.contexts().set_device(r as u32).unwrap();
+        rt.submit(
+            Collective::broadcast(sends[r], (k * n as usize) as u64, DataType::F32, 2)
+                .on(c, streams[r]),
         )
         .unwrap();
     }
@@ -316,12 +321,12 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
     }
 
     // Send 1 → 3, the receiver into pinned host memory.
-    let host = rt.malloc_host(4 * k as u64).unwrap();
-    rt.set_device(1).unwrap();
-    rt.send(sends[1], k as u64, DataType::F32, 3, &comms[1], streams[1])
+    let host = rt.memory().malloc_host(4 * k as u64).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    rt.submit(Collective::send(sends[1], k as u64, DataType::F32, 3).on(&comms[1], streams[1]))
         .unwrap();
-    rt.set_device(3).unwrap();
-    rt.recv(&host, k as u64, DataType::F32, 1, &comms[3], streams[3])
+    rt.contexts().set_device(3).unwrap();
+    rt.submit(Collective::recv(&host, k as u64, DataType::F32, 1).on(&comms[3], streams[3]))
         .unwrap();
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
     assert_eq!(host.read::<f32>().unwrap(), input(2)[..k].to_vec());
@@ -330,24 +335,20 @@ fn gather_scatter_broadcast_and_send_recv_move_real_data() {
 #[test]
 fn pageable_host_memory_is_refused_for_rdma() {
     let rt = runtime(2, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let streams = comm_streams(&rt, 2);
     let pageable = HostBuffer::new(64, false);
-    rt.set_device(0).unwrap();
+    rt.contexts().set_device(0).unwrap();
     let err = rt
-        .send(
-            CommBuffer::Host(pageable),
-            16,
-            DataType::F32,
-            1,
-            &comms[0],
-            streams[0],
+        .submit(
+            Collective::send(CommBuffer::Host(pageable), 16, DataType::F32, 1)
+                .on(&comms[0], streams[0]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_INVALID_MEMORY_TYPE);
     assert!(err.to_string().contains("pageable"), "{err}");
-    let pinned = rt.malloc_host(64).unwrap();
-    rt.send(&pinned, 16, DataType::F32, 1, &comms[0], streams[0])
+    let pinned = rt.memory().malloc_host(64).unwrap();
+    rt.submit(Collective::send(&pinned, 16, DataType::F32, 1).on(&comms[0], streams[0]))
         .unwrap();
 }
 
@@ -359,32 +360,30 @@ fn a_rank_that_never_joins_makes_the_others_time_out() {
         exec_timeout: SimTime::from_ms(5),
         ..CommConfig::default()
     };
-    let comms = rt.comm_init_all_with(&[0, 1, 2, 3], config).unwrap();
+    let comms = rt
+        .collectives()
+        .init_all_with(&[0, 1, 2, 3], config)
+        .unwrap();
     let streams = comm_streams(&rt, n);
     let bufs: Vec<(DevicePtr, DevicePtr)> = (0..n)
         .map(|d| {
-            rt.set_device(d).unwrap();
-            let p = rt.malloc(4096).unwrap();
+            rt.contexts().set_device(d).unwrap();
+            let p = rt.memory().malloc(4096).unwrap();
             (p, p)
         })
         .collect();
     // Rank 3 never calls.
     for r in 0..3usize {
-        rt.set_device(r as u32).unwrap();
-        rt.all_reduce(
-            bufs[r].0,
-            bufs[r].1,
-            1024,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[r],
-            streams[r],
+        rt.contexts().set_device(r as u32).unwrap();
+        rt.submit(
+            Collective::all_reduce(bufs[r].0, bufs[r].1, 1024, DataType::F32, ReduceOp::Sum)
+                .on(&comms[r], streams[r]),
         )
         .unwrap();
     }
     for r in 0..3u32 {
-        rt.set_device(r).unwrap();
-        let err = rt.synchronize_stream(streams[r as usize]).unwrap_err();
+        rt.contexts().set_device(r).unwrap();
+        let err = rt.streams().synchronize(streams[r as usize]).unwrap_err();
         assert_eq!(err.code(), codes::RT_WAIT_TIMEOUT, "{err}");
         assert!(
             err.to_string().contains("[3]"),
@@ -393,17 +392,12 @@ fn a_rank_that_never_joins_makes_the_others_time_out() {
     }
     assert!(rt.device_now() >= SimTime::from_ms(5));
     // The communicator is broken from then on.
-    rt.set_device(3).unwrap();
-    rt.reset_context().unwrap();
+    rt.contexts().set_device(3).unwrap();
+    rt.contexts().reset().unwrap();
     let err = rt
-        .all_reduce(
-            bufs[3].0,
-            bufs[3].1,
-            1024,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[3],
-            streams[3],
+        .submit(
+            Collective::all_reduce(bufs[3].0, bufs[3].1, 1024, DataType::F32, ReduceOp::Sum)
+                .on(&comms[3], streams[3]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_WAIT_TIMEOUT);
@@ -424,32 +418,28 @@ fn destroying_every_handle_while_collectives_are_queued_lets_them_run_then_frees
 {
     let n = 2u32;
     let rt = runtime(n, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let streams = comm_streams(&rt, n);
     let count = 1u64 << 16;
     let fill = rt.kernel("fill_f32").unwrap();
     let mut bufs = Vec::new();
     for d in 0..n {
-        rt.set_device(d).unwrap();
-        let p = rt.malloc(4 * count).unwrap();
+        rt.contexts().set_device(d).unwrap();
+        let p = rt.memory().malloc(4 * count).unwrap();
         // The all-reduce waits behind a kernel: still queued when the handles go.
         let args = [p.into(), count.into(), (d as f32 + 1.0).into()];
-        rt.launch(fill, 4, &args, streams[d as usize]).unwrap();
+        rt.submit(Launch::new(fill, 4, &args, streams[d as usize]))
+            .unwrap();
         let c = &comms[d as usize];
-        rt.all_reduce(
-            p,
-            p,
-            count,
-            DataType::F32,
-            ReduceOp::Sum,
-            c,
-            streams[d as usize],
+        rt.submit(
+            Collective::all_reduce(p, p, count, DataType::F32, ReduceOp::Sum)
+                .on(c, streams[d as usize]),
         )
         .unwrap();
         bufs.push(p);
     }
-    rt.comm_destroy(comms[0]).unwrap();
-    rt.comm_destroy(comms[1]).unwrap();
+    rt.collectives().destroy(comms[0]).unwrap();
+    rt.collectives().destroy(comms[1]).unwrap();
     assert_eq!(
         communicators(&rt),
         1,
@@ -457,14 +447,9 @@ fn destroying_every_handle_while_collectives_are_queued_lets_them_run_then_frees
     );
     // A destroyed handle takes no new work.
     let err = rt
-        .all_reduce(
-            bufs[0],
-            bufs[0],
-            count,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[0],
-            streams[0],
+        .submit(
+            Collective::all_reduce(bufs[0], bufs[0], count, DataType::F32, ReduceOp::Sum)
+                .on(&comms[0], streams[0]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_INVALID_HANDLE);
@@ -480,9 +465,9 @@ fn destroying_every_handle_while_collectives_are_queued_lets_them_run_then_frees
     }
     assert_eq!(communicators(&rt), 0, "gone once its operations ran");
     // With nothing queued, the last handle frees it at once.
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
-    rt.comm_destroy(comms[1]).unwrap();
-    rt.comm_destroy(comms[0]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
+    rt.collectives().destroy(comms[1]).unwrap();
+    rt.collectives().destroy(comms[0]).unwrap();
     assert_eq!(communicators(&rt), 0);
 }
 
@@ -490,40 +475,40 @@ fn destroying_every_handle_while_collectives_are_queued_lets_them_run_then_frees
 fn a_collective_waits_for_the_event_of_the_kernel_that_makes_its_data() {
     let n = 2u32;
     let rt = runtime(n, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let comm_s = comm_streams(&rt, n);
     let count = 1 << 16;
     let fill = rt.kernel("fill_f32").unwrap();
     let mut bufs = Vec::new();
     let mut compute = Vec::new();
     for d in 0..n {
-        rt.set_device(d).unwrap();
-        let s = rt.create_stream().unwrap();
-        let p = rt.malloc(4 * count).unwrap();
-        let ev = rt.create_event().unwrap();
-        rt.launch(
+        rt.contexts().set_device(d).unwrap();
+        let s = rt.streams().create().unwrap();
+        let p = rt.memory().malloc(4 * count).unwrap();
+        let ev = rt.events().create().unwrap();
+        rt.submit(Launch::new(
             fill,
             4,
             &[p.into(), count.into(), (d as f32 + 1.0).into()],
             s,
-        )
+        ))
         .unwrap();
-        rt.record_event(ev, s).unwrap();
-        rt.stream_wait_event(comm_s[d as usize], ev).unwrap();
-        rt.all_reduce(
-            p,
-            p,
-            count,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[d as usize],
-            comm_s[d as usize],
+        rt.events().record(ev, s).unwrap();
+        rt.events().stream_wait(comm_s[d as usize], ev).unwrap();
+        rt.submit(
+            Collective::all_reduce(p, p, count, DataType::F32, ReduceOp::Sum)
+                .on(&comms[d as usize], comm_s[d as usize]),
         )
         .unwrap();
         // Compute that does not depend on the collective overlaps it.
-        let q = rt.malloc(4 * count).unwrap();
-        rt.launch(fill, 4, &[q.into(), count.into(), 0.0f32.into()], s)
-            .unwrap();
+        let q = rt.memory().malloc(4 * count).unwrap();
+        rt.submit(Launch::new(
+            fill,
+            4,
+            &[q.into(), count.into(), 0.0f32.into()],
+            s,
+        ))
+        .unwrap();
         bufs.push(p);
         compute.push(s);
     }
@@ -555,34 +540,24 @@ fn a_collective_waits_for_the_event_of_the_kernel_that_makes_its_data() {
 #[test]
 fn mismatched_calls_fail_on_every_rank() {
     let rt = runtime(2, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let streams = comm_streams(&rt, 2);
     let bufs: Vec<DevicePtr> = (0..2)
         .map(|d| {
-            rt.set_device(d).unwrap();
-            rt.malloc(4096).unwrap()
+            rt.contexts().set_device(d).unwrap();
+            rt.memory().malloc(4096).unwrap()
         })
         .collect();
-    rt.set_device(0).unwrap();
-    rt.all_reduce(
-        bufs[0],
-        bufs[0],
-        256,
-        DataType::F32,
-        ReduceOp::Sum,
-        &comms[0],
-        streams[0],
+    rt.contexts().set_device(0).unwrap();
+    rt.submit(
+        Collective::all_reduce(bufs[0], bufs[0], 256, DataType::F32, ReduceOp::Sum)
+            .on(&comms[0], streams[0]),
     )
     .unwrap();
-    rt.set_device(1).unwrap();
-    rt.all_reduce(
-        bufs[1],
-        bufs[1],
-        128,
-        DataType::F32,
-        ReduceOp::Sum,
-        &comms[1],
-        streams[1],
+    rt.contexts().set_device(1).unwrap();
+    rt.submit(
+        Collective::all_reduce(bufs[1], bufs[1], 128, DataType::F32, ReduceOp::Sum)
+            .on(&comms[1], streams[1]),
     )
     .unwrap();
     for r in sync_all(&rt, &streams) {
@@ -595,48 +570,33 @@ fn mismatched_calls_fail_on_every_rank() {
 #[test]
 fn calls_on_the_wrong_device_or_with_bad_buffers_are_refused() {
     let rt = runtime(2, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let streams = comm_streams(&rt, 2);
-    rt.set_device(0).unwrap();
-    let p = rt.malloc(64).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    let p = rt.memory().malloc(64).unwrap();
     // Rank 1's handle with device 0's stream.
     let err = rt
-        .all_reduce(
-            p,
-            p,
-            16,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[1],
-            streams[0],
+        .submit(
+            Collective::all_reduce(p, p, 16, DataType::F32, ReduceOp::Sum)
+                .on(&comms[1], streams[0]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_PARAM_INVALID);
     // A buffer too small for the count.
     let err = rt
-        .all_reduce(
-            p,
-            p,
-            17,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[0],
-            streams[0],
+        .submit(
+            Collective::all_reduce(p, p, 17, DataType::F32, ReduceOp::Sum)
+                .on(&comms[0], streams[0]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_PARAM_INVALID);
-    assert!(rt.comm_init_all(&[0, 0]).is_err());
-    assert!(rt.comm_init_all(&[0, 2]).is_err());
-    rt.comm_destroy(comms[0]).unwrap();
+    assert!(rt.collectives().init_all(&[0, 0]).is_err());
+    assert!(rt.collectives().init_all(&[0, 2]).is_err());
+    rt.collectives().destroy(comms[0]).unwrap();
     let err = rt
-        .all_reduce(
-            p,
-            p,
-            16,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[0],
-            streams[0],
+        .submit(
+            Collective::all_reduce(p, p, 16, DataType::F32, ReduceOp::Sum)
+                .on(&comms[0], streams[0]),
         )
         .unwrap_err();
     assert_eq!(err.code(), codes::RT_INVALID_HANDLE);
@@ -648,15 +608,19 @@ fn peer_copies_travel_over_the_links_of_their_route() {
     let bytes = 8u64 << 20;
     let data: Vec<u8> = (0..bytes).map(|i| (i % 251) as u8).collect();
     let src = upload(&rt, 0, &data);
-    rt.set_device(4).unwrap();
-    let far = rt.malloc(bytes).unwrap();
-    rt.set_device(1).unwrap();
-    let near = rt.malloc(bytes).unwrap();
-    rt.set_device(0).unwrap();
-    let s = rt.create_stream().unwrap();
-    rt.memcpy_peer_async(far, 4, src, 0, bytes, s).unwrap();
-    rt.memcpy_peer_async(near, 1, src, 0, bytes, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.contexts().set_device(4).unwrap();
+    let far = rt.memory().malloc(bytes).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    let near = rt.memory().malloc(bytes).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    let s = rt.streams().create().unwrap();
+    rt.collectives()
+        .memcpy_peer_async(far, 4, src, 0, bytes, s)
+        .unwrap();
+    rt.collectives()
+        .memcpy_peer_async(near, 1, src, 0, bytes, s)
+        .unwrap();
+    rt.streams().synchronize(s).unwrap();
     assert_eq!(download::<u8>(&rt, 4, far, bytes as usize), data);
     assert_eq!(download::<u8>(&rt, 1, near, bytes as usize), data);
     let tl = rt.timeline();
@@ -667,10 +631,19 @@ fn peer_copies_travel_over_the_links_of_their_route() {
     );
     // Four hops, pipelined in chunks: a little more than one hop, far less than four.
     assert!(t_far > t_near && t_far < 2 * t_near, "{t_far} vs {t_near}");
-    let used: u64 = rt.link_stats().iter().filter(|l| l.bytes > 0).count() as u64;
+    let used: u64 = rt
+        .collectives()
+        .link_stats()
+        .iter()
+        .filter(|l| l.bytes > 0)
+        .count() as u64;
     assert_eq!(used, 4, "0→1→2→3→4 (the 0→1 link carries both copies)");
     // Pointers that are not live memory of the right device are refused at the call.
-    assert!(rt.memcpy_peer_async(src, 4, far, 0, 64, s).is_err());
+    assert!(
+        rt.collectives()
+            .memcpy_peer_async(src, 4, far, 0, 64, s)
+            .is_err()
+    );
 }
 
 /// A program that uses every kind of collective on 4 devices.
@@ -684,7 +657,7 @@ fn program(threads: usize) -> (Vec<TaskRecord>, Vec<Vec<f32>>) {
         },
         threads,
     );
-    let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1, 2, 3]).unwrap();
     let streams = comm_streams(&rt, n);
     let count = 100_000usize;
     let gemm = rt.kernel("gemm_f32").unwrap();
@@ -694,11 +667,11 @@ fn program(threads: usize) -> (Vec<TaskRecord>, Vec<Vec<f32>>) {
             .map(|i| ((i * (d as usize + 3)) % 17) as f32 * 0.1)
             .collect();
         let p = upload(&rt, d, &x);
-        rt.set_device(d).unwrap();
-        let s = rt.create_stream().unwrap();
-        let c = rt.malloc(4 * 64 * 64).unwrap();
-        let ev = rt.create_event().unwrap();
-        rt.launch(
+        rt.contexts().set_device(d).unwrap();
+        let s = rt.streams().create().unwrap();
+        let c = rt.memory().malloc(4 * 64 * 64).unwrap();
+        let ev = rt.events().create().unwrap();
+        rt.submit(Launch::new(
             gemm,
             4,
             &[
@@ -710,35 +683,31 @@ fn program(threads: usize) -> (Vec<TaskRecord>, Vec<Vec<f32>>) {
                 64u64.into(),
             ],
             s,
-        )
+        ))
         .unwrap();
-        rt.record_event(ev, s).unwrap();
-        rt.stream_wait_event(streams[d as usize], ev).unwrap();
+        rt.events().record(ev, s).unwrap();
+        rt.events().stream_wait(streams[d as usize], ev).unwrap();
         bufs.push((p, c));
     }
     for (r, c) in comms.iter().enumerate() {
-        rt.set_device(r as u32).unwrap();
-        rt.all_reduce(
-            bufs[r].1,
-            bufs[r].1,
-            64 * 64,
-            DataType::F32,
-            ReduceOp::Sum,
-            c,
-            streams[r],
+        rt.contexts().set_device(r as u32).unwrap();
+        rt.submit(
+            Collective::all_reduce(bufs[r].1, bufs[r].1, 64 * 64, DataType::F32, ReduceOp::Sum)
+                .on(c, streams[r]),
         )
         .unwrap();
-        rt.all_reduce(
-            bufs[r].0,
-            bufs[r].0,
-            count as u64,
-            DataType::F32,
-            ReduceOp::Max,
-            c,
-            streams[r],
+        rt.submit(
+            Collective::all_reduce(
+                bufs[r].0,
+                bufs[r].0,
+                count as u64,
+                DataType::F32,
+                ReduceOp::Max,
+            )
+            .on(c, streams[r]),
         )
         .unwrap();
-        rt.broadcast(bufs[r].1, 64, DataType::F32, 1, c, streams[r])
+        rt.submit(Collective::broadcast(bufs[r].1, 64, DataType::F32, 1).on(c, streams[r]))
             .unwrap();
     }
     assert!(sync_all(&rt, &streams).iter().all(Result::is_ok));
@@ -772,7 +741,8 @@ fn the_mesh_algorithm_beats_the_ring_on_a_full_mesh() {
         let rt = runtime(8, TopologyConfig::full_mesh(link()), 1);
         let devices: Vec<u32> = (0..8).collect();
         let comms = rt
-            .comm_init_all_with(
+            .collectives()
+            .init_all_with(
                 &devices,
                 CommConfig {
                     algorithm,
@@ -783,8 +753,8 @@ fn the_mesh_algorithm_beats_the_ring_on_a_full_mesh() {
         let streams = comm_streams(&rt, 8);
         let bufs: Vec<(DevicePtr, DevicePtr)> = (0..8)
             .map(|d| {
-                rt.set_device(d).unwrap();
-                let p = rt.malloc(1 << 20).unwrap();
+                rt.contexts().set_device(d).unwrap();
+                let p = rt.memory().malloc(1 << 20).unwrap();
                 (p, p)
             })
             .collect();
@@ -808,7 +778,7 @@ fn the_mesh_algorithm_beats_the_ring_on_a_full_mesh() {
 fn a_thread_per_rank_can_enqueue_and_synchronize_on_its_own() {
     let n = 4u32;
     let rt = runtime(n, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1, 2, 3]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1, 2, 3]).unwrap();
     let handles: Vec<_> = comms
         .into_iter()
         .map(|comm| {
@@ -817,18 +787,21 @@ fn a_thread_per_rank_can_enqueue_and_synchronize_on_its_own() {
                 let d = comm.device();
                 // Ranks arrive at different moments of wall-clock time.
                 std::thread::sleep(std::time::Duration::from_millis(5 * d as u64));
-                rt.set_device(d).unwrap();
+                rt.contexts().set_device(d).unwrap();
                 let s = rt
-                    .create_stream_with(StreamConfig {
+                    .streams()
+                    .create_with(StreamConfig {
                         kind: StreamKind::Communication,
                         ..StreamConfig::default()
                     })
                     .unwrap();
                 let data = vec![d as f32 + 1.0; 512];
                 let p = upload(&rt, d, &data);
-                rt.all_reduce(p, p, 512, DataType::F32, ReduceOp::Sum, &comm, s)
-                    .unwrap();
-                rt.synchronize_stream(s).unwrap();
+                rt.submit(
+                    Collective::all_reduce(p, p, 512, DataType::F32, ReduceOp::Sum).on(&comm, s),
+                )
+                .unwrap();
+                rt.streams().synchronize(s).unwrap();
                 download::<f32>(&rt, d, p, 512)
             })
         })
@@ -845,7 +818,7 @@ fn two_ranks_on_two_threads_meet_at_each_rendezvous_without_waiting_out_a_grace(
     // timer, and not after the 200 ms grace a wait gives other threads).
     const ROUNDS: u32 = 100;
     let rt = runtime(2, TopologyConfig::default(), 1);
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let start = std::time::Instant::now();
     let handles: Vec<_> = comms
         .into_iter()
@@ -853,13 +826,15 @@ fn two_ranks_on_two_threads_meet_at_each_rendezvous_without_waiting_out_a_grace(
             let rt = rt.clone();
             std::thread::spawn(move || {
                 let d = comm.device();
-                rt.set_device(d).unwrap();
-                let s = rt.create_stream().unwrap();
+                rt.contexts().set_device(d).unwrap();
+                let s = rt.streams().create().unwrap();
                 let p = upload(&rt, d, &[1.0f32; 64]);
                 for _ in 0..ROUNDS {
-                    rt.all_reduce(p, p, 64, DataType::F32, ReduceOp::Sum, &comm, s)
-                        .unwrap();
-                    rt.synchronize_stream(s).unwrap();
+                    rt.submit(
+                        Collective::all_reduce(p, p, 64, DataType::F32, ReduceOp::Sum).on(&comm, s),
+                    )
+                    .unwrap();
+                    rt.streams().synchronize(s).unwrap();
                 }
                 download::<f32>(&rt, d, p, 64)
             })

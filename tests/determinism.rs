@@ -1,6 +1,7 @@
 //! Same program, same timeline: every simulated start and end, every result, and both clocks
 //! are identical from run to run — also when runs happen at the same time on several threads.
 
+use npusim::{HostFunc, Launch};
 use std::sync::{Arc, Mutex};
 
 use bevy_ecs::entity::Entity;
@@ -32,46 +33,55 @@ fn program_with(take_schedule: bool) -> Outcome {
     if take_schedule {
         rt.lock_world().schedule_mut();
     }
-    let streams: Vec<Stream> = (0..3).map(|_| rt.create_stream().unwrap()).collect();
+    let streams: Vec<Stream> = (0..3).map(|_| rt.streams().create().unwrap()).collect();
     let n = 50_000;
     let bytes = 4 * n as u64;
-    let bufs: Vec<DevicePtr> = (0..6).map(|_| rt.malloc(bytes).unwrap()).collect();
-    let hosts: Vec<HostBuffer> = (0..3).map(|_| rt.malloc_host(bytes).unwrap()).collect();
+    let bufs: Vec<DevicePtr> = (0..6).map(|_| rt.memory().malloc(bytes).unwrap()).collect();
+    let hosts: Vec<HostBuffer> = (0..3)
+        .map(|_| rt.memory().malloc_host(bytes).unwrap())
+        .collect();
     let input: Vec<f32> = (0..n).map(|i| (i % 97) as f32 - 40.0).collect();
     hosts[0].write(&input).unwrap();
     let k = |name: &str| rt.kernel(name).unwrap();
-    let (start, done) = (rt.create_event().unwrap(), rt.create_event().unwrap());
+    let (start, done) = (rt.events().create().unwrap(), rt.events().create().unwrap());
     // B's reads of a round's output are over before A writes the next round's.
-    let read = rt.create_event().unwrap();
+    let read = rt.events().create().unwrap();
     let log: Arc<Mutex<Vec<u32>>> = Arc::default();
 
     for round in 0..4u32 {
         let (a, b, c) = (streams[0], streams[1], streams[2]);
         let x = bufs[(round % 2) as usize];
         let y = bufs[2 + (round % 2) as usize];
-        rt.stream_wait_event(a, read).unwrap();
-        rt.record_event(start, a).unwrap();
-        rt.memcpy_htod_async(x, &hosts[0], bytes, a).unwrap();
-        rt.launch(k("relu_f32"), 6, &[x.into(), y.into(), n.into()], a)
+        rt.events().stream_wait(a, read).unwrap();
+        rt.events().record(start, a).unwrap();
+        rt.memory()
+            .memcpy_htod_async(x, &hosts[0], bytes, a)
             .unwrap();
-        rt.record_event(done, a).unwrap();
+        rt.submit(Launch::new(
+            k("relu_f32"),
+            6,
+            &[x.into(), y.into(), n.into()],
+            a,
+        ))
+        .unwrap();
+        rt.events().record(done, a).unwrap();
         // B and C compete for the 4 cores of the small device.
-        rt.launch(
+        rt.submit(Launch::new(
             k("fill_f32"),
             5,
             &[bufs[4].into(), n.into(), (round as f32).into()],
             b,
-        )
+        ))
         .unwrap();
-        rt.stream_wait_event(b, done).unwrap();
-        rt.launch(
+        rt.events().stream_wait(b, done).unwrap();
+        rt.submit(Launch::new(
             k("axpy_f32"),
             3,
             &[n.into(), 0.5f32.into(), y.into(), bufs[4].into()],
             b,
-        )
+        ))
         .unwrap();
-        rt.launch(
+        rt.submit(Launch::new(
             k("gemm_f32"),
             4,
             &[
@@ -83,24 +93,27 @@ fn program_with(take_schedule: bool) -> Outcome {
                 64usize.into(),
             ],
             c,
-        )
+        ))
         .unwrap();
         let log2 = log.clone();
-        rt.launch_host_func(b, move || log2.lock().unwrap().push(round))
+        rt.submit(HostFunc::new(b, move || log2.lock().unwrap().push(round)))
             .unwrap();
-        rt.memcpy_dtoh_async(&hosts[1], bufs[4], bytes, b).unwrap();
-        rt.record_event(read, b).unwrap();
+        rt.memory()
+            .memcpy_dtoh_async(&hosts[1], bufs[4], bytes, b)
+            .unwrap();
+        rt.events().record(read, b).unwrap();
         rt.host_work(SimTime::from_us(7 + round as u64));
         if round == 2 {
-            rt.synchronize_stream(b).unwrap();
+            rt.streams().synchronize(b).unwrap();
         }
     }
-    rt.memcpy_dtoh_async(&hosts[2], bufs[5], 4 * 64 * 64, streams[2])
+    rt.memory()
+        .memcpy_dtoh_async(&hosts[2], bufs[5], 4 * 64 * 64, streams[2])
         .unwrap();
     rt.synchronize_device().unwrap();
 
     let order: Vec<Entity> = streams.iter().map(|s| s.entity()).collect();
-    let default = rt.default_stream().unwrap().entity();
+    let default = rt.contexts().default_stream().unwrap().entity();
     let timeline = rt
         .timeline()
         .into_iter()
@@ -124,7 +137,7 @@ fn program_with(take_schedule: bool) -> Outcome {
         callbacks,
         host_now: rt.host_now(),
         device_now: rt.device_now(),
-        elapsed_ms: rt.event_elapsed_ms(start, done).unwrap(),
+        elapsed_ms: rt.events().elapsed_ms(start, done).unwrap(),
     }
 }
 

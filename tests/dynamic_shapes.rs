@@ -6,6 +6,7 @@
 use npusim::components::shape::{SLOT_WRITTEN, ShapeSlot};
 use npusim::prelude::*;
 use npusim::{FailureMode, HostCosts};
+use npusim::{Launch, LaunchOp};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeConfig::default()).unwrap()
@@ -13,9 +14,9 @@ fn runtime() -> Runtime {
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
     let bytes = (std::mem::size_of_val(data) as u64).max(4);
-    let p = rt.malloc(bytes).unwrap();
+    let p = rt.memory().malloc(bytes).unwrap();
     if !data.is_empty() {
-        rt.memcpy_htod(p, data).unwrap();
+        rt.memory().memcpy_htod(p, data).unwrap();
     }
     p
 }
@@ -23,7 +24,7 @@ fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
 fn download<T: bytemuck::Pod>(rt: &Runtime, p: DevicePtr, n: usize) -> Vec<T> {
     let mut v = vec![T::zeroed(); n];
     if n > 0 {
-        rt.memcpy_dtoh(&mut v, p).unwrap();
+        rt.memory().memcpy_dtoh(&mut v, p).unwrap();
     }
     v
 }
@@ -141,41 +142,44 @@ fn queue_detection(
     a: usize,
 ) -> Queued {
     let n = a as i64;
-    let alloc = |bytes: usize| rt.malloc(bytes.max(4) as u64).unwrap();
+    let alloc = |bytes: usize| rt.memory().malloc(bytes.max(4) as u64).unwrap();
     let (scores, masked) = (alloc(4 * a), alloc(4 * a));
     let (cand_idx, cand_boxes, cand_scores) = (alloc(4 * a), alloc(16 * a), alloc(4 * a));
     let (keep_idx, dets, areas) = (alloc(4 * a), alloc(16 * a), alloc(4 * a));
-    let (cand, keep) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
-    let cb_shape = rt.create_shape().unwrap();
-    let cs_shape = rt.create_shape().unwrap();
-    let det_shape = rt.create_shape().unwrap();
-    let op = |name: &str| rt.op(name).unwrap();
-    rt.launch_op(
+    let (cand, keep) = (
+        rt.ops().create_shape().unwrap(),
+        rt.ops().create_shape().unwrap(),
+    );
+    let cb_shape = rt.ops().create_shape().unwrap();
+    let cs_shape = rt.ops().create_shape().unwrap();
+    let det_shape = rt.ops().create_shape().unwrap();
+    let op = |name: &str| rt.ops().get(name).unwrap();
+    rt.submit(LaunchOp::new(
         op("sigmoid_f32"),
         &[TensorArg::new(logits, &[n])],
         &[TensorArg::output(scores)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         op("threshold_f32"),
         &[TensorArg::new(scores, &[n])],
         &[TensorArg::output(masked)],
         &[SCORE_TH.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         op("nonzero_f32"),
         &[TensorArg::new(masked, &[n])],
         &[TensorArg::dynamic(cand_idx, cand)],
         &[],
         s,
-    )
+    ))
     .unwrap();
     let gather = op("gather_rows");
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::new(boxes, &[n, 4]),
@@ -184,9 +188,9 @@ fn queue_detection(
         &[TensorArg::dynamic(cand_boxes, cb_shape)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::new(scores, &[n]),
@@ -195,9 +199,9 @@ fn queue_detection(
         &[TensorArg::dynamic(cand_scores, cs_shape)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         op("nms_f32"),
         &[
             TensorArg::dynamic(cand_boxes, cb_shape),
@@ -206,9 +210,9 @@ fn queue_detection(
         &[TensorArg::dynamic(keep_idx, keep)],
         &[IOU_TH.into(), SCORE_TH.into(), MAX_DETS.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         gather,
         &[
             TensorArg::dynamic(cand_boxes, cb_shape),
@@ -217,15 +221,15 @@ fn queue_detection(
         &[TensorArg::dynamic(dets, det_shape)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         op("box_area_f32"),
         &[TensorArg::dynamic(dets, det_shape)],
         &[TensorArg::output(areas)],
         &[],
         s,
-    )
+    ))
     .unwrap();
     Queued {
         cand,
@@ -239,7 +243,10 @@ fn queue_detection(
 #[test]
 fn detection_pipeline_matches_the_cpu_for_images_with_different_box_counts() {
     let rt = runtime();
-    let streams = [rt.create_stream().unwrap(), rt.create_stream().unwrap()];
+    let streams = [
+        rt.streams().create().unwrap(),
+        rt.streams().create().unwrap(),
+    ];
     let sizes = [300usize, 1200, 2500, 700, 4000, 64];
     let images: Vec<_> = sizes
         .iter()
@@ -263,7 +270,7 @@ fn detection_pipeline_matches_the_cpu_for_images_with_different_box_counts() {
         "queueing ran no frame: nothing waited on the device"
     );
     rt.synchronize_device().unwrap();
-    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    assert_eq!(rt.ops().shape_stats().host_shape_reads, 0);
 
     let mut kept_counts = Vec::new();
     for ((q, (boxes, logits)), &a) in queued.iter().zip(&images).zip(&sizes) {
@@ -285,8 +292,14 @@ fn detection_pipeline_matches_the_cpu_for_images_with_different_box_counts() {
             })
             .collect();
 
-        assert_eq!(rt.read_shape(q.cand).unwrap().dims(), &[cand.len() as u64]);
-        assert_eq!(rt.read_shape(q.keep).unwrap().dims(), &[keep.len() as u64]);
+        assert_eq!(
+            rt.ops().read_shape(q.cand).unwrap().dims(),
+            &[cand.len() as u64]
+        );
+        assert_eq!(
+            rt.ops().read_shape(q.keep).unwrap().dims(),
+            &[keep.len() as u64]
+        );
         assert_eq!(download::<i32>(&rt, q.cand_idx, cand.len()), cand);
         assert_eq!(download::<i32>(&rt, q.keep_idx, keep.len()), keep);
         assert_eq!(download::<f32>(&rt, q.areas, keep.len()), areas);
@@ -296,14 +309,20 @@ fn detection_pipeline_matches_the_cpu_for_images_with_different_box_counts() {
     kept_counts.sort_unstable();
     kept_counts.dedup();
     assert!(kept_counts.len() > 1, "{kept_counts:?}");
-    assert_eq!(rt.shape_stats().host_shape_reads, 2 * sizes.len() as u64);
+    assert_eq!(
+        rt.ops().shape_stats().host_shape_reads,
+        2 * sizes.len() as u64
+    );
 }
 
 #[test]
 fn nonzero_and_gather_match_the_cpu_across_batches_of_different_counts() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let (nonzero, gather) = (rt.op("nonzero_f32").unwrap(), rt.op("gather_rows").unwrap());
+    let s = rt.streams().create().unwrap();
+    let (nonzero, gather) = (
+        rt.ops().get("nonzero_f32").unwrap(),
+        rt.ops().get("gather_rows").unwrap(),
+    );
     let n = 5000usize;
     let batches: Vec<Vec<f32>> = (0..5)
         .map(|b| {
@@ -323,28 +342,28 @@ fn nonzero_and_gather_match_the_cpu_across_batches_of_different_counts() {
     let bufs: Vec<_> = batches
         .iter()
         .map(|x| {
-            let idx = rt.malloc(4 * n as u64).unwrap();
-            let vals = rt.malloc(4 * n as u64).unwrap();
+            let idx = rt.memory().malloc(4 * n as u64).unwrap();
+            let vals = rt.memory().malloc(4 * n as u64).unwrap();
             (
                 upload(&rt, x),
                 idx,
                 vals,
-                rt.create_shape().unwrap(),
-                rt.create_shape().unwrap(),
+                rt.ops().create_shape().unwrap(),
+                rt.ops().create_shape().unwrap(),
             )
         })
         .collect();
     let before = frames(&rt);
     for &(x, idx, vals, count, vshape) in &bufs {
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             nonzero,
             &[TensorArg::new(x, &[n as i64])],
             &[TensorArg::dynamic(idx, count)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             gather,
             &[
                 TensorArg::new(x, &[n as i64]),
@@ -353,17 +372,17 @@ fn nonzero_and_gather_match_the_cpu_across_batches_of_different_counts() {
             &[TensorArg::dynamic(vals, vshape)],
             &[],
             s,
-        )
+        ))
         .unwrap();
     }
     assert_eq!(frames(&rt), before);
-    rt.synchronize_stream(s).unwrap();
-    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    rt.streams().synchronize(s).unwrap();
+    assert_eq!(rt.ops().shape_stats().host_shape_reads, 0);
     for (x, &(_, idx, vals, count, vshape)) in batches.iter().zip(&bufs) {
         let want: Vec<i32> = (0..n as i32).filter(|&i| x[i as usize] != 0.0).collect();
         let k = want.len();
-        assert_eq!(rt.read_shape(count).unwrap().dims(), &[k as u64]);
-        assert_eq!(rt.read_shape(vshape).unwrap().dims(), &[k as u64]);
+        assert_eq!(rt.ops().read_shape(count).unwrap().dims(), &[k as u64]);
+        assert_eq!(rt.ops().read_shape(vshape).unwrap().dims(), &[k as u64]);
         assert_eq!(download::<i32>(&rt, idx, k), want);
         let wv: Vec<f32> = want.iter().map(|&i| x[i as usize]).collect();
         assert_eq!(download::<f32>(&rt, vals, k), wv);
@@ -377,38 +396,38 @@ fn consumers_start_when_their_producer_ends_with_no_host_in_between() {
         ..RuntimeConfig::default()
     };
     let rt = Runtime::new(cfg).unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 4096usize;
     let x: Vec<f32> = (0..n).map(|i| (i % 3) as f32).collect();
     let x = upload(&rt, &x);
-    let idx = rt.malloc(4 * n as u64).unwrap();
-    let y = rt.malloc(4 * n as u64).unwrap();
-    let h = rt.create_shape().unwrap();
+    let idx = rt.memory().malloc(4 * n as u64).unwrap();
+    let y = rt.memory().malloc(4 * n as u64).unwrap();
+    let h = rt.ops().create_shape().unwrap();
     rt.take_timeline();
-    rt.launch_op(
-        rt.op("nonzero_f32").unwrap(),
+    rt.submit(LaunchOp::new(
+        rt.ops().get("nonzero_f32").unwrap(),
         &[TensorArg::new(x, &[n as i64])],
         &[TensorArg::dynamic(idx, h)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
-        rt.op("sigmoid_f32").unwrap(),
+    rt.submit(LaunchOp::new(
+        rt.ops().get("sigmoid_f32").unwrap(),
         &[TensorArg::dynamic(idx, h)],
         &[TensorArg::output(y)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let t = rt.take_timeline();
     assert_eq!(t.len(), 2);
     assert_eq!(
         t[1].start, t[0].end,
         "the consumer's shape came from device memory"
     );
-    let stats = rt.shape_stats();
+    let stats = rt.ops().shape_stats();
     assert_eq!(stats.host_shape_reads, 0);
     assert_eq!(stats.dynamic_inputs_read, 1);
     assert_eq!(stats.launches_resolved, 2);
@@ -417,58 +436,64 @@ fn consumers_start_when_their_producer_ends_with_no_host_in_between() {
 #[test]
 fn a_consumer_on_another_stream_follows_an_event_not_the_host() {
     let rt = runtime();
-    let (s1, s2) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let (s1, s2) = (
+        rt.streams().create().unwrap(),
+        rt.streams().create().unwrap(),
+    );
     let n = 3000usize;
     let xv: Vec<f32> = (0..n).map(|i| if i % 7 == 0 { 1.0 } else { 0.0 }).collect();
     let x = upload(&rt, &xv);
     let (idx, out) = (
-        rt.malloc(4 * n as u64).unwrap(),
-        rt.malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
     );
-    let (h, ho) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
-    let ev = rt.create_event().unwrap();
-    rt.launch_op(
-        rt.op("nonzero_f32").unwrap(),
+    let (h, ho) = (
+        rt.ops().create_shape().unwrap(),
+        rt.ops().create_shape().unwrap(),
+    );
+    let ev = rt.events().create().unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("nonzero_f32").unwrap(),
         &[TensorArg::new(x, &[n as i64])],
         &[TensorArg::dynamic(idx, h)],
         &[],
         s1,
-    )
+    ))
     .unwrap();
-    rt.record_event(ev, s1).unwrap();
-    rt.stream_wait_event(s2, ev).unwrap();
-    rt.launch_op(
-        rt.op("gather_rows").unwrap(),
+    rt.events().record(ev, s1).unwrap();
+    rt.events().stream_wait(s2, ev).unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("gather_rows").unwrap(),
         &[TensorArg::new(x, &[n as i64]), TensorArg::dynamic(idx, h)],
         &[TensorArg::dynamic(out, ho)],
         &[],
         s2,
-    )
+    ))
     .unwrap();
     rt.synchronize_device().unwrap();
-    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    assert_eq!(rt.ops().shape_stats().host_shape_reads, 0);
     let k = n.div_ceil(7);
-    assert_eq!(rt.read_shape(ho).unwrap().dims(), &[k as u64]);
+    assert_eq!(rt.ops().read_shape(ho).unwrap().dims(), &[k as u64]);
     assert_eq!(download::<f32>(&rt, out, k), vec![1.0; k]);
 }
 
 #[test]
 fn a_static_shape_launch_needs_no_shape_handle() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let a: Vec<f32> = (0..6).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..12).map(|i| (i % 5) as f32).collect();
     let (pa, pb) = (upload(&rt, &a), upload(&rt, &b));
-    let pc = rt.malloc(4 * 8).unwrap();
-    rt.launch_op(
-        rt.op("matmul_f32").unwrap(),
+    let pc = rt.memory().malloc(4 * 8).unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("matmul_f32").unwrap(),
         &[TensorArg::new(pa, &[2, 3]), TensorArg::new(pb, &[3, 4])],
         &[TensorArg::new(pc, &[2, 4])],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut want = vec![0.0f32; 8];
     for i in 0..2 {
         for p in 0..3 {
@@ -485,21 +510,23 @@ fn a_static_shape_launch_needs_no_shape_handle() {
 #[test]
 fn a_count_past_the_output_buffer_faults_and_writes_nothing() {
     let rt = runtime();
-    rt.set_failure_mode(FailureMode::Continue).unwrap();
-    let s = rt.create_stream().unwrap();
+    rt.contexts()
+        .set_failure_mode(FailureMode::Continue)
+        .unwrap();
+    let s = rt.streams().create().unwrap();
     let x = upload(&rt, &vec![1.0f32; 100]);
     // Room for 4 indices; 100 are nonzero.
     let out = upload(&rt, &[-7i32; 4]);
-    let h = rt.create_shape().unwrap();
-    rt.launch_op(
-        rt.op("nonzero_f32").unwrap(),
+    let h = rt.ops().create_shape().unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("nonzero_f32").unwrap(),
         &[TensorArg::new(x, &[100])],
         &[TensorArg::dynamic(out, h)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -514,27 +541,32 @@ fn a_count_past_the_output_buffer_faults_and_writes_nothing() {
     assert_eq!(err.code(), 507015);
     assert_eq!(download::<i32>(&rt, out, 4), vec![-7; 4]);
     // The producer failed: its slot says so, and a consumer is refused rather than misled.
-    assert!(matches!(rt.read_shape(h), Err(NpuError::InvalidShape(_))));
+    assert!(matches!(
+        rt.ops().read_shape(h),
+        Err(NpuError::InvalidShape(_))
+    ));
 }
 
 #[test]
 fn a_dynamic_shape_past_its_buffer_faults_the_consumer() {
     let rt = runtime();
-    rt.set_failure_mode(FailureMode::Continue).unwrap();
-    let s = rt.create_stream().unwrap();
+    rt.contexts()
+        .set_failure_mode(FailureMode::Continue)
+        .unwrap();
+    let s = rt.streams().create().unwrap();
     let x = upload(&rt, &vec![0.5f32; 100]);
     let y = upload(&rt, &vec![9.0f32; 100]);
-    let h = rt.create_shape().unwrap();
-    rt.set_shape_async(h, &[1000], s).unwrap();
-    rt.launch_op(
-        rt.op("sigmoid_f32").unwrap(),
+    let h = rt.ops().create_shape().unwrap();
+    rt.ops().set_shape_async(h, &[1000], s).unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("sigmoid_f32").unwrap(),
         &[TensorArg::dynamic(x, h)],
         &[TensorArg::output(y)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(
         matches!(
             &err,
@@ -547,24 +579,24 @@ fn a_dynamic_shape_past_its_buffer_faults_the_consumer() {
         "{err}"
     );
     assert_eq!(download::<f32>(&rt, y, 100), vec![9.0; 100]);
-    assert_eq!(rt.shape_stats().shape_faults, 1);
+    assert_eq!(rt.ops().shape_stats().shape_faults, 1);
 }
 
 #[test]
 fn negative_or_overflowing_static_dims_are_refused_at_submission() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(64).unwrap();
-    let y = rt.malloc(64).unwrap();
-    let sig = rt.op("sigmoid_f32").unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(64).unwrap();
+    let y = rt.memory().malloc(64).unwrap();
+    let sig = rt.ops().get("sigmoid_f32").unwrap();
     let launch = |dims: &[i64]| {
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             sig,
             &[TensorArg::new(x, dims)],
             &[TensorArg::output(y)],
             &[],
             s,
-        )
+        ))
     };
     let e = launch(&[-1]).unwrap_err();
     assert!(matches!(e, NpuError::InvalidShape(_)), "{e}");
@@ -578,23 +610,26 @@ fn negative_or_overflowing_static_dims_are_refused_at_submission() {
         matches!(launch(&[17]), Err(NpuError::InvalidShape(_))),
         "17 floats > 64 bytes"
     );
-    let h = rt.create_shape().unwrap();
+    let h = rt.ops().create_shape().unwrap();
     assert!(matches!(
-        rt.set_shape_async(h, &[3, -2], s),
+        rt.ops().set_shape_async(h, &[3, -2], s),
         Err(NpuError::InvalidShape(_))
     ));
     assert_eq!(rt.stats().frames.tasks_ingested, 0, "nothing was queued");
     launch(&[16]).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 }
 
 #[test]
 fn a_negative_dim_written_on_the_device_is_refused_at_propagation() {
     let rt = runtime();
-    rt.set_failure_mode(FailureMode::Continue).unwrap();
+    rt.contexts()
+        .set_failure_mode(FailureMode::Continue)
+        .unwrap();
     // A faulty producer: it publishes a shape with a negative dim.
     let bad = rt
-        .register_op(
+        .ops()
+        .register(
             OpBuilder::new("bad_producer")
                 .input("x", 4)
                 .data_dependent_output("y", 4)
@@ -615,28 +650,28 @@ fn a_negative_dim_written_on_the_device_is_refused_at_propagation() {
                 }),
         )
         .unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x = upload(&rt, &[1.0f32; 8]);
     let y = upload(&rt, &[2.0f32; 8]);
     let z = upload(&rt, &[3.0f32; 8]);
-    let h = rt.create_shape().unwrap();
-    rt.launch_op(
+    let h = rt.ops().create_shape().unwrap();
+    rt.submit(LaunchOp::new(
         bad,
         &[TensorArg::new(x, &[8])],
         &[TensorArg::dynamic(y, h)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.launch_op(
-        rt.op("sigmoid_f32").unwrap(),
+    rt.submit(LaunchOp::new(
+        rt.ops().get("sigmoid_f32").unwrap(),
         &[TensorArg::dynamic(y, h)],
         &[TensorArg::output(z)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(
         matches!(&err, NpuError::InvalidShape(m) if m.contains("-5")),
         "{err}"
@@ -652,20 +687,23 @@ fn a_negative_dim_written_on_the_device_is_refused_at_propagation() {
 #[test]
 fn a_shape_nobody_wrote_is_an_error_not_a_guess() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(64).unwrap();
-    let y = rt.malloc(64).unwrap();
-    let h = rt.create_shape().unwrap();
-    assert!(matches!(rt.read_shape(h), Err(NpuError::InvalidShape(_))));
-    rt.launch_op(
-        rt.op("sigmoid_f32").unwrap(),
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(64).unwrap();
+    let y = rt.memory().malloc(64).unwrap();
+    let h = rt.ops().create_shape().unwrap();
+    assert!(matches!(
+        rt.ops().read_shape(h),
+        Err(NpuError::InvalidShape(_))
+    ));
+    rt.submit(LaunchOp::new(
+        rt.ops().get("sigmoid_f32").unwrap(),
         &[TensorArg::dynamic(x, h)],
         &[TensorArg::output(y)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(
         matches!(&err, NpuError::InvalidShape(m) if m.contains("never written")),
         "{err}"
@@ -675,95 +713,108 @@ fn a_shape_nobody_wrote_is_an_error_not_a_guess() {
 #[test]
 fn stale_foreign_and_other_context_shape_handles_are_refused() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(64).unwrap();
-    let y = rt.malloc(64).unwrap();
-    let sig = rt.op("sigmoid_f32").unwrap();
-    let h = rt.create_shape().unwrap();
-    rt.free_shape(h).unwrap();
-    let stale = rt.launch_op(
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(64).unwrap();
+    let y = rt.memory().malloc(64).unwrap();
+    let sig = rt.ops().get("sigmoid_f32").unwrap();
+    let h = rt.ops().create_shape().unwrap();
+    rt.ops().free_shape(h).unwrap();
+    let stale = rt.submit(LaunchOp::new(
         sig,
         &[TensorArg::dynamic(x, h)],
         &[TensorArg::output(y)],
         &[],
         s,
-    );
+    ));
     assert!(matches!(stale, Err(NpuError::Destroyed(_))), "{stale:?}");
-    assert!(matches!(rt.free_shape(h), Err(NpuError::Destroyed(_))));
+    assert!(matches!(
+        rt.ops().free_shape(h),
+        Err(NpuError::Destroyed(_))
+    ));
     // The slot is reused under a new generation.
-    let h2 = rt.create_shape().unwrap();
+    let h2 = rt.ops().create_shape().unwrap();
     assert_eq!(h2.slot(), h.slot());
     assert_ne!(h2.generation(), h.generation());
 
     let other = runtime();
-    let foreign = other.create_shape().unwrap();
-    let r = rt.launch_op(
+    let foreign = other.ops().create_shape().unwrap();
+    let r = rt.submit(LaunchOp::new(
         sig,
         &[TensorArg::dynamic(x, foreign)],
         &[TensorArg::output(y)],
         &[],
         s,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::ForeignHandle(_))), "{r:?}");
 
-    let first = rt.current_context().unwrap();
-    rt.create_context(0).unwrap();
-    let s2 = rt.create_stream().unwrap();
-    let (x2, y2) = (rt.malloc(64).unwrap(), rt.malloc(64).unwrap());
-    let r = rt.launch_op(
+    let first = rt.contexts().current().unwrap();
+    rt.contexts().create(0).unwrap();
+    let s2 = rt.streams().create().unwrap();
+    let (x2, y2) = (
+        rt.memory().malloc(64).unwrap(),
+        rt.memory().malloc(64).unwrap(),
+    );
+    let r = rt.submit(LaunchOp::new(
         sig,
         &[TensorArg::dynamic(x2, h2)],
         &[TensorArg::output(y2)],
         &[],
         s2,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::WrongContext { .. })), "{r:?}");
-    rt.set_current_context(first).unwrap();
+    rt.contexts().set_current(first).unwrap();
 }
 
 #[test]
 fn an_op_launched_as_a_plain_kernel_fails_cleanly() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(64).unwrap();
-    rt.launch(rt.op("sigmoid_f32").unwrap(), 1, &[x.into(), x.into()], s)
-        .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
-    assert!(err.to_string().contains("launch_op"), "{err}");
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(64).unwrap();
+    rt.submit(Launch::new(
+        rt.ops().get("sigmoid_f32").unwrap(),
+        1,
+        &[x.into(), x.into()],
+        s,
+    ))
+    .unwrap();
+    let err = rt.streams().synchronize(s).unwrap_err();
+    assert!(err.to_string().contains("LaunchOp"), "{err}");
 }
 
 #[test]
 fn wrong_op_signatures_are_refused_at_submission() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(64).unwrap();
-    let y = rt.malloc(64).unwrap();
-    let nz = rt.op("nonzero_f32").unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(64).unwrap();
+    let y = rt.memory().malloc(64).unwrap();
+    let nz = rt.ops().get("nonzero_f32").unwrap();
     // A data-dependent output needs a handle.
-    let r = rt.launch_op(
+    let r = rt.submit(LaunchOp::new(
         nz,
         &[TensorArg::new(x, &[4])],
         &[TensorArg::output(y)],
         &[],
         s,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::InvalidParam(_))), "{r:?}");
     // Wrong tensor count.
-    let r = rt.launch_op(nz, &[], &[TensorArg::output(y)], &[], s);
+    let r = rt.submit(LaunchOp::new(nz, &[], &[TensorArg::output(y)], &[], s));
     assert!(matches!(r, Err(NpuError::InvalidParam(_))), "{r:?}");
     // A plain kernel is not an op.
-    assert!(rt.op("vector_add_f32").is_err());
+    assert!(rt.ops().get("vector_add_f32").is_err());
     // Incompatible shapes are found by inference on the device.
-    rt.set_failure_mode(FailureMode::Continue).unwrap();
-    rt.launch_op(
-        rt.op("matmul_f32").unwrap(),
+    rt.contexts()
+        .set_failure_mode(FailureMode::Continue)
+        .unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("matmul_f32").unwrap(),
         &[TensorArg::new(x, &[2, 3]), TensorArg::new(x, &[2, 3])],
         &[TensorArg::output(y)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert!(
         matches!(&err, NpuError::InvalidShape(m) if m.contains("inner dims")),
         "{err}"
@@ -774,10 +825,10 @@ fn wrong_op_signatures_are_refused_at_submission() {
 fn a_refused_op_launch_gives_its_pooled_box_back() {
     use npusim::components::TaskPool;
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let x = upload(&rt, &[1.0f32, -2.0, 3.0, -4.0]);
-    let y = rt.malloc(16).unwrap();
-    let threshold = rt.op("threshold_f32").unwrap();
+    let y = rt.memory().malloc(16).unwrap();
+    let threshold = rt.ops().get("threshold_f32").unwrap();
     let t = [Arg::F32(0.0)];
     let pooled = || {
         rt.lock_world()
@@ -787,40 +838,46 @@ fn a_refused_op_launch_gives_its_pooled_box_back() {
             .len()
     };
     // A launch that runs and retires leaves its box in the pool.
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         threshold,
         &[TensorArg::new(x, &[4])],
         &[TensorArg::output(y)],
         &t,
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     assert_eq!(download::<f32>(&rt, y, 4), vec![1.0, 0.0, 3.0, 0.0]);
     let before = pooled();
     assert!(before >= 1);
     // Refused launches, each by a different check, take a box and give it back.
-    let r = rt.launch_op(threshold, &[], &[TensorArg::output(y)], &t, s);
+    let r = rt.submit(LaunchOp::new(
+        threshold,
+        &[],
+        &[TensorArg::output(y)],
+        &t,
+        s,
+    ));
     assert!(matches!(r, Err(NpuError::InvalidParam(_))), "{r:?}");
-    let r = rt.launch_op(
+    let r = rt.submit(LaunchOp::new(
         threshold,
         &[TensorArg::new(DevicePtr(0), &[4])],
         &[TensorArg::output(y)],
         &t,
         s,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::NullPointer(_))), "{r:?}");
-    let r = rt.launch_op(
+    let r = rt.submit(LaunchOp::new(
         threshold,
         &[TensorArg::new(x, &[1 << 20])],
         &[TensorArg::output(y)],
         &t,
         s,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::InvalidShape(_))), "{r:?}");
     assert_eq!(pooled(), before);
     // And the stream is untouched by them.
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 }
 
 // ---- NLP ----------------------------------------------------------------------------------
@@ -828,14 +885,14 @@ fn a_refused_op_launch_gives_its_pooled_box_back() {
 #[test]
 fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (vocab, hidden, classes, padded) = (500usize, 32usize, 48usize, 256usize);
     let mut r = Lcg(99);
     let emb: Vec<f32> = (0..vocab * hidden).map(|_| r.next() - 0.5).collect();
     let w: Vec<f32> = (0..hidden * classes).map(|_| r.next() - 0.5).collect();
     let (pe, pw) = (upload(&rt, &emb), upload(&rt, &w));
     let lengths = [1usize, 17, 200, 256, 64];
-    let op = |name: &str| rt.op(name).unwrap();
+    let op = |name: &str| rt.ops().get(name).unwrap();
     let mut batches = Vec::new();
     for &len in &lengths {
         // Real tokens (1..vocab) with padding (0) sprinkled in, up to the padded length.
@@ -848,7 +905,7 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             }
         }
         let pids = upload(&rt, &ids);
-        let alloc = |n: usize| rt.malloc(4 * n as u64).unwrap();
+        let alloc = |n: usize| rt.memory().malloc(4 * n as u64).unwrap();
         let (pos, tok, x, logits, probs) = (
             alloc(padded),
             alloc(padded),
@@ -856,25 +913,25 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             alloc(padded * classes),
             alloc(padded * classes),
         );
-        let [hs, ht, hx, hl] = [(); 4].map(|_| rt.create_shape().unwrap());
+        let [hs, ht, hx, hl] = [(); 4].map(|_| rt.ops().create_shape().unwrap());
         let p = padded as i64;
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op("nonzero_i32"),
             &[TensorArg::new(pids, &[p])],
             &[TensorArg::dynamic(pos, hs)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op("gather_rows"),
             &[TensorArg::new(pids, &[p]), TensorArg::dynamic(pos, hs)],
             &[TensorArg::dynamic(tok, ht)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op("gather_rows"),
             &[
                 TensorArg::new(pe, &[vocab as i64, hidden as i64]),
@@ -883,9 +940,9 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             &[TensorArg::dynamic(x, hx)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op("matmul_f32"),
             &[
                 TensorArg::dynamic(x, hx),
@@ -894,20 +951,20 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             &[TensorArg::dynamic(logits, hl)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             op("softmax_f32"),
             &[TensorArg::dynamic(logits, hl)],
             &[TensorArg::output(probs)],
             &[],
             s,
-        )
+        ))
         .unwrap();
         batches.push((ids, probs, hl));
     }
-    rt.synchronize_stream(s).unwrap();
-    assert_eq!(rt.shape_stats().host_shape_reads, 0);
+    rt.streams().synchronize(s).unwrap();
+    assert_eq!(rt.ops().shape_stats().host_shape_reads, 0);
     for ((ids, probs, hl), &len) in batches.iter().zip(&lengths) {
         let tokens: Vec<usize> = ids
             .iter()
@@ -933,7 +990,7 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
             row.iter_mut().for_each(|e| *e /= sum);
         }
         assert_eq!(
-            rt.read_shape(*hl).unwrap().dims(),
+            rt.ops().read_shape(*hl).unwrap().dims(),
             &[len as u64, classes as u64]
         );
         assert_eq!(
@@ -947,39 +1004,39 @@ fn nlp_pipeline_with_a_device_side_sequence_length_matches_the_cpu() {
 #[test]
 fn a_fault_takes_the_shape_buffer_with_it_and_a_reset_context_gets_a_fresh_one() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let old = rt.create_shape().unwrap();
+    let s = rt.streams().create().unwrap();
+    let old = rt.ops().create_shape().unwrap();
     // A fault: the context's memory, shape buffer included, is released.
-    rt.launch(
+    rt.submit(Launch::new(
         rt.kernel("fault_bad_address").unwrap(),
         1,
         &[Arg::U64(0x10)],
         s,
-    )
+    ))
     .unwrap();
-    assert!(rt.synchronize_stream(s).is_err());
-    rt.reset_context().unwrap();
+    assert!(rt.streams().synchronize(s).is_err());
+    rt.contexts().reset().unwrap();
     let x = upload(&rt, &[1.0f32, 0.0, 2.0, 0.0]);
-    let idx = rt.malloc(16).unwrap();
-    let nz = rt.op("nonzero_f32").unwrap();
-    let r = rt.launch_op(
+    let idx = rt.memory().malloc(16).unwrap();
+    let nz = rt.ops().get("nonzero_f32").unwrap();
+    let r = rt.submit(LaunchOp::new(
         nz,
         &[TensorArg::new(x, &[4])],
         &[TensorArg::dynamic(idx, old)],
         &[],
         s,
-    );
+    ));
     assert!(matches!(r, Err(NpuError::Destroyed(_))), "{r:?}");
-    let fresh = rt.create_shape().unwrap();
-    rt.launch_op(
+    let fresh = rt.ops().create_shape().unwrap();
+    rt.submit(LaunchOp::new(
         nz,
         &[TensorArg::new(x, &[4])],
         &[TensorArg::dynamic(idx, fresh)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
-    assert_eq!(rt.read_shape(fresh).unwrap().dims(), &[2]);
+    rt.streams().synchronize(s).unwrap();
+    assert_eq!(rt.ops().read_shape(fresh).unwrap().dims(), &[2]);
     assert_eq!(download::<i32>(&rt, idx, 2), vec![0, 2]);
 }

@@ -3,15 +3,17 @@
 //! kernels still compute the CPU's results, dispatch uses the tiled block dim, and the tiling
 //! changes when the shape does.
 
+use npusim::LaunchOp;
 use npusim::prelude::*;
 use npusim::{TilingRecord, components::shape::tiling_word};
 
 fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
     let p = rt
+        .memory()
         .malloc((std::mem::size_of_val(data) as u64).max(4))
         .unwrap();
     if !data.is_empty() {
-        rt.memcpy_htod(p, data).unwrap();
+        rt.memory().memcpy_htod(p, data).unwrap();
     }
     p
 }
@@ -19,7 +21,7 @@ fn upload<T: bytemuck::Pod>(rt: &Runtime, data: &[T]) -> DevicePtr {
 fn download<T: bytemuck::Pod>(rt: &Runtime, p: DevicePtr, n: usize) -> Vec<T> {
     let mut v = vec![T::zeroed(); n];
     if n > 0 {
-        rt.memcpy_dtoh(&mut v, p).unwrap();
+        rt.memory().memcpy_dtoh(&mut v, p).unwrap();
     }
     v
 }
@@ -40,7 +42,7 @@ fn presets() -> Vec<DeviceConfig> {
 
 fn runtime(cfg: &DeviceConfig) -> Runtime {
     let rt = Runtime::new(RuntimeConfig::with_device(cfg.clone())).unwrap();
-    rt.set_tiling_log_enabled(true);
+    rt.ops().set_tiling_log_enabled(true);
     rt
 }
 
@@ -66,8 +68,8 @@ fn one_core_buffer(cfg: &DeviceConfig) -> u64 {
 fn elementwise_tiling_fits_every_preset_from_one_element_to_past_one_core() {
     for cfg in presets() {
         let rt = runtime(&cfg);
-        let s = rt.create_stream().unwrap();
-        let sig = rt.op("sigmoid_f32").unwrap();
+        let s = rt.streams().create().unwrap();
+        let sig = rt.ops().get("sigmoid_f32").unwrap();
         let ub = one_core_buffer(&cfg);
         let sizes = [
             1,
@@ -82,23 +84,23 @@ fn elementwise_tiling_fits_every_preset_from_one_element_to_past_one_core() {
         ];
         for &n in &sizes {
             let x: Vec<f32> = (0..n).map(|i| (i % 97) as f32 / 10.0 - 4.0).collect();
-            let (px, py) = (upload(&rt, &x), rt.malloc(4 * n).unwrap());
-            let h = rt.create_shape().unwrap();
+            let (px, py) = (upload(&rt, &x), rt.memory().malloc(4 * n).unwrap());
+            let h = rt.ops().create_shape().unwrap();
             // The shape arrives on the device, in stream order, as a producer's would.
-            rt.set_shape_async(h, &[n as i64], s).unwrap();
-            rt.launch_op(
+            rt.ops().set_shape_async(h, &[n as i64], s).unwrap();
+            rt.submit(LaunchOp::new(
                 sig,
                 &[TensorArg::dynamic(px, h)],
                 &[TensorArg::output(py)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.synchronize_stream(s).unwrap();
+            rt.streams().synchronize(s).unwrap();
             let y = download::<f32>(&rt, py, n as usize);
             let want: Vec<f32> = x.iter().map(|v| 1.0 / (1.0 + (-v).exp())).collect();
             assert_eq!(y, want, "{} n={n}", cfg.name);
-            let log = rt.take_tiling_log();
+            let log = rt.ops().take_tiling_log();
             let r = log.last().unwrap();
             check_fits(r, &cfg);
             assert_eq!(r.inputs[0].dims(), &[n]);
@@ -123,7 +125,7 @@ fn elementwise_tiling_fits_every_preset_from_one_element_to_past_one_core() {
 fn every_builtin_op_tiles_within_the_preset() {
     for cfg in presets() {
         let rt = runtime(&cfg);
-        let s = rt.create_stream().unwrap();
+        let s = rt.streams().create().unwrap();
         let ub = one_core_buffer(&cfg) as usize;
         for n in [1usize, 33, ub + 1, 4 * ub] {
             // nonzero → gather → box ops → nms on n boxes.
@@ -136,61 +138,67 @@ fn every_builtin_op_tiles_within_the_preset() {
                 .collect();
             let scores: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 / 100.0).collect();
             let (px, pb, ps) = (upload(&rt, &x), upload(&rt, &boxes), upload(&rt, &scores));
-            let alloc = |b: usize| rt.malloc(b.max(4) as u64).unwrap();
+            let alloc = |b: usize| rt.memory().malloc(b.max(4) as u64).unwrap();
             let (idx, vals, area, keep) = (alloc(4 * n), alloc(4 * n), alloc(4 * n), alloc(4 * n));
-            let (hc, hk) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
-            let op = |name: &str| rt.op(name).unwrap();
+            let (hc, hk) = (
+                rt.ops().create_shape().unwrap(),
+                rt.ops().create_shape().unwrap(),
+            );
+            let op = |name: &str| rt.ops().get(name).unwrap();
             let nn = n as i64;
-            rt.launch_op(
+            rt.submit(LaunchOp::new(
                 op("nonzero_f32"),
                 &[TensorArg::new(px, &[nn])],
                 &[TensorArg::dynamic(idx, hc)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.launch_op(
+            rt.submit(LaunchOp::new(
                 op("gather_rows"),
                 &[TensorArg::new(px, &[nn]), TensorArg::dynamic(idx, hc)],
                 &[TensorArg::output(vals)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.launch_op(
+            rt.submit(LaunchOp::new(
                 op("box_area_f32"),
                 &[TensorArg::new(pb, &[nn, 4])],
                 &[TensorArg::output(area)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.launch_op(
+            rt.submit(LaunchOp::new(
                 op("nms_f32"),
                 &[TensorArg::new(pb, &[nn, 4]), TensorArg::new(ps, &[nn])],
                 &[TensorArg::dynamic(keep, hk)],
                 &[0.5f32.into(), 0.05f32.into(), (n as u64).into()],
                 s,
-            )
+            ))
             .unwrap();
-            rt.launch_op(
+            rt.submit(LaunchOp::new(
                 op("softmax_f32"),
                 &[TensorArg::new(ps, &[1, nn])],
                 &[TensorArg::output(vals)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.synchronize_stream(s).unwrap();
+            rt.streams().synchronize(s).unwrap();
             let want: Vec<i32> = (0..n as i32).filter(|i| i % 3 != 0).collect();
-            assert_eq!(rt.read_shape(hc).unwrap().dims(), &[want.len() as u64]);
+            assert_eq!(
+                rt.ops().read_shape(hc).unwrap().dims(),
+                &[want.len() as u64]
+            );
             assert_eq!(download::<i32>(&rt, idx, want.len()), want);
             let areas = download::<f32>(&rt, area, n);
             for (i, a) in areas.iter().enumerate() {
                 let b = &boxes[i * 4..i * 4 + 4];
                 assert_eq!(*a, (b[2] - b[0]).abs() * (b[3] - b[1]).abs());
             }
-            let log = rt.take_tiling_log();
+            let log = rt.ops().take_tiling_log();
             assert_eq!(log.len(), 5);
             for r in &log {
                 check_fits(r, &cfg);
@@ -203,31 +211,31 @@ fn every_builtin_op_tiles_within_the_preset() {
 fn tiling_changes_when_the_shape_does() {
     let cfg = DeviceConfig::default();
     let rt = runtime(&cfg);
-    let s = rt.create_stream().unwrap();
-    let sig = rt.op("sigmoid_f32").unwrap();
+    let s = rt.streams().create().unwrap();
+    let sig = rt.ops().get("sigmoid_f32").unwrap();
     let max = 3usize << 20;
     let (px, py) = (
-        rt.malloc(4 * max as u64).unwrap(),
-        rt.malloc(4 * max as u64).unwrap(),
+        rt.memory().malloc(4 * max as u64).unwrap(),
+        rt.memory().malloc(4 * max as u64).unwrap(),
     );
-    rt.memset(px, 0, 4 * max as u64).unwrap();
-    let h = rt.create_shape().unwrap();
+    rt.memory().memset(px, 0, 4 * max as u64).unwrap();
+    let h = rt.ops().create_shape().unwrap();
     let sizes = [10i64, 5_000, 100_000, max as i64];
     rt.take_timeline();
     // One handle, four shapes in stream order, all queued before anything runs.
     for &n in &sizes {
-        rt.set_shape_async(h, &[n], s).unwrap();
-        rt.launch_op(
+        rt.ops().set_shape_async(h, &[n], s).unwrap();
+        rt.submit(LaunchOp::new(
             sig,
             &[TensorArg::dynamic(px, h)],
             &[TensorArg::output(py)],
             &[],
             s,
-        )
+        ))
         .unwrap();
     }
-    rt.synchronize_stream(s).unwrap();
-    let log = rt.take_tiling_log();
+    rt.streams().synchronize(s).unwrap();
+    let log = rt.ops().take_tiling_log();
     assert_eq!(log.len(), sizes.len());
     let chosen: Vec<_> = log
         .iter()
@@ -260,26 +268,30 @@ fn tiling_changes_when_the_shape_does() {
 fn softmax_rows_longer_than_the_buffer_take_the_three_pass_path() {
     let cfg = DeviceConfig::default();
     let rt = runtime(&cfg);
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let cols = 30_000usize;
     for rows in [1usize, 3] {
         let x: Vec<f32> = (0..rows * cols)
             .map(|i| ((i * 31) % 1000) as f32 / 250.0)
             .collect();
-        let (px, py) = (upload(&rt, &x), rt.malloc(4 * x.len() as u64).unwrap());
-        let h = rt.create_shape().unwrap();
-        rt.set_shape_async(h, &[rows as i64, cols as i64], s)
+        let (px, py) = (
+            upload(&rt, &x),
+            rt.memory().malloc(4 * x.len() as u64).unwrap(),
+        );
+        let h = rt.ops().create_shape().unwrap();
+        rt.ops()
+            .set_shape_async(h, &[rows as i64, cols as i64], s)
             .unwrap();
-        rt.launch_op(
-            rt.op("softmax_f32").unwrap(),
+        rt.submit(LaunchOp::new(
+            rt.ops().get("softmax_f32").unwrap(),
             &[TensorArg::dynamic(px, h)],
             &[TensorArg::output(py)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.synchronize_stream(s).unwrap();
-        let r = &rt.take_tiling_log()[0];
+        rt.streams().synchronize(s).unwrap();
+        let r = &rt.ops().take_tiling_log()[0];
         assert_eq!(r.tiling.key, 3);
         check_fits(r, &cfg);
         let y = download::<f32>(&rt, py, x.len());
@@ -297,14 +309,14 @@ fn softmax_rows_longer_than_the_buffer_take_the_three_pass_path() {
 fn gather_rows_longer_than_the_buffer_copy_in_column_tiles() {
     let cfg = DeviceConfig::small();
     let rt = runtime(&cfg);
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let (rows, width) = (5usize, 70_000usize);
     let table: Vec<f32> = (0..rows * width).map(|i| i as f32).collect();
     let ids = [4i32, 0, 4, 2];
     let (pt, pi) = (upload(&rt, &table), upload(&rt, &ids));
-    let out = rt.malloc(4 * (ids.len() * width) as u64).unwrap();
-    rt.launch_op(
-        rt.op("gather_rows").unwrap(),
+    let out = rt.memory().malloc(4 * (ids.len() * width) as u64).unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("gather_rows").unwrap(),
         &[
             TensorArg::new(pt, &[rows as i64, width as i64]),
             TensorArg::new(pi, &[4]),
@@ -312,10 +324,10 @@ fn gather_rows_longer_than_the_buffer_copy_in_column_tiles() {
         &[TensorArg::output(out)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
-    let r = &rt.take_tiling_log()[0];
+    rt.streams().synchronize(s).unwrap();
+    let r = &rt.ops().take_tiling_log()[0];
     assert_eq!(r.tiling.key, 3);
     check_fits(r, &cfg);
     let got = download::<f32>(&rt, out, ids.len() * width);
@@ -332,7 +344,7 @@ fn gather_rows_longer_than_the_buffer_copy_in_column_tiles() {
 fn nms_past_one_core_sweeps_over_all_cores() {
     let cfg = DeviceConfig::default();
     let rt = runtime(&cfg);
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 6000usize;
     let boxes: Vec<f32> = (0..n)
         .flat_map(|i| {
@@ -346,11 +358,11 @@ fn nms_past_one_core_sweeps_over_all_cores() {
     let (pb, ps, pk) = (
         upload(&rt, &boxes),
         upload(&rt, &scores),
-        rt.malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
     );
-    let h = rt.create_shape().unwrap();
-    rt.launch_op(
-        rt.op("nms_f32").unwrap(),
+    let h = rt.ops().create_shape().unwrap();
+    rt.submit(LaunchOp::new(
+        rt.ops().get("nms_f32").unwrap(),
         &[
             TensorArg::new(pb, &[n as i64, 4]),
             TensorArg::new(ps, &[n as i64]),
@@ -358,10 +370,10 @@ fn nms_past_one_core_sweeps_over_all_cores() {
         &[TensorArg::dynamic(pk, h)],
         &[0.3f32.into(), 0.2f32.into(), 1000u64.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
-    let r = &rt.take_tiling_log()[0];
+    rt.streams().synchronize(s).unwrap();
+    let r = &rt.ops().take_tiling_log()[0];
     assert_eq!(r.tiling.key, 2);
     assert!(r.tiling.block_dim > 1);
     assert!(r.tiling.workspace_bytes >= 8 * n as u64);
@@ -388,7 +400,7 @@ fn nms_past_one_core_sweeps_over_all_cores() {
             keep.push(i);
         }
     }
-    let k = rt.read_shape(h).unwrap().dims()[0] as usize;
+    let k = rt.ops().read_shape(h).unwrap().dims()[0] as usize;
     assert_eq!(k, keep.len());
     let got = download::<i32>(&rt, pk, k);
     assert_eq!(got, keep.iter().map(|&i| i as i32).collect::<Vec<_>>());
@@ -398,18 +410,23 @@ fn nms_past_one_core_sweeps_over_all_cores() {
 fn matmul_blocks_fit_l0_and_l1_for_every_m() {
     for cfg in presets() {
         let rt = runtime(&cfg);
-        let s = rt.create_stream().unwrap();
+        let s = rt.streams().create().unwrap();
         let (k, n) = (96usize, 200usize);
         let b: Vec<f32> = (0..k * n).map(|i| ((i * 13) % 17) as f32 - 8.0).collect();
         let pb = upload(&rt, &b);
         let mut blocks = Vec::new();
         for m in [1usize, 17, 130, 600] {
             let a: Vec<f32> = (0..m * k).map(|i| ((i * 7) % 11) as f32 - 5.0).collect();
-            let (pa, pc) = (upload(&rt, &a), rt.malloc(4 * (m * n) as u64).unwrap());
-            let hm = rt.create_shape().unwrap();
-            rt.set_shape_async(hm, &[m as i64, k as i64], s).unwrap();
-            rt.launch_op(
-                rt.op("matmul_f32").unwrap(),
+            let (pa, pc) = (
+                upload(&rt, &a),
+                rt.memory().malloc(4 * (m * n) as u64).unwrap(),
+            );
+            let hm = rt.ops().create_shape().unwrap();
+            rt.ops()
+                .set_shape_async(hm, &[m as i64, k as i64], s)
+                .unwrap();
+            rt.submit(LaunchOp::new(
+                rt.ops().get("matmul_f32").unwrap(),
                 &[
                     TensorArg::dynamic(pa, hm),
                     TensorArg::new(pb, &[k as i64, n as i64]),
@@ -417,10 +434,10 @@ fn matmul_blocks_fit_l0_and_l1_for_every_m() {
                 &[TensorArg::output(pc)],
                 &[],
                 s,
-            )
+            ))
             .unwrap();
-            rt.synchronize_stream(s).unwrap();
-            let r = rt.take_tiling_log().remove(0);
+            rt.streams().synchronize(s).unwrap();
+            let r = rt.ops().take_tiling_log().remove(0);
             check_fits(&r, &cfg);
             let w = r.tiling.words();
             let (bm, bn, bk) = (w[3] as u64, w[4] as u64, w[5] as u64);
@@ -450,7 +467,8 @@ fn the_kernel_reads_the_tiling_words_the_frame_wrote() {
     let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let seen2 = seen.clone();
     let probe = rt
-        .register_op(
+        .ops()
+        .register(
             OpBuilder::new("tiling_probe")
                 .input("x", 4)
                 .output("y", 4)
@@ -474,20 +492,20 @@ fn the_kernel_reads_the_tiling_words_the_frame_wrote() {
                 }),
         )
         .unwrap();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(4 * 64).unwrap();
-    let h = rt.create_shape().unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(4 * 64).unwrap();
+    let h = rt.ops().create_shape().unwrap();
     for n in [2i64, 64] {
-        rt.set_shape_async(h, &[n], s).unwrap();
-        rt.launch_op(
+        rt.ops().set_shape_async(h, &[n], s).unwrap();
+        rt.submit(LaunchOp::new(
             probe,
             &[TensorArg::dynamic(x, h)],
             &[TensorArg::output(x)],
             &[],
             s,
-        )
+        ))
         .unwrap();
     }
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     assert_eq!(*seen.lock().unwrap(), vec![(2, 7, 2, 7), (4, 7, 64, 7)]);
 }

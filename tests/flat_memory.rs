@@ -1,6 +1,7 @@
 //! Memory stays flat however many tasks run: with the timeline off, finished tasks leave
 //! nothing behind — no live task entities, no growth of the world between rounds.
 
+use npusim::Launch;
 use npusim::prelude::*;
 
 #[test]
@@ -10,9 +11,9 @@ fn two_hundred_thousand_tiny_tasks_leave_no_live_tasks_behind() {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let streams: Vec<Stream> = (0..4).map(|_| rt.create_stream().unwrap()).collect();
+    let streams: Vec<Stream> = (0..4).map(|_| rt.streams().create().unwrap()).collect();
     let noop = rt.kernel("noop").unwrap();
-    let ev = rt.create_event().unwrap();
+    let ev = rt.events().create().unwrap();
     let rounds = 20;
     let per_round = 10_000;
     let mut entities_after_first_round = None;
@@ -21,13 +22,15 @@ fn two_hundred_thousand_tiny_tasks_leave_no_live_tasks_behind() {
             let s = streams[i % streams.len()];
             match i % 100 {
                 // A sprinkling of the other zero-unit task kinds.
-                0 => rt.record_event(ev, s).unwrap(),
-                1 => rt.stream_wait_event(s, ev).unwrap(),
-                _ => rt.launch(noop, 1, &[], s).unwrap(),
+                0 => rt.events().record(ev, s).unwrap(),
+                1 => rt.events().stream_wait(s, ev).unwrap(),
+                _ => {
+                    rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
+                }
             }
         }
         for &s in &streams {
-            rt.synchronize_stream(s).unwrap();
+            rt.streams().synchronize(s).unwrap();
         }
         let stats = rt.stats();
         assert_eq!(stats.live_tasks, 0, "round {round}: {:?}", stats.frames);

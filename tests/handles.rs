@@ -3,6 +3,7 @@
 //! refused call changes nothing.
 
 use npusim::prelude::*;
+use npusim::{HostFunc, Launch};
 use npusim::{Stats, codes};
 
 fn runtime() -> Runtime {
@@ -23,25 +24,39 @@ fn assert_code<T: std::fmt::Debug>(result: NpuResult<T>, code: i32) {
 #[track_caller]
 fn every_stream_call_fails(rt: &Runtime, s: Stream, ev: Event, ptr: DevicePtr, code: i32) {
     let before: Stats = rt.stats();
-    let host = rt.malloc_host(64).unwrap();
+    let host = rt.memory().malloc_host(64).unwrap();
     let before_host = rt.host_now();
     let fill = rt.kernel("fill_f32").unwrap();
     assert_code(
-        rt.launch(fill, 1, &[ptr.into(), 16usize.into(), 1.0f32.into()], s),
+        rt.submit(Launch::new(
+            fill,
+            1,
+            &[ptr.into(), 16usize.into(), 1.0f32.into()],
+            s,
+        )),
         code,
     );
-    assert_code(rt.launch_host_func(s, || panic!("must never run")), code);
-    assert_code(rt.query_stream(s), code);
-    assert_code(rt.synchronize_stream(s), code);
-    assert_code(rt.synchronize_stream_timeout(s, SimTime::from_ms(1)), code);
-    assert_code(rt.stream_wait_event(s, ev), code);
-    assert_code(rt.record_event(ev, s), code);
-    assert_code(rt.memcpy_htod_async(ptr, &host, 64, s), code);
-    assert_code(rt.memcpy_dtoh_async(&host, ptr, 64, s), code);
-    assert_code(rt.memcpy_dtod_async(ptr, ptr, 64, s), code);
-    assert_code(rt.memset_async(ptr, 0, 64, s), code);
-    assert_code(rt.memcpy_htod_async_pageable(ptr, &[0u8; 64], s), code);
-    assert_code(rt.destroy_stream(s), code);
+    assert_code(
+        rt.submit(HostFunc::new(s, || panic!("must never run"))),
+        code,
+    );
+    assert_code(rt.streams().query(s), code);
+    assert_code(rt.streams().synchronize(s), code);
+    assert_code(
+        rt.streams().synchronize_timeout(s, SimTime::from_ms(1)),
+        code,
+    );
+    assert_code(rt.events().stream_wait(s, ev), code);
+    assert_code(rt.events().record(ev, s), code);
+    assert_code(rt.memory().memcpy_htod_async(ptr, &host, 64, s), code);
+    assert_code(rt.memory().memcpy_dtoh_async(&host, ptr, 64, s), code);
+    assert_code(rt.memory().memcpy_dtod_async(ptr, ptr, 64, s), code);
+    assert_code(rt.memory().memset_async(ptr, 0, 64, s), code);
+    assert_code(
+        rt.memory().memcpy_htod_async_pageable(ptr, &[0u8; 64], s),
+        code,
+    );
+    assert_code(rt.streams().destroy(s), code);
     let after = rt.stats();
     assert_eq!(after.frames, before.frames, "no frame ran, nothing queued");
     assert_eq!(after.live_tasks, before.live_tasks);
@@ -56,29 +71,29 @@ fn every_stream_call_fails(rt: &Runtime, s: Stream, ev: Event, ptr: DevicePtr, c
 /// Proves the runtime still works: a fill on the current context's default stream.
 #[track_caller]
 fn still_works(rt: &Runtime) {
-    let p = rt.malloc(64).unwrap();
-    let s = rt.default_stream().unwrap();
-    rt.launch(
+    let p = rt.memory().malloc(64).unwrap();
+    let s = rt.contexts().default_stream().unwrap();
+    rt.submit(Launch::new(
         rt.kernel("fill_f32").unwrap(),
         1,
         &[p.into(), 16usize.into(), 6.0f32.into()],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut back = [0.0f32; 16];
-    rt.memcpy_dtoh(&mut back, p).unwrap();
+    rt.memory().memcpy_dtoh(&mut back, p).unwrap();
     assert_eq!(back, [6.0; 16]);
-    rt.free(p).unwrap();
+    rt.memory().free(p).unwrap();
 }
 
 #[test]
 fn a_destroyed_stream_is_refused_by_every_call() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let ev = rt.create_event().unwrap();
-    let p = rt.malloc(64).unwrap();
-    rt.destroy_stream(s).unwrap();
+    let s = rt.streams().create().unwrap();
+    let ev = rt.events().create().unwrap();
+    let p = rt.memory().malloc(64).unwrap();
+    rt.streams().destroy(s).unwrap();
     every_stream_call_fails(&rt, s, ev, p, codes::RT_INVALID_HANDLE);
     still_works(&rt);
 }
@@ -87,13 +102,13 @@ fn a_destroyed_stream_is_refused_by_every_call() {
 fn a_stale_stream_handle_never_names_the_stream_that_reuses_its_slot() {
     let rt = runtime();
     // The world recycles freed slots in batches, so free plenty of them.
-    let old: Vec<Stream> = (0..300).map(|_| rt.create_stream().unwrap()).collect();
+    let old: Vec<Stream> = (0..300).map(|_| rt.streams().create().unwrap()).collect();
     for &s in &old {
-        rt.destroy_stream(s).unwrap();
+        rt.streams().destroy(s).unwrap();
     }
     let (stale, new) = (0..300)
         .find_map(|_| {
-            let new = rt.create_stream().unwrap();
+            let new = rt.streams().create().unwrap();
             let stale = old
                 .iter()
                 .find(|s| s.entity().index() == new.entity().index())?;
@@ -101,30 +116,31 @@ fn a_stale_stream_handle_never_names_the_stream_that_reuses_its_slot() {
         })
         .expect("the world reused a slot (else this test proves nothing)");
     assert_ne!(stale, new, "same slot, different generation");
-    assert_code(rt.query_stream(stale), codes::RT_INVALID_HANDLE);
-    assert_code(rt.synchronize_stream(stale), codes::RT_INVALID_HANDLE);
-    assert!(rt.query_stream(new).unwrap());
-    rt.launch(rt.kernel("noop").unwrap(), 1, &[], new).unwrap();
-    rt.synchronize_stream(new).unwrap();
+    assert_code(rt.streams().query(stale), codes::RT_INVALID_HANDLE);
+    assert_code(rt.streams().synchronize(stale), codes::RT_INVALID_HANDLE);
+    assert!(rt.streams().query(new).unwrap());
+    rt.submit(Launch::new(rt.kernel("noop").unwrap(), 1, &[], new))
+        .unwrap();
+    rt.streams().synchronize(new).unwrap();
 }
 
 #[test]
 fn a_stream_of_another_runtime_is_refused() {
     let rt = runtime();
     let other = runtime();
-    let foreign = other.create_stream().unwrap();
-    let ev = rt.create_event().unwrap();
-    let p = rt.malloc(64).unwrap();
+    let foreign = other.streams().create().unwrap();
+    let ev = rt.events().create().unwrap();
+    let p = rt.memory().malloc(64).unwrap();
     every_stream_call_fails(&rt, foreign, ev, p, codes::RT_INVALID_HANDLE);
     // The other runtime's default stream too, though its entity exists in this world as well.
-    let theirs = other.default_stream().unwrap();
+    let theirs = other.contexts().default_stream().unwrap();
     assert_eq!(
         theirs.entity(),
-        rt.default_stream().unwrap().entity(),
+        rt.contexts().default_stream().unwrap().entity(),
         "same entity, different runtime"
     );
     assert!(matches!(
-        rt.query_stream(theirs),
+        rt.streams().query(theirs),
         Err(NpuError::ForeignHandle(_))
     ));
     still_works(&rt);
@@ -134,97 +150,97 @@ fn a_stream_of_another_runtime_is_refused() {
 #[test]
 fn a_stream_of_another_context_is_refused() {
     let rt = runtime();
-    let primary = rt.current_context().unwrap();
-    let s = rt.create_stream().unwrap();
-    let p = rt.malloc(64).unwrap();
-    let second = rt.create_context(0).unwrap();
+    let primary = rt.contexts().current().unwrap();
+    let s = rt.streams().create().unwrap();
+    let p = rt.memory().malloc(64).unwrap();
+    let second = rt.contexts().create(0).unwrap();
     assert_eq!(
-        rt.current_context().unwrap(),
+        rt.contexts().current().unwrap(),
         second,
         "a new context is current"
     );
-    let ev = rt.create_event().unwrap();
+    let ev = rt.events().create().unwrap();
     every_stream_call_fails(&rt, s, ev, p, codes::RT_STREAM_CONTEXT);
     still_works(&rt);
-    rt.set_current_context(primary).unwrap();
-    assert!(rt.query_stream(s).unwrap(), "fine in its own context");
-    rt.synchronize_stream(s).unwrap();
+    rt.contexts().set_current(primary).unwrap();
+    assert!(rt.streams().query(s).unwrap(), "fine in its own context");
+    rt.streams().synchronize(s).unwrap();
 }
 
 /// Every event-taking call, each expected to fail with `code` and change nothing.
 #[track_caller]
 fn every_event_call_fails(rt: &Runtime, ev: Event, good: Event, s: Stream, code: i32) {
     let before = rt.stats();
-    assert_code(rt.record_event(ev, s), code);
-    assert_code(rt.stream_wait_event(s, ev), code);
-    assert_code(rt.query_event(ev), code);
-    assert_code(rt.synchronize_event(ev), code);
-    assert_code(rt.event_elapsed_ms(ev, good), code);
-    assert_code(rt.event_elapsed_ms(good, ev), code);
-    assert_code(rt.event_timestamp(ev), code);
-    assert_code(rt.destroy_event(ev), code);
+    assert_code(rt.events().record(ev, s), code);
+    assert_code(rt.events().stream_wait(s, ev), code);
+    assert_code(rt.events().query(ev), code);
+    assert_code(rt.events().synchronize(ev), code);
+    assert_code(rt.events().elapsed_ms(ev, good), code);
+    assert_code(rt.events().elapsed_ms(good, ev), code);
+    assert_code(rt.events().timestamp(ev), code);
+    assert_code(rt.events().destroy(ev), code);
     assert_eq!(rt.stats(), before, "refused calls change nothing");
 }
 
 #[test]
 fn a_destroyed_event_is_refused_by_every_call() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let (ev, good) = (rt.create_event().unwrap(), rt.create_event().unwrap());
-    rt.record_event(good, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
-    rt.destroy_event(ev).unwrap();
+    let s = rt.streams().create().unwrap();
+    let (ev, good) = (rt.events().create().unwrap(), rt.events().create().unwrap());
+    rt.events().record(good, s).unwrap();
+    rt.streams().synchronize(s).unwrap();
+    rt.events().destroy(ev).unwrap();
     every_event_call_fails(&rt, ev, good, s, codes::RT_INVALID_HANDLE);
-    rt.record_event(good, s).unwrap();
-    rt.synchronize_event(good).unwrap();
+    rt.events().record(good, s).unwrap();
+    rt.events().synchronize(good).unwrap();
 }
 
 #[test]
 fn an_event_of_another_runtime_is_refused() {
     let rt = runtime();
     let other = runtime();
-    let foreign = other.create_event().unwrap();
-    let s = rt.create_stream().unwrap();
-    let good = rt.create_event().unwrap();
-    rt.record_event(good, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    let foreign = other.events().create().unwrap();
+    let s = rt.streams().create().unwrap();
+    let good = rt.events().create().unwrap();
+    rt.events().record(good, s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     every_event_call_fails(&rt, foreign, good, s, codes::RT_INVALID_HANDLE);
-    assert!(other.query_event(foreign).unwrap());
+    assert!(other.events().query(foreign).unwrap());
 }
 
 #[test]
 fn an_event_of_another_context_is_refused() {
     let rt = runtime();
-    let primary = rt.current_context().unwrap();
-    let ev = rt.create_event().unwrap();
-    rt.create_context(0).unwrap();
-    let s = rt.create_stream().unwrap();
-    let good = rt.create_event().unwrap();
-    rt.record_event(good, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    let primary = rt.contexts().current().unwrap();
+    let ev = rt.events().create().unwrap();
+    rt.contexts().create(0).unwrap();
+    let s = rt.streams().create().unwrap();
+    let good = rt.events().create().unwrap();
+    rt.events().record(good, s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     every_event_call_fails(&rt, ev, good, s, codes::RT_STREAM_CONTEXT);
-    rt.set_current_context(primary).unwrap();
-    assert!(rt.query_event(ev).unwrap());
+    rt.contexts().set_current(primary).unwrap();
+    assert!(rt.events().query(ev).unwrap());
 }
 
 #[test]
 fn a_destroyed_context_is_refused() {
     let rt = runtime();
-    let primary = rt.current_context().unwrap();
-    let ctx = rt.create_context(0).unwrap();
-    let s = rt.create_stream().unwrap();
-    let ev = rt.create_event().unwrap();
-    rt.destroy_context(ctx).unwrap();
+    let primary = rt.contexts().current().unwrap();
+    let ctx = rt.contexts().create(0).unwrap();
+    let s = rt.streams().create().unwrap();
+    let ev = rt.events().create().unwrap();
+    rt.contexts().destroy(ctx).unwrap();
     // As in ACL, the thread has no current context until it sets one.
-    assert_code(rt.current_context(), codes::RT_CONTEXT_NULL);
-    rt.set_current_context(primary).unwrap();
+    assert_code(rt.contexts().current(), codes::RT_CONTEXT_NULL);
+    rt.contexts().set_current(primary).unwrap();
     let before = rt.stats();
-    assert_code(rt.set_current_context(ctx), codes::RT_INVALID_HANDLE);
-    assert_code(rt.push_context(ctx), codes::RT_INVALID_HANDLE);
-    assert_code(rt.destroy_context(ctx), codes::RT_INVALID_HANDLE);
+    assert_code(rt.contexts().set_current(ctx), codes::RT_INVALID_HANDLE);
+    assert_code(rt.contexts().push(ctx), codes::RT_INVALID_HANDLE);
+    assert_code(rt.contexts().destroy(ctx), codes::RT_INVALID_HANDLE);
     // Its streams and events went with it.
-    assert_code(rt.query_stream(s), codes::RT_INVALID_HANDLE);
-    assert_code(rt.query_event(ev), codes::RT_INVALID_HANDLE);
+    assert_code(rt.streams().query(s), codes::RT_INVALID_HANDLE);
+    assert_code(rt.events().query(ev), codes::RT_INVALID_HANDLE);
     assert_eq!(rt.stats(), before);
     still_works(&rt);
 }
@@ -233,63 +249,67 @@ fn a_destroyed_context_is_refused() {
 fn a_context_of_another_runtime_is_refused() {
     let rt = runtime();
     let other = runtime();
-    let foreign = other.current_context().unwrap();
-    assert_code(rt.set_current_context(foreign), codes::RT_INVALID_HANDLE);
-    assert_code(rt.push_context(foreign), codes::RT_INVALID_HANDLE);
-    assert_code(rt.destroy_context(foreign), codes::RT_INVALID_HANDLE);
+    let foreign = other.contexts().current().unwrap();
+    assert_code(rt.contexts().set_current(foreign), codes::RT_INVALID_HANDLE);
+    assert_code(rt.contexts().push(foreign), codes::RT_INVALID_HANDLE);
+    assert_code(rt.contexts().destroy(foreign), codes::RT_INVALID_HANDLE);
     still_works(&rt);
 }
 
 #[test]
 fn calls_after_the_current_context_was_destroyed_fail_with_context_null() {
     let rt = runtime();
-    let ctx = rt.create_context(0).unwrap();
-    let s = rt.create_stream().unwrap();
-    rt.destroy_context(ctx).unwrap();
+    let ctx = rt.contexts().create(0).unwrap();
+    let s = rt.streams().create().unwrap();
+    rt.contexts().destroy(ctx).unwrap();
     let before = rt.stats();
-    assert_code(rt.create_stream(), codes::RT_CONTEXT_NULL);
-    assert_code(rt.create_event(), codes::RT_CONTEXT_NULL);
-    assert_code(rt.malloc(64), codes::RT_CONTEXT_NULL);
-    assert_code(rt.default_stream(), codes::RT_CONTEXT_NULL);
+    assert_code(rt.streams().create(), codes::RT_CONTEXT_NULL);
+    assert_code(rt.events().create(), codes::RT_CONTEXT_NULL);
+    assert_code(rt.memory().malloc(64), codes::RT_CONTEXT_NULL);
+    assert_code(rt.contexts().default_stream(), codes::RT_CONTEXT_NULL);
     assert_code(rt.synchronize_device(), codes::RT_CONTEXT_NULL);
-    assert_code(rt.current_context(), codes::RT_CONTEXT_NULL);
+    assert_code(rt.contexts().current(), codes::RT_CONTEXT_NULL);
     // A handle of the destroyed context is itself stale, whatever is current.
-    assert_code(rt.query_stream(s), codes::RT_INVALID_HANDLE);
+    assert_code(rt.streams().query(s), codes::RT_INVALID_HANDLE);
     assert_eq!(codes::RT_CONTEXT_NULL, 107002);
     assert_eq!(rt.stats(), before);
     // Choosing a live context again repairs the thread.
-    rt.set_device(0).unwrap();
+    rt.contexts().set_device(0).unwrap();
     still_works(&rt);
 }
 
 #[test]
 fn a_context_is_per_thread_and_a_new_thread_starts_on_the_primary_one() {
     let rt = runtime();
-    let primary = rt.current_context().unwrap();
-    let mine = rt.create_context(0).unwrap();
-    let s = rt.create_stream().unwrap();
+    let primary = rt.contexts().current().unwrap();
+    let mine = rt.contexts().create(0).unwrap();
+    let s = rt.streams().create().unwrap();
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
-                assert_eq!(rt.current_context().unwrap(), primary);
+                assert_eq!(rt.contexts().current().unwrap(), primary);
                 // This thread's current context is not `mine`: its stream is foreign here.
-                assert_code(rt.query_stream(s), codes::RT_STREAM_CONTEXT);
+                assert_code(rt.streams().query(s), codes::RT_STREAM_CONTEXT);
                 still_works(&rt);
             })
             .join()
             .unwrap();
     });
-    assert_eq!(rt.current_context().unwrap(), mine);
-    assert!(rt.query_stream(s).unwrap());
+    assert_eq!(rt.contexts().current().unwrap(), mine);
+    assert!(rt.streams().query(s).unwrap());
 }
 
 #[test]
 fn the_primary_context_and_the_default_stream_cannot_be_destroyed() {
     let rt = runtime();
-    let primary = rt.current_context().unwrap();
-    assert_code(rt.destroy_context(primary), codes::RT_CONTEXT_RELEASE_ERROR);
+    let primary = rt.contexts().current().unwrap();
     assert_code(
-        rt.destroy_stream(rt.default_stream().unwrap()),
+        rt.contexts().destroy(primary),
+        codes::RT_CONTEXT_RELEASE_ERROR,
+    );
+    assert_code(
+        rt.streams()
+            .destroy(rt.contexts().default_stream().unwrap()),
         codes::RT_PARAM_INVALID,
     );
     still_works(&rt);
@@ -298,22 +318,25 @@ fn the_primary_context_and_the_default_stream_cannot_be_destroyed() {
 #[test]
 fn launching_an_unknown_kernel_or_a_bad_block_dim_is_refused() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let before = rt.stats();
     assert_code(
-        rt.launch(Kernel::new(rt.id(), 1 << 30, 0), 1, &[], s),
+        rt.submit(Launch::new(Kernel::new(rt.id(), 1 << 30, 0), 1, &[], s)),
         codes::RT_PARAM_INVALID,
     );
     assert_code(rt.kernel("no_such_kernel"), codes::RT_PARAM_INVALID);
     let noop = rt.kernel("noop").unwrap();
-    assert_code(rt.launch(noop, 0, &[], s), codes::RT_PARAM_INVALID);
     assert_code(
-        rt.launch(noop, 1, &[Arg::U64(0); 17], s),
+        rt.submit(Launch::new(noop, 0, &[], s)),
+        codes::RT_PARAM_INVALID,
+    );
+    assert_code(
+        rt.submit(Launch::new(noop, 1, &[Arg::U64(0); 17], s)),
         codes::RT_PARAM_INVALID,
     );
     assert_eq!(rt.stats(), before);
-    rt.launch(noop, 1, &[], s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
+    rt.streams().synchronize(s).unwrap();
 }
 
 #[test]
@@ -321,24 +344,24 @@ fn a_launch_with_a_bad_stream_and_a_bad_kernel_reports_the_stream_and_costs_no_h
     let rt = runtime();
     let other = runtime();
     let foreign_kernel = other.kernel("noop").unwrap();
-    let s = rt.create_stream().unwrap();
-    rt.destroy_stream(s).unwrap();
+    let s = rt.streams().create().unwrap();
+    rt.streams().destroy(s).unwrap();
     let before = rt.host_now();
     // The stream is checked before the kernel, whichever is wrong.
     assert_code(
-        rt.launch(foreign_kernel, 1, &[], s),
+        rt.submit(Launch::new(foreign_kernel, 1, &[], s)),
         codes::RT_INVALID_HANDLE,
     );
-    let live = rt.create_stream().unwrap();
-    rt.create_context(0).unwrap();
+    let live = rt.streams().create().unwrap();
+    rt.contexts().create(0).unwrap();
     assert_code(
-        rt.launch(foreign_kernel, 1, &[], live),
+        rt.submit(Launch::new(foreign_kernel, 1, &[], live)),
         codes::RT_STREAM_CONTEXT,
     );
     // A refused launch does not move the host clock (creating the context may).
     let after_create = rt.host_now();
     assert_code(
-        rt.launch(foreign_kernel, 1, &[], live),
+        rt.submit(Launch::new(foreign_kernel, 1, &[], live)),
         codes::RT_STREAM_CONTEXT,
     );
     assert_eq!(rt.host_now(), after_create);
@@ -352,19 +375,19 @@ fn a_launch_with_a_bad_stream_and_a_bad_kernel_reports_the_stream_and_costs_no_h
 #[test]
 fn a_world_swapped_out_and_back_through_a_guard_is_the_one_calls_see() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let ev = rt.create_event().unwrap();
+    let s = rt.streams().create().unwrap();
+    let ev = rt.events().create().unwrap();
     still_works(&rt);
     let mut taken = bevy_ecs::world::World::new();
     std::mem::swap(rt.lock_world().world_mut(), &mut taken);
-    assert!(rt.query_stream(s).is_err());
-    assert!(rt.record_event(ev, s).is_err());
-    assert!(rt.stream_wait_event(s, ev).is_err());
-    assert!(rt.query_event(ev).is_err());
+    assert!(rt.streams().query(s).is_err());
+    assert!(rt.events().record(ev, s).is_err());
+    assert!(rt.events().stream_wait(s, ev).is_err());
+    assert!(rt.events().query(ev).is_err());
     std::mem::swap(rt.lock_world().world_mut(), &mut taken);
-    rt.record_event(ev, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
-    assert!(rt.query_event(ev).unwrap());
+    rt.events().record(ev, s).unwrap();
+    rt.streams().synchronize(s).unwrap();
+    assert!(rt.events().query(ev).unwrap());
     still_works(&rt);
 }
 

@@ -2,6 +2,7 @@
 //! moves with API calls, `host_work` and synchronization, so CPU work overlapping device work
 //! shows on the timeline.
 
+use npusim::{HostFunc, Launch};
 use std::sync::{Arc, Mutex};
 
 use npusim::TaskRecord;
@@ -24,28 +25,33 @@ fn records_of(rt: &Runtime, stream: Stream) -> Vec<TaskRecord> {
 #[test]
 fn host_callbacks_run_in_stream_order_between_the_tasks_around_them() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1 << 14;
-    let x = rt.malloc(4 * n as u64).unwrap();
+    let x = rt.memory().malloc(4 * n as u64).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     // Each callback notes its number and how many fills had finished when it ran.
     let log: Arc<Mutex<Vec<(u32, usize)>>> = Arc::default();
     for i in 0..4u32 {
-        rt.launch(fill, 2, &[x.into(), n.into(), (i as f32).into()], s)
-            .unwrap();
+        rt.submit(Launch::new(
+            fill,
+            2,
+            &[x.into(), n.into(), (i as f32).into()],
+            s,
+        ))
+        .unwrap();
         let (rt2, log2) = (rt.clone(), log.clone());
-        rt.launch_host_func(s, move || {
+        rt.submit(HostFunc::new(s, move || {
             let fills = rt2
                 .timeline()
                 .iter()
                 .filter(|r| r.name == "fill_f32")
                 .count();
             log2.lock().unwrap().push((i, fills));
-        })
+        }))
         .unwrap();
     }
     assert!(log.lock().unwrap().is_empty(), "callbacks wait their turn");
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 
     assert_eq!(
         *log.lock().unwrap(),
@@ -68,32 +74,37 @@ fn host_callbacks_run_in_stream_order_between_the_tasks_around_them() {
 #[test]
 fn a_host_callback_may_call_the_runtime() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(4096).unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(4096).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let (rt2, seen2) = (rt.clone(), seen.clone());
-    rt.launch_host_func(s, move || {
+    rt.submit(HostFunc::new(s, move || {
         let mut seen = seen2.lock().unwrap();
         // The fill behind this callback has not run yet: the stream is busy.
-        seen.push(format!("busy={}", !rt2.query_stream(s).unwrap()));
+        seen.push(format!("busy={}", !rt2.streams().query(s).unwrap()));
         // Submitting from a callback works too; the new task goes to the back of the stream.
-        let ev = rt2.create_event().unwrap();
-        rt2.record_event(ev, s).unwrap();
+        let ev = rt2.events().create().unwrap();
+        rt2.events().record(ev, s).unwrap();
         seen.push("recorded".into());
-    })
+    }))
     .unwrap();
-    rt.launch(fill, 1, &[x.into(), 1024usize.into(), 9.0f32.into()], s)
-        .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[x.into(), 1024usize.into(), 9.0f32.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
     // The record submitted by the callback came after the sync's target; finish it too.
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 
     assert_eq!(*seen.lock().unwrap(), ["busy=true", "recorded"]);
     let names: Vec<String> = records_of(&rt, s).into_iter().map(|r| r.name).collect();
     assert_eq!(names, ["host_callback", "fill_f32", "event_record"]);
     let mut back = vec![0.0f32; 1024];
-    rt.memcpy_dtoh(&mut back, x).unwrap();
+    rt.memory().memcpy_dtoh(&mut back, x).unwrap();
     assert!(back.iter().all(|&v| v == 9.0));
 }
 
@@ -109,19 +120,19 @@ fn host_work_moves_the_host_clock_and_not_the_device_clock() {
 #[test]
 fn device_work_never_starts_before_the_host_submitted_it() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(4096).unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(4096).unwrap();
     rt.host_work(SimTime::from_ms(2));
     let before_launch = rt.host_now();
-    rt.launch(
+    rt.submit(Launch::new(
         rt.kernel("fill_f32").unwrap(),
         1,
         &[x.into(), 1024usize.into(), 1.0f32.into()],
         s,
-    )
+    ))
     .unwrap();
     let submitted = rt.host_now();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 
     let k = &records_of(&rt, s)[0];
     assert_eq!(
@@ -140,18 +151,28 @@ fn device_work_never_starts_before_the_host_submitted_it() {
 #[test]
 fn device_work_overlaps_host_work_submitted_after_it() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1 << 20;
-    let x = rt.malloc(4 * n as u64).unwrap();
+    let x = rt.memory().malloc(4 * n as u64).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(fill, 1, &[x.into(), n.into(), 1.0f32.into()], s)
-        .unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[x.into(), n.into(), 1.0f32.into()],
+        s,
+    ))
+    .unwrap();
     let work_start = rt.host_now();
     rt.host_work(SimTime::from_us(50));
     let work_end = rt.host_now();
-    rt.launch(fill, 1, &[x.into(), n.into(), 2.0f32.into()], s)
-        .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[x.into(), n.into(), 2.0f32.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
 
     let r = records_of(&rt, s);
     assert!(
@@ -165,18 +186,18 @@ fn device_work_overlaps_host_work_submitted_after_it() {
 #[test]
 fn synchronize_moves_the_host_clock_to_the_end_of_the_stream() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1 << 20;
-    let x = rt.malloc(4 * n as u64).unwrap();
-    rt.launch(
+    let x = rt.memory().malloc(4 * n as u64).unwrap();
+    rt.submit(Launch::new(
         rt.kernel("fill_f32").unwrap(),
         1,
         &[x.into(), n.into(), 1.0f32.into()],
         s,
-    )
+    ))
     .unwrap();
     let submitted = rt.host_now();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let end = records_of(&rt, s)[0].end;
     assert!(end > submitted, "the kernel outlasts its submission");
     assert!(rt.host_now() >= end, "host {} < end {}", rt.host_now(), end);

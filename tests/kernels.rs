@@ -2,6 +2,7 @@
 //! references on awkward sizes (not multiples of anything, non-square matrices), and every
 //! launch shows on the timeline with a positive modeled duration.
 
+use npusim::Launch;
 use npusim::prelude::*;
 
 fn runtime() -> Runtime {
@@ -25,23 +26,23 @@ fn inputs(n: usize, seed: u64) -> Vec<f32> {
 
 /// Copies `data` to a fresh device buffer.
 fn upload(rt: &Runtime, data: &[f32]) -> DevicePtr {
-    let p = rt.malloc(4 * data.len().max(1) as u64).unwrap();
-    rt.memcpy_htod(p, data).unwrap();
+    let p = rt.memory().malloc(4 * data.len().max(1) as u64).unwrap();
+    rt.memory().memcpy_htod(p, data).unwrap();
     p
 }
 
 fn download(rt: &Runtime, p: DevicePtr, n: usize) -> Vec<f32> {
     let mut out = vec![0.0f32; n];
-    rt.memcpy_dtoh(&mut out, p).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, p).unwrap();
     out
 }
 
 /// Launches `name` on a fresh stream and waits; checks it ran and took modeled time.
 fn run(rt: &Runtime, name: &str, block_dim: u32, args: &[Arg]) {
-    let s = rt.create_stream().unwrap();
-    rt.launch(rt.kernel(name).unwrap(), block_dim, args, s)
+    let s = rt.streams().create().unwrap();
+    rt.submit(Launch::new(rt.kernel(name).unwrap(), block_dim, args, s))
         .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let r = rt
         .timeline()
         .into_iter()
@@ -245,7 +246,7 @@ fn noop_runs_and_changes_nothing() {
 #[test]
 fn every_kernel_in_the_table_is_registered() {
     let rt = runtime();
-    let names = rt.kernel_names();
+    let names = rt.kernels().names();
     for name in [
         "noop",
         "fill_f32",
@@ -267,7 +268,7 @@ fn every_kernel_in_the_table_is_registered() {
 #[test]
 fn a_native_kernel_registered_by_the_user_runs_like_a_builtin() {
     let rt = runtime();
-    let k = rt.register_kernel(NativeKernel::new(
+    let k = rt.kernels().register(NativeKernel::new(
         "scale_i32",
         |ctx| {
             let (p, n, by) = (ctx.ptr(0)?, ctx.usize(1)?, ctx.u64(2)? as i32);
@@ -277,14 +278,19 @@ fn a_native_kernel_registered_by_the_user_runs_like_a_builtin() {
         |args, _| KernelCost::vector(args[1] as f64, 8.0 * args[1] as f64),
     ));
     assert_eq!(rt.kernel("scale_i32").unwrap(), k);
-    let p = rt.malloc(400).unwrap();
+    let p = rt.memory().malloc(400).unwrap();
     let data: Vec<i32> = (0..100).collect();
-    rt.memcpy_htod(p, &data).unwrap();
-    let s = rt.create_stream().unwrap();
-    rt.launch(k, 2, &[p.into(), 100usize.into(), 3u64.into()], s)
-        .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.memory().memcpy_htod(p, &data).unwrap();
+    let s = rt.streams().create().unwrap();
+    rt.submit(Launch::new(
+        k,
+        2,
+        &[p.into(), 100usize.into(), 3u64.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut back = vec![0i32; 100];
-    rt.memcpy_dtoh(&mut back, p).unwrap();
+    rt.memory().memcpy_dtoh(&mut back, p).unwrap();
     assert_eq!(back, data.iter().map(|x| x * 3).collect::<Vec<_>>());
 }

@@ -2,6 +2,7 @@
 //! block is never handed out again while queued work can still touch it, statistics stay
 //! consistent, and exhaustion is a clean error that frees cure.
 
+use npusim::Launch;
 use npusim::prelude::*;
 use npusim::{AllocPolicy, codes};
 use proptest::prelude::*;
@@ -39,7 +40,7 @@ proptest! {
     #[test]
     fn blocks_never_overlap_live_or_queued_memory_and_data_survives(ops in proptest::collection::vec(op(), 1..60)) {
         let rt = rt();
-        let s = rt.create_stream().unwrap();
+        let s = rt.streams().create().unwrap();
         let fill = rt.kernel("fill_f32").unwrap();
         // Live blocks: (ptr, size, the value its fills wrote last).
         let mut live: Vec<(u64, u64, Option<f32>)> = Vec::new();
@@ -50,7 +51,7 @@ proptest! {
         for op in ops {
             match op {
                 Op::Malloc(size) => {
-                    let p = rt.malloc(size).unwrap().addr();
+                    let p = rt.memory().malloc(size).unwrap().addr();
                     prop_assert_eq!(p % 64, 0, "64-byte aligned");
                     for &(q, qs, _) in &live {
                         prop_assert!(!overlaps((p, size), (q, qs)), "overlaps a live block");
@@ -63,48 +64,48 @@ proptest! {
                 Op::Free(i) | Op::FreeAsync(i) if !live.is_empty() => {
                     let (p, size, _) = live.remove(i % live.len());
                     if matches!(op, Op::FreeAsync(_)) {
-                        rt.free_async(DevicePtr(p), s).unwrap();
+                        rt.memory().free_async(DevicePtr(p), s).unwrap();
                     } else {
-                        rt.free(DevicePtr(p)).unwrap();
+                        rt.memory().free(DevicePtr(p)).unwrap();
                     }
                     if used_since_sync.contains(&p) {
                         queued_freed.push((p, size));
                     }
-                    prop_assert_eq!(rt.free(DevicePtr(p)).unwrap_err().code(), codes::RT_MEMORY_FREE);
+                    prop_assert_eq!(rt.memory().free(DevicePtr(p)).unwrap_err().code(), codes::RT_MEMORY_FREE);
                 }
                 Op::Fill(i) if !live.is_empty() => {
                     let k = i % live.len();
                     let (p, size, _) = live[k];
                     let n = (size / 4) as usize;
                     if n > 0 {
-                        rt.launch(fill, 2, &[DevicePtr(p).into(), n.into(), next_value.into()], s).unwrap();
+                        rt.submit(Launch::new(fill, 2, &[DevicePtr(p).into(), n.into(), next_value.into()], s)).unwrap();
                         live[k].2 = Some(next_value);
                         next_value += 1.0;
                         used_since_sync.push(p);
                     }
                 }
                 Op::Sync => {
-                    rt.synchronize_stream(s).unwrap();
+                    rt.streams().synchronize(s).unwrap();
                     queued_freed.clear();
                     used_since_sync.clear();
                 }
                 _ => {}
             }
-            let m = rt.memory_stats().unwrap();
+            let m = rt.memory().stats().unwrap();
             prop_assert!(m.pool.reserved_bytes >= m.pool.live_bytes);
             prop_assert_eq!(m.pool.live_blocks, live.len() as u64 + m.pending_frees);
         }
-        rt.synchronize_stream(s).unwrap();
+        rt.streams().synchronize(s).unwrap();
         for &(p, size, value) in &live {
             if let Some(v) = value {
                 let n = (size / 4) as usize;
                 let mut back = vec![0f32; n];
-                rt.memcpy_dtoh(&mut back, DevicePtr(p)).unwrap();
+                rt.memory().memcpy_dtoh(&mut back, DevicePtr(p)).unwrap();
                 prop_assert!(back.iter().all(|&x| x == v), "a live block kept its data");
             }
         }
         rt.run_until_idle().unwrap();
-        let m = rt.memory_stats().unwrap();
+        let m = rt.memory().stats().unwrap();
         prop_assert_eq!(m.pending_frees, 0);
         prop_assert_eq!(m.pool.live_blocks, live.len() as u64);
     }
@@ -117,7 +118,7 @@ fn exhaustion_is_a_clean_out_of_memory_and_frees_cure_it() {
     let chunk = 64 << 20;
     let mut blocks = Vec::new();
     loop {
-        match rt.malloc(chunk) {
+        match rt.memory().malloc(chunk) {
             Ok(p) => blocks.push(p),
             Err(e) => {
                 assert_eq!(e.code(), codes::RT_DEVICE_OOM, "{e}");
@@ -130,50 +131,56 @@ fn exhaustion_is_a_clean_out_of_memory_and_frees_cure_it() {
         );
     }
     assert!(!blocks.is_empty());
-    let before = rt.memory_stats().unwrap();
-    assert_eq!(rt.malloc(chunk).unwrap_err().code(), codes::RT_DEVICE_OOM);
+    let before = rt.memory().stats().unwrap();
     assert_eq!(
-        rt.memory_stats().unwrap().pool.live_blocks,
+        rt.memory().malloc(chunk).unwrap_err().code(),
+        codes::RT_DEVICE_OOM
+    );
+    assert_eq!(
+        rt.memory().stats().unwrap().pool.live_blocks,
         before.pool.live_blocks,
         "nothing changed"
     );
     // Absurd sizes are the same clean error, not an overflow.
     assert_eq!(
-        rt.malloc(u64::MAX).unwrap_err().code(),
+        rt.memory().malloc(u64::MAX).unwrap_err().code(),
         codes::RT_DEVICE_OOM
     );
-    assert_eq!(rt.malloc(0).unwrap_err().code(), codes::RT_PARAM_INVALID);
+    assert_eq!(
+        rt.memory().malloc(0).unwrap_err().code(),
+        codes::RT_PARAM_INVALID
+    );
     for p in blocks.drain(..2) {
-        rt.free(p).unwrap();
+        rt.memory().free(p).unwrap();
     }
-    rt.malloc(chunk).unwrap();
+    rt.memory().malloc(chunk).unwrap();
 }
 
 #[test]
 fn frees_still_waiting_for_their_stream_are_completed_before_out_of_memory() {
     let rt = rt();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     let big = 256 << 20;
     let mut held = Vec::new();
-    while let Ok(p) = rt.malloc(big) {
+    while let Ok(p) = rt.memory().malloc(big) {
         held.push(p);
     }
     // Queue work on every block, then free them all behind it.
     for &p in &held {
-        rt.launch(
+        rt.submit(Launch::new(
             fill,
             4,
             &[p.into(), (1usize << 16).into(), 1.0f32.into()],
             s,
-        )
+        ))
         .unwrap();
-        rt.free(p).unwrap();
+        rt.memory().free(p).unwrap();
     }
-    assert!(rt.memory_stats().unwrap().pending_frees > 0);
+    assert!(rt.memory().stats().unwrap().pending_frees > 0);
     // The allocation drives the device until the pending frees are released, then succeeds.
-    rt.malloc(big).unwrap();
-    assert!(rt.query_stream(s).unwrap());
+    rt.memory().malloc(big).unwrap();
+    assert!(rt.streams().query(s).unwrap());
 }
 
 #[test]
@@ -184,11 +191,11 @@ fn page_policies_choose_the_page_size() {
         AllocPolicy::HugeOnly,
         AllocPolicy::NormalOnly,
     ] {
-        let p = rt.malloc_with_policy(4 << 20, policy).unwrap();
-        rt.memcpy_htod(p, &[7u8; 64]).unwrap();
-        rt.free(p).unwrap();
+        let p = rt.memory().malloc_with_policy(4 << 20, policy).unwrap();
+        rt.memory().memcpy_htod(p, &[7u8; 64]).unwrap();
+        rt.memory().free(p).unwrap();
     }
-    let m = rt.memory_stats().unwrap();
+    let m = rt.memory().stats().unwrap();
     assert!(
         m.pool.reserved_huge_bytes > 0 && m.pool.reserved_normal_bytes > 0,
         "{m:?}"
@@ -198,31 +205,31 @@ fn page_policies_choose_the_page_size() {
 #[test]
 fn record_stream_makes_a_free_wait_for_another_stream() {
     let rt = rt();
-    let a = rt.create_stream().unwrap();
+    let a = rt.streams().create().unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    let other = rt.malloc(4 << 20).unwrap();
-    let x = rt.malloc(1 << 20).unwrap();
+    let other = rt.memory().malloc(4 << 20).unwrap();
+    let x = rt.memory().malloc(1 << 20).unwrap();
     // Work on `a` that does not name `x` (say it reads it through a pointer in device memory).
-    rt.launch(
+    rt.submit(Launch::new(
         fill,
         1,
         &[other.into(), (1usize << 20).into(), 1.0f32.into()],
         a,
-    )
+    ))
     .unwrap();
     rt.step();
     // Without a declaration nothing queued names `x`: its free is immediate.
-    let z = rt.malloc(1 << 20).unwrap();
-    rt.free(z).unwrap();
-    assert_eq!(rt.memory_stats().unwrap().pending_frees, 0);
+    let z = rt.memory().malloc(1 << 20).unwrap();
+    rt.memory().free(z).unwrap();
+    assert_eq!(rt.memory().stats().unwrap().pending_frees, 0);
     // Declared: the free waits for `a`'s position.
-    rt.record_stream(x, a).unwrap();
-    rt.free(x).unwrap();
-    assert_eq!(rt.memory_stats().unwrap().pending_frees, 1);
-    assert!(!rt.query_stream(a).unwrap());
-    rt.synchronize_stream(a).unwrap();
+    rt.memory().record_stream(x, a).unwrap();
+    rt.memory().free(x).unwrap();
+    assert_eq!(rt.memory().stats().unwrap().pending_frees, 1);
+    assert!(!rt.streams().query(a).unwrap());
+    rt.streams().synchronize(a).unwrap();
     rt.run_until_idle().unwrap();
-    assert_eq!(rt.memory_stats().unwrap().pending_frees, 0);
+    assert_eq!(rt.memory().stats().unwrap().pending_frees, 0);
 }
 
 /// A kernel reading two adjacent blocks gets one access range spanning both (the access set
@@ -231,26 +238,33 @@ fn record_stream_makes_a_free_wait_for_another_stream() {
 #[test]
 fn freeing_adjacent_blocks_behind_a_kernel_keeps_both_until_it_has_run() {
     let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1usize << 16;
     let bytes = 4 * n as u64;
     let (a, b, c) = (
-        rt.malloc(bytes).unwrap(),
-        rt.malloc(bytes).unwrap(),
-        rt.malloc(bytes).unwrap(),
+        rt.memory().malloc(bytes).unwrap(),
+        rt.memory().malloc(bytes).unwrap(),
+        rt.memory().malloc(bytes).unwrap(),
     );
     assert_eq!(b.addr(), a.addr() + bytes, "the blocks are adjacent");
-    rt.memcpy_htod_async_pageable(a, &vec![1.0f32; n], s)
+    rt.memory()
+        .memcpy_htod_async_pageable(a, &vec![1.0f32; n], s)
         .unwrap();
-    rt.memcpy_htod_async_pageable(b, &vec![2.0f32; n], s)
+    rt.memory()
+        .memcpy_htod_async_pageable(b, &vec![2.0f32; n], s)
         .unwrap();
     let add = rt.kernel("vector_add_f32").unwrap();
-    rt.launch(add, 1, &[a.into(), b.into(), c.into(), n.into()], s)
-        .unwrap();
-    rt.free(a).unwrap();
-    rt.free(b).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(
+        add,
+        1,
+        &[a.into(), b.into(), c.into(), n.into()],
+        s,
+    ))
+    .unwrap();
+    rt.memory().free(a).unwrap();
+    rt.memory().free(b).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut out = vec![0.0f32; n];
-    rt.memcpy_dtoh(&mut out, c).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, c).unwrap();
     assert!(out.iter().all(|&x| x == 3.0));
 }

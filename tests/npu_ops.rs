@@ -2,50 +2,54 @@
 //! frame's tiling stage on the actual (here, dynamic) shapes, the kernels read the tiles
 //! through the tiling CSR, and results match CPU references for shapes that change per batch.
 
+use npusim::LaunchOp;
 use npusim::device::core::npu::{f16_to_f32, f32_to_f16};
 use npusim::prelude::*;
 
 fn setup() -> (Runtime, npusim::ops::npu::NpuOps, Stream) {
     let rt = Runtime::new(RuntimeConfig::default()).unwrap();
     let ops = rt
-        .register_npu_ops(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))
+        .ops()
+        .register_npu(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))
         .unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     (rt, ops, s)
 }
 
 #[test]
 fn softmax_op_with_a_dynamic_row_count_matches_the_cpu_and_retiles_per_batch() {
     let (rt, ops, s) = setup();
-    rt.set_tiling_log_enabled(true);
+    rt.ops().set_tiling_log_enabled(true);
     let cols = 96usize;
     let max_rows = 300usize;
-    let x = rt.malloc((4 * max_rows * cols) as u64).unwrap();
-    let y = rt.malloc((4 * max_rows * cols) as u64).unwrap();
-    let shape = rt.create_shape().unwrap();
+    let x = rt.memory().malloc((4 * max_rows * cols) as u64).unwrap();
+    let y = rt.memory().malloc((4 * max_rows * cols) as u64).unwrap();
+    let shape = rt.ops().create_shape().unwrap();
     let data: Vec<f32> = (0..max_rows * cols)
         .map(|i| ((i * 13) % 29) as f32 / 7.0 - 2.0)
         .collect();
-    rt.memcpy_htod(x, &data).unwrap();
+    rt.memory().memcpy_htod(x, &data).unwrap();
     let mut outputs = Vec::new();
     // All batches queued up front; the row count is set on the device, in stream order.
     for rows in [1usize, 37, 300] {
-        rt.set_shape_async(shape, &[rows as i64, cols as i64], s)
+        rt.ops()
+            .set_shape_async(shape, &[rows as i64, cols as i64], s)
             .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             ops.softmax,
             &[TensorArg::dynamic(x, shape)],
             &[TensorArg::output(y)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        let out = rt.malloc_host((4 * rows * cols) as u64).unwrap();
-        rt.memcpy_dtoh_async(&out, y, (4 * rows * cols) as u64, s)
+        let out = rt.memory().malloc_host((4 * rows * cols) as u64).unwrap();
+        rt.memory()
+            .memcpy_dtoh_async(&out, y, (4 * rows * cols) as u64, s)
             .unwrap();
         outputs.push((rows, out));
     }
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     for (rows, out) in outputs {
         let got: Vec<f32> = out.read().unwrap();
         for r in 0..rows {
@@ -61,7 +65,7 @@ fn softmax_op_with_a_dynamic_row_count_matches_the_cpu_and_retiles_per_batch() {
             }
         }
     }
-    let log = rt.take_tiling_log();
+    let log = rt.ops().take_tiling_log();
     let chosen: Vec<(u32, Vec<u32>)> = log
         .iter()
         .map(|t| (t.tiling.block_dim, t.tiling.words().to_vec()))
@@ -85,13 +89,13 @@ fn matmul_and_layernorm_ops_match_the_cpu() {
         .map(|i| f32_to_f16(((i * 11) % 5) as f32 * 0.25 - 0.5))
         .collect();
     let (da, db) = (
-        rt.malloc((2 * m * k) as u64).unwrap(),
-        rt.malloc((2 * k * n) as u64).unwrap(),
+        rt.memory().malloc((2 * m * k) as u64).unwrap(),
+        rt.memory().malloc((2 * k * n) as u64).unwrap(),
     );
-    rt.memcpy_htod(da, &a).unwrap();
-    rt.memcpy_htod(db, &b).unwrap();
-    let dc = rt.malloc((4 * m * n) as u64).unwrap();
-    rt.launch_op(
+    rt.memory().memcpy_htod(da, &a).unwrap();
+    rt.memory().memcpy_htod(db, &b).unwrap();
+    let dc = rt.memory().malloc((4 * m * n) as u64).unwrap();
+    rt.submit(LaunchOp::new(
         ops.matmul,
         &[
             TensorArg::new(da, &[m as i64, k as i64]),
@@ -100,14 +104,14 @@ fn matmul_and_layernorm_ops_match_the_cpu() {
         &[TensorArg::output(dc)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let gamma = rt.malloc((4 * n) as u64).unwrap();
-    let beta = rt.malloc((4 * n) as u64).unwrap();
-    rt.memcpy_htod(gamma, &vec![2.0f32; n]).unwrap();
-    rt.memcpy_htod(beta, &vec![0.5f32; n]).unwrap();
-    let dy = rt.malloc((4 * m * n) as u64).unwrap();
-    rt.launch_op(
+    let gamma = rt.memory().malloc((4 * n) as u64).unwrap();
+    let beta = rt.memory().malloc((4 * n) as u64).unwrap();
+    rt.memory().memcpy_htod(gamma, &vec![2.0f32; n]).unwrap();
+    rt.memory().memcpy_htod(beta, &vec![0.5f32; n]).unwrap();
+    let dy = rt.memory().malloc((4 * m * n) as u64).unwrap();
+    rt.submit(LaunchOp::new(
         ops.layernorm,
         &[
             TensorArg::new(dc, &[m as i64, n as i64]),
@@ -117,13 +121,13 @@ fn matmul_and_layernorm_ops_match_the_cpu() {
         &[TensorArg::output(dy)],
         &[Arg::F32(1e-5)],
         s,
-    )
+    ))
     .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut c = vec![0f32; m * n];
-    rt.memcpy_dtoh(&mut c, dc).unwrap();
+    rt.memory().memcpy_dtoh(&mut c, dc).unwrap();
     let mut y = vec![0f32; m * n];
-    rt.memcpy_dtoh(&mut y, dy).unwrap();
+    rt.memory().memcpy_dtoh(&mut y, dy).unwrap();
     for i in 0..m {
         let want_row: Vec<f32> = (0..n)
             .map(|j| {
@@ -158,19 +162,19 @@ fn matmul_and_layernorm_ops_match_the_cpu() {
 #[test]
 fn a_shape_that_does_not_fit_fails_the_op_cleanly() {
     let (rt, ops, s) = setup();
-    let x = rt.malloc(4 * 64).unwrap();
-    let z = rt.malloc(4 * 64).unwrap();
+    let x = rt.memory().malloc(4 * 64).unwrap();
+    let z = rt.memory().malloc(4 * 64).unwrap();
     // 1000 elements claimed over 64-element buffers: refused before the kernel runs.
-    let shape = rt.create_shape().unwrap();
-    rt.set_shape_async(shape, &[1000], s).unwrap();
-    rt.launch_op(
+    let shape = rt.ops().create_shape().unwrap();
+    rt.ops().set_shape_async(shape, &[1000], s).unwrap();
+    rt.submit(LaunchOp::new(
         ops.vadd,
         &[TensorArg::dynamic(x, shape), TensorArg::dynamic(x, shape)],
         &[TensorArg::output(z)],
         &[],
         s,
-    )
+    ))
     .unwrap();
-    let err = rt.synchronize_stream(s).unwrap_err();
+    let err = rt.streams().synchronize(s).unwrap_err();
     assert_eq!(err.code(), 507015, "{err}");
 }

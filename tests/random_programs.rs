@@ -16,6 +16,7 @@
 //!
 //! CI runs a modest number of cases; `NPUSIM_PROPTEST_CASES=N` runs N (e.g. 2000 for a long run).
 
+use npusim::{HostFunc, Launch};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
@@ -211,12 +212,12 @@ fn pattern(seed: u8, len: u64) -> Vec<u8> {
 
 /// Runs one thread's program in a context of its own and tears everything down.
 fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
-    let ctx = rt.create_context(0).unwrap();
+    let ctx = rt.contexts().create(0).unwrap();
     // The data stream orders every write, so the shadow is exact; the others carry events,
     // callbacks and random launches.
-    let data = rt.create_stream().unwrap();
-    let mut streams = vec![data, rt.create_stream().unwrap()];
-    let event = rt.create_event().unwrap();
+    let data = rt.streams().create().unwrap();
+    let mut streams = vec![data, rt.streams().create().unwrap()];
+    let event = rt.events().create().unwrap();
     let mut blocks: Vec<Block> = Vec::new();
     let mut freed: Vec<DevicePtr> = Vec::new();
     let ran = Arc::new(AtomicU64::new(0));
@@ -237,7 +238,10 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
         let what = format!("thread {me} step {step}: {op:?}");
         match op {
             Op::Alloc { size } => {
-                let ptr = rt.malloc(size).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let ptr = rt
+                    .memory()
+                    .malloc(size)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let mut l = live.lock().unwrap();
                 if let Some((&base, &(end, owner))) = l.range(..ptr.0 + size).next_back() {
                     assert!(
@@ -258,12 +262,14 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
             Op::Free { block } if !blocks.is_empty() => {
                 let b = blocks.swap_remove(block % blocks.len());
                 live.lock().unwrap().remove(&b.ptr.0);
-                rt.free(b.ptr).unwrap_or_else(|e| panic!("{what}: {e}"));
+                rt.memory()
+                    .free(b.ptr)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
                 freed.push(b.ptr);
             }
             Op::FreeTwice { block } if !freed.is_empty() => {
                 let p = freed[block % freed.len()];
-                expect_err(&what, rt.free(p), &[codes::RT_MEMORY_FREE]);
+                expect_err(&what, rt.memory().free(p), &[codes::RT_MEMORY_FREE]);
             }
             Op::Write {
                 block,
@@ -275,7 +281,8 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let b = &mut blocks[block % n];
                 let (at, len) = clamp(b.size, at, len);
                 let bytes = pattern(seed, len);
-                rt.memcpy_htod(DevicePtr(b.ptr.0 + at), &bytes)
+                rt.memory()
+                    .memcpy_htod(DevicePtr(b.ptr.0 + at), &bytes)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 for (i, v) in bytes.into_iter().enumerate() {
                     b.shadow[at as usize + i] = Some(v);
@@ -285,7 +292,8 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let b = &blocks[block % blocks.len()];
                 let (at, len) = clamp(b.size, at, len);
                 let mut out = vec![0u8; len as usize];
-                rt.memcpy_dtoh(&mut out, DevicePtr(b.ptr.0 + at))
+                rt.memory()
+                    .memcpy_dtoh(&mut out, DevicePtr(b.ptr.0 + at))
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 for (i, v) in out.iter().enumerate() {
                     if let Some(want) = b.shadow[at as usize + i] {
@@ -298,13 +306,14 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let len = len.min(blocks[d].size).min(blocks[s].size);
                 let (da, _) = clamp(blocks[d].size, at.0, len);
                 let (sa, _) = clamp(blocks[s].size, at.1, len);
-                rt.memcpy_dtod_async(
-                    DevicePtr(blocks[d].ptr.0 + da),
-                    DevicePtr(blocks[s].ptr.0 + sa),
-                    len,
-                    data,
-                )
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+                rt.memory()
+                    .memcpy_dtod_async(
+                        DevicePtr(blocks[d].ptr.0 + da),
+                        DevicePtr(blocks[s].ptr.0 + sa),
+                        len,
+                        data,
+                    )
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let moved: Vec<Option<u8>> =
                     blocks[s].shadow[sa as usize..(sa + len) as usize].to_vec();
                 blocks[d].shadow[da as usize..(da + len) as usize].copy_from_slice(&moved);
@@ -318,7 +327,8 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let n = blocks.len();
                 let b = &mut blocks[block % n];
                 let (at, len) = clamp(b.size, at, len);
-                rt.memset_async(DevicePtr(b.ptr.0 + at), value, len, data)
+                rt.memory()
+                    .memset_async(DevicePtr(b.ptr.0 + at), value, len, data)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 b.shadow[at as usize..(at + len) as usize].fill(Some(value));
             }
@@ -332,12 +342,12 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let b = &mut blocks[block % count];
                 let n = n.min(b.size / 4);
                 let (at, _) = clamp(b.size, at, 4 * n);
-                rt.launch(
+                rt.submit(Launch::new(
                     fill,
                     1,
                     &[DevicePtr(b.ptr.0 + at).into(), n.into(), value.into()],
                     data,
-                )
+                ))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let bytes = value.to_le_bytes();
                 for i in 0..(4 * n) as usize {
@@ -349,12 +359,12 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                 let too_long = b.size + extra;
                 expect_err(
                     &what,
-                    rt.memset_async(b.ptr, 0, too_long, data),
+                    rt.memory().memset_async(b.ptr, 0, too_long, data),
                     &[codes::RT_PARAM_INVALID],
                 );
                 expect_err(
                     &what,
-                    rt.memcpy_dtod_async(b.ptr, b.ptr, too_long, data),
+                    rt.memory().memcpy_dtod_async(b.ptr, b.ptr, too_long, data),
                     &[codes::RT_PARAM_INVALID],
                 );
             }
@@ -365,26 +375,27 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
             } => {
                 // Random words may name this thread's memory: run them in a throw-away
                 // context, so the shadow stays exact, and check only the codes.
-                let scratch = rt.create_context(0).unwrap();
-                let s = rt.create_stream().unwrap();
+                let scratch = rt.contexts().create(0).unwrap();
+                let s = rt.streams().create().unwrap();
                 let k = kernels[kernel % kernels.len()];
                 let words: Vec<Arg> = args.iter().map(|&w| Arg::U64(w)).collect();
                 let _ = stream;
-                match rt.launch(k, 1, &words, s) {
-                    Ok(()) => {
-                        if let Err(e) = rt.synchronize_stream(s) {
+                match rt.submit(Launch::new(k, 1, &words, s)) {
+                    Ok(_) => {
+                        if let Err(e) = rt.streams().synchronize(s) {
                             assert!(documented(e.code()), "{what}: {e}");
                         }
                     }
                     Err(e) => assert!(documented(e.code()), "{what}: {e}"),
                 }
-                rt.destroy_context(scratch)
+                rt.contexts()
+                    .destroy(scratch)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                rt.set_current_context(ctx).unwrap();
+                rt.contexts().set_current(ctx).unwrap();
             }
             Op::Fault { kind } => {
-                let scratch = rt.create_context(0).unwrap();
-                let s = rt.create_stream().unwrap();
+                let scratch = rt.contexts().create(0).unwrap();
+                let s = rt.streams().create().unwrap();
                 let (name, args, code): (&str, Vec<Arg>, i32) = match kind {
                     0 => (
                         "fault_bad_address",
@@ -403,106 +414,123 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
                         codes::RT_AICORE_EXCEPTION,
                     ),
                 };
-                rt.launch(rt.kernel(name).unwrap(), 1, &args, s).unwrap();
-                expect_err(&what, rt.synchronize_stream(s), &[code]);
+                rt.submit(Launch::new(rt.kernel(name).unwrap(), 1, &args, s))
+                    .unwrap();
+                expect_err(&what, rt.streams().synchronize(s), &[code]);
                 // The context is faulted: its next call returns the sticky error.
-                expect_err(&what, rt.malloc(64).map(|_| ()), &[code]);
-                rt.destroy_context(scratch)
+                expect_err(&what, rt.memory().malloc(64).map(|_| ()), &[code]);
+                rt.contexts()
+                    .destroy(scratch)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 expect_err(
                     &what,
-                    rt.synchronize_stream(s),
+                    rt.streams().synchronize(s),
                     &[codes::RT_INVALID_HANDLE, codes::RT_CONTEXT_NULL],
                 );
-                rt.set_current_context(ctx).unwrap();
+                rt.contexts().set_current(ctx).unwrap();
             }
             Op::Record { stream } => {
                 let s = streams[stream % streams.len()];
-                rt.record_event(event, s)
+                rt.events()
+                    .record(event, s)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
             }
             Op::Wait { stream } => {
                 let s = streams[stream % streams.len()];
-                rt.stream_wait_event(s, event)
+                rt.events()
+                    .stream_wait(s, event)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
             }
             Op::SyncTimeout { stream, us } => {
                 let s = streams[stream % streams.len()];
-                match rt.synchronize_stream_timeout(s, SimTime::from_us(us)) {
+                match rt.streams().synchronize_timeout(s, SimTime::from_us(us)) {
                     Ok(()) => {}
                     Err(e) => assert_eq!(e.code(), codes::RT_WAIT_TIMEOUT, "{what}: {e}"),
                 }
             }
             Op::Sync { stream } => {
                 let s = streams[stream % streams.len()];
-                rt.synchronize_stream(s)
+                rt.streams()
+                    .synchronize(s)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
             }
             Op::Callback { stream } => {
                 let s = streams[stream % streams.len()];
                 let (ran, order, rt2) = (ran.clone(), order.clone(), rt.clone());
                 let seq = enqueued_callbacks;
-                rt.launch_host_func(s, move || {
+                rt.submit(HostFunc::new(s, move || {
                     // Calls back into the runtime, on its context's callback thread with its
                     // context current: its own stream is busy (with this callback), and
                     // waiting for it can never finish.
                     let _ = rt2.host_now();
                     assert!(rt2.device_count() == 1);
-                    assert_eq!(rt2.query_stream(s), Ok(false));
-                    let sync = rt2.synchronize_stream(s).map_err(|e| e.code());
+                    assert_eq!(rt2.streams().query(s), Ok(false));
+                    let sync = rt2.streams().synchronize(s).map_err(|e| e.code());
                     assert_eq!(sync, Err(codes::RT_WAIT_TIMEOUT));
                     order.lock().unwrap().push((s, seq));
                     ran.fetch_add(1, Ordering::SeqCst);
-                })
+                }))
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
                 enqueued_callbacks += 1;
             }
             Op::CreateStream if streams.len() < 6 => {
-                streams.push(rt.create_stream().unwrap());
+                streams.push(rt.streams().create().unwrap());
             }
             Op::DestroyStream { stream } if streams.len() > 2 => {
                 // The first two stay (the data stream, and one for events).
                 let i = 2 + stream % (streams.len() - 2);
                 let s = streams.swap_remove(i);
-                rt.synchronize_stream(s)
+                rt.streams()
+                    .synchronize(s)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                rt.destroy_stream(s)
+                rt.streams()
+                    .destroy(s)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 expect_err(
                     &what,
-                    rt.record_event(event, s),
+                    rt.events().record(event, s),
                     &[codes::RT_INVALID_HANDLE],
                 );
             }
-            Op::HostAlloc { size } => match rt.malloc_host(size) {
+            Op::HostAlloc { size } => match rt.memory().malloc_host(size) {
                 Ok(h) => {
                     assert!(size <= 1 << 16, "{what}: allocated");
                     h.write(&pattern(size as u8, size.min(64))).unwrap();
-                    rt.free_host(&h).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    rt.memory()
+                        .free_host(&h)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
                 }
                 Err(e) => assert_eq!(e.code(), codes::RT_MEMORY_ALLOCATION, "{what}: {e}"),
             },
             Op::Binary { unload } => {
                 // A binary in a context of its own: unloaded, or released with the context.
-                let scratch = rt.create_context(0).unwrap();
+                let scratch = rt.contexts().create(0).unwrap();
                 let b = rt
-                    .load_binary(&object)
+                    .binaries()
+                    .load(&object)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let k = rt
+                    .binaries()
                     .get_function(b, "vadd_f32")
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 if unload {
-                    rt.unload_binary(b)
+                    rt.binaries()
+                        .unload(b)
                         .unwrap_or_else(|e| panic!("{what}: {e}"));
-                    let s = rt.create_stream().unwrap();
-                    expect_err(&what, rt.launch(k, 1, &[], s), &[codes::RT_INVALID_HANDLE]);
+                    let s = rt.streams().create().unwrap();
+                    expect_err(
+                        &what,
+                        rt.submit(Launch::new(k, 1, &[], s)).map(drop),
+                        &[codes::RT_INVALID_HANDLE],
+                    );
                 }
-                rt.destroy_context(scratch)
+                rt.contexts()
+                    .destroy(scratch)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
-                rt.set_current_context(ctx).unwrap();
+                rt.contexts().set_current(ctx).unwrap();
                 expect_err(
                     &what,
-                    rt.binary_functions(b).map(|_| ()),
+                    rt.binaries().functions(b).map(|_| ()),
                     &[codes::RT_INVALID_HANDLE],
                 );
             }
@@ -512,7 +540,8 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
 
     // Teardown: everything this thread made goes, and every callback has run.
     for &s in &streams {
-        rt.synchronize_stream(s)
+        rt.streams()
+            .synchronize(s)
             .unwrap_or_else(|e| panic!("thread {me} teardown: {e}"));
     }
     // A synchronize returns only once the stream's callbacks have returned, whichever thread
@@ -535,14 +564,14 @@ fn run_thread(rt: Runtime, me: usize, ops: Vec<Op>, live: Live) {
     drop(order);
     for b in blocks {
         live.lock().unwrap().remove(&b.ptr.0);
-        rt.free(b.ptr).unwrap();
+        rt.memory().free(b.ptr).unwrap();
     }
-    rt.destroy_event(event).unwrap();
+    rt.events().destroy(event).unwrap();
     for s in streams {
-        rt.destroy_stream(s).unwrap();
+        rt.streams().destroy(s).unwrap();
     }
-    rt.destroy_context(ctx).unwrap();
-    rt.set_device(0).unwrap();
+    rt.contexts().destroy(ctx).unwrap();
+    rt.contexts().set_device(0).unwrap();
 }
 
 /// `[at, at + len)` moved inside a block of `size` bytes (len shortened if needed).
@@ -595,7 +624,7 @@ fn run_program(threads: Vec<Vec<Op>>) {
     assert_eq!(stats.events, 0);
     assert_eq!(stats.live_tasks, 0);
     assert_eq!(stats.live_blocks, vec![0]);
-    assert_eq!(rt.memory_stats().unwrap().pending_frees, 0);
+    assert_eq!(rt.memory().stats().unwrap().pending_frees, 0);
     assert!(live.lock().unwrap().is_empty());
 }
 

@@ -6,6 +6,7 @@
 
 use npusim::prelude::*;
 use npusim::record::{Recording, ReplayOptions, Trace, Variant, replay, whatif};
+use npusim::{Collective, HostFunc, Launch, LaunchOp};
 use npusim::{DataType, HostCosts, LinkConfig, ReduceOp, StreamKind, TaskRecord, TopologyConfig};
 use proptest::prelude::*;
 
@@ -28,44 +29,60 @@ fn recording_config(devices: u32) -> RuntimeConfig {
 /// Two devices, each: copies in, a broadcast from rank 0, kernels on two streams joined by an event, a gradient
 /// all-reduce on a communication stream, host work, a copy out, a free.
 fn data_parallel_program(rt: &Runtime, n: usize) -> NpuResult<Vec<Vec<f32>>> {
-    let comms = rt.comm_init_all(&[0, 1])?;
+    let comms = rt.collectives().init_all(&[0, 1])?;
     let add = rt.kernel("vector_add_f32")?;
     let axpy = rt.kernel("axpy_f32")?;
     let mut ranks = Vec::new();
     for (r, comm) in comms.iter().enumerate() {
-        rt.set_device(r as u32)?;
-        let s = rt.create_stream()?;
-        let c = rt.create_stream_with(StreamConfig {
+        rt.contexts().set_device(r as u32)?;
+        let s = rt.streams().create()?;
+        let c = rt.streams().create_with(StreamConfig {
             kind: StreamKind::Communication,
             ..StreamConfig::default()
         })?;
         let bytes = 4 * n as u64;
-        let (x, y, g) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+        let (x, y, g) = (
+            rt.memory().malloc(bytes)?,
+            rt.memory().malloc(bytes)?,
+            rt.memory().malloc(bytes)?,
+        );
         let data: Vec<f32> = (0..n).map(|i| (i + r) as f32).collect();
-        rt.memcpy_htod(x, &data)?;
-        rt.memcpy_htod(y, &data)?;
-        rt.broadcast(y, n as u64, DataType::F32, 0, comm, s)?;
-        rt.launch(add, 4, &[x.into(), y.into(), g.into(), n.into()], s)?;
-        let ready = rt.create_event()?;
-        rt.record_event(ready, s)?;
-        rt.stream_wait_event(c, ready)?;
-        rt.all_reduce(g, g, n as u64, DataType::F32, ReduceOp::Sum, comm, c)?;
+        rt.memory().memcpy_htod(x, &data)?;
+        rt.memory().memcpy_htod(y, &data)?;
+        rt.submit(Collective::broadcast(y, n as u64, DataType::F32, 0).on(comm, s))?;
+        rt.submit(Launch::new(
+            add,
+            4,
+            &[x.into(), y.into(), g.into(), n.into()],
+            s,
+        ))?;
+        let ready = rt.events().create()?;
+        rt.events().record(ready, s)?;
+        rt.events().stream_wait(c, ready)?;
+        rt.submit(
+            Collective::all_reduce(g, g, n as u64, DataType::F32, ReduceOp::Sum).on(comm, c),
+        )?;
         rt.host_work(SimTime(5_000));
-        let done = rt.create_event()?;
-        rt.record_event(done, c)?;
-        rt.stream_wait_event(s, done)?;
-        rt.launch(axpy, 4, &[n.into(), 0.5f32.into(), g.into(), x.into()], s)?;
+        let done = rt.events().create()?;
+        rt.events().record(done, c)?;
+        rt.events().stream_wait(s, done)?;
+        rt.submit(Launch::new(
+            axpy,
+            4,
+            &[n.into(), 0.5f32.into(), g.into(), x.into()],
+            s,
+        ))?;
         ranks.push((s, x, y, g));
     }
     let mut out = Vec::new();
     for (r, (s, x, y, g)) in ranks.into_iter().enumerate() {
-        rt.set_device(r as u32)?;
-        rt.synchronize_stream(s)?;
+        rt.contexts().set_device(r as u32)?;
+        rt.streams().synchronize(s)?;
         let mut v = vec![0f32; n];
-        rt.memcpy_dtoh(&mut v, x)?;
+        rt.memory().memcpy_dtoh(&mut v, x)?;
         out.push(v);
-        rt.free(y)?;
-        rt.free(g)?;
+        rt.memory().free(y)?;
+        rt.memory().free(g)?;
     }
     Ok(out)
 }
@@ -90,9 +107,9 @@ fn a_recorded_program_replays_to_the_identical_timeline_and_results() {
         None => unreachable!("the program allocates"),
     };
     let rr = &replayed.runtime;
-    rr.set_device(0).unwrap();
+    rr.contexts().set_device(0).unwrap();
     let mut v = vec![0f32; 4096];
-    rr.memcpy_dtoh(&mut v, x0).unwrap();
+    rr.memory().memcpy_dtoh(&mut v, x0).unwrap();
     assert_eq!(v, results[0]);
 }
 
@@ -100,37 +117,43 @@ fn a_recorded_program_replays_to_the_identical_timeline_and_results() {
 /// before its record; a peer copy; `record_stream` and a trim; one timed wait that gives up and
 /// one that does not. Returns what the peer copy delivered.
 fn settings_program(rt: &Runtime) -> NpuResult<Vec<f32>> {
-    rt.set_kernel_timeout(SimTime::from_ms(50))?;
-    rt.set_kernel_wall_limit(std::time::Duration::from_secs(60));
-    rt.set_event_wait_timeout(Some(SimTime::from_ms(20)));
+    rt.limits().set_kernel_timeout(SimTime::from_ms(50))?;
+    rt.limits()
+        .set_kernel_wall_limit(std::time::Duration::from_secs(60));
+    rt.limits()
+        .set_event_wait_timeout(Some(SimTime::from_ms(20)));
     rt.set_callback_timeout(std::time::Duration::from_secs(30));
-    rt.set_core_limits(0, Some(4), None)?;
-    rt.set_device(1)?;
-    let dst = rt.malloc(4 << 20)?;
-    rt.set_device(0)?;
-    rt.set_failure_mode(npusim::FailureMode::Continue)?;
-    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
-    let ev = rt.create_event()?;
-    let big = rt.malloc(64 << 20)?;
-    let src = rt.malloc(4 << 20)?;
+    rt.limits().set_core_limits(0, Some(4), None)?;
+    rt.contexts().set_device(1)?;
+    let dst = rt.memory().malloc(4 << 20)?;
+    rt.contexts().set_device(0)?;
+    rt.contexts()
+        .set_failure_mode(npusim::FailureMode::Continue)?;
+    let (a, b) = (rt.streams().create()?, rt.streams().create()?);
+    let ev = rt.events().create()?;
+    let big = rt.memory().malloc(64 << 20)?;
+    let src = rt.memory().malloc(4 << 20)?;
     let data: Vec<f32> = (0..1 << 20).map(|i| i as f32).collect();
-    rt.memcpy_htod(src, &data)?;
+    rt.memory().memcpy_htod(src, &data)?;
     // b waits for the first record, which a enqueues only after a long memset.
-    rt.stream_wait_event_record(b, ev, 1, Some(SimTime::from_ms(10)))?;
-    rt.memcpy_peer_async(dst, 1, src, 0, 4 << 20, b)?;
-    rt.memset_async(big, 3, 64 << 20, a)?;
-    rt.record_event(ev, a)?;
-    rt.record_stream(big, b)?;
+    rt.events()
+        .stream_wait_record(b, ev, 1, Some(SimTime::from_ms(10)))?;
+    rt.collectives()
+        .memcpy_peer_async(dst, 1, src, 0, 4 << 20, b)?;
+    rt.memory().memset_async(big, 3, 64 << 20, a)?;
+    rt.events().record(ev, a)?;
+    rt.memory().record_stream(big, b)?;
     // Gives up: the memset takes longer than a microsecond.
-    let early = rt.synchronize_event_timeout(ev, SimTime::from_us(1));
+    let early = rt.events().synchronize_timeout(ev, SimTime::from_us(1));
     assert_eq!(early.unwrap_err().code(), 107019);
-    rt.synchronize_event_timeout(ev, SimTime::from_ms(1000))?;
+    rt.events()
+        .synchronize_timeout(ev, SimTime::from_ms(1000))?;
     rt.synchronize_device_timeout(SimTime::from_ms(1000))?;
-    rt.free(big)?;
-    rt.trim_memory()?;
-    rt.set_device(1)?;
+    rt.memory().free(big)?;
+    rt.memory().trim()?;
+    rt.contexts().set_device(1)?;
     let mut out = vec![0f32; 1 << 20];
-    rt.memcpy_dtoh(&mut out, dst)?;
+    rt.memory().memcpy_dtoh(&mut out, dst)?;
     Ok(out)
 }
 
@@ -184,8 +207,14 @@ fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_o
     assert_eq!(times(&replayed.runtime.timeline()), times(&rt.timeline()));
     assert_eq!(replayed.runtime.host_now(), rt.host_now());
     let rr = &replayed.runtime;
-    assert_eq!(rr.device_limits(0).unwrap(), rt.device_limits(0).unwrap());
-    assert_eq!(rr.device_limits(1).unwrap(), rt.device_limits(1).unwrap());
+    assert_eq!(
+        rr.limits().device(0).unwrap(),
+        rt.limits().device(0).unwrap()
+    );
+    assert_eq!(
+        rr.limits().device(1).unwrap(),
+        rt.limits().device(1).unwrap()
+    );
     assert_eq!(rr.callback_timeout(), rt.callback_timeout());
     // The peer copy delivered the same data in the replay.
     let dst = trace
@@ -196,9 +225,9 @@ fn limits_timeouts_peer_copies_and_timed_waits_replay_to_the_same_timeline_and_o
             _ => None,
         })
         .unwrap();
-    rr.set_device(1).unwrap();
+    rr.contexts().set_device(1).unwrap();
     let mut v = vec![0f32; 1 << 20];
-    rr.memcpy_dtoh(&mut v, dst).unwrap();
+    rr.memory().memcpy_dtoh(&mut v, dst).unwrap();
     assert_eq!(v, delivered);
 }
 
@@ -226,31 +255,37 @@ fn double_op() -> OpBuilder {
 
 /// Registers its own op and the Ascend-style ops, and runs both: `z = x + 2x`.
 fn ops_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
-    let double = rt.register_op(double_op())?;
-    let npu = rt.register_npu_ops(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))?;
-    let s = rt.create_stream()?;
+    let double = rt.ops().register(double_op())?;
+    let npu = rt
+        .ops()
+        .register_npu(format!("{}/examples/kernels", env!("CARGO_MANIFEST_DIR")))?;
+    let s = rt.streams().create()?;
     let bytes = 4 * n as u64;
-    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let (x, y, z) = (
+        rt.memory().malloc(bytes)?,
+        rt.memory().malloc(bytes)?,
+        rt.memory().malloc(bytes)?,
+    );
     let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    rt.memcpy_htod(x, &data)?;
+    rt.memory().memcpy_htod(x, &data)?;
     let dims = [n as i64];
-    rt.launch_op(
+    rt.submit(LaunchOp::new(
         double,
         &[TensorArg::new(x, &dims)],
         &[TensorArg::new(y, &dims)],
         &[(n as u64).into()],
         s,
-    )?;
-    rt.launch_op(
+    ))?;
+    rt.submit(LaunchOp::new(
         npu.vadd,
         &[TensorArg::new(x, &dims), TensorArg::new(y, &dims)],
         &[TensorArg::new(z, &dims)],
         &[],
         s,
-    )?;
-    rt.synchronize_stream(s)?;
+    ))?;
+    rt.streams().synchronize(s)?;
     let mut out = vec![0f32; n];
-    rt.memcpy_dtoh(&mut out, z)?;
+    rt.memory().memcpy_dtoh(&mut out, z)?;
     Ok(out)
 }
 
@@ -277,7 +312,7 @@ fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
     assert_eq!(replayed.runtime.host_now(), rt.host_now());
     let zp = common::recorded_malloc(&trace, 2);
     let mut v = vec![0f32; n];
-    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    replayed.runtime.memory().memcpy_dtoh(&mut v, zp).unwrap();
     assert_eq!(v, z);
     // Without the program's op, the replay says which op it needs.
     let err = replay(&trace, ReplayOptions::default()).unwrap_err();
@@ -290,27 +325,41 @@ fn registered_ops_replay_by_name_and_a_missing_one_is_refused_by_name() {
 /// stream `a` then waits for.
 fn callback_program(rt: &Runtime, n: usize) -> NpuResult<Vec<f32>> {
     let add = rt.kernel("vector_add_f32")?;
-    let (a, b) = (rt.create_stream()?, rt.create_stream()?);
+    let (a, b) = (rt.streams().create()?, rt.streams().create()?);
     let bytes = 4 * n as u64;
-    let (x, y, z) = (rt.malloc(bytes)?, rt.malloc(bytes)?, rt.malloc(bytes)?);
+    let (x, y, z) = (
+        rt.memory().malloc(bytes)?,
+        rt.memory().malloc(bytes)?,
+        rt.memory().malloc(bytes)?,
+    );
     let data: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    rt.memcpy_htod(x, &data)?;
-    let ready = rt.create_event()?;
+    rt.memory().memcpy_htod(x, &data)?;
+    let ready = rt.events().create()?;
     let inner = rt.clone();
-    rt.launch_host_func(a, move || {
+    rt.submit(HostFunc::new(a, move || {
         inner.host_work(SimTime(7_000));
-        inner.memset_async(y, 0, bytes, b).unwrap();
+        inner.memory().memset_async(y, 0, bytes, b).unwrap();
         inner
-            .launch(add, 2, &[x.into(), x.into(), y.into(), n.into()], b)
+            .submit(Launch::new(
+                add,
+                2,
+                &[x.into(), x.into(), y.into(), n.into()],
+                b,
+            ))
             .unwrap();
-        inner.record_event(ready, b).unwrap();
-    })?;
-    rt.stream_wait_event(a, ready)?;
-    rt.launch(add, 2, &[x.into(), y.into(), z.into(), n.into()], a)?;
-    rt.synchronize_stream(a)?;
-    rt.synchronize_stream(b)?;
+        inner.events().record(ready, b).unwrap();
+    }))?;
+    rt.events().stream_wait(a, ready)?;
+    rt.submit(Launch::new(
+        add,
+        2,
+        &[x.into(), y.into(), z.into(), n.into()],
+        a,
+    ))?;
+    rt.streams().synchronize(a)?;
+    rt.streams().synchronize(b)?;
     let mut out = vec![0f32; n];
-    rt.memcpy_dtoh(&mut out, z)?;
+    rt.memory().memcpy_dtoh(&mut out, z)?;
     Ok(out)
 }
 
@@ -338,7 +387,7 @@ fn calls_made_inside_a_host_callback_are_replayed_when_the_replayed_callback_run
     assert_eq!(replayed.runtime.host_now(), rt.host_now());
     let zp = common::recorded_malloc(&trace, 2);
     let mut v = vec![0f32; n];
-    replayed.runtime.memcpy_dtoh(&mut v, zp).unwrap();
+    replayed.runtime.memory().memcpy_dtoh(&mut v, zp).unwrap();
     assert_eq!(v, z);
 }
 
@@ -379,8 +428,9 @@ fn the_launch_builders_declared_access_sets_are_recorded_and_replayed() {
         .unwrap();
     assert_eq!(s.clone_dtoh(&c).unwrap(), [3.0; 1024]);
     // A second launch held behind a record that never comes: it stays queued with its set.
-    let never = rt.create_event().unwrap();
-    rt.stream_wait_event_record(s.raw(), never, 1, None)
+    let never = rt.events().create().unwrap();
+    rt.events()
+        .stream_wait_record(s.raw(), never, 1, None)
         .unwrap();
     let mut d = s.alloc_zeros::<f32>(512).unwrap();
     s.launch_builder(&add)
@@ -486,19 +536,22 @@ fn truncated_corrupted_and_future_traces_are_refused_with_a_clear_error() {
 fn twice_the_hbm_bandwidth_never_slows_a_memory_bound_kernel() {
     let rt = Runtime::new(recording_config(1)).unwrap();
     let n = 1 << 20;
-    let (x, y) = (rt.malloc(4 * n).unwrap(), rt.malloc(4 * n).unwrap());
-    let s = rt.create_stream().unwrap();
+    let (x, y) = (
+        rt.memory().malloc(4 * n).unwrap(),
+        rt.memory().malloc(4 * n).unwrap(),
+    );
+    let s = rt.streams().create().unwrap();
     let axpy = rt.kernel("axpy_f32").unwrap();
     for blocks in [1, 4, 8] {
-        rt.launch(
+        rt.submit(Launch::new(
             axpy,
             blocks,
             &[n.into(), 2.0f32.into(), x.into(), y.into()],
             s,
-        )
+        ))
         .unwrap();
     }
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let trace = rt.take_trace().unwrap();
     let base = Variant {
         name: "recorded".into(),
@@ -567,21 +620,26 @@ fn binary_kernels_replay_timing_only_at_their_recorded_cycles_scaled_by_the_cloc
         "/examples/kernels/vector_add.o"
     ))
     .unwrap();
-    let bin = rt.load_binary(&object).unwrap();
-    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
-    let s = rt.create_stream().unwrap();
+    let bin = rt.binaries().load(&object).unwrap();
+    let vadd = rt.binaries().get_function(bin, "vadd_f32").unwrap();
+    let s = rt.streams().create().unwrap();
     for (n, blocks) in [(1000u64, 3u32), (40_000, 8), (4099, 1)] {
         let (a, b, c) = (
-            rt.malloc(4 * n).unwrap(),
-            rt.malloc(4 * n).unwrap(),
-            rt.malloc(4 * n).unwrap(),
+            rt.memory().malloc(4 * n).unwrap(),
+            rt.memory().malloc(4 * n).unwrap(),
+            rt.memory().malloc(4 * n).unwrap(),
         );
-        rt.memset(a, 1, 4 * n).unwrap();
-        rt.launch(vadd, blocks, &[a.into(), b.into(), c.into(), n.into()], s)
-            .unwrap();
-        rt.free_async(c, s).unwrap();
+        rt.memory().memset(a, 1, 4 * n).unwrap();
+        rt.submit(Launch::new(
+            vadd,
+            blocks,
+            &[a.into(), b.into(), c.into(), n.into()],
+            s,
+        ))
+        .unwrap();
+        rt.memory().free_async(c, s).unwrap();
     }
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let trace = rt.take_trace().unwrap();
     let recorded = trace
         .entries
@@ -642,8 +700,11 @@ fn binary_kernels_replay_timing_only_at_their_recorded_cycles_scaled_by_the_cloc
 #[test]
 fn dynamic_shapes_replay_timing_only_from_the_shapes_the_recording_saw() {
     let rt = Runtime::new(recording_config(1)).unwrap();
-    let s = rt.create_stream().unwrap();
-    let (nonzero, gather) = (rt.op("nonzero_f32").unwrap(), rt.op("gather_rows").unwrap());
+    let s = rt.streams().create().unwrap();
+    let (nonzero, gather) = (
+        rt.ops().get("nonzero_f32").unwrap(),
+        rt.ops().get("gather_rows").unwrap(),
+    );
     let n = 4000usize;
     let mut counts = Vec::new();
     for density in [1usize, 7, 2] {
@@ -656,22 +717,25 @@ fn dynamic_shapes_replay_timing_only_from_the_shapes_the_recording_saw() {
                 }
             })
             .collect();
-        let xd = rt.malloc(4 * n as u64).unwrap();
-        rt.memcpy_htod(xd, &x).unwrap();
+        let xd = rt.memory().malloc(4 * n as u64).unwrap();
+        rt.memory().memcpy_htod(xd, &x).unwrap();
         let (idx, vals) = (
-            rt.malloc(4 * n as u64).unwrap(),
-            rt.malloc(4 * n as u64).unwrap(),
+            rt.memory().malloc(4 * n as u64).unwrap(),
+            rt.memory().malloc(4 * n as u64).unwrap(),
         );
-        let (count, vshape) = (rt.create_shape().unwrap(), rt.create_shape().unwrap());
-        rt.launch_op(
+        let (count, vshape) = (
+            rt.ops().create_shape().unwrap(),
+            rt.ops().create_shape().unwrap(),
+        );
+        rt.submit(LaunchOp::new(
             nonzero,
             &[TensorArg::new(xd, &[n as i64])],
             &[TensorArg::dynamic(idx, count)],
             &[],
             s,
-        )
+        ))
         .unwrap();
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             gather,
             &[
                 TensorArg::new(xd, &[n as i64]),
@@ -680,14 +744,14 @@ fn dynamic_shapes_replay_timing_only_from_the_shapes_the_recording_saw() {
             &[TensorArg::dynamic(vals, vshape)],
             &[],
             s,
-        )
+        ))
         .unwrap();
         counts.push(count);
     }
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let k: Vec<u64> = counts
         .iter()
-        .map(|&c| rt.read_shape(c).unwrap().dims()[0])
+        .map(|&c| rt.ops().read_shape(c).unwrap().dims()[0])
         .collect();
     assert_eq!(k, vec![4000, 572, 2000]);
     // The host data was not recorded: only the shapes the producers published tell the
@@ -744,38 +808,41 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn run_random(rt: &Runtime, ops: &[Op]) -> NpuResult<()> {
     let streams = [
-        rt.create_stream()?,
-        rt.create_stream()?,
-        rt.default_stream()?,
+        rt.streams().create()?,
+        rt.streams().create()?,
+        rt.contexts().default_stream()?,
     ];
-    let events = [rt.create_event()?, rt.create_event()?];
+    let events = [rt.events().create()?, rt.events().create()?];
     let k = rt.kernel("vector_add_f32")?;
     let mut live = Vec::new();
     for op in ops {
         match *op {
             Op::Launch { stream, n, blocks } => {
-                let b = rt.malloc(4 * n)?;
-                rt.launch(
+                let b = rt.memory().malloc(4 * n)?;
+                rt.submit(Launch::new(
                     k,
                     blocks,
                     &[b.into(), b.into(), b.into(), n.into()],
                     streams[stream],
-                )?;
+                ))?;
                 live.push((b, stream));
             }
             Op::Copy { stream, kib } => {
-                let b = rt.malloc(kib * 1024)?;
+                let b = rt.memory().malloc(kib * 1024)?;
                 let data = vec![7u8; (kib * 1024) as usize];
-                rt.memcpy_htod_async_pageable(b, &data, streams[stream])?;
+                rt.memory()
+                    .memcpy_htod_async_pageable(b, &data, streams[stream])?;
                 live.push((b, stream));
             }
-            Op::Record { stream, event } => rt.record_event(events[event], streams[stream])?,
-            Op::Wait { stream, event } => rt.stream_wait_event(streams[stream], events[event])?,
+            Op::Record { stream, event } => rt.events().record(events[event], streams[stream])?,
+            Op::Wait { stream, event } => {
+                rt.events().stream_wait(streams[stream], events[event])?
+            }
             Op::HostWork { us } => rt.host_work(SimTime(us * 1000)),
-            Op::Sync { stream } => rt.synchronize_stream(streams[stream])?,
+            Op::Sync { stream } => rt.streams().synchronize(streams[stream])?,
             Op::Free => {
                 if let Some((b, s)) = live.pop() {
-                    rt.free_async(b, streams[s])?;
+                    rt.memory().free_async(b, streams[s])?;
                 }
             }
         }

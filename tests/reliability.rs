@@ -3,6 +3,7 @@
 //! for the same mistake depending on what else was queued. Each test is one such guarantee; the
 //! docs that define it are named beside it.
 
+use npusim::Launch;
 use npusim::codes;
 use npusim::prelude::*;
 
@@ -39,13 +40,18 @@ fn rss() -> u64 {
 #[test]
 fn fill_with_two_to_the_33_elements_faults_instead_of_aborting() {
     let rt = rt();
-    let s = rt.create_stream().unwrap();
-    let x = rt.malloc(4096).unwrap();
+    let s = rt.streams().create().unwrap();
+    let x = rt.memory().malloc(4096).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(fill, 1, &[x.into(), (1u64 << 33).into(), 1.0f32.into()], s)
-        .unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[x.into(), (1u64 << 33).into(), 1.0f32.into()],
+        s,
+    ))
+    .unwrap();
     assert_eq!(
-        code(rt.synchronize_stream(s)),
+        code(rt.streams().synchronize(s)),
         codes::RT_AICORE_EXCEPTION,
         "the count runs past the 4 KiB buffer"
     );
@@ -55,25 +61,36 @@ fn fill_with_two_to_the_33_elements_faults_instead_of_aborting() {
 fn fill_of_a_whole_buffer_still_writes_every_element() {
     let rt = rt();
     let n = 200_000usize;
-    let x = rt.malloc(4 * n as u64).unwrap();
-    let s = rt.create_stream().unwrap();
+    let x = rt.memory().malloc(4 * n as u64).unwrap();
+    let s = rt.streams().create().unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(fill, 1, &[x.into(), n.into(), 2.5f32.into()], s)
-        .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[x.into(), n.into(), 2.5f32.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut out = vec![0.0f32; n];
-    rt.memcpy_dtoh(&mut out, x).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, x).unwrap();
     assert!(out.iter().all(|&v| v == 2.5));
 }
 
 #[test]
 fn malloc_host_of_16_gib_is_a_memory_allocation_error() {
     let rt = rt();
-    assert_eq!(code(rt.malloc_host(16 << 30)), codes::RT_MEMORY_ALLOCATION);
-    assert_eq!(code(rt.malloc_host(u64::MAX)), codes::RT_MEMORY_ALLOCATION);
+    assert_eq!(
+        code(rt.memory().malloc_host(16 << 30)),
+        codes::RT_MEMORY_ALLOCATION
+    );
+    assert_eq!(
+        code(rt.memory().malloc_host(u64::MAX)),
+        codes::RT_MEMORY_ALLOCATION
+    );
     // The failure left nothing behind: a normal allocation still works.
-    let h = rt.malloc_host(4096).unwrap();
-    rt.free_host(&h).unwrap();
+    let h = rt.memory().malloc_host(4096).unwrap();
+    rt.memory().free_host(&h).unwrap();
 }
 
 #[test]
@@ -81,11 +98,14 @@ fn pinned_memory_returns_to_the_budget_at_free_host() {
     let rt = rt();
     let limit = npusim::components::host::PINNED_HOST_LIMIT;
     // Untouched pinned pages cost no resident memory, so this is cheap.
-    let a = rt.malloc_host(limit - (1 << 30)).unwrap();
-    assert_eq!(code(rt.malloc_host(2 << 30)), codes::RT_MEMORY_ALLOCATION);
-    rt.free_host(&a).unwrap();
-    let b = rt.malloc_host(2 << 30).unwrap();
-    rt.free_host(&b).unwrap();
+    let a = rt.memory().malloc_host(limit - (1 << 30)).unwrap();
+    assert_eq!(
+        code(rt.memory().malloc_host(2 << 30)),
+        codes::RT_MEMORY_ALLOCATION
+    );
+    rt.memory().free_host(&a).unwrap();
+    let b = rt.memory().malloc_host(2 << 30).unwrap();
+    rt.memory().free_host(&b).unwrap();
 }
 
 // -- Nothing leaks (components/src/memory.rs, engine/src/context.rs). ------------------------
@@ -98,9 +118,10 @@ fn loading_and_unloading_never_runs_out_of_instruction_memory() {
     // number 65,536 failed with ACL_ERROR_RT_DEVICE_OOM.
     for i in 0..66_000 {
         let b = rt
-            .load_binary(&object)
+            .binaries()
+            .load(&object)
             .unwrap_or_else(|e| panic!("load {i}: {e}"));
-        rt.unload_binary(b).unwrap();
+        rt.binaries().unload(b).unwrap();
     }
     let g = rt.lock_world();
     let device = g.world().resource::<npusim::components::Devices>().entities[0];
@@ -118,11 +139,11 @@ fn destroying_a_context_releases_its_binaries() {
     let object = kernel_object("sort.o");
     let mut binaries = Vec::new();
     for _ in 0..50 {
-        let ctx = rt.create_context(0).unwrap();
-        binaries.push(rt.load_binary(&object).unwrap());
-        rt.destroy_context(ctx).unwrap();
+        let ctx = rt.contexts().create(0).unwrap();
+        binaries.push(rt.binaries().load(&object).unwrap());
+        rt.contexts().destroy(ctx).unwrap();
     }
-    rt.set_device(0).unwrap();
+    rt.contexts().set_device(0).unwrap();
     let g = rt.lock_world();
     let world = g.world();
     let device = world.resource::<npusim::components::Devices>().entities[0];
@@ -134,7 +155,7 @@ fn destroying_a_context_releases_its_binaries() {
     drop(g);
     for b in binaries {
         assert_eq!(
-            code(rt.binary_functions(b)),
+            code(rt.binaries().functions(b)),
             codes::RT_INVALID_HANDLE,
             "a binary of a destroyed context is a destroyed handle"
         );
@@ -146,9 +167,9 @@ fn a_dropped_runtime_leaves_nothing_on_any_thread() {
     let base = npusim::context::thread_stack_len();
     for _ in 0..20 {
         let rt = rt();
-        rt.set_device(0).unwrap();
-        let ctx = rt.create_context(0).unwrap();
-        rt.push_context(ctx).unwrap();
+        rt.contexts().set_device(0).unwrap();
+        let ctx = rt.contexts().create(0).unwrap();
+        rt.contexts().push(ctx).unwrap();
         assert_eq!(npusim::context::thread_stack_len(), base + 2);
     }
     assert_eq!(npusim::context::thread_stack_len(), base);
@@ -161,12 +182,12 @@ fn a_dropped_runtime_leaves_nothing_on_any_thread() {
     let worker = {
         let (rt1, rt2) = (rt1.clone(), rt2.clone());
         std::thread::spawn(move || {
-            rt1.set_device(0).unwrap();
-            rt2.set_device(0).unwrap();
+            rt1.contexts().set_device(0).unwrap();
+            rt2.contexts().set_device(0).unwrap();
             drop(rt1);
             to_main.send(npusim::context::thread_stack_len()).unwrap();
             from_main.recv().unwrap();
-            rt2.current_device().unwrap();
+            rt2.contexts().current_device().unwrap();
             to_main.send(npusim::context::thread_stack_len()).unwrap();
         })
     };
@@ -184,18 +205,18 @@ fn a_dropped_runtime_leaves_nothing_on_any_thread() {
 #[test]
 fn churn_never_walks_a_context_into_anothers_addresses() {
     let rt = rt();
-    let other = rt.create_context(0).unwrap();
+    let other = rt.contexts().create(0).unwrap();
     let theirs: Vec<(u64, u64)> = (0..4)
         .map(|i| {
             let size = 1u64 << (20 + 4 * i);
-            (rt.malloc(size).unwrap().0, size)
+            (rt.memory().malloc(size).unwrap().0, size)
         })
         .collect();
-    rt.set_device(0).unwrap();
+    rt.contexts().set_device(0).unwrap();
     // 30 GiB blocks with a trim between them: each takes fresh addresses, 9 fill the slice.
     for round in 0..24 {
         let size = 30u64 << 30;
-        let p = rt.malloc(size).unwrap();
+        let p = rt.memory().malloc(size).unwrap();
         for &(b, n) in &theirs {
             assert!(
                 p.0 + size <= b || b + n <= p.0,
@@ -203,12 +224,12 @@ fn churn_never_walks_a_context_into_anothers_addresses() {
                 p.0
             );
         }
-        rt.free(p).unwrap();
-        rt.trim_memory().unwrap();
+        rt.memory().free(p).unwrap();
+        rt.memory().trim().unwrap();
     }
-    rt.set_current_context(other).unwrap();
+    rt.contexts().set_current(other).unwrap();
     for &(b, _) in &theirs {
-        rt.free(DevicePtr(b)).unwrap();
+        rt.memory().free(DevicePtr(b)).unwrap();
     }
 }
 
@@ -217,15 +238,16 @@ fn churn_never_walks_a_context_into_anothers_addresses() {
 #[test]
 fn twenty_tiling_words_are_accepted_and_twenty_one_refused() {
     let rt = rt();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let noop = rt.kernel("noop").unwrap();
     assert_eq!(npusim::components::task::MAX_TILING, 20);
-    rt.launch_with_tiling(noop, 1, &[], &[7; 20], s).unwrap();
+    rt.submit(Launch::new(noop, 1, &[], s).tiling(&[7; 20]))
+        .unwrap();
     assert_eq!(
-        code(rt.launch_with_tiling(noop, 1, &[], &[7; 21], s)),
+        code(rt.submit(Launch::new(noop, 1, &[], s).tiling(&[7; 21]))),
         codes::RT_PARAM_INVALID
     );
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
 }
 
 /// The same use after free, with and without other work on the block queued at the free:
@@ -236,12 +258,12 @@ fn a_launch_on_a_freed_pointer_faults_whatever_else_is_queued() {
     let n = 1usize << 16;
     let outcome = |queue_before: bool| {
         let rt = rt();
-        let s = rt.create_stream().unwrap();
-        let p = rt.malloc(4 * n as u64).unwrap();
+        let s = rt.streams().create().unwrap();
+        let p = rt.memory().malloc(4 * n as u64).unwrap();
         if queue_before {
             // A kernel ahead on the same stream still uses the block when it is freed.
             let gemm = rt.kernel("gemm_f32").unwrap();
-            let q = rt.malloc(4 * 64 * 64).unwrap();
+            let q = rt.memory().malloc(4 * 64 * 64).unwrap();
             let args: [Arg; 6] = [
                 q.into(),
                 q.into(),
@@ -250,12 +272,17 @@ fn a_launch_on_a_freed_pointer_faults_whatever_else_is_queued() {
                 64u64.into(),
                 64u64.into(),
             ];
-            rt.launch(gemm, 1, &args, s).unwrap();
+            rt.submit(Launch::new(gemm, 1, &args, s)).unwrap();
         }
-        rt.free(p).unwrap();
-        rt.launch(fill(&rt), 1, &[p.into(), n.into(), 1.0f32.into()], s)
-            .unwrap();
-        rt.synchronize_stream(s).err().map(|e| e.code())
+        rt.memory().free(p).unwrap();
+        rt.submit(Launch::new(
+            fill(&rt),
+            1,
+            &[p.into(), n.into(), 1.0f32.into()],
+            s,
+        ))
+        .unwrap();
+        rt.streams().synchronize(s).err().map(|e| e.code())
     };
     assert_eq!(outcome(false), Some(codes::RT_AICORE_EXCEPTION));
     assert_eq!(outcome(true), Some(codes::RT_AICORE_EXCEPTION));
@@ -264,18 +291,25 @@ fn a_launch_on_a_freed_pointer_faults_whatever_else_is_queued() {
 #[test]
 fn work_enqueued_before_a_free_still_runs_on_the_block() {
     let rt = rt();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1024usize;
-    let p = rt.malloc(4 * n as u64).unwrap();
-    let out = rt.malloc(4 * n as u64).unwrap();
+    let p = rt.memory().malloc(4 * n as u64).unwrap();
+    let out = rt.memory().malloc(4 * n as u64).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(fill, 1, &[p.into(), n.into(), 3.0f32.into()], s)
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[p.into(), n.into(), 3.0f32.into()],
+        s,
+    ))
+    .unwrap();
+    rt.memory()
+        .memcpy_dtod_async(out, p, 4 * n as u64, s)
         .unwrap();
-    rt.memcpy_dtod_async(out, p, 4 * n as u64, s).unwrap();
-    rt.free(p).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.memory().free(p).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut host = vec![0.0f32; n];
-    rt.memcpy_dtoh(&mut host, out).unwrap();
+    rt.memory().memcpy_dtoh(&mut host, out).unwrap();
     assert!(host.iter().all(|&v| v == 3.0));
 }
 
@@ -305,7 +339,7 @@ fn a_200_mib_bss_costs_no_resident_memory_at_load() {
 
     let rt = rt();
     let before = (rss(), rt.stats().backed_bytes[0]);
-    let b = rt.load_binary(&bytes).unwrap();
+    let b = rt.binaries().load(&bytes).unwrap();
     let after = (rss(), rt.stats().backed_bytes[0]);
     assert!(
         after.1 - before.1 <= 64 << 10,
@@ -317,5 +351,5 @@ fn a_200_mib_bss_costs_no_resident_memory_at_load() {
         "resident memory grew by {} bytes",
         after.0.saturating_sub(before.0)
     );
-    rt.unload_binary(b).unwrap();
+    rt.binaries().unload(b).unwrap();
 }

@@ -3,6 +3,7 @@
 //! resource fails with `ACL_ERROR_RT_INTERNAL_ERROR` naming it, a query answers with a default,
 //! and frames run without the stages that have nothing to work with.
 
+use npusim::{Collective, Launch, LaunchOp};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use npusim::prelude::*;
@@ -64,22 +65,25 @@ fn check_error(e: &NpuError) {
 /// panic.
 fn probe(resource: &NpuResource, config: RuntimeConfig, panics: &mut Vec<String>) {
     let rt = Runtime::new(config).unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let safe_stream = rt.device_context(0).unwrap().stream().unwrap();
-    let ev = rt.create_event().unwrap();
-    let buf = rt.malloc(4096).unwrap();
-    let other = rt.malloc(4096).unwrap();
+    let ev = rt.events().create().unwrap();
+    let buf = rt.memory().malloc(4096).unwrap();
+    let other = rt.memory().malloc(4096).unwrap();
     let noop = rt.kernel("noop").unwrap();
     let add = rt.kernel("vector_add_f32").unwrap();
-    let sigmoid = rt.op("sigmoid_f32").unwrap();
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
-    rt.set_device(1).unwrap();
-    let (s1, buf1) = (rt.create_stream().unwrap(), rt.malloc(4096).unwrap());
-    rt.set_device(0).unwrap();
+    let sigmoid = rt.ops().get("sigmoid_f32").unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    let (s1, buf1) = (
+        rt.streams().create().unwrap(),
+        rt.memory().malloc(4096).unwrap(),
+    );
+    rt.contexts().set_device(0).unwrap();
     // In flight when the resource goes.
-    rt.memset_async(buf, 1, 4096, s).unwrap();
-    rt.launch(noop, 1, &[], s).unwrap();
-    rt.record_event(ev, s).unwrap();
+    rt.memory().memset_async(buf, 1, 4096, s).unwrap();
+    rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
+    rt.events().record(ev, s).unwrap();
     assert!((resource.remove)(rt.lock_world().world_mut()));
     let resource = resource.name;
     let mut p = Probe { resource, panics };
@@ -91,81 +95,92 @@ fn probe(resource: &NpuResource, config: RuntimeConfig, panics: &mut Vec<String>
         };
     }
     call!("step", Ok::<_, NpuError>(rt.step()));
-    call!("malloc", rt.malloc(256).and_then(|p| rt.free(p)));
-    call!("memcpy_htod", rt.memcpy_htod(other, &[2u8; 64]));
-    call!("memcpy_dtoh", rt.memcpy_dtoh(&mut [0u8; 64], buf));
-    call!("memcpy_dtod", rt.memcpy_dtod(other, buf, 64));
-    call!("memset_async", rt.memset_async(other, 3, 64, s));
+    call!(
+        "malloc",
+        rt.memory().malloc(256).and_then(|p| rt.memory().free(p))
+    );
+    call!("memcpy_htod", rt.memory().memcpy_htod(other, &[2u8; 64]));
+    call!("memcpy_dtoh", rt.memory().memcpy_dtoh(&mut [0u8; 64], buf));
+    call!("memcpy_dtod", rt.memory().memcpy_dtod(other, buf, 64));
+    call!("memset_async", rt.memory().memset_async(other, 3, 64, s));
     call!("kernel", rt.kernel("noop"));
-    call!("kernel_names", Ok::<_, NpuError>(rt.kernel_names()));
-    call!("launch", rt.launch(noop, 1, &[], s));
+    call!("kernel_names", Ok::<_, NpuError>(rt.kernels().names()));
+    call!("launch", rt.submit(Launch::new(noop, 1, &[], s)));
     call!(
         "launch_builder",
         safe_stream.launch_builder(&noop).grid(1).launch()
     );
     call!(
         "launch of vector_add_f32",
-        rt.launch(
+        rt.submit(Launch::new(
             add,
             1,
             &[buf.into(), buf.into(), other.into(), 16u64.into()],
             s
-        )
+        ))
     );
     let mine = || NativeKernel::new("mine", |_| Ok(()), |_, _| KernelCost::vector(1.0, 0.0));
     call!(
         "register_kernel",
-        Ok::<_, NpuError>(rt.register_kernel(mine()))
+        Ok::<_, NpuError>(rt.kernels().register(mine()))
     );
-    call!("try_register_kernel", rt.try_register_kernel(mine()));
-    call!("op", rt.op("sigmoid_f32"));
-    call!("op_names", Ok::<_, NpuError>(rt.op_names()));
+    call!("try_register_kernel", rt.kernels().try_register(mine()));
+    call!("op", rt.ops().get("sigmoid_f32"));
+    call!("op_names", Ok::<_, NpuError>(rt.ops().names()));
     call!(
         "launch_op",
-        rt.launch_op(
+        rt.submit(LaunchOp::new(
             sigmoid,
             &[TensorArg::new(buf, &[16])],
             &[TensorArg::output(other)],
             &[],
             s
-        )
+        ))
     );
     call!(
         "create_shape",
-        rt.create_shape().and_then(|h| rt.free_shape(h))
+        rt.ops().create_shape().and_then(|h| rt.ops().free_shape(h))
     );
-    call!("shape_stats", Ok::<_, NpuError>(rt.shape_stats()));
+    call!("shape_stats", Ok::<_, NpuError>(rt.ops().shape_stats()));
     call!("set_tiling_log_enabled", {
-        rt.set_tiling_log_enabled(true);
+        rt.ops().set_tiling_log_enabled(true);
         Ok::<_, NpuError>(())
     });
-    call!("take_tiling_log", Ok::<_, NpuError>(rt.take_tiling_log()));
-    call!("create_stream", rt.create_stream());
-    call!("create_event", rt.create_event());
-    call!("record_event", rt.record_event(ev, s));
-    call!("stream_wait_event", rt.stream_wait_event(s, ev));
-    call!("query_event", rt.query_event(ev));
+    call!(
+        "take_tiling_log",
+        Ok::<_, NpuError>(rt.ops().take_tiling_log())
+    );
+    call!("create_stream", rt.streams().create());
+    call!("create_event", rt.events().create());
+    call!("record_event", rt.events().record(ev, s));
+    call!("stream_wait_event", rt.events().stream_wait(s, ev));
+    call!("query_event", rt.events().query(ev));
     call!(
         "all_reduce",
-        rt.all_reduce(buf, other, 16, DataType::F32, ReduceOp::Sum, &comms[0], s)
-            .and_then(|()| rt.set_device(1))
-            .and_then(|()| {
-                rt.all_reduce(buf1, buf1, 16, DataType::F32, ReduceOp::Sum, &comms[1], s1)
-            })
+        rt.submit(
+            Collective::all_reduce(buf, other, 16, DataType::F32, ReduceOp::Sum).on(&comms[0], s)
+        )
+        .and_then(|_| rt.contexts().set_device(1))
+        .and_then(|()| {
+            rt.submit(
+                Collective::all_reduce(buf1, buf1, 16, DataType::F32, ReduceOp::Sum)
+                    .on(&comms[1], s1),
+            )
+        })
     );
-    call!("set_device", rt.set_device(0));
-    call!("synchronize_event", rt.synchronize_event(ev));
-    call!("query_stream", rt.query_stream(s));
+    call!("set_device", rt.contexts().set_device(0));
+    call!("synchronize_event", rt.events().synchronize(ev));
+    call!("query_stream", rt.streams().query(s));
     call!(
         "synchronize_stream_timeout",
-        rt.synchronize_stream_timeout(s, SimTime::from_ms(1))
+        rt.streams().synchronize_timeout(s, SimTime::from_ms(1))
     );
-    call!("synchronize_stream", rt.synchronize_stream(s));
+    call!("synchronize_stream", rt.streams().synchronize(s));
     call!("synchronize_device", rt.synchronize_device());
     call!("run_until_idle", rt.run_until_idle());
-    call!("free", rt.free(buf));
-    call!("trim_memory", rt.trim_memory());
-    call!("memory_stats", rt.memory_stats());
+    call!("free", rt.memory().free(buf));
+    call!("trim_memory", rt.memory().trim());
+    call!("memory_stats", rt.memory().stats());
     call!("stats", Ok::<_, NpuError>(rt.stats()));
     call!("is_idle", Ok::<_, NpuError>(rt.is_idle()));
     call!("device_count", Ok::<_, NpuError>(rt.device_count()));
@@ -182,31 +197,45 @@ fn probe(resource: &NpuResource, config: RuntimeConfig, panics: &mut Vec<String>
         rt.set_timeline_enabled(true);
         Ok::<_, NpuError>(())
     });
-    call!("link_stats", Ok::<_, NpuError>(rt.link_stats()));
-    call!("comm_engine_busy", Ok::<_, NpuError>(rt.comm_engine_busy()));
-    call!("topology", Ok::<_, NpuError>(rt.topology()));
-    call!("take_kernel_log", Ok::<_, NpuError>(rt.take_kernel_log()));
+    call!(
+        "link_stats",
+        Ok::<_, NpuError>(rt.collectives().link_stats())
+    );
+    call!(
+        "comm_engine_busy",
+        Ok::<_, NpuError>(rt.collectives().engine_busy())
+    );
+    call!("topology", Ok::<_, NpuError>(rt.collectives().topology()));
+    call!(
+        "take_kernel_log",
+        Ok::<_, NpuError>(rt.binaries().take_kernel_log())
+    );
     call!(
         "take_binary_launch_stats",
-        Ok::<_, NpuError>(rt.take_binary_launch_stats())
+        Ok::<_, NpuError>(rt.binaries().take_launch_stats())
     );
-    call!("sanitizer_shadow", Ok::<_, NpuError>(rt.sanitizer_shadow()));
+    call!(
+        "sanitizer_shadow",
+        Ok::<_, NpuError>(rt.sanitizer().shadow())
+    );
     call!(
         "sanitizer_reports",
-        Ok::<_, NpuError>(rt.sanitizer_reports())
+        Ok::<_, NpuError>(rt.sanitizer().reports())
     );
     call!("drop of a safe stream", {
         drop(safe_stream);
         Ok::<_, NpuError>(())
     });
     call!("take_drop_errors", Ok::<_, NpuError>(rt.take_drop_errors()));
-    call!("destroy_event", rt.destroy_event(ev));
-    call!("destroy_stream", rt.destroy_stream(s));
-    call!("comm_destroy", rt.comm_destroy(comms[1]));
-    call!("reset_context", rt.reset_context());
+    call!("destroy_event", rt.events().destroy(ev));
+    call!("destroy_stream", rt.streams().destroy(s));
+    call!("comm_destroy", rt.collectives().destroy(comms[1]));
+    call!("reset_context", rt.contexts().reset());
     call!(
         "create_context",
-        rt.create_context(1).and_then(|c| rt.destroy_context(c))
+        rt.contexts()
+            .create(1)
+            .and_then(|c| rt.contexts().destroy(c))
     );
     call!("take_trace", Ok::<_, NpuError>(rt.take_trace()));
 }
@@ -268,23 +297,23 @@ fn a_call_that_needs_a_removed_resource_names_it() {
 #[test]
 fn a_wait_for_work_a_removed_resource_holds_up_names_it() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
-    let buf = rt.malloc(256).unwrap();
-    rt.memset_async(buf, 5, 256, s).unwrap();
+    let s = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(256).unwrap();
+    rt.memory().memset_async(buf, 5, 256, s).unwrap();
     let clock = rt
         .lock_world()
         .world_mut()
         .remove_resource::<npusim::components::SimClock>()
         .unwrap();
     assert_eq!(
-        rt.synchronize_stream(s),
+        rt.streams().synchronize(s),
         Err(NpuError::MissingResource("SimClock"))
     );
     assert_eq!(rt.device_now(), SimTime::ZERO);
     rt.lock_world().world_mut().insert_resource(clock);
-    rt.synchronize_stream(s).unwrap();
+    rt.streams().synchronize(s).unwrap();
     let mut out = [0u8; 256];
-    rt.memcpy_dtoh(&mut out, buf).unwrap();
+    rt.memory().memcpy_dtoh(&mut out, buf).unwrap();
     assert_eq!(out, [5u8; 256]);
 }
 
@@ -293,7 +322,7 @@ fn a_wait_for_work_a_removed_resource_holds_up_names_it() {
 #[test]
 fn a_kernel_registered_without_the_registry_is_refused() {
     let rt = runtime();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let registry = rt
         .lock_world()
         .world_mut()
@@ -301,13 +330,13 @@ fn a_kernel_registered_without_the_registry_is_refused() {
         .unwrap();
     let mine = || NativeKernel::new("mine", |_| Ok(()), |_, _| KernelCost::vector(1.0, 0.0));
     assert_eq!(
-        rt.try_register_kernel(mine()),
+        rt.kernels().try_register(mine()),
         Err(NpuError::MissingResource("KernelRegistry"))
     );
-    let dangling = rt.register_kernel(mine());
+    let dangling = rt.kernels().register(mine());
     rt.lock_world().world_mut().insert_resource(registry);
-    assert!(rt.launch(dangling, 1, &[], s).is_err());
-    let k = rt.try_register_kernel(mine()).unwrap();
-    rt.launch(k, 1, &[], s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    assert!(rt.submit(Launch::new(dangling, 1, &[], s)).is_err());
+    let k = rt.kernels().try_register(mine()).unwrap();
+    rt.submit(Launch::new(k, 1, &[], s)).unwrap();
+    rt.streams().synchronize(s).unwrap();
 }

@@ -4,6 +4,7 @@
 //! safe calls (native and binary kernels, module reloads, callbacks) never see a use after free
 //! or two live buffers sharing memory.
 
+use npusim::Launch;
 use std::collections::BTreeMap;
 
 use npusim::prelude::*;
@@ -99,10 +100,10 @@ fn objects_work_in_their_own_context_whatever_the_thread_has_current() -> NpuRes
     let ctx = rt.device_context(0)?;
     let s = ctx.stream()?;
     let buf = s.clone_htod(&[1.0f32, 2.0, 3.0])?;
-    let other = rt.create_context(0)?; // now current on this thread
+    let other = rt.contexts().create(0)?; // now current on this thread
     assert_eq!(s.clone_dtoh(&buf)?, [1.0, 2.0, 3.0]);
     assert_eq!(
-        rt.current_context()?,
+        rt.contexts().current()?,
         other,
         "the thread's context is left as it was"
     );
@@ -116,7 +117,7 @@ fn objects_work_in_their_own_context_whatever_the_thread_has_current() -> NpuRes
 fn a_buffer_of_another_context_is_refused_before_anything_is_queued() -> NpuResult<()> {
     let rt = runtime();
     let a = rt.device_context(0)?;
-    let b = rt.context_of(rt.create_context(0)?)?;
+    let b = rt.context_of(rt.contexts().create(0)?)?;
     let (sa, sb) = (a.stream()?, b.stream()?);
     let mut x = a.alloc::<f32>(16)?;
     assert_code(
@@ -189,7 +190,7 @@ fn a_launch_with_the_wrong_arguments_is_refused_before_anything_is_queued() -> N
 #[test]
 fn a_kernel_without_a_declared_signature_takes_any_arguments() -> NpuResult<()> {
     let rt = runtime();
-    let k = rt.register_kernel(NativeKernel::new(
+    let k = rt.kernels().register(NativeKernel::new(
         "store_index",
         |k| {
             let (p, v) = (k.ptr(0)?, k.u64(1)?);
@@ -275,7 +276,7 @@ fn dropping_a_stream_with_work_queued_runs_the_work_first() -> NpuResult<()> {
 fn dropping_a_stream_whose_work_failed_keeps_the_error() -> NpuResult<()> {
     let rt = runtime();
     let ctx = rt.device_context(0)?;
-    rt.set_failure_mode(FailureMode::Continue)?;
+    rt.contexts().set_failure_mode(FailureMode::Continue)?;
     let s = ctx.stream()?;
     s.launch(&rt.kernel("fault_div_zero")?, 1, &[0u64.into()])?;
     drop(s);
@@ -338,13 +339,13 @@ fn dropping_everything_with_work_queued_neither_hangs_nor_panics() -> NpuResult<
                 .launch()?;
         }
         s.record(&e)?;
-        let raw = rt.create_stream()?;
-        rt.launch(
+        let raw = rt.streams().create()?;
+        rt.submit(Launch::new(
             fill,
             1,
             &[x.device_ptr().into(), n.into(), 2.0f32.into()],
             raw,
-        )?;
+        ))?;
         match order {
             0 => drop((rt, ctx, s, e, x)),
             1 => drop((x, e, s, ctx, rt)),
@@ -366,8 +367,8 @@ fn a_buffer_whose_memory_a_fault_released_is_dead_and_its_drop_frees_nothing() -
         &[DevicePtr(0xdead_0000).into()],
     )?;
     assert!(s.synchronize().is_err());
-    rt.set_current_context(ctx.raw())?;
-    rt.reset_context()?;
+    rt.contexts().set_current(ctx.raw())?;
+    rt.contexts().reset()?;
     let new = s.clone_htod(&[2u32; 256])?;
     assert_code(s.clone_dtoh(&old), codes::RT_INVALID_HANDLE);
     let fill = rt.kernel("fill_f32")?;
@@ -400,7 +401,7 @@ fn a_buffer_goes_to_the_raw_api_and_back() -> NpuResult<()> {
     let (ptr, len) = buf.into_raw();
     let live = rt.stats().live_blocks[0];
     let mut host = [0.0f32; 2];
-    rt.memcpy_dtoh(&mut host, ptr)?;
+    rt.memory().memcpy_dtoh(&mut host, ptr)?;
     assert_eq!(host, [1.0, 2.0]);
     // SAFETY: `ptr` came from `into_raw` and has no other owner.
     let back = unsafe { DeviceBuffer::<f32>::from_raw(&ctx, ptr, len)? };
@@ -652,10 +653,10 @@ proptest! {
 fn a_new_context_goes_with_the_last_object_made_from_it_even_with_work_queued() -> NpuResult<()> {
     let rt = runtime();
     let before = rt.stats().contexts;
-    let current = rt.current_context()?;
+    let current = rt.contexts().current()?;
     let ctx = rt.new_context(0)?;
     assert_eq!(
-        rt.current_context()?,
+        rt.contexts().current()?,
         current,
         "no thread's context changed"
     );
@@ -820,8 +821,8 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
         .launch()?;
     drop(vadd);
     // The clone still holds the module: a raw launch of the handle works.
-    rt.set_current_context(ctx.raw())?;
-    rt.launch(
+    rt.contexts().set_current(ctx.raw())?;
+    rt.submit(Launch::new(
         raw,
         2,
         &[
@@ -831,7 +832,7 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
             n.into(),
         ],
         s.raw(),
-    )?;
+    ))?;
     // The last function goes with the launches queued: the drop returns at once, and they
     // run with the code in place.
     drop(spare);
@@ -841,7 +842,7 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
     assert_eq!(binaries(&rt), 0, "unloaded behind them");
     assert!(rt.take_drop_errors().is_empty());
     // ... and then the binary is gone: its raw handle is stale.
-    let stale = rt.launch(
+    let stale = rt.submit(Launch::new(
         raw,
         1,
         &[
@@ -851,7 +852,7 @@ fn a_function_keeps_its_module_loaded_and_the_last_drop_unloads_it() -> NpuResul
             n.into(),
         ],
         s.raw(),
-    );
+    ));
     assert_code(stale, codes::RT_INVALID_HANDLE);
     Ok(())
 }
@@ -1112,7 +1113,9 @@ fn a_stream_host_callback_runs_in_stream_order_in_the_streams_context() -> NpuRe
     let (log, rt2, e) = (seen.clone(), rt.clone(), filled.clone());
     s.launch_host_func(move || {
         // Its context is current, and the fill before it has run (its event has fired).
-        log.lock().unwrap().push((rt2.current_context(), e.query()));
+        log.lock()
+            .unwrap()
+            .push((rt2.contexts().current(), e.query()));
     })?;
     s.launch_builder(&fill)
         .arg(&mut x)
@@ -1161,7 +1164,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
         g.schedule_mut()
             .add_systems(record.in_set(NpuSet::ShapePropagation));
     }
-    let touch = rt.register_kernel(NativeKernel::new(
+    let touch = rt.kernels().register(NativeKernel::new(
         "touch_nothing_declared",
         |_| Ok(()),
         |_, _| KernelCost::default(),
@@ -1205,7 +1208,7 @@ fn a_builder_launch_declares_exactly_its_buffer_ranges() -> NpuResult<()> {
         ]
     );
     // A block no argument names is not held by the launch; the buffers it names are.
-    let pending = |rt: &Runtime| rt.memory_stats().map(|m| m.pending_frees);
+    let pending = |rt: &Runtime| rt.memory().stats().map(|m| m.pending_frees);
     drop(c);
     assert_eq!(pending(&rt)?, 0, "freed at once");
     drop((a, b, d));
@@ -1359,7 +1362,7 @@ fn dropping_everything_with_modules_and_collectives_queued_neither_hangs_nor_pan
 fn a_builder_launch_holds_the_block_behind_an_address_passed_as_an_integer() -> NpuResult<()> {
     use std::sync::mpsc;
     let rt = runtime();
-    let store = rt.register_kernel(NativeKernel::new(
+    let store = rt.kernels().register(NativeKernel::new(
         "store_through_an_integer",
         |k| {
             let p = k.u64(0)?;
@@ -1379,7 +1382,7 @@ fn a_builder_launch_holds_the_block_behind_an_address_passed_as_an_integer() -> 
     rt.step();
     drop(target);
     assert_eq!(
-        rt.memory_stats()?.pending_frees,
+        rt.memory().stats()?.pending_frees,
         1,
         "held by the queued launch"
     );

@@ -6,6 +6,7 @@ use npusim::prelude::*;
 use npusim::{
     Arg, DataType, ReduceOp, ReportKind, SanitizerConfig, SanitizerMode, SanitizerReport,
 };
+use npusim::{Collective, HostFunc, Launch};
 use proptest::prelude::*;
 
 const N: u64 = 4096;
@@ -25,7 +26,7 @@ fn report_mode() -> Runtime {
 
 /// The one report, of `kind`, on `[addr, addr + bytes)`.
 fn one(rt: &Runtime, kind: ReportKind, addr: u64, bytes: u64) -> SanitizerReport {
-    let reports = rt.sanitizer_reports();
+    let reports = rt.sanitizer().reports();
     assert_eq!(reports.len(), 1, "expected one report, got {reports:#?}");
     let r = reports[0].clone();
     assert_eq!(r.kind, kind, "{r}");
@@ -34,21 +35,24 @@ fn one(rt: &Runtime, kind: ReportKind, addr: u64, bytes: u64) -> SanitizerReport
 }
 
 fn none(rt: &Runtime) {
-    let reports = rt.sanitizer_reports();
+    let reports = rt.sanitizer().reports();
     assert!(reports.is_empty(), "expected no report, got {reports:#?}");
 }
 
 fn streams(rt: &Runtime) -> (Stream, Stream) {
-    (rt.create_stream().unwrap(), rt.create_stream().unwrap())
+    (
+        rt.streams().create().unwrap(),
+        rt.streams().create().unwrap(),
+    )
 }
 
 /// A consumer on `b` reads what a producer on `a` wrote (a device-to-device copy).
 fn produce_consume(rt: &Runtime, a: Stream, b: Stream, sync: impl FnOnce(&Runtime)) -> u64 {
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
     sync(rt);
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
     rt.synchronize_device().unwrap();
     buf.0
 }
@@ -72,10 +76,10 @@ fn a_consumer_with_no_event_wait_races_with_its_producer() {
 fn the_same_program_with_the_event_wait_reports_nothing() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
+    let ev = rt.events().create().unwrap();
     produce_consume(&rt, a, b, |rt| {
-        rt.record_event(ev, a).unwrap();
-        rt.stream_wait_event(b, ev).unwrap();
+        rt.events().record(ev, a).unwrap();
+        rt.events().stream_wait(b, ev).unwrap();
     });
     none(&rt);
 }
@@ -84,12 +88,12 @@ fn the_same_program_with_the_event_wait_reports_nothing() {
 fn a_report_names_the_lines_that_enqueued_both_tasks() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
     let first = line!() + 1;
-    rt.memset_async(buf, 1, N, a).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
     let second = line!() + 1;
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0, N);
     let here = |line| npusim::EnqueueSite::Rust {
@@ -106,11 +110,11 @@ fn a_report_names_the_lines_that_enqueued_both_tasks() {
 fn waiting_on_the_wrong_event_is_a_race() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let (right, wrong) = (rt.create_event().unwrap(), rt.create_event().unwrap());
-    rt.record_event(wrong, a).unwrap();
+    let (right, wrong) = (rt.events().create().unwrap(), rt.events().create().unwrap());
+    rt.events().record(wrong, a).unwrap();
     let buf = produce_consume(&rt, a, b, |rt| {
-        rt.record_event(right, a).unwrap();
-        rt.stream_wait_event(b, wrong).unwrap();
+        rt.events().record(right, a).unwrap();
+        rt.events().stream_wait(b, wrong).unwrap();
     });
     let r = one(&rt, ReportKind::Race, buf, N);
     // The fix names the event that does follow the write.
@@ -121,13 +125,13 @@ fn waiting_on_the_wrong_event_is_a_race() {
 fn a_record_placed_before_the_write_does_not_order_it() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.record_event(ev, a).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.stream_wait_event(b, ev).unwrap();
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    let ev = rt.events().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.events().record(ev, a).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.events().stream_wait(b, ev).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
     rt.synchronize_device().unwrap();
     one(&rt, ReportKind::Race, buf.0, N);
 }
@@ -136,8 +140,8 @@ fn a_record_placed_before_the_write_does_not_order_it() {
 fn a_wait_on_a_never_recorded_event_orders_nothing() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
-    let buf = produce_consume(&rt, a, b, |rt| rt.stream_wait_event(b, ev).unwrap());
+    let ev = rt.events().create().unwrap();
+    let buf = produce_consume(&rt, a, b, |rt| rt.events().stream_wait(b, ev).unwrap());
     one(&rt, ReportKind::Race, buf, N);
 }
 
@@ -145,20 +149,20 @@ fn a_wait_on_a_never_recorded_event_orders_nothing() {
 fn a_wait_captures_the_record_that_was_latest_when_it_was_enqueued() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
+    let ev = rt.events().create().unwrap();
     let (first, second, out) = (
-        rt.malloc(N).unwrap(),
-        rt.malloc(N).unwrap(),
-        rt.malloc(N).unwrap(),
+        rt.memory().malloc(N).unwrap(),
+        rt.memory().malloc(N).unwrap(),
+        rt.memory().malloc(N).unwrap(),
     );
-    rt.memset_async(first, 1, N, a).unwrap();
-    rt.record_event(ev, a).unwrap();
-    rt.stream_wait_event(b, ev).unwrap();
+    rt.memory().memset_async(first, 1, N, a).unwrap();
+    rt.events().record(ev, a).unwrap();
+    rt.events().stream_wait(b, ev).unwrap();
     // Recorded again after the wait was enqueued: the wait still means the first record.
-    rt.memset_async(second, 2, N, a).unwrap();
-    rt.record_event(ev, a).unwrap();
-    rt.memcpy_dtod_async(out, first, N, b).unwrap();
-    rt.memcpy_dtod_async(out, second, N, b).unwrap();
+    rt.memory().memset_async(second, 2, N, a).unwrap();
+    rt.events().record(ev, a).unwrap();
+    rt.memory().memcpy_dtod_async(out, first, N, b).unwrap();
+    rt.memory().memcpy_dtod_async(out, second, N, b).unwrap();
     rt.synchronize_device().unwrap();
     one(&rt, ReportKind::Race, second.0, N);
 }
@@ -167,11 +171,14 @@ fn a_wait_captures_the_record_that_was_latest_when_it_was_enqueued() {
 fn two_readers_of_the_same_bytes_do_not_race() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    let (o1, o2) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
-    rt.memset(buf, 3, N).unwrap();
-    rt.memcpy_dtod_async(o1, buf, N, a).unwrap();
-    rt.memcpy_dtod_async(o2, buf, N, b).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let (o1, o2) = (
+        rt.memory().malloc(N).unwrap(),
+        rt.memory().malloc(N).unwrap(),
+    );
+    rt.memory().memset(buf, 3, N).unwrap();
+    rt.memory().memcpy_dtod_async(o1, buf, N, a).unwrap();
+    rt.memory().memcpy_dtod_async(o2, buf, N, b).unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
 }
@@ -180,9 +187,10 @@ fn two_readers_of_the_same_bytes_do_not_race() {
 fn writes_to_disjoint_halves_of_a_buffer_are_not_reported() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N / 2, a).unwrap();
-    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N / 2, a).unwrap();
+    rt.memory()
+        .memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
         .unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
@@ -192,9 +200,10 @@ fn writes_to_disjoint_halves_of_a_buffer_are_not_reported() {
 fn a_race_on_part_of_a_buffer_is_reported_on_exactly_the_overlap() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, 3 * N / 4, a).unwrap();
-    rt.memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, 3 * N / 4, a).unwrap();
+    rt.memory()
+        .memset_async(DevicePtr(buf.0 + N / 2), 2, N / 2, b)
         .unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0 + N / 2, N / 4);
@@ -205,13 +214,13 @@ fn a_race_on_part_of_a_buffer_is_reported_on_exactly_the_overlap() {
 fn the_host_reading_after_synchronizing_the_wrong_stream_races() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let host = rt.malloc_host(N).unwrap();
-    let buf = rt.malloc(N).unwrap();
-    let copy = rt.create_stream().unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.synchronize_stream(b).unwrap(); // the wrong one
-    rt.memcpy_dtoh_async(&host, buf, N, copy).unwrap();
-    rt.synchronize_stream(copy).unwrap();
+    let host = rt.memory().malloc_host(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let copy = rt.streams().create().unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.streams().synchronize(b).unwrap(); // the wrong one
+    rt.memory().memcpy_dtoh_async(&host, buf, N, copy).unwrap();
+    rt.streams().synchronize(copy).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0, N);
     assert_eq!(r.later.name, "memcpy device to host");
@@ -221,15 +230,15 @@ fn the_host_reading_after_synchronizing_the_wrong_stream_races() {
 fn synchronizing_the_right_stream_orders_the_host_and_its_later_calls() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    produce_consume(&rt, a, b, |rt| rt.synchronize_stream(a).unwrap());
-    let ev = rt.create_event().unwrap();
+    produce_consume(&rt, a, b, |rt| rt.streams().synchronize(a).unwrap());
+    let ev = rt.events().create().unwrap();
     produce_consume(&rt, a, b, |rt| {
-        rt.record_event(ev, a).unwrap();
-        rt.synchronize_event(ev).unwrap();
+        rt.events().record(ev, a).unwrap();
+        rt.events().synchronize(ev).unwrap();
     });
     produce_consume(&rt, a, b, |rt| rt.synchronize_device().unwrap());
     produce_consume(&rt, a, b, |rt| {
-        while !rt.query_stream(a).unwrap() {
+        while !rt.streams().query(a).unwrap() {
             rt.step();
         }
     });
@@ -244,7 +253,7 @@ fn stepping_the_device_without_a_synchronize_orders_nothing() {
         rt.run_until_idle().unwrap();
     });
     // run_until_idle is the host waiting for everything: ordered.
-    assert!(rt.sanitizer_reports().is_empty(), "{buf}");
+    assert!(rt.sanitizer().reports().is_empty(), "{buf}");
     let buf = produce_consume(&rt, a, b, |rt| {
         for _ in 0..5 {
             rt.step();
@@ -257,15 +266,15 @@ fn stepping_the_device_without_a_synchronize_orders_nothing() {
 fn a_host_callback_that_writes_device_memory_races_with_another_stream() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let side = rt.create_stream().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
+    let side = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
     let rt2 = rt.clone();
-    rt.launch_host_func(a, move || {
-        rt2.memset_async(buf, 9, N, side).unwrap();
-    })
+    rt.submit(HostFunc::new(a, move || {
+        rt2.memory().memset_async(buf, 9, N, side).unwrap();
+    }))
     .unwrap();
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
     rt.synchronize_device().unwrap();
     rt.run_until_idle().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0, N);
@@ -282,17 +291,17 @@ fn a_host_callback_that_writes_device_memory_races_with_another_stream() {
 #[test]
 fn work_a_callback_enqueues_is_ordered_after_what_its_stream_did() {
     let rt = report_mode();
-    let a = rt.create_stream().unwrap();
-    let side = rt.create_stream().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
+    let a = rt.streams().create().unwrap();
+    let side = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
     let rt2 = rt.clone();
-    rt.launch_host_func(a, move || {
-        rt2.memcpy_dtod_async(out, buf, N, side).unwrap();
-    })
+    rt.submit(HostFunc::new(a, move || {
+        rt2.memory().memcpy_dtod_async(out, buf, N, side).unwrap();
+    }))
     .unwrap();
-    rt.synchronize_stream(a).unwrap();
+    rt.streams().synchronize(a).unwrap();
     rt.synchronize_device().unwrap();
     rt.run_until_idle().unwrap();
     none(&rt);
@@ -301,10 +310,10 @@ fn work_a_callback_enqueues_is_ordered_after_what_its_stream_did() {
 #[test]
 fn freeing_a_buffer_a_queued_task_still_writes_is_a_use_after_free() {
     let rt = report_mode();
-    let a = rt.create_stream().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.free(buf).unwrap();
+    let a = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.memory().free(buf).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
     assert_eq!(r.earlier.name, "free");
@@ -314,13 +323,13 @@ fn freeing_a_buffer_a_queued_task_still_writes_is_a_use_after_free() {
 #[test]
 fn freeing_after_work_that_finished_but_was_never_synchronized_is_a_use_after_free() {
     let rt = report_mode();
-    let a = rt.create_stream().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
+    let a = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
     for _ in 0..5 {
         rt.step();
     }
-    rt.free(buf).unwrap();
+    rt.memory().free(buf).unwrap();
     let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
     assert_eq!(r.later.name, "free");
     assert_eq!(r.earlier.stream, Some(a));
@@ -329,14 +338,14 @@ fn freeing_after_work_that_finished_but_was_never_synchronized_is_a_use_after_fr
 #[test]
 fn freeing_after_a_synchronize_is_clean_and_so_is_free_async_on_the_same_stream() {
     let rt = report_mode();
-    let a = rt.create_stream().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.synchronize_stream(a).unwrap();
-    rt.free(buf).unwrap();
-    let buf = rt.malloc_async(N, a).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.free_async(buf, a).unwrap();
+    let a = rt.streams().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.streams().synchronize(a).unwrap();
+    rt.memory().free(buf).unwrap();
+    let buf = rt.memory().malloc_async(N, a).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.memory().free_async(buf, a).unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
 }
@@ -345,11 +354,11 @@ fn freeing_after_a_synchronize_is_clean_and_so_is_free_async_on_the_same_stream(
 fn free_async_on_one_stream_while_another_still_uses_the_block_is_a_use_after_free() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.memset(buf, 1, N).unwrap();
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap(); // b still reads it ...
-    rt.free_async(buf, a).unwrap(); // ... when a frees it
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.memory().memset(buf, 1, N).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap(); // b still reads it ...
+    rt.memory().free_async(buf, a).unwrap(); // ... when a frees it
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
     // a had nothing queued: the free happened at once, and b's read came after it.
@@ -362,16 +371,21 @@ fn free_async_on_one_stream_while_another_still_uses_the_block_is_a_use_after_fr
 fn a_kernel_launched_after_a_free_async_uses_freed_memory() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    rt.memset(buf, 0, N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memset(buf, 0, N).unwrap();
     // Long work queued on a keeps the block mapped until a gets there (so the kernel does not
     // fault); the kernel on b is not ordered before that position.
-    let other = rt.malloc(64 << 20).unwrap();
-    rt.memset_async(other, 0, 64 << 20, a).unwrap();
-    rt.free_async(buf, a).unwrap();
+    let other = rt.memory().malloc(64 << 20).unwrap();
+    rt.memory().memset_async(other, 0, 64 << 20, a).unwrap();
+    rt.memory().free_async(buf, a).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
-    rt.launch(fill, 1, &[Arg::Ptr(buf), Arg::U64(N / 4), Arg::F32(1.0)], b)
-        .unwrap();
+    rt.submit(Launch::new(
+        fill,
+        1,
+        &[Arg::Ptr(buf), Arg::U64(N / 4), Arg::F32(1.0)],
+        b,
+    ))
+    .unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UseAfterFree, buf.0, N);
     // The kernel ran first; the free's position came after it, unordered.
@@ -384,21 +398,25 @@ fn a_kernel_launched_after_a_free_async_uses_freed_memory() {
 fn a_stream_ordered_allocation_used_on_another_stream_unordered_is_reported() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    rt.memset_async(rt.malloc(N).unwrap(), 0, N, a).unwrap();
-    let buf = rt.malloc_async(N, a).unwrap();
-    rt.memset_async(buf, 1, N, b).unwrap();
+    rt.memory()
+        .memset_async(rt.memory().malloc(N).unwrap(), 0, N, a)
+        .unwrap();
+    let buf = rt.memory().malloc_async(N, a).unwrap();
+    rt.memory().memset_async(buf, 1, N, b).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UnorderedReuse, buf.0, N);
     assert_eq!(r.earlier.name, "malloc_async");
     // Ordered by an event: clean.
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
-    rt.memset_async(rt.malloc(N).unwrap(), 0, N, a).unwrap();
-    let buf = rt.malloc_async(N, a).unwrap();
-    rt.record_event(ev, a).unwrap();
-    rt.stream_wait_event(b, ev).unwrap();
-    rt.memset_async(buf, 1, N, b).unwrap();
+    let ev = rt.events().create().unwrap();
+    rt.memory()
+        .memset_async(rt.memory().malloc(N).unwrap(), 0, N, a)
+        .unwrap();
+    let buf = rt.memory().malloc_async(N, a).unwrap();
+    rt.events().record(ev, a).unwrap();
+    rt.events().stream_wait(b, ev).unwrap();
+    rt.memory().memset_async(buf, 1, N, b).unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
 }
@@ -407,16 +425,16 @@ fn a_stream_ordered_allocation_used_on_another_stream_unordered_is_reported() {
 fn memory_freed_on_one_stream_and_reused_on_another_without_an_event_is_reported() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc_async(N, a).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.free_async(buf, a).unwrap();
+    let buf = rt.memory().malloc_async(N, a).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.memory().free_async(buf, a).unwrap();
     // The device gets there on its own; nothing orders b after it.
     for _ in 0..5 {
         rt.step();
     }
-    let again = rt.malloc_async(N, b).unwrap();
+    let again = rt.memory().malloc_async(N, b).unwrap();
     assert_eq!(again, buf, "the pool hands the block out again");
-    rt.memset_async(again, 2, N, b).unwrap();
+    rt.memory().memset_async(again, 2, N, b).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::UnorderedReuse, buf.0, N);
     assert_eq!(r.earlier.stream, Some(a));
@@ -433,13 +451,13 @@ fn uninitialised_reads_are_reported_only_when_asked_for() {
                 ..SanitizerConfig::report()
             },
         );
-        let a = rt.create_stream().unwrap();
-        let buf = rt.malloc(N).unwrap();
-        let out = rt.malloc(N).unwrap();
+        let a = rt.streams().create().unwrap();
+        let buf = rt.memory().malloc(N).unwrap();
+        let out = rt.memory().malloc(N).unwrap();
         if init_first {
-            rt.memset_async(buf, 0, N / 2, a).unwrap();
+            rt.memory().memset_async(buf, 0, N / 2, a).unwrap();
         }
-        rt.memcpy_dtod_async(out, buf, N, a).unwrap();
+        rt.memory().memcpy_dtod_async(out, buf, N, a).unwrap();
         rt.synchronize_device().unwrap();
         (rt, buf)
     };
@@ -465,16 +483,17 @@ fn uninit_check(devices: u32) -> Runtime {
 /// A broadcast from rank 0 on two devices, rank 0's buffer written first when `root_written`.
 /// Returns each rank's buffer.
 fn broadcast_program(rt: &Runtime, root_written: bool) -> Vec<DevicePtr> {
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let mut bufs = Vec::new();
     for (d, c) in comms.iter().enumerate() {
-        rt.set_device(d as u32).unwrap();
-        let s = rt.create_stream().unwrap();
-        let buf = rt.malloc(N).unwrap();
+        rt.contexts().set_device(d as u32).unwrap();
+        let s = rt.streams().create().unwrap();
+        let buf = rt.memory().malloc(N).unwrap();
         if d == 0 && root_written {
-            rt.memset_async(buf, 1, N, s).unwrap();
+            rt.memory().memset_async(buf, 1, N, s).unwrap();
         }
-        rt.broadcast(buf, N / 4, DataType::F32, 0, c, s).unwrap();
+        rt.submit(Collective::broadcast(buf, N / 4, DataType::F32, 0).on(c, s))
+            .unwrap();
         bufs.push(buf);
     }
     rt.run_until_idle().unwrap();
@@ -501,16 +520,18 @@ fn a_broadcast_reads_only_the_root_s_buffer() {
 #[test]
 fn a_gemm_writes_its_output_without_reading_it() {
     let rt = uninit_check(1);
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let gemm = rt.kernel("gemm_f32").unwrap();
     let (m, k, n) = (4usize, 8usize, 16usize);
-    let a = rt.malloc((m * k * 4) as u64).unwrap();
-    let b = rt.malloc((k * n * 4) as u64).unwrap();
-    let c = rt.malloc((m * n * 4) as u64).unwrap();
-    rt.memset_async(a, 0, (m * k * 4) as u64, s).unwrap();
+    let a = rt.memory().malloc((m * k * 4) as u64).unwrap();
+    let b = rt.memory().malloc((k * n * 4) as u64).unwrap();
+    let c = rt.memory().malloc((m * n * 4) as u64).unwrap();
+    rt.memory()
+        .memset_async(a, 0, (m * k * 4) as u64, s)
+        .unwrap();
     let args = [a.into(), b.into(), c.into(), m.into(), n.into(), k.into()];
-    rt.launch(gemm, 1, &args, s).unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.submit(Launch::new(gemm, 1, &args, s)).unwrap();
+    rt.streams().synchronize(s).unwrap();
     // Only B, an input nothing wrote, is reported; C (never written before) is not.
     one(&rt, ReportKind::UninitializedRead, b.0, (k * n * 4) as u64);
 }
@@ -518,8 +539,11 @@ fn a_gemm_writes_its_output_without_reading_it() {
 /// Two devices, a buffer on each; the current device is `d` afterwards.
 fn two_devices(rt: &Runtime) -> [(Stream, DevicePtr); 2] {
     [0, 1].map(|d| {
-        rt.set_device(d).unwrap();
-        (rt.create_stream().unwrap(), rt.malloc(N).unwrap())
+        rt.contexts().set_device(d).unwrap();
+        (
+            rt.streams().create().unwrap(),
+            rt.memory().malloc(N).unwrap(),
+        )
     })
 }
 
@@ -529,10 +553,10 @@ fn a_race_on_the_second_device_s_buffer_names_that_device_as_the_owner() {
     let rt = runtime(2, SanitizerConfig::report());
     let [(_, b0), (s1, b1)] = two_devices(&rt);
     assert_eq!(b0.0, b1.0, "both first blocks at one address");
-    let other = rt.create_stream().unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.memset_async(b1, 1, N, s1).unwrap();
-    rt.memcpy_dtod_async(out, b1, N, other).unwrap();
+    let other = rt.streams().create().unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(b1, 1, N, s1).unwrap();
+    rt.memory().memcpy_dtod_async(out, b1, N, other).unwrap();
     rt.run_until_idle().unwrap();
     let r = one(&rt, ReportKind::Race, b1.0, N);
     assert_eq!(r.owner, Some(1), "{r}");
@@ -543,10 +567,12 @@ fn a_race_on_the_second_device_s_buffer_names_that_device_as_the_owner() {
 fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
     let rt = runtime(2, SanitizerConfig::report());
     let [(s0, b0), (s1, b1)] = two_devices(&rt);
-    rt.set_device(0).unwrap();
-    rt.memset_async(b0, 1, N, s0).unwrap();
-    rt.set_device(1).unwrap();
-    rt.memcpy_peer_async(b1, 1, b0, 0, N, s1).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    rt.memory().memset_async(b0, 1, N, s0).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    rt.collectives()
+        .memcpy_peer_async(b1, 1, b0, 0, N, s1)
+        .unwrap();
     rt.run_until_idle().unwrap();
     let r = one(&rt, ReportKind::Race, b0.0, N);
     assert_eq!((r.earlier.device, r.later.device), (0, 1));
@@ -557,40 +583,40 @@ fn a_peer_copy_out_of_a_buffer_still_being_written_on_its_device_races() {
     // Ordered through the host (it synchronized device 0's stream first): clean.
     let rt = runtime(2, SanitizerConfig::report());
     let [(s0, b0), (s1, b1)] = two_devices(&rt);
-    rt.set_device(0).unwrap();
-    rt.memset_async(b0, 1, N, s0).unwrap();
-    rt.synchronize_stream(s0).unwrap();
-    rt.set_device(1).unwrap();
-    rt.memcpy_peer_async(b1, 1, b0, 0, N, s1).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    rt.memory().memset_async(b0, 1, N, s0).unwrap();
+    rt.streams().synchronize(s0).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    rt.collectives()
+        .memcpy_peer_async(b1, 1, b0, 0, N, s1)
+        .unwrap();
     rt.run_until_idle().unwrap();
     none(&rt);
 }
 
 fn all_reduce_program(rt: &Runtime, ordered: bool) -> DevicePtr {
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let mut first_send = DevicePtr(0);
     for d in 0..2u32 {
-        rt.set_device(d).unwrap();
-        let compute = rt.create_stream().unwrap();
-        let comm_stream = rt.create_stream().unwrap();
-        let (send, recv) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
+        rt.contexts().set_device(d).unwrap();
+        let compute = rt.streams().create().unwrap();
+        let comm_stream = rt.streams().create().unwrap();
+        let (send, recv) = (
+            rt.memory().malloc(N).unwrap(),
+            rt.memory().malloc(N).unwrap(),
+        );
         if d == 0 {
             first_send = send;
         }
-        rt.memset_async(send, 0, N, compute).unwrap();
+        rt.memory().memset_async(send, 0, N, compute).unwrap();
         if ordered {
-            let ev = rt.create_event().unwrap();
-            rt.record_event(ev, compute).unwrap();
-            rt.stream_wait_event(comm_stream, ev).unwrap();
+            let ev = rt.events().create().unwrap();
+            rt.events().record(ev, compute).unwrap();
+            rt.events().stream_wait(comm_stream, ev).unwrap();
         }
-        rt.all_reduce(
-            send,
-            recv,
-            N / 4,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[d as usize],
-            comm_stream,
+        rt.submit(
+            Collective::all_reduce(send, recv, N / 4, DataType::F32, ReduceOp::Sum)
+                .on(&comms[d as usize], comm_stream),
         )
         .unwrap();
     }
@@ -603,7 +629,7 @@ fn a_collective_on_a_buffer_still_being_written_races() {
     let rt = runtime(2, SanitizerConfig::report());
     all_reduce_program(&rt, false);
     // One bug (the same two calls, in a loop over the ranks), found on both ranks.
-    let reports = rt.sanitizer_reports();
+    let reports = rt.sanitizer().reports();
     assert_eq!(reports.len(), 1, "{reports:#?}");
     let r = &reports[0];
     assert_eq!((r.kind, r.bytes, r.count), (ReportKind::Race, N, 2));
@@ -617,39 +643,39 @@ fn a_collective_on_a_buffer_still_being_written_races() {
 /// Rank 0 writes a buffer `x` on its communicator stream; with `collective`, every rank then
 /// runs an all-reduce on its own; then rank 1 peer-copies `x`. Returns `x`.
 fn cross_rank_read_program(rt: &Runtime, collective: bool) -> DevicePtr {
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let mut streams = Vec::new();
     let mut bufs = Vec::new();
     for d in 0..2u32 {
-        rt.set_device(d).unwrap();
-        let s = rt.create_stream().unwrap();
-        let (send, recv) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
-        rt.memset_async(send, 0, N, s).unwrap();
-        rt.memset_async(recv, 0, N, s).unwrap();
+        rt.contexts().set_device(d).unwrap();
+        let s = rt.streams().create().unwrap();
+        let (send, recv) = (
+            rt.memory().malloc(N).unwrap(),
+            rt.memory().malloc(N).unwrap(),
+        );
+        rt.memory().memset_async(send, 0, N, s).unwrap();
+        rt.memory().memset_async(recv, 0, N, s).unwrap();
         streams.push(s);
         bufs.push((send, recv));
     }
-    rt.set_device(0).unwrap();
-    let x = rt.malloc(N).unwrap();
-    rt.memset_async(x, 7, N, streams[0]).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    let x = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(x, 7, N, streams[0]).unwrap();
     if collective {
         for d in 0..2usize {
-            rt.set_device(d as u32).unwrap();
-            rt.all_reduce(
-                bufs[d].0,
-                bufs[d].1,
-                N / 4,
-                DataType::F32,
-                ReduceOp::Sum,
-                &comms[d],
-                streams[d],
+            rt.contexts().set_device(d as u32).unwrap();
+            rt.submit(
+                Collective::all_reduce(bufs[d].0, bufs[d].1, N / 4, DataType::F32, ReduceOp::Sum)
+                    .on(&comms[d], streams[d]),
             )
             .unwrap();
         }
     }
-    rt.set_device(1).unwrap();
-    let copy = rt.malloc(N).unwrap();
-    rt.memcpy_peer_async(copy, 1, x, 0, N, streams[1]).unwrap();
+    rt.contexts().set_device(1).unwrap();
+    let copy = rt.memory().malloc(N).unwrap();
+    rt.collectives()
+        .memcpy_peer_async(copy, 1, x, 0, N, streams[1])
+        .unwrap();
     rt.run_until_idle().unwrap();
     x
 }
@@ -673,14 +699,14 @@ fn a_collective_orders_every_rank_after_every_rank_s_earlier_work() {
 #[test]
 fn error_mode_fails_the_later_task_with_the_documented_code() {
     let rt = runtime(1, SanitizerConfig::error());
-    assert_eq!(rt.sanitizer_config().mode, SanitizerMode::Error);
+    assert_eq!(rt.sanitizer().config().mode, SanitizerMode::Error);
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
-    rt.memset_async(buf, 1, N, a).unwrap();
-    rt.memcpy_dtod_async(out, buf, N, b).unwrap();
-    rt.synchronize_stream(a).unwrap();
-    let err = rt.synchronize_stream(b).unwrap_err();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
+    rt.memory().memset_async(buf, 1, N, a).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
+    rt.streams().synchronize(a).unwrap();
+    let err = rt.streams().synchronize(b).unwrap_err();
     assert_eq!(err.code(), 507053);
     assert_eq!(err.code(), npusim::codes::RT_DEVICE_MEM_ERROR);
     assert!(err.to_string().contains("race"), "{err}");
@@ -691,8 +717,8 @@ fn with_the_sanitizer_off_nothing_is_tracked() {
     let rt = runtime(1, SanitizerConfig::default());
     let (a, b) = streams(&rt);
     produce_consume(&rt, a, b, |_| {});
-    assert!(rt.sanitizer_reports().is_empty());
-    assert_eq!(rt.sanitizer_shadow(), npusim::ShadowStats::default());
+    assert!(rt.sanitizer().reports().is_empty());
+    assert_eq!(rt.sanitizer().shadow(), npusim::ShadowStats::default());
 }
 
 #[test]
@@ -704,13 +730,16 @@ fn a_gigabyte_copied_whole_is_one_interval_of_shadow() {
             ..SanitizerConfig::default()
         },
     );
-    let a = rt.create_stream().unwrap();
+    let a = rt.streams().create().unwrap();
     let big = 1u64 << 30;
-    let (src, dst) = (rt.malloc(big).unwrap(), rt.malloc(big).unwrap());
-    rt.memset_async(src, 0, big, a).unwrap();
-    rt.memcpy_dtod_async(dst, src, big, a).unwrap();
-    rt.synchronize_stream(a).unwrap();
-    let shadow = rt.sanitizer_shadow();
+    let (src, dst) = (
+        rt.memory().malloc(big).unwrap(),
+        rt.memory().malloc(big).unwrap(),
+    );
+    rt.memory().memset_async(src, 0, big, a).unwrap();
+    rt.memory().memcpy_dtod_async(dst, src, big, a).unwrap();
+    rt.streams().synchronize(a).unwrap();
+    let shadow = rt.sanitizer().shadow();
     assert_eq!(shadow.intervals, 2, "{shadow:?}");
     assert!(shadow.bytes < 4096, "{shadow:?}");
 }
@@ -760,9 +789,9 @@ proptest! {
     #[test]
     fn random_well_synchronized_programs_get_no_report(steps in proptest::collection::vec(step(), 1..24)) {
         let rt = report_mode();
-        let s: Vec<Stream> = (0..3).map(|_| rt.create_stream().unwrap()).collect();
-        let bufs: Vec<DevicePtr> = (0..2).map(|_| rt.malloc(N).unwrap()).collect();
-        let scratch = rt.malloc(N).unwrap();
+        let s: Vec<Stream> = (0..3).map(|_| rt.streams().create().unwrap()).collect();
+        let bufs: Vec<DevicePtr> = (0..2).map(|_| rt.memory().malloc(N).unwrap()).collect();
+        let scratch = rt.memory().malloc(N).unwrap();
         // Per buffer: (stream, write) of every access since the last host synchronize.
         let mut seen: Vec<Vec<(usize, bool)>> = vec![Vec::new(); 2];
         for st in &steps {
@@ -777,23 +806,23 @@ proptest! {
                 .map(|(o, _)| *o)
                 .collect();
             for o in others {
-                let ev = rt.create_event().unwrap();
-                rt.record_event(ev, s[o]).unwrap();
-                rt.stream_wait_event(s[st.stream], ev).unwrap();
+                let ev = rt.events().create().unwrap();
+                rt.events().record(ev, s[o]).unwrap();
+                rt.events().stream_wait(s[st.stream], ev).unwrap();
             }
             let q = N / 4;
             let at = DevicePtr(bufs[st.buffer].0 + st.part.0 * q);
             let len = st.part.1 * q;
             if st.write {
-                rt.memset_async(at, 1, len, s[st.stream]).unwrap();
+                rt.memory().memset_async(at, 1, len, s[st.stream]).unwrap();
             } else {
                 let out = DevicePtr(scratch.0 + st.stream as u64 * (N / 3 / 64 * 64));
-                rt.memcpy_dtod_async(out, at, len.min(N / 3 / 64 * 64), s[st.stream]).unwrap();
+                rt.memory().memcpy_dtod_async(out, at, len.min(N / 3 / 64 * 64), s[st.stream]).unwrap();
             }
             seen[st.buffer].push((st.stream, st.write));
         }
         rt.synchronize_device().unwrap();
-        let reports = rt.sanitizer_reports();
+        let reports = rt.sanitizer().reports();
         prop_assert!(reports.is_empty(), "{:#?}", reports);
     }
 }
@@ -807,27 +836,30 @@ fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
         "{}/examples/kernels/vector_add.o",
         env!("CARGO_MANIFEST_DIR")
     );
-    let bin = rt.load_binary(&std::fs::read(path).unwrap()).unwrap();
-    let vadd = rt.get_function(bin, "vadd_f32").unwrap();
+    let bin = rt.binaries().load(&std::fs::read(path).unwrap()).unwrap();
+    let vadd = rt.binaries().get_function(bin, "vadd_f32").unwrap();
     let (a, b) = streams(&rt);
-    let (x, y) = (rt.malloc(2 * N).unwrap(), rt.malloc(2 * N).unwrap());
-    rt.memset(x, 0, 2 * N).unwrap();
-    rt.memset(y, 0, 2 * N).unwrap();
-    let c = rt.malloc(N).unwrap();
-    let victim = rt.malloc(N).unwrap();
+    let (x, y) = (
+        rt.memory().malloc(2 * N).unwrap(),
+        rt.memory().malloc(2 * N).unwrap(),
+    );
+    rt.memory().memset(x, 0, 2 * N).unwrap();
+    rt.memory().memset(y, 0, 2 * N).unwrap();
+    let c = rt.memory().malloc(N).unwrap();
+    let victim = rt.memory().malloc(N).unwrap();
     assert_eq!(
         victim.0,
         c.0 + N,
         "the pool places the victim right after c"
     );
-    rt.memset_async(victim, 7, N, b).unwrap();
+    rt.memory().memset_async(victim, 7, N, b).unwrap();
     let n = 2 * N / 4;
-    rt.launch(
+    rt.submit(Launch::new(
         vadd,
         2,
         &[x.into(), y.into(), c.into(), (n as usize).into()],
         a,
-    )
+    ))
     .unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, victim.0, N);
@@ -845,15 +877,15 @@ fn a_binary_kernel_writing_past_its_buffer_races_on_the_buffer_it_hits() {
 fn the_c_api_names_the_acl_function_and_call_number_as_the_site() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     {
         let _site = npusim::sanitizer::SiteGuard::enter(npusim::EnqueueSite::Acl {
             function: "aclrtMemsetAsync",
             call: 41,
         });
-        rt.memset_async(buf, 1, N, a).unwrap();
+        rt.memory().memset_async(buf, 1, N, a).unwrap();
     }
-    rt.memset_async(buf, 2, N, b).unwrap();
+    rt.memory().memset_async(buf, 2, N, b).unwrap();
     rt.synchronize_device().unwrap();
     let r = one(&rt, ReportKind::Race, buf.0, N);
     assert_eq!(
@@ -871,13 +903,13 @@ fn the_c_api_names_the_acl_function_and_call_number_as_the_site() {
 fn a_bug_in_a_loop_is_one_report_that_counts_its_repeats() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     for _ in 0..10 {
-        rt.memset_async(buf, 1, N, a).unwrap();
-        rt.memset_async(buf, 2, N, b).unwrap();
+        rt.memory().memset_async(buf, 1, N, a).unwrap();
+        rt.memory().memset_async(buf, 2, N, b).unwrap();
     }
     rt.synchronize_device().unwrap();
-    let reports = rt.sanitizer_reports();
+    let reports = rt.sanitizer().reports();
     // Each memset races with the other stream's before and after it: two directions of one
     // pair of calls.
     assert!(reports.len() <= 2, "{reports:#?}");
@@ -893,18 +925,21 @@ fn a_bug_in_a_loop_is_one_report_that_counts_its_repeats() {
 #[test]
 fn streams_made_after_a_destroyed_one_are_ordered_after_its_work_and_no_further() {
     let rt = report_mode();
-    let old = rt.create_stream().unwrap();
-    let other = rt.create_stream().unwrap();
-    let (buf, out) = (rt.malloc(N).unwrap(), rt.malloc(N).unwrap());
-    rt.memset_async(buf, 1, N, old).unwrap();
-    rt.destroy_stream(old).unwrap(); // waits for it: the host is ordered after its work
-    let new = rt.create_stream().unwrap(); // may take the old stream's clock slot
-    rt.memcpy_dtod_async(out, buf, N, new).unwrap();
+    let old = rt.streams().create().unwrap();
+    let other = rt.streams().create().unwrap();
+    let (buf, out) = (
+        rt.memory().malloc(N).unwrap(),
+        rt.memory().malloc(N).unwrap(),
+    );
+    rt.memory().memset_async(buf, 1, N, old).unwrap();
+    rt.streams().destroy(old).unwrap(); // waits for it: the host is ordered after its work
+    let new = rt.streams().create().unwrap(); // may take the old stream's clock slot
+    rt.memory().memcpy_dtod_async(out, buf, N, new).unwrap();
     rt.synchronize_device().unwrap();
     none(&rt);
     // The new stream's own work is still unordered with another stream's.
-    rt.memset_async(buf, 3, N, new).unwrap();
-    rt.memcpy_dtod_async(out, buf, N, other).unwrap();
+    rt.memory().memset_async(buf, 3, N, new).unwrap();
+    rt.memory().memcpy_dtod_async(out, buf, N, other).unwrap();
     rt.synchronize_device().unwrap();
     one(&rt, ReportKind::Race, buf.0, N);
 }
@@ -1080,7 +1115,7 @@ fn two_threads(
         let a = std::thread::Builder::new()
             .name("a".into())
             .spawn_scoped(s, || {
-                rt.set_device(0).unwrap();
+                rt.contexts().set_device(0).unwrap();
                 barrier.wait();
                 first(rt);
                 barrier.wait();
@@ -1089,7 +1124,7 @@ fn two_threads(
         let b = std::thread::Builder::new()
             .name("b".into())
             .spawn_scoped(s, || {
-                rt.set_device(0).unwrap();
+                rt.contexts().set_device(0).unwrap();
                 barrier.wait();
                 barrier.wait();
                 second(rt);
@@ -1107,12 +1142,16 @@ fn thread_name(side: &npusim::ReportSide) -> Option<&str> {
 #[test]
 fn synchronous_copies_from_two_threads_into_overlapping_bytes_race_and_name_both_threads() {
     let rt = report_mode();
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     let half = DevicePtr(buf.0 + N / 2);
     two_threads(
         &rt,
-        |rt| rt.memcpy_htod(buf, &[1u8; N as usize]).unwrap(),
-        |rt| rt.memcpy_htod(half, &[2u8; N as usize / 2]).unwrap(),
+        |rt| rt.memory().memcpy_htod(buf, &[1u8; N as usize]).unwrap(),
+        |rt| {
+            rt.memory()
+                .memcpy_htod(half, &[2u8; N as usize / 2])
+                .unwrap()
+        },
     );
     let r = one(&rt, ReportKind::Race, half.0, N / 2);
     assert_eq!(
@@ -1134,25 +1173,25 @@ fn synchronous_copies_from_two_threads_into_overlapping_bytes_race_and_name_both
 #[test]
 fn the_same_copies_with_a_release_and_an_acquire_or_a_host_sync_are_clean() {
     let rt = report_mode();
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     two_threads(
         &rt,
         |rt| {
-            rt.memcpy_htod(buf, &[1u8; N as usize]).unwrap();
-            rt.sanitizer_release(42);
+            rt.memory().memcpy_htod(buf, &[1u8; N as usize]).unwrap();
+            rt.sanitizer().release(42);
         },
         |rt| {
-            rt.sanitizer_acquire(42);
-            rt.memcpy_htod(buf, &[2u8; N as usize]).unwrap();
+            rt.sanitizer().acquire(42);
+            rt.memory().memcpy_htod(buf, &[2u8; N as usize]).unwrap();
         },
     );
     none(&rt);
     two_threads(
         &rt,
-        |rt| rt.memset(buf, 3, N).unwrap(),
+        |rt| rt.memory().memset(buf, 3, N).unwrap(),
         |rt| {
-            rt.sanitizer_host_sync();
-            rt.memset(buf, 4, N).unwrap();
+            rt.sanitizer().host_sync();
+            rt.memory().memset(buf, 4, N).unwrap();
         },
     );
     none(&rt);
@@ -1161,12 +1200,17 @@ fn the_same_copies_with_a_release_and_an_acquire_or_a_host_sync_are_clean() {
 #[test]
 fn copies_from_two_threads_into_disjoint_halves_are_not_reported() {
     let rt = report_mode();
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     two_threads(
         &rt,
-        |rt| rt.memcpy_htod(buf, &[1u8; N as usize / 2]).unwrap(),
         |rt| {
-            rt.memcpy_htod(DevicePtr(buf.0 + N / 2), &[2u8; N as usize / 2])
+            rt.memory()
+                .memcpy_htod(buf, &[1u8; N as usize / 2])
+                .unwrap()
+        },
+        |rt| {
+            rt.memory()
+                .memcpy_htod(DevicePtr(buf.0 + N / 2), &[2u8; N as usize / 2])
                 .unwrap()
         },
     );
@@ -1177,19 +1221,24 @@ fn copies_from_two_threads_into_disjoint_halves_are_not_reported() {
 /// a synchronous copy after `sync`.
 fn kernel_then_read(rt: &Runtime, sync: impl FnOnce(&Runtime, Stream, Stream) + Send) -> u64 {
     let (a, b) = streams(rt);
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     let n = (N / 4) as usize;
     two_threads(
         rt,
         |rt| {
-            rt.launch(fill, 2, &[buf.into(), n.into(), 1.5f32.into()], a)
-                .unwrap()
+            rt.submit(Launch::new(
+                fill,
+                2,
+                &[buf.into(), n.into(), 1.5f32.into()],
+                a,
+            ))
+            .unwrap();
         },
         |rt| {
             sync(rt, a, b);
             let mut out = vec![0f32; n];
-            rt.memcpy_dtoh(&mut out, buf).unwrap();
+            rt.memory().memcpy_dtoh(&mut out, buf).unwrap();
             assert_eq!(
                 out[n - 1],
                 1.5,
@@ -1203,7 +1252,7 @@ fn kernel_then_read(rt: &Runtime, sync: impl FnOnce(&Runtime, Stream, Stream) + 
 #[test]
 fn a_thread_reading_after_synchronizing_another_stream_races_with_another_thread_s_kernel() {
     let rt = report_mode();
-    let buf = kernel_then_read(&rt, |rt, _, b| rt.synchronize_stream(b).unwrap());
+    let buf = kernel_then_read(&rt, |rt, _, b| rt.streams().synchronize(b).unwrap());
     let r = one(&rt, ReportKind::Race, buf, N);
     assert_eq!(r.earlier.name, "fill_f32");
     assert!(r.earlier.stream.is_some(), "{r}");
@@ -1216,7 +1265,7 @@ fn a_thread_reading_after_synchronizing_another_stream_races_with_another_thread
 #[test]
 fn a_thread_that_synchronizes_the_kernel_s_stream_reads_clean() {
     let rt = report_mode();
-    kernel_then_read(&rt, |rt, a, _| rt.synchronize_stream(a).unwrap());
+    kernel_then_read(&rt, |rt, a, _| rt.streams().synchronize(a).unwrap());
     none(&rt);
 }
 
@@ -1224,25 +1273,30 @@ fn a_thread_that_synchronizes_the_kernel_s_stream_reads_clean() {
 fn a_wait_on_an_event_another_thread_recorded_after_its_write_orders_the_reader() {
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let ev = rt.create_event().unwrap();
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
+    let ev = rt.events().create().unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     let n = (N / 4) as usize;
     two_threads(
         &rt,
         |rt| {
-            rt.launch(fill, 2, &[buf.into(), n.into(), 1.0f32.into()], a)
-                .unwrap();
-            rt.record_event(ev, a).unwrap();
+            rt.submit(Launch::new(
+                fill,
+                2,
+                &[buf.into(), n.into(), 1.0f32.into()],
+                a,
+            ))
+            .unwrap();
+            rt.events().record(ev, a).unwrap();
         },
         |rt| {
-            rt.stream_wait_event(b, ev).unwrap();
-            rt.memcpy_dtod_async(out, buf, N, b).unwrap();
-            rt.synchronize_stream(b).unwrap();
+            rt.events().stream_wait(b, ev).unwrap();
+            rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
+            rt.streams().synchronize(b).unwrap();
             // And the host thread, ordered after b, reads what b wrote.
             let mut host = vec![0f32; n];
-            rt.memcpy_dtoh(&mut host, out).unwrap();
+            rt.memory().memcpy_dtoh(&mut host, out).unwrap();
         },
     );
     none(&rt);
@@ -1254,17 +1308,17 @@ fn a_thread_s_synchronize_does_not_order_another_thread() {
     // stream: with the host as one thread this was hidden.
     let rt = report_mode();
     let (a, b) = streams(&rt);
-    let buf = rt.malloc(N).unwrap();
-    let out = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    let out = rt.memory().malloc(N).unwrap();
     two_threads(
         &rt,
         |rt| {
-            rt.memset_async(buf, 1, N, a).unwrap();
-            rt.synchronize_stream(a).unwrap();
+            rt.memory().memset_async(buf, 1, N, a).unwrap();
+            rt.streams().synchronize(a).unwrap();
         },
         |rt| {
-            rt.memcpy_dtod_async(out, buf, N, b).unwrap();
-            rt.synchronize_stream(b).unwrap();
+            rt.memory().memcpy_dtod_async(out, buf, N, b).unwrap();
+            rt.streams().synchronize(b).unwrap();
         },
     );
     let r = one(&rt, ReportKind::Race, buf.0, N);
@@ -1274,23 +1328,24 @@ fn a_thread_s_synchronize_does_not_order_another_thread() {
 #[test]
 fn after_joining_threads_a_host_sync_orders_the_main_thread_after_their_work() {
     let rt = report_mode();
-    let buf = rt.malloc(N).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
     let read = |rt: &Runtime| {
         let mut out = vec![0u8; N as usize];
-        rt.memcpy_dtoh(&mut out, buf).unwrap();
+        rt.memory().memcpy_dtoh(&mut out, buf).unwrap();
     };
     let work = |rt: &Runtime, half: u64| {
-        let s = rt.create_stream().unwrap();
-        rt.memset_async(DevicePtr(buf.0 + half * N / 2), 1, N / 2, s)
+        let s = rt.streams().create().unwrap();
+        rt.memory()
+            .memset_async(DevicePtr(buf.0 + half * N / 2), 1, N / 2, s)
             .unwrap();
-        rt.synchronize_stream(s).unwrap();
+        rt.streams().synchronize(s).unwrap();
     };
     two_threads(&rt, |rt| work(rt, 0), |rt| work(rt, 1));
     // The joins are invisible to the sanitizer: the main thread's read is not ordered after
     // the threads' writes ...
     read(&rt);
     // (One bug: both writes were enqueued by the same line, so one report counts the two.)
-    let reports = rt.take_sanitizer_reports();
+    let reports = rt.sanitizer().take_reports();
     assert_eq!(reports.len(), 1, "{reports:#?}");
     let r = &reports[0];
     assert_eq!(
@@ -1304,7 +1359,7 @@ fn after_joining_threads_a_host_sync_orders_the_main_thread_after_their_work() {
     );
     // ... until it says so.
     two_threads(&rt, |rt| work(rt, 0), |rt| work(rt, 1));
-    rt.sanitizer_host_sync();
+    rt.sanitizer().host_sync();
     read(&rt);
     none(&rt);
 }
@@ -1312,13 +1367,13 @@ fn after_joining_threads_a_host_sync_orders_the_main_thread_after_their_work() {
 #[test]
 fn a_thread_started_after_the_main_thread_s_work_is_ordered_after_it() {
     let rt = report_mode();
-    let buf = rt.malloc(N).unwrap();
-    rt.memcpy_htod(buf, &[7u8; N as usize]).unwrap();
+    let buf = rt.memory().malloc(N).unwrap();
+    rt.memory().memcpy_htod(buf, &[7u8; N as usize]).unwrap();
     std::thread::scope(|s| {
         s.spawn(|| {
-            let a = rt.create_stream().unwrap();
-            rt.memset_async(buf, 1, N, a).unwrap();
-            rt.synchronize_stream(a).unwrap();
+            let a = rt.streams().create().unwrap();
+            rt.memory().memset_async(buf, 1, N, a).unwrap();
+            rt.streams().synchronize(a).unwrap();
         });
     });
     none(&rt);
@@ -1327,11 +1382,11 @@ fn a_thread_started_after_the_main_thread_s_work_is_ordered_after_it() {
 #[test]
 fn annotations_are_no_ops_with_the_sanitizer_off() {
     let rt = runtime(1, SanitizerConfig::default());
-    rt.sanitizer_release(1);
-    rt.sanitizer_acquire(1);
-    rt.sanitizer_host_sync();
-    assert!(rt.sanitizer_reports().is_empty());
-    assert_eq!(rt.sanitizer_shadow(), npusim::ShadowStats::default());
+    rt.sanitizer().release(1);
+    rt.sanitizer().acquire(1);
+    rt.sanitizer().host_sync();
+    assert!(rt.sanitizer().reports().is_empty());
+    assert_eq!(rt.sanitizer().shadow(), npusim::ShadowStats::default());
 }
 
 #[test]
@@ -1376,15 +1431,15 @@ fn two_threads_writing_a_pinned_buffer_race_unless_the_hand_off_is_annotated() {
         (Some("a"), Some("b")),
         "{r}"
     );
-    rt.take_sanitizer_reports();
+    rt.sanitizer().take_reports();
     two_threads(
         &rt,
         |rt| {
             host.write(&[1.0f32; 1024]).unwrap();
-            rt.sanitizer_release(9);
+            rt.sanitizer().release(9);
         },
         |rt| {
-            rt.sanitizer_acquire(9);
+            rt.sanitizer().acquire(9);
             host.write(&[2.0f32; 512]).unwrap();
             assert_eq!(host.read().unwrap()[1023], 1.0);
         },

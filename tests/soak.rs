@@ -7,6 +7,7 @@
 //! changes the count) and prints the resident-memory samples; BENCHMARKS.md has the figure.
 //! The test that always runs does the same with 60,000 operations.
 
+use npusim::Launch;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -98,15 +99,18 @@ fn soak(ops: u64, samples: usize) -> Samples {
     let mut next_sample = every;
     let mut interval_low = u64::MAX;
     let mut heap_samples = Vec::new();
-    let host = rt.malloc_host(64 << 10).unwrap();
+    let host = rt.memory().malloc_host(64 << 10).unwrap();
     let sizes = [64u64, 256, 4096, 60_000, 1 << 20, 3 << 20];
     while done < ops {
         // One round: a working set of streams, an event and blocks, then teardown. Every round
         // does the same work (the same random sequence), so once the runtime's pools and
         // tables have grown to fit one round, a flat heap is exact: anything more is a leak.
         let mut rng = Rng(seed);
-        let streams = [rt.create_stream().unwrap(), rt.create_stream().unwrap()];
-        let event = rt.create_event().unwrap();
+        let streams = [
+            rt.streams().create().unwrap(),
+            rt.streams().create().unwrap(),
+        ];
+        let event = rt.events().create().unwrap();
         let fill = rt.kernel("fill_f32").unwrap();
         let noop = rt.kernel("noop").unwrap();
         done += 5;
@@ -116,67 +120,75 @@ fn soak(ops: u64, samples: usize) -> Samples {
             match rng.next() % 16 {
                 0..=2 => {
                     let size = sizes[(rng.next() % sizes.len() as u64) as usize];
-                    live.push((rt.malloc(size).unwrap(), size));
+                    live.push((rt.memory().malloc(size).unwrap(), size));
                 }
                 3 | 4 if !live.is_empty() => {
                     let (p, _) = live.swap_remove((rng.next() % live.len() as u64) as usize);
-                    rt.free(p).unwrap();
+                    rt.memory().free(p).unwrap();
                 }
                 5 | 6 if !live.is_empty() => {
                     let (p, size) = live[(rng.next() % live.len() as u64) as usize];
                     let n = size.min(64 << 10);
-                    rt.memcpy_htod_async(p, &host, n, s).unwrap();
+                    rt.memory().memcpy_htod_async(p, &host, n, s).unwrap();
                 }
                 7 if !live.is_empty() => {
                     let (p, size) = live[(rng.next() % live.len() as u64) as usize];
-                    rt.memcpy_dtoh_async(&host, p, size.min(64 << 10), s)
+                    rt.memory()
+                        .memcpy_dtoh_async(&host, p, size.min(64 << 10), s)
                         .unwrap();
                 }
                 8 | 9 if !live.is_empty() => {
                     let (p, size) = live[(rng.next() % live.len() as u64) as usize];
-                    rt.launch(fill, 1, &[p.into(), (size / 4).into(), 1.5f32.into()], s)
-                        .unwrap();
+                    rt.submit(Launch::new(
+                        fill,
+                        1,
+                        &[p.into(), (size / 4).into(), 1.5f32.into()],
+                        s,
+                    ))
+                    .unwrap();
                 }
-                10 => rt.launch(noop, 1, &[], s).unwrap(),
-                11 => rt.record_event(event, s).unwrap(),
-                12 => rt.stream_wait_event(s, event).unwrap(),
-                13 => rt.synchronize_stream(s).unwrap(),
+                10 => {
+                    rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
+                }
+                11 => rt.events().record(event, s).unwrap(),
+                12 => rt.events().stream_wait(s, event).unwrap(),
+                13 => rt.streams().synchronize(s).unwrap(),
                 14 => {
-                    let b = rt.load_binary(&object).unwrap();
-                    rt.unload_binary(b).unwrap();
+                    let b = rt.binaries().load(&object).unwrap();
+                    rt.binaries().unload(b).unwrap();
                     done += 1;
                 }
                 _ => {
-                    let x = rt.create_stream().unwrap();
-                    rt.destroy_stream(x).unwrap();
+                    let x = rt.streams().create().unwrap();
+                    rt.streams().destroy(x).unwrap();
                     done += 1;
                 }
             }
             done += 1;
         }
         for s in streams {
-            rt.synchronize_stream(s).unwrap();
-            rt.destroy_stream(s).unwrap();
+            rt.streams().synchronize(s).unwrap();
+            rt.streams().destroy(s).unwrap();
         }
         for (p, _) in live.drain(..) {
-            rt.free(p).unwrap();
+            rt.memory().free(p).unwrap();
             done += 1;
         }
-        rt.destroy_event(event).unwrap();
-        rt.trim_memory().unwrap();
+        rt.events().destroy(event).unwrap();
+        rt.memory().trim().unwrap();
         // A context of its own with a binary loaded, destroyed with it.
-        let ctx = rt.create_context(0).unwrap();
-        rt.load_binary(&object).unwrap();
-        rt.destroy_context(ctx).unwrap();
-        rt.set_device(0).unwrap();
+        let ctx = rt.contexts().create(0).unwrap();
+        rt.binaries().load(&object).unwrap();
+        rt.contexts().destroy(ctx).unwrap();
+        rt.contexts().set_device(0).unwrap();
         done += 10;
         // A whole runtime made, used and dropped on this thread: it must leave nothing.
         {
             let other = Runtime::new(config.clone()).unwrap();
-            other.set_device(0).unwrap();
-            let p = other.malloc(1 << 20).unwrap();
-            other.memset(p, 7, 1 << 20).unwrap();
-            other.free(p).unwrap();
+            other.contexts().set_device(0).unwrap();
+            let p = other.memory().malloc(1 << 20).unwrap();
+            other.memory().memset(p, 7, 1 << 20).unwrap();
+            other.memory().free(p).unwrap();
             done += 5;
         }
         // A round ends with everything freed and trimmed; what the allocator still holds from

@@ -2,6 +2,7 @@
 //! its own stream's track of its device's process, with start ≤ end; links, core groups, the
 //! host clock and event flows have their tracks.
 
+use npusim::{Collective, Launch};
 use std::collections::BTreeMap;
 
 use npusim::prelude::*;
@@ -18,55 +19,65 @@ fn program() -> Runtime {
         ..RuntimeConfig::default()
     })
     .unwrap();
-    let comms = rt.comm_init_all(&[0, 1]).unwrap();
+    let comms = rt.collectives().init_all(&[0, 1]).unwrap();
     let fill = rt.kernel("fill_f32").unwrap();
     let relu = rt.kernel("relu_f32").unwrap();
     let n = 1u64 << 16;
     let mut bufs = Vec::new();
     for d in 0..2u32 {
-        rt.set_device(d).unwrap();
-        let compute = rt.create_stream().unwrap();
+        rt.contexts().set_device(d).unwrap();
+        let compute = rt.streams().create().unwrap();
         let comm = rt
-            .create_stream_with(StreamConfig {
+            .streams()
+            .create_with(StreamConfig {
                 kind: StreamKind::Communication,
                 ..StreamConfig::default()
             })
             .unwrap();
-        let (x, y) = (rt.malloc(4 * n).unwrap(), rt.malloc(4 * n).unwrap());
-        let ready = rt.create_event().unwrap();
-        rt.launch(fill, 4, &[x.into(), n.into(), 1.5f32.into()], compute)
-            .unwrap();
-        rt.record_event(ready, compute).unwrap();
-        rt.stream_wait_event(comm, ready).unwrap();
-        rt.all_reduce(
-            x,
-            x,
-            n,
-            DataType::F32,
-            ReduceOp::Sum,
-            &comms[d as usize],
-            comm,
+        let (x, y) = (
+            rt.memory().malloc(4 * n).unwrap(),
+            rt.memory().malloc(4 * n).unwrap(),
+        );
+        let ready = rt.events().create().unwrap();
+        rt.submit(Launch::new(
+            fill,
+            4,
+            &[x.into(), n.into(), 1.5f32.into()],
+            compute,
+        ))
+        .unwrap();
+        rt.events().record(ready, compute).unwrap();
+        rt.events().stream_wait(comm, ready).unwrap();
+        rt.submit(
+            Collective::all_reduce(x, x, n, DataType::F32, ReduceOp::Sum)
+                .on(&comms[d as usize], comm),
         )
         .unwrap();
         // The compute stream reads the reduced buffer: it waits for the all-reduce.
-        let reduced = rt.create_event().unwrap();
-        rt.record_event(reduced, comm).unwrap();
-        rt.stream_wait_event(compute, reduced).unwrap();
-        rt.launch(relu, 4, &[x.into(), y.into(), n.into()], compute)
-            .unwrap();
+        let reduced = rt.events().create().unwrap();
+        rt.events().record(reduced, comm).unwrap();
+        rt.events().stream_wait(compute, reduced).unwrap();
+        rt.submit(Launch::new(
+            relu,
+            4,
+            &[x.into(), y.into(), n.into()],
+            compute,
+        ))
+        .unwrap();
         bufs.push((x, compute, comm));
     }
-    rt.set_device(0).unwrap();
+    rt.contexts().set_device(0).unwrap();
     rt.host_work(SimTime::from_us(20));
-    rt.set_device(1).unwrap();
-    let dst = rt.malloc(4 * n).unwrap();
-    rt.set_device(0).unwrap();
-    rt.memcpy_peer_async(dst, 1, bufs[0].0, 0, 4 * n, bufs[0].1)
+    rt.contexts().set_device(1).unwrap();
+    let dst = rt.memory().malloc(4 * n).unwrap();
+    rt.contexts().set_device(0).unwrap();
+    rt.collectives()
+        .memcpy_peer_async(dst, 1, bufs[0].0, 0, 4 * n, bufs[0].1)
         .unwrap();
     for (d, (_, compute, comm)) in bufs.iter().enumerate() {
-        rt.set_device(d as u32).unwrap();
-        rt.synchronize_stream(*compute).unwrap();
-        rt.synchronize_stream(*comm).unwrap();
+        rt.contexts().set_device(d as u32).unwrap();
+        rt.streams().synchronize(*compute).unwrap();
+        rt.streams().synchronize(*comm).unwrap();
     }
     rt
 }

@@ -104,7 +104,7 @@ fn append(
                 Param::Slots(v) => v.len(),
                 _ => 1,
             };
-        let max = npusim_engine::components::task::MAX_ARGS;
+        let max = npusim_engine::launch::MAX_ARGS;
         if slots > max {
             return Err(AclError::param(format!(
                 "{slots} argument slots; at most {max}"
@@ -522,11 +522,11 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
                         ));
                         break;
                     }
-                    match s.rt.malloc(b.len() as u64) {
+                    match s.rt.memory().malloc(b.len() as u64) {
                         Ok(p) => {
                             buffers.push(p);
                             args.push(Arg::U64(p.0));
-                            if let Err(e) = s.rt.memcpy_htod_async_pageable(p, &b, st) {
+                            if let Err(e) = s.rt.memory().memcpy_htod_async_pageable(p, &b, st) {
                                 result = Err(e.into());
                                 break;
                             }
@@ -545,9 +545,9 @@ pub unsafe extern "C" fn aclrtLaunchKernelWithConfig(
         // Freed once the stream has passed the kernel (or at once if it was never enqueued).
         for p in buffers {
             let freed = if result.is_ok() {
-                s.rt.free_async(p, st)
+                s.rt.memory().free_async(p, st)
             } else {
-                s.rt.free(p)
+                s.rt.memory().free(p)
             };
             if let Err(e) = freed
                 && result.is_ok()

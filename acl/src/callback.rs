@@ -21,6 +21,7 @@
 //! `aclrtProcessReport` waits for callbacks, not for the device, so a program must still
 //! synchronize (or poll a stream or event) for its callbacks to come due.
 
+use npusim_engine::HostFunc;
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -223,7 +224,7 @@ fn subscribe(hub: Hub, thread: u64, stream: aclrtStream) -> crate::error::AclRes
     let s = session()?;
     let st = s.stream_or_default(stream)?;
     // Checks the stream belongs to the current context.
-    s.rt.query_stream(st)?;
+    s.rt.streams().query(st)?;
     let (ctx, _) = s.current_ctx()?;
     let mut state = hub(&s).lock();
     if let Some((t, _)) = state.subscribers.get(&st) {
@@ -390,8 +391,10 @@ pub extern "C" fn aclrtLaunchHostFunc(
         let hub = s.host_funcs.clone();
         // Unsubscribed, it runs on the context's callback thread (the runtime's own thread,
         // as ACL's); the stream waits meanwhile.
-        s.rt.launch_host_func(st, move || report.deliver_from_task(&hub, true))?;
-        s.note_task(st);
+        let sub = s.rt.submit(HostFunc::new(st, move || {
+            report.deliver_from_task(&hub, true)
+        }))?;
+        s.note_task(sub);
         Ok(())
     })
 }
@@ -429,8 +432,10 @@ pub extern "C" fn aclrtLaunchCallback(
         }
         let report = Arc::new(Report::new(f, userData as usize, st));
         let reports = s.reports.clone();
-        s.rt.launch_host_func(st, move || report.deliver_from_task(&reports, block))?;
-        s.note_task(st);
+        let sub = s.rt.submit(HostFunc::new(st, move || {
+            report.deliver_from_task(&reports, block)
+        }))?;
+        s.note_task(sub);
         Ok(())
     })
 }

@@ -27,8 +27,8 @@ pub unsafe extern "C" fn aclrtCreateContext(context: *mut aclrtContext, deviceId
         non_null(context, "context")?;
         let s = session()?;
         let d = device_index(&s, deviceId)?;
-        let ctx = s.rt.create_context(d)?;
-        s.rt.set_failure_mode(FailureMode::Continue)?;
+        let ctx = s.rt.contexts().create(d)?;
+        s.rt.contexts().set_failure_mode(FailureMode::Continue)?;
         let key = s.tables().add_context(ctx);
         // SAFETY: checked non-NULL; the caller passes a writable aclrtContext.
         unsafe { context.write(to_ptr(key)) };
@@ -45,7 +45,7 @@ pub extern "C" fn aclrtDestroyContext(context: aclrtContext) -> aclError {
     call("aclrtDestroyContext", || {
         let s = session()?;
         let (key, ctx) = context_key(&s, context, "context")?;
-        s.rt.destroy_context(ctx)?;
+        s.rt.contexts().destroy(ctx)?;
         s.reports.forget_context(key);
         // The runtime released everything the context owned.
         s.tables().take_owned(key, true);
@@ -60,7 +60,7 @@ pub extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
     call("aclrtSetCurrentContext", || {
         let s = session()?;
         let (_, ctx) = context_key(&s, context, "context")?;
-        s.rt.set_current_context(ctx)?;
+        s.rt.contexts().set_current(ctx)?;
         Ok(())
     })
 }
@@ -92,7 +92,7 @@ pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut aclrtStrea
         non_null(stream, "stream")?;
         let s = session()?;
         let (ctx, _) = s.current_ctx()?;
-        let st = s.rt.default_stream()?;
+        let st = s.rt.contexts().default_stream()?;
         let key = s.tables().default_stream(st, ctx);
         // SAFETY: checked non-NULL; the caller passes a writable aclrtStream.
         unsafe { stream.write(to_ptr(key)) };

@@ -32,7 +32,7 @@ pub extern "C" fn aclrtSetDevice(deviceId: i32) -> aclError {
     call("aclrtSetDevice", || {
         let s = session()?;
         let d = device_index(&s, deviceId)?;
-        s.rt.set_device(d)?;
+        s.rt.contexts().set_device(d)?;
         s.device_refs.lock().unwrap_or_else(|p| p.into_inner())[d as usize] += 1;
         Ok(())
     })
@@ -67,38 +67,38 @@ fn reset(device_id: i32, force: bool) -> AclResult<()> {
     }
     let key = s.primaries[d];
     let ctx = s.tables().contexts[&key].ctx;
-    s.rt.push_context(ctx)?;
+    s.rt.contexts().push(ctx)?;
     let result = reset_primary(&s, key);
-    s.rt.pop_context();
+    s.rt.contexts().pop();
     s.flush_prints();
     result
 }
 
 /// Releases what C made in primary context `key`, which is current.
 fn reset_primary(s: &Session, key: u64) -> AclResult<()> {
-    s.rt.reset_context()?;
+    s.rt.contexts().reset()?;
     // Its errors go with the state they belong to.
     let _ = s.rt.synchronize_device();
     s.reports.forget_context(key);
     let owned = s.tables().take_owned(key, false);
     for st in owned.streams.into_iter().chain(owned.copy_stream) {
-        let _ = s.rt.destroy_stream(st);
+        let _ = s.rt.streams().destroy(st);
     }
     for e in owned.events {
-        let _ = s.rt.destroy_event(e);
+        let _ = s.rt.events().destroy(e);
     }
     for b in owned.binaries {
-        let _ = s.rt.unload_binary(b);
+        let _ = s.rt.binaries().unload(b);
     }
     s.host_funcs.forget_context(key);
     for a in owned.allocs {
         // A fault released the context's memory already: nothing left to free then.
-        match s.rt.free(DevicePtr(a)) {
+        match s.rt.memory().free(DevicePtr(a)) {
             Ok(()) | Err(NpuError::BadFree { .. }) | Err(NpuError::InvalidPointer { .. }) => {}
             Err(e) => return Err(e.into()),
         }
     }
-    s.rt.reset_context()?;
+    s.rt.contexts().reset()?;
     Ok(())
 }
 
@@ -110,7 +110,7 @@ fn reset_primary(s: &Session, key: u64) -> AclResult<()> {
 pub unsafe extern "C" fn aclrtGetDevice(deviceId: *mut i32) -> aclError {
     call("aclrtGetDevice", || {
         non_null(deviceId, "deviceId")?;
-        let d = session()?.rt.current_device()?;
+        let d = session()?.rt.contexts().current_device()?;
         // SAFETY: checked non-NULL; the caller passes a writable int32_t.
         unsafe { deviceId.write(d as i32) };
         Ok(())

@@ -23,8 +23,8 @@ fn event(s: &Session, p: aclrtEvent, what: &str) -> AclResult<(u64, Event, u64)>
 /// Destroys `ev` of context `ctx` (current) now if its latest record has fired, else retires
 /// it; then collects the context's retired events whose records have fired.
 pub(crate) fn release(s: &Session, ctx: u64, ev: Event) -> AclResult<()> {
-    if s.rt.query_event(ev)? {
-        s.rt.destroy_event(ev)?;
+    if s.rt.events().query(ev)? {
+        s.rt.events().destroy(ev)?;
     } else if let Some(c) = s.tables().contexts.get_mut(&ctx) {
         c.retired_events.push(ev);
     }
@@ -34,9 +34,9 @@ pub(crate) fn release(s: &Session, ctx: u64, ev: Event) -> AclResult<()> {
     };
     let mut pending = Vec::new();
     for ev in retired {
-        match s.rt.query_event(ev) {
+        match s.rt.events().query(ev) {
             Ok(true) => {
-                let _ = s.rt.destroy_event(ev);
+                let _ = s.rt.events().destroy(ev);
             }
             Ok(false) => pending.push(ev),
             // Gone with a fault or a reset: nothing left to release.
@@ -83,7 +83,7 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut aclrtEvent, flag: 
 unsafe fn create(out: *mut aclrtEvent) -> AclResult<()> {
     let s = session()?;
     let (ctx, _) = s.current_ctx()?;
-    let ev = s.rt.create_event()?;
+    let ev = s.rt.events().create()?;
     let key = crate::handles::new_key(Kind::Event);
     s.tables()
         .events
@@ -103,7 +103,7 @@ pub extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
             Ok(e) => e,
             // After a fault under ACL_STOP_ON_FAILURE destroying is cleanup, and succeeds; the
             // runtime event goes with the context (or the reset that clears its fault).
-            Err(e) if matches!(s.rt.context_error(), Ok(Some(_))) => {
+            Err(e) if matches!(s.rt.contexts().error(), Ok(Some(_))) => {
                 let (key, ev, ctx) = self::event(&s, event, "event").map_err(|_| e)?;
                 let mut t = s.tables();
                 t.events.remove(&key);
@@ -122,7 +122,7 @@ pub extern "C" fn aclrtDestroyEvent(event: aclrtEvent) -> aclError {
 /// The event `p` names, checked against the current context.
 fn event_checked(s: &Session, p: aclrtEvent) -> AclResult<(u64, Event, u64)> {
     let (key, ev, ctx) = event(s, p, "event")?;
-    s.rt.query_event(ev)?;
+    s.rt.events().query(ev)?;
     Ok((key, ev, ctx))
 }
 
@@ -134,8 +134,8 @@ pub extern "C" fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> ac
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
         let st = s.stream_or_default(stream)?;
-        s.rt.record_event(ev, st)?;
-        s.note_task(st);
+        s.rt.events().record(ev, st)?;
+        s.note_latest(st);
         Ok(())
     })
 }
@@ -148,8 +148,8 @@ pub extern "C" fn aclrtResetEvent(event: aclrtEvent, stream: aclrtStream) -> acl
     call("aclrtResetEvent", || {
         let s = session()?;
         let (key, old, ctx) = event_checked(&s, event)?;
-        s.rt.query_stream(s.stream_or_default(stream)?)?;
-        let fresh = s.rt.create_event()?;
+        s.rt.streams().query(s.stream_or_default(stream)?)?;
+        let fresh = s.rt.events().create()?;
         match s.tables().events.get_mut(&key) {
             Some(e) => e.event = fresh,
             None => {
@@ -170,7 +170,8 @@ pub extern "C" fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) -
     call("aclrtStreamWaitEvent", || {
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        s.rt.stream_wait_event(s.stream_or_default(stream)?, ev)?;
+        s.rt.events()
+            .stream_wait(s.stream_or_default(stream)?, ev)?;
         Ok(())
     })
 }
@@ -182,7 +183,7 @@ pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
     call("aclrtSynchronizeEvent", || {
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        let result = s.rt.synchronize_event(ev);
+        let result = s.rt.events().synchronize(ev);
         s.flush_prints();
         Ok(result?)
     })
@@ -202,9 +203,10 @@ pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: aclrtEvent, timeout: i
             )));
         }
         let result = if timeout > 0 {
-            s.rt.synchronize_event_timeout(ev, SimTime::from_ms(timeout as u64))
+            s.rt.events()
+                .synchronize_timeout(ev, SimTime::from_ms(timeout as u64))
         } else {
-            s.rt.synchronize_event(ev)
+            s.rt.events().synchronize(ev)
         };
         s.flush_prints();
         match result {
@@ -230,11 +232,14 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: aclrtEvent, status: *mut u
         non_null(status, "status")?;
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        let fired = s.rt.query_event(ev)?;
+        let fired = s.rt.events().query(ev)?;
         if !fired {
             s.rt.step();
         }
-        let recorded = !matches!(s.rt.event_timestamp(ev), Err(NpuError::EventNotRecorded(_)));
+        let recorded = !matches!(
+            s.rt.events().timestamp(ev),
+            Err(NpuError::EventNotRecorded(_))
+        );
         let v = if fired && recorded {
             ACL_EVENT_RECORDED_STATUS_COMPLETE
         } else {
@@ -262,7 +267,7 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
         let s = session()?;
         let (_, a, _) = event(&s, startEvent, "startEvent")?;
         let (_, b, _) = event(&s, endEvent, "endEvent")?;
-        let v = s.rt.event_elapsed_ms(a, b)?;
+        let v = s.rt.events().elapsed_ms(a, b)?;
         // SAFETY: checked non-NULL; the caller passes a writable float.
         unsafe { ms.write(v) };
         Ok(())
@@ -286,7 +291,7 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(
         non_null(timestamp, "timestamp")?;
         let s = session()?;
         let (_, ev, _) = self::event(&s, event, "event")?;
-        let t = s.rt.event_timestamp(ev)?;
+        let t = s.rt.events().timestamp(ev)?;
         // SAFETY: checked non-NULL; the caller passes a writable uint64_t.
         unsafe { timestamp.write(t.as_ns() / 1000) };
         Ok(())

@@ -37,7 +37,7 @@ fn os_thread_id() -> u32 {
 pub(crate) fn install(s: &Arc<Session>) {
     // Weak: the runtime owns this closure, and the session owns the runtime.
     let weak = Arc::downgrade(s);
-    s.rt.set_exception_callback(Some(Arc::new(
+    s.rt.contexts().set_exception_callback(Some(Arc::new(
         move |info: &npusim_engine::ExceptionInfo| {
             let Some(s) = weak.upgrade() else {
                 return;

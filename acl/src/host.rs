@@ -54,7 +54,7 @@ pub unsafe extern "C" fn aclrtMallocHost(hostPtr: *mut *mut c_void, size: usize)
         if size == 0 {
             return Err(AclError::param("size is 0"));
         }
-        let buffer = session()?.rt.malloc_host(size as u64)?;
+        let buffer = session()?.rt.memory().malloc_host(size as u64)?;
         let ptr = buffer.bytes()?.as_mut_ptr();
         pinned_map().insert(
             ptr.addr(),
@@ -87,7 +87,7 @@ pub extern "C" fn aclrtFreeHost(hostPtr: *mut c_void) -> aclError {
                 ));
             }
         };
-        s.rt.free_host(&buffer)?;
+        s.rt.memory().free_host(&buffer)?;
         pinned_map().remove(&hostPtr.addr());
         Ok(())
     })

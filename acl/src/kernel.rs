@@ -15,9 +15,9 @@
 //! extension `npusimLaunchKernel`, whose `floatMask` has bit `i` set when slot `i` holds a
 //! `float` (in the slot's low 4 bytes).
 
+use npusim_engine::Launch;
 use std::ffi::{CStr, c_char, c_void};
 
-use npusim_engine::components::{ContextState, DeviceState};
 use npusim_engine::{Arg, Context, Kernel};
 
 use crate::error::{AclError, AclResult, call, non_null};
@@ -26,7 +26,7 @@ use crate::session::{Session, session};
 use crate::types::*;
 
 /// Most argument slots of one launch (the task descriptor's argument words).
-const MAX_SLOTS: usize = npusim_engine::components::task::MAX_ARGS;
+const MAX_SLOTS: usize = npusim_engine::launch::MAX_ARGS;
 
 fn register_binary(
     s: &Session,
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromFile(
             .to_string_lossy()
             .into_owned();
         let s = session()?;
-        let binary = s.rt.load_binary_file(&path)?;
+        let binary = s.rt.binaries().load_file(&path)?;
         register_binary(&s, binary, BinSource::File(path), binHandle)
     })
 }
@@ -101,7 +101,7 @@ pub unsafe extern "C" fn aclrtBinaryLoadFromData(
         // SAFETY: checked non-NULL; the caller passes `length` readable bytes.
         let bytes = unsafe { std::slice::from_raw_parts(data.cast::<u8>(), length) };
         let s = session()?;
-        let binary = s.rt.load_binary(bytes)?;
+        let binary = s.rt.binaries().load(bytes)?;
         register_binary(&s, binary, BinSource::Data(bytes.into()), binHandle)
     })
 }
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn aclrtBinaryGetFunction(
         let key = match known {
             Some(k) => k,
             None => {
-                let kernel = s.rt.get_function(binary, &name)?;
+                let kernel = s.rt.binaries().get_function(binary, &name)?;
                 let key = new_key(Kind::Function);
                 let mut t = s.tables();
                 let Some(b) = t.binaries.get_mut(&bin_key) else {
@@ -170,9 +170,9 @@ pub(crate) fn unload_clones(s: &Session, clones: Vec<(u64, npusim_engine::Binary
         let Some(c) = s.tables().contexts.get(&ctx).map(|c| c.ctx) else {
             continue;
         };
-        if s.rt.push_context(c).is_ok() {
-            let _ = s.rt.unload_binary(binary);
-            s.rt.pop_context();
+        if s.rt.contexts().push(c).is_ok() {
+            let _ = s.rt.binaries().unload(binary);
+            s.rt.contexts().pop();
         }
     }
 }
@@ -189,10 +189,10 @@ pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
             let (k, b) = lookup(&t.binaries, Kind::Binary, binHandle, "binHandle")?;
             (k, b.binary)
         };
-        if let Err(e) = s.rt.unload_binary(binary) {
+        if let Err(e) = s.rt.binaries().unload(binary) {
             // After a fault under ACL_STOP_ON_FAILURE unloading is cleanup, and succeeds; the
             // runtime binary goes with the context (or the reset that clears its fault).
-            if !matches!(s.rt.context_error(), Ok(Some(_))) {
+            if !matches!(s.rt.contexts().error(), Ok(Some(_))) {
                 return Err(e.into());
             }
             let mut t = s.tables();
@@ -209,21 +209,15 @@ pub extern "C" fn aclrtBinaryUnLoad(binHandle: aclrtBinHandle) -> aclError {
 
 /// Reads `out.len()` bytes of device memory of context `ctx` at `addr`, as of now.
 fn read_device(s: &Session, ctx: Context, addr: u64, out: &mut [u8]) -> AclResult<()> {
-    let mut g = s.rt.lock_world();
-    let world = g.world_mut();
-    let device = world
-        .get::<ContextState>(ctx.entity())
-        .map(|c| c.device)
-        .ok_or_else(|| AclError::new(ACL_ERROR_RT_CONTEXT_NULL, "the current context is gone"))?;
-    let mut d = world.get_mut::<DeviceState>(device).ok_or_else(|| {
-        AclError::new(ACL_ERROR_RT_INTERNAL_ERROR, "the context's device is gone")
-    })?;
-    d.memory.read(addr, out, ctx.entity()).map_err(|f| {
-        AclError::new(
-            ACL_ERROR_RT_PARAM_INVALID,
-            format!("reading the kernel arguments at {addr:#x}: {f}"),
-        )
-    })
+    s.rt.memory()
+        .read_now(ctx, npusim_engine::DevicePtr(addr), out)
+        .map_err(|e| match e {
+            npusim_engine::NpuError::InvalidPointer { .. } => AclError::new(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("reading the kernel arguments at {addr:#x}: {e}"),
+            ),
+            e => e.into(),
+        })
 }
 
 /// Decodes an argument buffer into npusim arguments.
@@ -316,10 +310,10 @@ pub(crate) fn resolve(s: &Session, func: aclrtFuncHandle) -> AclResult<(u64, Ker
         return Ok((fkey, kernel));
     }
     let binary = match &source {
-        BinSource::File(path) => s.rt.load_binary_file(path)?,
-        BinSource::Data(bytes) => s.rt.load_binary(bytes)?,
+        BinSource::File(path) => s.rt.binaries().load_file(path)?,
+        BinSource::Data(bytes) => s.rt.binaries().load(bytes)?,
     };
-    let here = s.rt.get_function(binary, &name)?;
+    let here = s.rt.binaries().get_function(binary, &name)?;
     let clone_key = new_key(Kind::Binary);
     let mut t = s.tables();
     t.binaries.insert(
@@ -337,12 +331,9 @@ pub(crate) fn resolve(s: &Session, func: aclrtFuncHandle) -> AclResult<(u64, Ker
     Ok((fkey, here))
 }
 
-/// The device entity (as bits) of context `ctx`.
-pub(crate) fn device_of(s: &Session, ctx: Context) -> Option<u64> {
-    let g = s.rt.lock_world();
-    g.world()
-        .get::<ContextState>(ctx.entity())
-        .map(|c| c.device.to_bits())
+/// The index of context `ctx`'s device (`None` once the context is gone).
+pub(crate) fn device_of(s: &Session, ctx: Context) -> Option<u32> {
+    s.rt.contexts().device_of(ctx).ok()
 }
 
 /// Enqueues `kernel` (function handle `func`) on `st` and remembers the launch for the
@@ -356,8 +347,9 @@ pub(crate) fn submit(
     st: npusim_engine::Stream,
     timeout: Option<npusim_engine::SimTime>,
 ) -> AclResult<()> {
-    s.rt.launch_with_timeout(kernel, block_dim, args, &[], st, timeout)?;
-    let seq = s.note_task(st);
+    let sub =
+        s.rt.submit(Launch::new(kernel, block_dim, args, st).timeout(timeout))?;
+    let seq = s.note_task(sub);
     let bytes: Vec<u8> = args.iter().flat_map(|a| a.word().to_le_bytes()).collect();
     s.launches
         .lock()

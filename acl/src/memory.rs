@@ -15,7 +15,7 @@
 
 use std::ffi::c_void;
 
-use npusim_engine::components::AllocPolicy;
+use npusim_engine::AllocPolicy;
 use npusim_engine::{DevicePtr, HostBuffer, Stream};
 
 use crate::error::{AclError, AclResult, call, non_null};
@@ -50,7 +50,7 @@ pub(crate) fn alloc(
     pool: Option<u64>,
 ) -> AclResult<DevicePtr> {
     let (ctx, _) = s.current_ctx()?;
-    let ptr = s.rt.malloc_with_policy(size, policy)?;
+    let ptr = s.rt.memory().malloc_with_policy(size, policy)?;
     s.tables().allocs.insert((ctx, ptr.0), Alloc { size, pool });
     Ok(ptr)
 }
@@ -84,13 +84,13 @@ pub unsafe extern "C" fn aclrtMalloc(
 pub(crate) fn free(s: &Session, ptr: DevicePtr, stream: Option<Stream>) -> AclResult<()> {
     let (ctx, _) = s.current_ctx()?;
     let freed = match stream {
-        Some(st) => s.rt.free_async(ptr, st),
-        None => s.rt.free(ptr),
+        Some(st) => s.rt.memory().free_async(ptr, st),
+        None => s.rt.memory().free(ptr),
     };
     if let Err(e) = freed {
         // A fault under ACL_STOP_ON_FAILURE released the context's memory already: freeing
         // what the program allocated is cleanup, and succeeds, as in ACL.
-        let faulted = matches!(s.rt.context_error(), Ok(Some(_)));
+        let faulted = matches!(s.rt.contexts().error(), Ok(Some(_)));
         if !(faulted && s.tables().allocs.contains_key(&(ctx, ptr.0))) {
             return Err(e.into());
         }
@@ -204,7 +204,8 @@ unsafe fn copy(
                         // Synchronous: the thread's own read of its pinned memory.
                         npusim_engine::sanitizer::host_access(&buf, offset, count, false)?;
                     }
-                    s.rt.memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
+                    s.rt.memory()
+                        .memcpy_htod_async_at(dev(dst), &buf, offset, count, st)?
                 }
                 None => {
                     // Refused before `count` bytes are staged.
@@ -212,14 +213,20 @@ unsafe fn copy(
                     // SAFETY: the source is valid for `len` bytes (the caller's contract).
                     let bytes = unsafe { std::slice::from_raw_parts(src.cast::<u8>(), len) };
                     if stream.is_some() {
-                        s.rt.memcpy_htod_async_pageable(dev(dst), bytes, st)?;
+                        s.rt.memory()
+                            .memcpy_htod_async_pageable(dev(dst), bytes, st)?;
                     } else {
-                        s.rt.memcpy_htod_async(dev(dst), &HostBuffer::staged(bytes), count, st)?;
+                        s.rt.memory().memcpy_htod_async(
+                            dev(dst),
+                            &HostBuffer::staged(bytes),
+                            count,
+                            st,
+                        )?;
                     }
                 }
             }
             if stream.is_none() {
-                s.rt.synchronize_stream(st)?;
+                s.rt.streams().synchronize(st)?;
             }
         }
         (false, true) => {
@@ -230,9 +237,10 @@ unsafe fn copy(
                         // Synchronous: the thread's own write of its pinned memory.
                         npusim_engine::sanitizer::host_access(&buf, offset, count, true)?;
                     }
-                    s.rt.memcpy_dtoh_async_at(&buf, offset, dev(src), count, st)?;
+                    s.rt.memory()
+                        .memcpy_dtoh_async_at(&buf, offset, dev(src), count, st)?;
                     if stream.is_none() {
-                        s.rt.synchronize_stream(st)?;
+                        s.rt.streams().synchronize(st)?;
                     }
                 }
                 None => {
@@ -240,8 +248,9 @@ unsafe fn copy(
                     // anything of that size, then stage fallibly.
                     device_range(s, src, count)?;
                     let staged = HostBuffer::try_new(count, false)?;
-                    s.rt.memcpy_dtoh_async(&staged, dev(src), count, st)?;
-                    s.rt.synchronize_stream(st)?;
+                    s.rt.memory()
+                        .memcpy_dtoh_async(&staged, dev(src), count, st)?;
+                    s.rt.streams().synchronize(st)?;
                     let data = staged.bytes()?;
                     // SAFETY: the destination is valid for `len` bytes (the caller's
                     // contract); `data` is our own buffer of `len` bytes.
@@ -251,9 +260,10 @@ unsafe fn copy(
         }
         (true, true) => {
             let st = on(stream)?;
-            s.rt.memcpy_dtod_async(dev(dst), dev(src), count, st)?;
+            s.rt.memory()
+                .memcpy_dtod_async(dev(dst), dev(src), count, st)?;
             if stream.is_none() {
-                s.rt.synchronize_stream(st)?;
+                s.rt.streams().synchronize(st)?;
             }
         }
     }
@@ -371,9 +381,10 @@ fn memset(
     let _sync = stream
         .is_none()
         .then(npusim_engine::sanitizer::SyncCallGuard::enter);
-    s.rt.memset_async(dev(dst), value as u8, count as u64, st)?;
+    s.rt.memory()
+        .memset_async(dev(dst), value as u8, count as u64, st)?;
     if stream.is_none() {
-        s.rt.synchronize_stream(st)?;
+        s.rt.streams().synchronize(st)?;
     }
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Notifies: `aclrtRecordNotify` marks a point in one stream; `aclrtWaitAndResetNotify` makes
 //! another stream's later work wait until that point is reached, and consumes the record. A
 //! notify is one runtime event: its k-th record is the notify's k-th `aclrtRecordNotify`, and
-//! the k-th wait waits for exactly that record (`Runtime::stream_wait_event_record`), whether
+//! the k-th wait waits for exactly that record (`Events::stream_wait_record`), whether
 //! the record was enqueued before the wait or comes after it.
 //!
 //! A hardware notify is a flag: two records before one wait leave it set once, so a second
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) 
         non_null(notify, "notify")?;
         let s = session()?;
         let (ctx, _) = s.current_ctx()?;
-        let event = s.rt.create_event()?;
+        let event = s.rt.events().create()?;
         let key = new_key(Kind::Notify);
         s.tables().notifies.insert(
             key,
@@ -83,8 +83,8 @@ pub extern "C" fn aclrtRecordNotify(notify: aclrtNotify, stream: aclrtStream) ->
         let (_, ctx, event) = notify_entry(&s, notify)?;
         check_context(&s, ctx)?;
         let st = s.stream_or_default(stream)?;
-        s.rt.record_event(event, st)?;
-        s.note_task(st);
+        s.rt.events().record(event, st)?;
+        s.note_latest(st);
         Ok(())
     })
 }
@@ -116,7 +116,7 @@ pub extern "C" fn aclrtWaitAndResetNotify(
             }
         };
         let limit = (timeout > 0).then(|| npusim_engine::SimTime::from_ms(timeout as u64));
-        s.rt.stream_wait_event_record(st, event, record, limit)?;
+        s.rt.events().stream_wait_record(st, event, record, limit)?;
         if let Some(n) = s.tables().notifies.get_mut(&key) {
             n.waits = record;
         }

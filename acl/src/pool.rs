@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::ffi::c_void;
 
+use npusim_engine::AllocPolicy;
 use npusim_engine::DevicePtr;
-use npusim_engine::components::AllocPolicy;
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, PoolEntry, lookup, new_key, to_ptr};
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn aclrtMemPoolCreate(
         }
         let s = session()?;
         let (ctx, _) = s.current_ctx()?;
-        let device = s.rt.current_device()?;
+        let device = s.rt.contexts().current_device()?;
         if props.location.id != device {
             return Err(AclError::param(format!(
                 "location id {} is not device {device} of the current context",
@@ -119,7 +119,7 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
         let (key, ctx) = pool(&s, memPool)?;
         let st = s.stream_or_default(stream)?;
         // Checks the stream belongs to the current context.
-        s.rt.query_stream(st)?;
+        s.rt.streams().query(st)?;
         if s.current_ctx()?.0 != ctx {
             return Err(wrong_context());
         }

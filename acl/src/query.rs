@@ -1,8 +1,8 @@
 //! Questions about the runtime and its devices (run mode, version, SoC name, memory, status,
 //! utilization, attributes), the device resource limits (`aclrtSetDeviceResLimit`: how many AI
 //! cores one kernel gets) and the kernel time limits (`aclrtSetOpExecuteTimeOut`: simulated
-//! time). The limits are kept by the runtime (`Runtime::set_core_limits`,
-//! `Runtime::set_kernel_timeout`) and applied by its dispatch and its kernel watchdog.
+//! time). The limits are kept by the runtime (`Limits::set_core_limits`,
+//! `Limits::set_kernel_timeout`) and applied by its dispatch and its kernel watchdog.
 
 use std::ffi::{CString, c_char};
 use std::sync::Mutex;
@@ -84,7 +84,7 @@ pub extern "C" fn aclrtGetSocName() -> *const c_char {
 
 /// The device of the calling thread's current context.
 fn current_device(s: &Session) -> AclResult<u32> {
-    Ok(s.rt.current_device()?)
+    Ok(s.rt.contexts().current_device()?)
 }
 
 /// `aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total)`: free and total
@@ -249,7 +249,7 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(deviceId: u32, attr: u32, value: *mu
 
 /// The limit in force of `kind` on device `d`.
 fn res_limit(s: &Session, d: u32, kind: u32) -> AclResult<u32> {
-    let limits = s.rt.device_limits(d)?;
+    let limits = s.rt.limits().device(d)?;
     let cores = s.rt.device_config(d)?.ai_cores;
     match kind {
         ACL_RT_DEV_RES_CUBE_CORE => Ok(limits.cube_cores.unwrap_or(cores)),
@@ -308,12 +308,12 @@ pub extern "C" fn aclrtSetDeviceResLimit(deviceId: i32, type_: u32, value: u32) 
                 "a limit of {value} cores: device {d} has {max} of that kind"
             )));
         }
-        let limits = s.rt.device_limits(d)?;
+        let limits = s.rt.limits().device(d)?;
         let (cube, vector) = match type_ {
             ACL_RT_DEV_RES_CUBE_CORE => (Some(value), limits.vector_cores),
             _ => (limits.cube_cores, Some(value)),
         };
-        s.rt.set_core_limits(d, cube, vector)?;
+        s.rt.limits().set_core_limits(d, cube, vector)?;
         Ok(())
     })
 }
@@ -324,7 +324,7 @@ pub extern "C" fn aclrtResetDeviceResLimit(deviceId: i32) -> aclError {
     call("aclrtResetDeviceResLimit", || {
         let s = session()?;
         let d = device_index(&s, deviceId)?;
-        s.rt.set_core_limits(d, None, None)?;
+        s.rt.limits().set_core_limits(d, None, None)?;
         Ok(())
     })
 }
@@ -359,7 +359,7 @@ fn set_timeout_us(us: u64) -> AclResult<u64> {
     } else {
         us.min(MAX_TIMEOUT_US)
     };
-    s.rt.set_kernel_timeout(SimTime::from_us(us))?;
+    s.rt.limits().set_kernel_timeout(SimTime::from_us(us))?;
     Ok(us)
 }
 
@@ -412,7 +412,7 @@ pub unsafe extern "C" fn aclrtGetOpExecuteTimeout(timeoutMs: *mut u32) -> aclErr
     call("aclrtGetOpExecuteTimeout", || {
         non_null(timeoutMs, "timeoutMs")?;
         let s = session()?;
-        let t = s.rt.device_limits(0)?.kernel_timeout;
+        let t = s.rt.limits().device(0)?.kernel_timeout;
         // SAFETY: checked non-NULL.
         unsafe { timeoutMs.write((t.as_ns() / 1_000_000).min(u32::MAX as u64) as u32) };
         Ok(())
@@ -428,7 +428,7 @@ pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
     call("aclrtSetOpWaitTimeout", || {
         let s = session()?;
         let limit = (timeout > 0).then(|| SimTime::from_ms(timeout as u64 * 1000));
-        s.rt.set_event_wait_timeout(limit);
+        s.rt.limits().set_event_wait_timeout(limit);
         Ok(())
     })
 }

@@ -16,7 +16,7 @@ use crate::types::*;
 #[unsafe(no_mangle)]
 pub extern "C" fn npusimSanitizerRelease(key: u64) -> aclError {
     call("npusimSanitizerRelease", || {
-        session()?.rt.sanitizer_release(key);
+        session()?.rt.sanitizer().release(key);
         Ok(())
     })
 }
@@ -27,7 +27,7 @@ pub extern "C" fn npusimSanitizerRelease(key: u64) -> aclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn npusimSanitizerAcquire(key: u64) -> aclError {
     call("npusimSanitizerAcquire", || {
-        session()?.rt.sanitizer_acquire(key);
+        session()?.rt.sanitizer().acquire(key);
         Ok(())
     })
 }
@@ -38,7 +38,7 @@ pub extern "C" fn npusimSanitizerAcquire(key: u64) -> aclError {
 #[unsafe(no_mangle)]
 pub extern "C" fn npusimSanitizerHostSync() -> aclError {
     call("npusimSanitizerHostSync", || {
-        session()?.rt.sanitizer_host_sync();
+        session()?.rt.sanitizer().host_sync();
         Ok(())
     })
 }

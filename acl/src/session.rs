@@ -138,7 +138,7 @@ pub(crate) fn config_from_env() -> AclResult<InitConfig> {
     };
     let trace = env("NPUSIM_TRACE").map(PathBuf::from);
     let wall_limit = match env("NPUSIM_KERNEL_WALL_LIMIT") {
-        None => npusim_engine::components::limits::DeviceLimits::DEFAULT_WALL_LIMIT,
+        None => npusim_engine::limits::DeviceLimits::DEFAULT_WALL_LIMIT,
         Some(v) => v
             .trim()
             .parse::<u64>()
@@ -174,19 +174,19 @@ pub(crate) fn config_from_env() -> AclResult<InitConfig> {
 impl Session {
     fn new(config: InitConfig) -> AclResult<Self> {
         let rt = Runtime::new(config.runtime)?;
-        rt.set_kernel_wall_limit(config.wall_limit);
+        rt.limits().set_kernel_wall_limit(config.wall_limit);
         let mut tables = Tables::default();
         let mut primaries = Vec::new();
         let count = rt.device_count();
         for device in 0..count {
-            rt.set_device(device)?;
+            rt.contexts().set_device(device)?;
             // ACL's default failure mode: a failing task fails alone.
-            rt.set_failure_mode(FailureMode::Continue)?;
-            let ctx = rt.current_context()?;
+            rt.contexts().set_failure_mode(FailureMode::Continue)?;
+            let ctx = rt.contexts().current()?;
             primaries.push(tables.add_context(ctx));
         }
         // Leave the initializing thread without a context of its own, as any other thread.
-        rt.pop_context();
+        rt.contexts().pop();
         Ok(Self {
             rt,
             tables: Mutex::new(tables),
@@ -208,14 +208,14 @@ impl Session {
 
     /// The handle value of the calling thread's current context.
     pub fn current_ctx(&self) -> AclResult<(u64, Context)> {
-        let ctx = self.rt.current_context()?;
+        let ctx = self.rt.contexts().current()?;
         Ok((self.tables().context_key(ctx)?, ctx))
     }
 
     /// The stream `p` names; NULL is the current context's default stream.
     pub fn stream_or_default(&self, p: aclrtStream) -> AclResult<Stream> {
         if p.is_null() {
-            return Ok(self.rt.default_stream()?);
+            return Ok(self.rt.contexts().default_stream()?);
         }
         self.stream(p, "stream")
     }
@@ -232,7 +232,7 @@ impl Session {
         if let Some(s) = self.tables().contexts.get(&key).and_then(|c| c.copy_stream) {
             return Ok(s);
         }
-        let s = self.rt.create_stream_with(StreamConfig {
+        let s = self.rt.streams().create_with(StreamConfig {
             priority: 0,
             kind: StreamKind::Copy,
         })?;
@@ -247,20 +247,22 @@ impl Session {
         };
         if chosen != s {
             // Another thread of this context made one first: this one was never used.
-            let _ = self.rt.destroy_stream(s);
+            let _ = self.rt.streams().destroy(s);
         }
         Ok(chosen)
     }
 
-    /// The sequence number of the task last submitted to `stream` (by any thread: call it
-    /// right after submitting); remembered as this thread's last task.
-    pub fn note_task(&self, stream: Stream) -> u64 {
-        let g = self.rt.lock_world();
-        let seq = g
-            .world()
-            .get::<npusim_engine::components::StreamState>(stream.entity())
-            .map_or(0, |s| s.submitted);
-        drop(g);
+    /// Remembers the task `sub` as this thread's last task (`aclrtGetThreadLastTaskId`);
+    /// returns its sequence number.
+    pub fn note_task(&self, sub: npusim_engine::Submission) -> u64 {
+        LAST_TASK.set(sub.seq());
+        sub.seq()
+    }
+
+    /// As [`Self::note_task`] for a call that returns no submission (an event record): the
+    /// task last submitted to `stream` (by any thread: call it right after submitting).
+    pub fn note_latest(&self, stream: Stream) -> u64 {
+        let seq = self.rt.streams().submitted(stream).unwrap_or(0);
         LAST_TASK.set(seq);
         seq
     }
@@ -268,7 +270,7 @@ impl Session {
     /// Writes what kernels printed since the last call to C's stdout, as a device's printf
     /// reaches the host at a synchronize.
     pub fn flush_prints(&self) {
-        let lines = self.rt.take_kernel_log();
+        let lines = self.rt.binaries().take_kernel_log();
         for line in lines {
             if let Ok(c) = std::ffi::CString::new(line.replace('\0', " ")) {
                 // SAFETY: a NUL-terminated string; puts writes it and a newline to C's stdout,
@@ -333,19 +335,19 @@ pub extern "C" fn aclFinalize() -> aclError {
             .ok_or_else(|| {
                 AclError::new(ACL_ERROR_REPEAT_FINALIZE, "aclInit has not been called")
             })?;
-        s.rt.set_exception_callback(None);
+        s.rt.contexts().set_exception_callback(None);
         s.reports.close();
         s.host_funcs.close();
         // Writes the prints not yet written.
         s.flush_prints();
-        if s.rt.sanitizer_config().on() {
-            let n = s.rt.sanitizer_reports().len();
+        if s.rt.sanitizer().config().on() {
+            let n = s.rt.sanitizer().reports().len();
             eprintln!("npusim sanitizer: {n} report(s)");
         }
         // `NPUSIM_PROFILE=summary`: a table of the binary kernel launches in simulated time.
         match std::env::var("NPUSIM_PROFILE").as_deref() {
             Ok("summary") => {
-                let launches = s.rt.binary_launch_stats();
+                let launches = s.rt.binaries().launch_stats();
                 // After what the program printed through C's stdio, not before it.
                 // SAFETY: fflush(NULL) flushes every open output stream.
                 unsafe { libc::fflush(std::ptr::null_mut()) };
@@ -389,7 +391,7 @@ mod tests {
     #[test]
     fn the_launch_log_keeps_the_most_recent_launches() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let st = rt.create_stream().unwrap();
+        let st = rt.streams().create().unwrap();
         let mut log = LaunchLog::default();
         for seq in 1..=(LaunchLog::CAPACITY as u64 + 10) {
             log.insert(st, seq, seq * 10, Arc::from(&[1u8][..]));

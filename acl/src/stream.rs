@@ -55,7 +55,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 unsafe fn create(out: *mut aclrtStream, config: StreamConfig) -> crate::error::AclResult<()> {
     let s = session()?;
     let (ctx, _) = s.current_ctx()?;
-    let st = s.rt.create_stream_with(config)?;
+    let st = s.rt.streams().create_with(config)?;
     let key = s.tables().add_stream(st, ctx);
     // SAFETY: the caller checked `out`.
     unsafe { out.write(to_ptr(key)) };
@@ -84,12 +84,12 @@ fn destroy(stream: aclrtStream, force: bool) -> crate::error::AclResult<()> {
             "the default stream (aclrtCtxGetCurrentDefaultStream) cannot be destroyed",
         ));
     }
-    let result = s.rt.destroy_stream(st);
+    let result = s.rt.streams().destroy(st);
     s.flush_prints();
     // After a fault under ACL_STOP_ON_FAILURE the runtime refuses the context's streams, but
     // destroying one is cleanup and succeeds, as in ACL: the runtime stream goes with the
     // context (or the reset that clears its fault).
-    let faulted = result.is_err() && matches!(s.rt.context_error(), Ok(Some(_)));
+    let faulted = result.is_err() && matches!(s.rt.contexts().error(), Ok(Some(_)));
     // A wait that can never finish still destroys the stream; so does anything, forced.
     let gone = match &result {
         Ok(()) | Err(NpuError::NeverCompletes(_)) => true,
@@ -138,7 +138,7 @@ pub extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
 pub extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
     call("aclrtSynchronizeStream", || {
         let s = session()?;
-        let result = s.rt.synchronize_stream(s.stream_or_default(stream)?);
+        let result = s.rt.streams().synchronize(s.stream_or_default(stream)?);
         s.flush_prints();
         Ok(result?)
     })
@@ -154,10 +154,11 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout
         let st = s.stream_or_default(stream)?;
         let _flush = FlushOnDrop(&s);
         match timeout {
-            -1 => s.rt.synchronize_stream(st)?,
+            -1 => s.rt.streams().synchronize(st)?,
             t if t > 0 => match s
                 .rt
-                .synchronize_stream_timeout(st, SimTime::from_ms(t as u64))
+                .streams()
+                .synchronize_timeout(st, SimTime::from_ms(t as u64))
             {
                 Err(e @ NpuError::WaitTimeout { .. }) => {
                     return Err(AclError::new(
@@ -188,7 +189,7 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: aclrtStream, status: *mut u32)
     call("aclrtStreamQuery", || {
         non_null(status, "status")?;
         let s = session()?;
-        let done = s.rt.query_stream(s.stream_or_default(stream)?)?;
+        let done = s.rt.streams().query(s.stream_or_default(stream)?)?;
         if !done {
             s.rt.step();
         }
@@ -221,8 +222,8 @@ pub extern "C" fn aclrtSetStreamFailureMode(stream: aclrtStream, mode: u64) -> a
         };
         let s = session()?;
         // The stream must be of the current context, whose mode this sets.
-        s.rt.query_stream(s.stream_or_default(stream)?)?;
-        s.rt.set_failure_mode(mode)?;
+        s.rt.streams().query(s.stream_or_default(stream)?)?;
+        s.rt.contexts().set_failure_mode(mode)?;
         Ok(())
     })
 }

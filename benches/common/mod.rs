@@ -2,6 +2,7 @@
 //! (instruction counts): 1,000,000 trivial kernels on 16 streams, each stream waiting every 8
 //! kernels on an event its neighbour recorded, and the same semantics as a hand-written loop.
 
+use npusim::Launch;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -51,15 +52,20 @@ fn run_npusim_with(
     })
     .unwrap();
     let noop = rt.kernel("noop").unwrap();
-    let streams: Vec<Stream> = (0..STREAMS).map(|_| rt.create_stream().unwrap()).collect();
-    let events: Vec<Event> = (0..STREAMS).map(|_| rt.create_event().unwrap()).collect();
+    let streams: Vec<Stream> = (0..STREAMS)
+        .map(|_| rt.streams().create().unwrap())
+        .collect();
+    let events: Vec<Event> = (0..STREAMS)
+        .map(|_| rt.events().create().unwrap())
+        .collect();
     let per_stream = tasks / STREAMS as u64;
     for j in 0..per_stream {
         for (s, &stream) in streams.iter().enumerate() {
-            rt.launch(noop, 1, &[], stream).unwrap();
+            rt.submit(Launch::new(noop, 1, &[], stream)).unwrap();
             if (j + 1) % WAIT_EVERY == 0 {
-                rt.record_event(events[s], stream).unwrap();
-                rt.stream_wait_event(stream, events[(s + 1) % STREAMS])
+                rt.events().record(events[s], stream).unwrap();
+                rt.events()
+                    .stream_wait(stream, events[(s + 1) % STREAMS])
                     .unwrap();
             }
         }

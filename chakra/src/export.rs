@@ -374,7 +374,9 @@ pub fn export(trace: &Trace) -> Result<Vec<EtFile>, ChakraError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npusim_engine::{DataType, ReduceOp, Runtime, RuntimeConfig, StreamConfig, StreamKind};
+    use npusim_engine::{
+        Collective, DataType, Launch, ReduceOp, Runtime, RuntimeConfig, StreamConfig, StreamKind,
+    };
 
     /// Two devices: device 0 runs a GEMM on a compute stream, then (after an event) sends its
     /// result to device 1 on a communication stream, which receives it and all-reduces.
@@ -386,37 +388,42 @@ mod tests {
             ..RuntimeConfig::default()
         })
         .unwrap();
-        let comms = rt.comm_init_all(&[0, 1]).unwrap();
+        let comms = rt.collectives().init_all(&[0, 1]).unwrap();
         let gemm = rt.kernel("gemm_f32").unwrap();
         for (r, comm) in comms.iter().enumerate() {
-            rt.set_device(r as u32).unwrap();
-            let s = rt.create_stream().unwrap();
+            rt.contexts().set_device(r as u32).unwrap();
+            let s = rt.streams().create().unwrap();
             let c = rt
-                .create_stream_with(StreamConfig {
+                .streams()
+                .create_with(StreamConfig {
                     kind: StreamKind::Communication,
                     ..StreamConfig::default()
                 })
                 .unwrap();
-            let buf = rt.malloc(4 << 20).unwrap();
+            let buf = rt.memory().malloc(4 << 20).unwrap();
             if r == 0 {
                 let (a, b, out) = (buf, buf, buf);
                 let n = 512usize;
-                rt.launch(
+                rt.submit(Launch::new(
                     gemm,
                     8,
                     &[a.into(), b.into(), out.into(), n.into(), n.into(), n.into()],
                     s,
-                )
+                ))
                 .unwrap();
-                let e = rt.create_event().unwrap();
-                rt.record_event(e, s).unwrap();
-                rt.stream_wait_event(c, e).unwrap();
-                rt.send(buf, 1 << 20, DataType::F32, 1, comm, c).unwrap();
+                let e = rt.events().create().unwrap();
+                rt.events().record(e, s).unwrap();
+                rt.events().stream_wait(c, e).unwrap();
+                rt.submit(Collective::send(buf, 1 << 20, DataType::F32, 1).on(comm, c))
+                    .unwrap();
             } else {
-                rt.recv(buf, 1 << 20, DataType::F32, 0, comm, c).unwrap();
+                rt.submit(Collective::recv(buf, 1 << 20, DataType::F32, 0).on(comm, c))
+                    .unwrap();
             }
-            rt.all_reduce(buf, buf, 1 << 20, DataType::F32, ReduceOp::Sum, comm, c)
-                .unwrap();
+            rt.submit(
+                Collective::all_reduce(buf, buf, 1 << 20, DataType::F32, ReduceOp::Sum).on(comm, c),
+            )
+            .unwrap();
         }
         rt.synchronize_device().unwrap();
         rt.take_trace().unwrap()

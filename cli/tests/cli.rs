@@ -2,6 +2,7 @@
 //! Chrome trace and compares under variants; bad, truncated and future-version traces, and bad
 //! settings, are refused with a message and exit code 1, never a panic; `--help` shows examples.
 
+use npusim_engine::Launch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -32,17 +33,22 @@ fn record(path: &Path) {
         .record(path),
     )
     .unwrap();
-    let s = rt.create_stream().unwrap();
+    let s = rt.streams().create().unwrap();
     let n = 1usize << 16;
     let (x, y) = (
-        rt.malloc(4 * n as u64).unwrap(),
-        rt.malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
+        rt.memory().malloc(4 * n as u64).unwrap(),
     );
     let axpy = rt.kernel("axpy_f32").unwrap();
-    rt.memset_async(x, 1, 4 * n as u64, s).unwrap();
-    rt.launch(axpy, 2, &[n.into(), 2.0f32.into(), x.into(), y.into()], s)
-        .unwrap();
-    rt.synchronize_stream(s).unwrap();
+    rt.memory().memset_async(x, 1, 4 * n as u64, s).unwrap();
+    rt.submit(Launch::new(
+        axpy,
+        2,
+        &[n.into(), 2.0f32.into(), x.into(), y.into()],
+        s,
+    ))
+    .unwrap();
+    rt.streams().synchronize(s).unwrap();
     rt.finish_recording().unwrap();
 }
 

@@ -319,7 +319,7 @@ impl NativeKernel {
 
     /// Declares the kernel's parameter list, in launch order. A launch builder
     /// (`stream.launch_builder(&kernel)`) checks its arguments' count and kinds against it and
-    /// returns an error before anything is queued; the raw `Runtime::launch` does not (it
+    /// returns an error before anything is queued; the raw `Runtime::submit(Launch)` does not (it
     /// mirrors `aclrtLaunchKernel`, which takes untyped argument slots).
     pub fn with_params(mut self, params: &[Param]) -> Self {
         self.params = Some(params.into());

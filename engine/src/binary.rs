@@ -35,23 +35,33 @@ impl Runtime {
         }
         Ok((binary.entity(), ctx))
     }
+}
 
+/// Kernel binaries (ELF objects for the simulated AI core): load, look up functions, unload,
+/// and what their launches did.
+/// Reached through [`Runtime::binaries`].
+#[derive(Clone, Copy)]
+pub struct Binaries<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Binaries<'_> {
     /// Loads a kernel binary from a file (`aclrtBinaryLoadFromFile`).
-    pub fn load_binary_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<Binary> {
+    pub fn load_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<Binary> {
         let path = path.as_ref();
         let bytes = std::fs::read(path).map_err(|e| NpuError::File {
             path: path.display().to_string(),
             why: e.to_string(),
         })?;
-        self.load_binary(&bytes)
+        self.load(&bytes)
     }
 
     /// Loads a kernel binary from memory (`aclrtBinaryLoadFromData`) into the current context:
     /// a relocatable RISC-V object (`.o`, relocations applied here) or a linked image.
-    pub fn load_binary(&self, bytes: &[u8]) -> NpuResult<Binary> {
+    pub fn load(&self, bytes: &[u8]) -> NpuResult<Binary> {
         let parsed = loader::parse(bytes).map_err(|e| NpuError::InvalidBinary(e.to_string()))?;
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
         let cost = g.costs.call_ns;
         g.charge(cost);
@@ -129,13 +139,13 @@ impl Runtime {
             binary: r.binary(e),
             hash: r.blob(bytes),
         });
-        Ok(Binary::new(self.id(), e))
+        Ok(Binary::new(self.rt.id(), e))
     }
 
     /// The exported functions of a binary and their entry addresses.
-    pub fn binary_functions(&self, binary: Binary) -> NpuResult<Vec<(String, u64)>> {
-        let g = self.lock();
-        let (b, _) = self.check_binary(&g, binary)?;
+    pub fn functions(&self, binary: Binary) -> NpuResult<Vec<(String, u64)>> {
+        let g = self.rt.lock();
+        let (b, _) = self.rt.check_binary(&g, binary)?;
         Ok(g.world
             .get::<BinaryState>(b)
             .expect("checked")
@@ -144,11 +154,11 @@ impl Runtime {
     }
 
     /// A launchable kernel for the function `name` of `binary` (`aclrtBinaryGetFunction`).
-    /// Launch it with [`Runtime::launch`]; its arguments are passed per the LP64F calling
+    /// Launch it with [`Launch`](crate::Launch); its arguments are passed per the LP64F calling
     /// convention, and its duration is the cycles the AI cores count.
     pub fn get_function(&self, binary: Binary, name: &str) -> NpuResult<Kernel> {
-        let mut g = self.lock();
-        let (b, ctx) = self.check_binary(&g, binary)?;
+        let mut g = self.rt.lock();
+        let (b, ctx) = self.rt.check_binary(&g, binary)?;
         let state = g.world.get::<BinaryState>(b).expect("checked");
         let entry = state
             .functions
@@ -184,9 +194,9 @@ impl Runtime {
     /// Unloads a binary (`aclrtBinaryUnLoad`): waits for the device's queued work, then frees
     /// its instruction memory and module data. Its kernels can no longer be launched: their
     /// handles are stale (an error, never another kernel).
-    pub fn unload_binary(&self, binary: Binary) -> NpuResult<()> {
-        let g = self.lock();
-        let (b, ctx) = self.check_binary(&g, binary)?;
+    pub fn unload(&self, binary: Binary) -> NpuResult<()> {
+        let g = self.rt.lock();
+        let (b, ctx) = self.rt.check_binary(&g, binary)?;
         let index = g
             .world
             .get::<ContextState>(ctx)
@@ -194,7 +204,7 @@ impl Runtime {
             .device_index;
         let what = || format!("unload of {binary}");
         let done = |i: &Inner| i.device_idle(index);
-        let (mut g, result) = self.drive(g, &what, &done, None);
+        let (mut g, result) = self.rt.drive(g, &what, &done, None);
         result?;
         // A host callback run during the wait may have unloaded it already.
         if !release_binary(&mut g, b) {
@@ -209,9 +219,10 @@ impl Runtime {
     /// The binary launches kept so far (the latest 1024, as [`take_binary_launch_stats`] would
     /// take them), without taking them; [`profile_summary`] turns them into a table.
     ///
-    /// [`take_binary_launch_stats`]: Runtime::take_binary_launch_stats
-    pub fn binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
-        self.lock()
+    /// [`take_binary_launch_stats`]: Binaries::take_launch_stats
+    pub fn launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
+        self.rt
+            .lock()
             .world
             .get_resource::<HostLog>()
             .map_or_else(Vec::new, |log| log.launches.iter().cloned().collect())
@@ -219,8 +230,9 @@ impl Runtime {
 
     /// Takes the per-block counters (instructions, cycles, core) of the binary launches run
     /// since the last call (the latest 1024; none if an embedder removed the host log).
-    pub fn take_binary_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
-        self.lock()
+    pub fn take_launch_stats(&self) -> Vec<npusim_components::binary::LaunchStats> {
+        self.rt
+            .lock()
             .world
             .get_resource_mut::<HostLog>()
             .map_or_else(Vec::new, |mut log| log.launches.drain(..).collect())
@@ -228,7 +240,8 @@ impl Runtime {
 
     /// Takes the lines kernels printed (the SDK's `npu_print_*`) since the last call.
     pub fn take_kernel_log(&self) -> Vec<String> {
-        self.lock()
+        self.rt
+            .lock()
             .world
             .get_resource_mut::<HostLog>()
             .map_or_else(Vec::new, |mut log| std::mem::take(&mut log.lines))

@@ -486,20 +486,20 @@ mod tests {
     #[test]
     fn the_current_context_follows_the_callback_the_thread_runs() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let primary = rt.current_context().unwrap();
-        let other = rt.create_context(0).unwrap();
-        rt.pop_context().unwrap();
-        assert_eq!(rt.current_context().unwrap(), primary, "asked, and kept");
+        let primary = rt.contexts().current().unwrap();
+        let other = rt.contexts().create(0).unwrap();
+        rt.contexts().pop().unwrap();
+        assert_eq!(rt.contexts().current().unwrap(), primary, "asked, and kept");
         let mut scope = CallbackScope {
             runtime: rt.id(),
             context: other.entity(),
             clock: SimTime::ZERO,
             task: None,
         };
-        let inside = scope.run(|| rt.current_context().unwrap());
+        let inside = scope.run(|| rt.contexts().current().unwrap());
         assert_eq!(inside, other, "a callback runs with its context current");
         assert_eq!(
-            rt.current_context().unwrap(),
+            rt.contexts().current().unwrap(),
             primary,
             "and only while it runs"
         );

@@ -1,9 +1,9 @@
 //! Communicators, collectives and peer copies: the HCCL-style API over the devices of a
 //! runtime.
 //!
-//! 1. [`Runtime::comm_init_all`] makes one communicator rank per device (as `HcclCommInitAll`)
+//! 1. [`Collectives::init_all`](crate::Collectives::init_all) makes one communicator rank per device (as `HcclCommInitAll`)
 //!    and returns a handle per rank.
-//! 2. For each rank, the host makes that rank's device current ([`Runtime::set_device`]) and
+//! 2. For each rank, the host makes that rank's device current ([`Contexts::set_device`](crate::Contexts::set_device)) and
 //!    enqueues the rank's call on one of its streams — usually a
 //!    [`StreamKind::Communication`](crate::StreamKind) stream that waits on an event recorded
 //!    after the kernels producing the data. Calls return at once.
@@ -15,9 +15,9 @@
 //!    communicator's `exec_timeout` of simulated time, so their synchronize returns an error
 //!    instead of hanging.
 //!
-//! [`Runtime::memcpy_peer_async`] copies between two devices' memories over the links of its
+//! [`Collectives::memcpy_peer_async`](crate::Collectives::memcpy_peer_async) copies between two devices' memories over the links of its
 //! route. Buffers handed to the interconnect (RDMA) must be device memory or pinned host memory
-//! from [`Runtime::malloc_host`]; pageable host memory is refused.
+//! from [`Memory::malloc_host`](crate::Memory::malloc_host); pageable host memory is refused.
 
 use bevy_ecs::prelude::*;
 use npusim_components::collective::{
@@ -31,6 +31,7 @@ use npusim_components::{
 };
 use npusim_device::link::{LinkConfig, Node, Topology};
 
+use crate::launch::Submission;
 use crate::runtime::{Inner, Runtime, device_entity};
 
 /// One rank's handle on a communicator (`HcclComm`). Copyable; checked on every use.
@@ -88,7 +89,7 @@ impl std::fmt::Display for Communicator {
 pub enum CommBuffer {
     /// Device memory of the calling rank's context.
     Device(DevicePtr),
-    /// Host memory; must be pinned ([`Runtime::malloc_host`]).
+    /// Host memory; must be pinned ([`Memory::malloc_host`](crate::Memory::malloc_host)).
     Host(HostBuffer),
 }
 
@@ -136,69 +137,6 @@ struct Buffer {
 }
 
 impl Runtime {
-    /// Makes a communicator with one rank per device in `devices` (rank `r` on device
-    /// `devices[r]`), as `HcclCommInitAll`; returns the ranks' handles in rank order.
-    pub fn comm_init_all(&self, devices: &[u32]) -> NpuResult<Vec<Communicator>> {
-        self.comm_init_all_with(devices, CommConfig::default())
-    }
-
-    /// As [`Runtime::comm_init_all`], with an algorithm and a rendezvous timeout.
-    pub fn comm_init_all_with(
-        &self,
-        devices: &[u32],
-        config: CommConfig,
-    ) -> NpuResult<Vec<Communicator>> {
-        if devices.is_empty() {
-            return Err(NpuError::InvalidParam(
-                "a communicator needs at least one device".into(),
-            ));
-        }
-        let mut g = self.lock();
-        for (i, &d) in devices.iter().enumerate() {
-            device_entity(&g.world, d)?;
-            if devices[..i].contains(&d) {
-                return Err(NpuError::InvalidParam(format!(
-                    "device {d} is listed twice: a communicator has one rank per device"
-                )));
-            }
-        }
-        let n = devices.len();
-        let cost = g.costs.call_ns * n as u64;
-        g.charge(cost);
-        let id = g.next_comm_id;
-        g.next_comm_id += 1;
-        let entity = g
-            .world
-            .spawn(CommState {
-                id,
-                devices: devices.to_vec(),
-                config,
-                next_seq: vec![0; n],
-                sends: vec![0; n * n],
-                recvs: vec![0; n * n],
-                destroyed: vec![false; n],
-                broken: None,
-                queued: Vec::new(),
-            })
-            .id();
-        g.record(|r, _| crate::record::Call::CommInit {
-            devices: devices.to_vec(),
-            comm: r.comm(entity),
-        });
-        Ok(devices
-            .iter()
-            .enumerate()
-            .map(|(rank, &device)| Communicator {
-                runtime: self.id(),
-                entity,
-                id,
-                rank: rank as u32,
-                size: n as u32,
-                device,
-            })
-            .collect())
-    }
-
     fn check_comm<'a>(&self, g: &'a Inner, comm: &Communicator) -> NpuResult<&'a CommState> {
         if comm.runtime != self.id() {
             return Err(NpuError::ForeignHandle(comm.to_string()));
@@ -219,45 +157,23 @@ impl Runtime {
         Ok(state)
     }
 
-    /// Destroys this rank's handle (`HcclCommDestroy`); the communicator goes when every rank's
-    /// handle is destroyed. Operations already enqueued still run: a communicator whose last
-    /// handle goes while some are queued goes once they have run.
-    pub fn comm_destroy(&self, comm: Communicator) -> NpuResult<()> {
-        let mut g = self.lock();
-        self.check_comm(&g, &comm)?;
-        let mut state = g.world.get_mut::<CommState>(comm.entity).expect("checked");
-        state.destroyed[comm.rank as usize] = true;
-        if state.destroyed.iter().all(|d| *d) {
-            g.closing_comms.push(comm.entity);
-            close_drained_comms(&mut g);
-        }
-        g.record(|r, _| crate::record::Call::CommDestroy {
-            comm: r.comm(comm.entity),
-            rank: comm.rank,
-        });
-        Ok(())
-    }
-
-    /// The error that broke the communicator (a rank that timed out at a rendezvous), if any.
-    pub fn comm_error(&self, comm: &Communicator) -> NpuResult<Option<NpuError>> {
-        let g = self.lock();
-        Ok(self.check_comm(&g, comm)?.broken.clone())
-    }
-
-    #[allow(clippy::too_many_arguments)]
+    /// Every collective, checked and rung.
     #[track_caller]
     pub(crate) fn enqueue_collective(
         &self,
         comm: &Communicator,
         stream: Stream,
-        kind: CollectiveKind,
-        dtype: DataType,
-        op: ReduceOp,
-        count: u64,
-        peer: u32,
-        send: Option<CommBuffer>,
-        recv: Option<CommBuffer>,
-    ) -> NpuResult<()> {
+        what: CollectiveOp,
+    ) -> NpuResult<Submission> {
+        let CollectiveOp {
+            kind,
+            dtype,
+            op,
+            count,
+            peer,
+            send,
+            recv,
+        } = what;
         let mut g = self.lock();
         let state = self.check_comm(&g, comm)?;
         if let Some(err) = &state.broken {
@@ -378,162 +294,105 @@ impl Runtime {
         // A wait of another thread may sleep at the rendezvous for this part.
         g.callbacks.hub().poke();
         g.record(|r, _| crate::record::collective(r, &call, hosts, comm, s));
+        Ok(Submission::new(stream, position))
+    }
+}
+
+/// Communicators and collectives across devices, peer copies, the topology and its links
+/// (HCCL's `HcclCommInitAll`, `HcclAllReduce` …).
+/// Reached through [`Runtime::collectives`].
+#[derive(Clone, Copy)]
+pub struct Collectives<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Collectives<'_> {
+    /// Makes a communicator with one rank per device in `devices` (rank `r` on device
+    /// `devices[r]`), as `HcclCommInitAll`; returns the ranks' handles in rank order.
+    pub fn init_all(&self, devices: &[u32]) -> NpuResult<Vec<Communicator>> {
+        self.init_all_with(devices, CommConfig::default())
+    }
+
+    /// As [`Collectives::init_all`](crate::Collectives::init_all), with an algorithm and a rendezvous timeout.
+    pub fn init_all_with(
+        &self,
+        devices: &[u32],
+        config: CommConfig,
+    ) -> NpuResult<Vec<Communicator>> {
+        if devices.is_empty() {
+            return Err(NpuError::InvalidParam(
+                "a communicator needs at least one device".into(),
+            ));
+        }
+        let mut g = self.rt.lock();
+        for (i, &d) in devices.iter().enumerate() {
+            device_entity(&g.world, d)?;
+            if devices[..i].contains(&d) {
+                return Err(NpuError::InvalidParam(format!(
+                    "device {d} is listed twice: a communicator has one rank per device"
+                )));
+            }
+        }
+        let n = devices.len();
+        let cost = g.costs.call_ns * n as u64;
+        g.charge(cost);
+        let id = g.next_comm_id;
+        g.next_comm_id += 1;
+        let entity = g
+            .world
+            .spawn(CommState {
+                id,
+                devices: devices.to_vec(),
+                config,
+                next_seq: vec![0; n],
+                sends: vec![0; n * n],
+                recvs: vec![0; n * n],
+                destroyed: vec![false; n],
+                broken: None,
+                queued: Vec::new(),
+            })
+            .id();
+        g.record(|r, _| crate::record::Call::CommInit {
+            devices: devices.to_vec(),
+            comm: r.comm(entity),
+        });
+        Ok(devices
+            .iter()
+            .enumerate()
+            .map(|(rank, &device)| Communicator {
+                runtime: self.rt.id(),
+                entity,
+                id,
+                rank: rank as u32,
+                size: n as u32,
+                device,
+            })
+            .collect())
+    }
+
+    /// Destroys this rank's handle (`HcclCommDestroy`); the communicator goes when every rank's
+    /// handle is destroyed. Operations already enqueued still run: a communicator whose last
+    /// handle goes while some are queued goes once they have run.
+    pub fn destroy(&self, comm: Communicator) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        self.rt.check_comm(&g, &comm)?;
+        let mut state = g.world.get_mut::<CommState>(comm.entity).expect("checked");
+        state.destroyed[comm.rank as usize] = true;
+        if state.destroyed.iter().all(|d| *d) {
+            g.closing_comms.push(comm.entity);
+            close_drained_comms(&mut g);
+        }
+        g.record(|r, _| crate::record::Call::CommDestroy {
+            comm: r.comm(comm.entity),
+            rank: comm.rank,
+        });
         Ok(())
     }
 
-    /// Enqueues this rank's part of an all-reduce (`HcclAllReduce`): every rank's `recv` gets
-    /// the element-wise `op` of every rank's `send` (`count` elements; in place is allowed).
-    #[allow(clippy::too_many_arguments)]
-    #[track_caller]
-    pub fn all_reduce(
-        &self,
-        send: DevicePtr,
-        recv: DevicePtr,
-        count: u64,
-        dtype: DataType,
-        op: ReduceOp,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::AllReduce,
-            dtype,
-            op,
-            count,
-            0,
-            Some(send.into()),
-            Some(recv.into()),
-        )
-    }
-
-    /// Enqueues this rank's part of an all-gather (`HcclAllGather`): every rank's `recv`
-    /// (`send_count × size` elements) gets every rank's `send_count` elements in rank order.
-    #[track_caller]
-    pub fn all_gather(
-        &self,
-        send: DevicePtr,
-        recv: DevicePtr,
-        send_count: u64,
-        dtype: DataType,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::AllGather,
-            dtype,
-            ReduceOp::Sum,
-            send_count,
-            0,
-            Some(send.into()),
-            Some(recv.into()),
-        )
-    }
-
-    /// Enqueues this rank's part of a reduce-scatter (`HcclReduceScatter`): rank `r`'s `recv`
-    /// (`recv_count` elements) gets block `r` of the element-wise `op` of every rank's `send`
-    /// (`recv_count × size` elements).
-    #[allow(clippy::too_many_arguments)]
-    #[track_caller]
-    pub fn reduce_scatter(
-        &self,
-        send: DevicePtr,
-        recv: DevicePtr,
-        recv_count: u64,
-        dtype: DataType,
-        op: ReduceOp,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::ReduceScatter,
-            dtype,
-            op,
-            recv_count,
-            0,
-            Some(send.into()),
-            Some(recv.into()),
-        )
-    }
-
-    /// Enqueues this rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` gets
-    /// rank `root`'s `count` elements.
-    #[track_caller]
-    pub fn broadcast(
-        &self,
-        buf: DevicePtr,
-        count: u64,
-        dtype: DataType,
-        root: u32,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::Broadcast,
-            dtype,
-            ReduceOp::Sum,
-            count,
-            root,
-            Some(buf.into()),
-            Some(buf.into()),
-        )
-    }
-
-    /// Enqueues sending `count` elements of `buf` to rank `peer` (`HcclSend`); it pairs with
-    /// the peer's matching [`Runtime::recv`] (the k-th send to a peer with its k-th receive
-    /// from this rank). `buf` is device memory or pinned host memory.
-    #[track_caller]
-    pub fn send(
-        &self,
-        buf: impl Into<CommBuffer>,
-        count: u64,
-        dtype: DataType,
-        peer: u32,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::Send,
-            dtype,
-            ReduceOp::Sum,
-            count,
-            peer,
-            Some(buf.into()),
-            None,
-        )
-    }
-
-    /// Enqueues receiving `count` elements from rank `peer` into `buf` (`HcclRecv`).
-    #[track_caller]
-    pub fn recv(
-        &self,
-        buf: impl Into<CommBuffer>,
-        count: u64,
-        dtype: DataType,
-        peer: u32,
-        comm: &Communicator,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_collective(
-            comm,
-            stream,
-            CollectiveKind::Recv,
-            dtype,
-            ReduceOp::Sum,
-            count,
-            peer,
-            None,
-            Some(buf.into()),
-        )
+    /// The error that broke the communicator (a rank that timed out at a rendezvous), if any.
+    pub fn error(&self, comm: &Communicator) -> NpuResult<Option<NpuError>> {
+        let g = self.rt.lock();
+        Ok(self.rt.check_comm(&g, comm)?.broken.clone())
     }
 
     /// Enqueues a copy of `bytes` bytes from `src` on device `src_device` to `dst` on device
@@ -550,8 +409,8 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
+        let mut g = self.rt.lock();
+        let (s, ctx) = self.rt.check_stream(&g, stream)?;
         let here = g
             .world
             .get::<ContextState>(ctx)
@@ -574,8 +433,10 @@ impl Runtime {
                  destination device {dst_device}"
             )));
         }
-        self.check_range(&g, src_ctx, src, bytes, "peer copy source")?;
-        self.check_range(&g, dst_ctx, dst, bytes, "peer copy destination")?;
+        self.rt
+            .check_range(&g, src_ctx, src, bytes, "peer copy source")?;
+        self.rt
+            .check_range(&g, dst_ctx, dst, bytes, "peer copy destination")?;
         let desc = if src_device == dst_device {
             TaskDescriptor::copy(CopyView {
                 dst: dst.0,
@@ -608,7 +469,7 @@ impl Runtime {
         Ok(())
     }
 
-    /// As [`Runtime::memcpy_peer_async`] on the current context's default stream, waiting for
+    /// As [`Collectives::memcpy_peer_async`](crate::Collectives::memcpy_peer_async) on the current context's default stream, waiting for
     /// the copy.
     #[track_caller]
     pub fn memcpy_peer(
@@ -619,15 +480,15 @@ impl Runtime {
         src_device: u32,
         bytes: u64,
     ) -> NpuResult<()> {
-        let stream = self.default_stream()?;
+        let stream = self.rt.contexts().default_stream()?;
         self.memcpy_peer_async(dst, dst_device, src, src_device, bytes, stream)?;
-        self.synchronize_stream(stream)
+        self.rt.streams().synchronize(stream)
     }
 
     /// The interconnect: its links, their bandwidths and latencies, and routing. (If an
     /// embedder removed it: the default topology of the runtime's devices.)
     pub fn topology(&self) -> Topology {
-        let g = self.lock();
+        let g = self.rt.lock();
         match g.world.get_resource::<Interconnect>() {
             Some(ic) => ic.topology.clone(),
             None => Topology::new(Default::default(), g.devices.len() as u32)
@@ -637,7 +498,7 @@ impl Runtime {
 
     /// What each link has carried so far (nothing if an embedder removed the interconnect).
     pub fn link_stats(&self) -> Vec<LinkStats> {
-        let g = self.lock();
+        let g = self.rt.lock();
         let Some(ic) = g.world.get_resource::<Interconnect>() else {
             return Vec::new();
         };
@@ -660,8 +521,8 @@ impl Runtime {
 
     /// Per device: simulated time its communication engine ran collectives (nothing if an
     /// embedder removed the interconnect).
-    pub fn comm_engine_busy(&self) -> Vec<SimTime> {
-        let g = self.lock();
+    pub fn engine_busy(&self) -> Vec<SimTime> {
+        let g = self.rt.lock();
         g.world
             .get_resource::<Interconnect>()
             .map_or_else(Vec::new, |ic| {
@@ -684,4 +545,196 @@ pub(crate) fn close_drained_comms(inner: &mut Inner) {
         }
         !drained
     });
+}
+
+/// What one rank's part of a collective does, before it has a communicator and a stream:
+/// made by [`Collective::all_reduce`] and its siblings, enqueued with [`CollectiveOp::on`].
+#[derive(Clone, Debug)]
+#[must_use = "a collective does nothing until it is submitted"]
+pub struct CollectiveOp {
+    pub(crate) kind: CollectiveKind,
+    pub(crate) dtype: DataType,
+    pub(crate) op: ReduceOp,
+    pub(crate) count: u64,
+    /// The peer of a send or receive, the root of a broadcast.
+    pub(crate) peer: u32,
+    pub(crate) send: Option<CommBuffer>,
+    pub(crate) recv: Option<CommBuffer>,
+}
+
+impl CollectiveOp {
+    /// This rank's part on `comm`, enqueued on `stream` (a stream of the rank's device) by
+    /// [`Runtime::submit`].
+    pub fn on(self, comm: &Communicator, stream: Stream) -> Collective<'_> {
+        Collective {
+            comm,
+            stream,
+            what: self,
+        }
+    }
+}
+
+/// One rank's part of a collective on a communicator and a stream, for [`Runtime::submit`]
+/// (HCCL's `HcclAllReduce`, `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`,
+/// `HcclRecv`). Every rank of the communicator submits its part; the parts meet on the device.
+///
+/// ```
+/// # use npusim_engine::prelude::*;
+/// # use npusim_engine::{DataType, ReduceOp};
+/// # let rt = Runtime::new(RuntimeConfig { devices: 2, ..Default::default() })?;
+/// let comms = rt.collectives().init_all(&[0, 1])?;
+/// for comm in &comms {
+///     rt.contexts().set_device(comm.device())?;
+///     let s = rt.contexts().default_stream()?;
+///     let buf = rt.memory().malloc(4 * 256)?;
+///     rt.memory().memset(buf, 0, 4 * 256)?;
+///     rt.submit(Collective::all_reduce(buf, buf, 256, DataType::F32, ReduceOp::Sum).on(comm, s))?;
+/// }
+/// rt.synchronize_device()?;
+/// # Ok::<(), NpuError>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "a collective does nothing until it is submitted"]
+pub struct Collective<'a> {
+    comm: &'a Communicator,
+    stream: Stream,
+    what: CollectiveOp,
+}
+
+impl Collective<'_> {
+    /// This rank's part of an all-reduce (`HcclAllReduce`): every rank's `recv` gets the
+    /// element-wise `op` of every rank's `send` (`count` elements; in place is allowed).
+    pub fn all_reduce(
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> CollectiveOp {
+        CollectiveOp::device(CollectiveKind::AllReduce, send, recv, count, dtype, op)
+    }
+
+    /// This rank's part of an all-gather (`HcclAllGather`): every rank's `recv`
+    /// (`send_count × size` elements) gets every rank's `send_count` elements in rank order.
+    pub fn all_gather(
+        send: DevicePtr,
+        recv: DevicePtr,
+        send_count: u64,
+        dtype: DataType,
+    ) -> CollectiveOp {
+        CollectiveOp::device(
+            CollectiveKind::AllGather,
+            send,
+            recv,
+            send_count,
+            dtype,
+            ReduceOp::Sum,
+        )
+    }
+
+    /// This rank's part of a reduce-scatter (`HcclReduceScatter`): rank `r`'s `recv`
+    /// (`recv_count` elements) gets block `r` of the element-wise `op` of every rank's `send`
+    /// (`recv_count × size` elements).
+    pub fn reduce_scatter(
+        send: DevicePtr,
+        recv: DevicePtr,
+        recv_count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> CollectiveOp {
+        CollectiveOp::device(
+            CollectiveKind::ReduceScatter,
+            send,
+            recv,
+            recv_count,
+            dtype,
+            op,
+        )
+    }
+
+    /// This rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` gets rank
+    /// `root`'s `count` elements.
+    pub fn broadcast(buf: DevicePtr, count: u64, dtype: DataType, root: u32) -> CollectiveOp {
+        CollectiveOp {
+            peer: root,
+            ..CollectiveOp::device(
+                CollectiveKind::Broadcast,
+                buf,
+                buf,
+                count,
+                dtype,
+                ReduceOp::Sum,
+            )
+        }
+    }
+
+    /// Sending `count` elements of `buf` to rank `peer` (`HcclSend`); it pairs with the peer's
+    /// matching [`Collective::recv`] (the k-th send to a peer with its k-th receive from this
+    /// rank). `buf` is device memory or pinned host memory.
+    pub fn send(
+        buf: impl Into<CommBuffer>,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+    ) -> CollectiveOp {
+        CollectiveOp {
+            kind: CollectiveKind::Send,
+            dtype,
+            op: ReduceOp::Sum,
+            count,
+            peer,
+            send: Some(buf.into()),
+            recv: None,
+        }
+    }
+
+    /// Receiving `count` elements from rank `peer` into `buf` (`HcclRecv`); device memory or
+    /// pinned host memory.
+    pub fn recv(
+        buf: impl Into<CommBuffer>,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+    ) -> CollectiveOp {
+        CollectiveOp {
+            kind: CollectiveKind::Recv,
+            dtype,
+            op: ReduceOp::Sum,
+            count,
+            peer,
+            send: None,
+            recv: Some(buf.into()),
+        }
+    }
+}
+
+impl CollectiveOp {
+    /// A collective from `send` to `recv` in device memory.
+    fn device(
+        kind: CollectiveKind,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DataType,
+        op: ReduceOp,
+    ) -> Self {
+        Self {
+            kind,
+            dtype,
+            op,
+            count,
+            peer: 0,
+            send: Some(send.into()),
+            recv: Some(recv.into()),
+        }
+    }
+}
+
+impl crate::launch::sealed::Sealed for Collective<'_> {}
+
+impl crate::launch::Command for Collective<'_> {
+    #[track_caller]
+    fn enqueue(self, rt: &Runtime) -> NpuResult<Submission> {
+        rt.enqueue_collective(self.comm, self.stream, self.what)
+    }
 }

@@ -283,34 +283,6 @@ impl Runtime {
             .collect()
     }
 
-    /// Registers the callback that is told about every faulting task (device, context, stream,
-    /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that
-    /// drove the frame, outside the runtime's lock; a panic in it is caught there (it never
-    /// reaches that thread's caller). `None` removes it.
-    pub fn set_exception_callback(&self, callback: Option<ExceptionCallback>) {
-        self.lock().exception_callback = callback;
-    }
-
-    /// Clears the current context's sticky error after a fault, so it can be used again
-    /// (its streams and events remain; its memory was released by the fault).
-    pub fn reset_context(&self) -> NpuResult<()> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx_entity(&g)?;
-        let streams = {
-            let mut c = g.world.get_mut::<ContextState>(ctx).expect("checked");
-            c.status = ContextStatus::Active;
-            c.sticky_error = None;
-            c.streams.clone()
-        };
-        g.recheck_faults();
-        for s in streams {
-            if let Some(mut st) = g.world.get_mut::<StreamState>(s) {
-                st.error = None;
-            }
-        }
-        Ok(())
-    }
-
     /// The context entity current on this thread, checked live (not necessarily healthy).
     pub(crate) fn current_ctx_entity(&self, inner: &Inner) -> NpuResult<Entity> {
         let ctx = match top_for(self.id()) {
@@ -470,7 +442,7 @@ impl Runtime {
         Ok((event.entity(), ctx))
     }
 
-    fn check_context(&self, inner: &Inner, ctx: Context) -> NpuResult<Entity> {
+    pub(crate) fn check_context(&self, inner: &Inner, ctx: Context) -> NpuResult<Entity> {
         let world = &inner.world;
         if ctx.runtime() != self.id() {
             return Err(NpuError::ForeignHandle(ctx.to_string()));
@@ -480,74 +452,122 @@ impl Runtime {
             .ok_or_else(|| NpuError::Destroyed(ctx.to_string()))?;
         Ok(ctx.entity())
     }
+}
+
+/// Devices and contexts: the thread's current device and context, the context stack, failure
+/// modes and sticky errors (`aclrtSetDevice`, `aclrtCreateContext` …).
+/// Reached through [`Runtime::contexts`].
+#[derive(Clone, Copy)]
+pub struct Contexts<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Contexts<'_> {
+    /// Registers the callback that is told about every faulting task (device, context, stream,
+    /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that
+    /// drove the frame, outside the runtime's lock; a panic in it is caught there (it never
+    /// reaches that thread's caller). `None` removes it.
+    pub fn set_exception_callback(&self, callback: Option<ExceptionCallback>) {
+        self.rt.lock().exception_callback = callback;
+    }
+
+    /// Clears the current context's sticky error after a fault, so it can be used again
+    /// (its streams and events remain; its memory was released by the fault).
+    pub fn reset(&self) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx_entity(&g)?;
+        let streams = {
+            let mut c = g.world.get_mut::<ContextState>(ctx).expect("checked");
+            c.status = ContextStatus::Active;
+            c.sticky_error = None;
+            c.streams.clone()
+        };
+        g.recheck_faults();
+        for s in streams {
+            if let Some(mut st) = g.world.get_mut::<StreamState>(s) {
+                st.error = None;
+            }
+        }
+        Ok(())
+    }
 
     /// Makes the primary context of device `index` current on this thread (`aclrtSetDevice`).
     pub fn set_device(&self, index: u32) -> NpuResult<()> {
-        let mut g = self.lock();
+        let mut g = self.rt.lock();
         let device = device_entity(&g.world, index)?;
         let ctx = g
             .world
             .get::<DeviceState>(device)
             .expect("device entity")
             .default_context;
-        self.stack_set_top(&mut g, ctx);
+        self.rt.stack_set_top(&mut g, ctx);
         g.record(|_, _| crate::record::Call::SetDevice { device: index });
         Ok(())
     }
 
     /// The index of the current context's device.
     pub fn current_device(&self) -> NpuResult<u32> {
-        let g = self.lock();
-        let ctx = self.current_ctx_entity(&g)?;
+        let g = self.rt.lock();
+        let ctx = self.rt.current_ctx_entity(&g)?;
         Ok(g.world
             .get::<ContextState>(ctx)
             .expect("checked")
             .device_index)
     }
 
+    /// The index of context `ctx`'s device.
+    pub fn device_of(&self, ctx: Context) -> NpuResult<u32> {
+        let g = self.rt.lock();
+        let c = self.rt.check_context(&g, ctx)?;
+        Ok(g.world
+            .get::<ContextState>(c)
+            .expect("checked")
+            .device_index)
+    }
+
     /// Creates a context on device `index` and makes it current on this thread.
-    pub fn create_context(&self, index: u32) -> NpuResult<Context> {
-        let mut g = self.lock();
+    pub fn create(&self, index: u32) -> NpuResult<Context> {
+        let mut g = self.rt.lock();
         let device = device_entity(&g.world, index)?;
         let cost = g.costs.call_ns;
         g.charge(cost);
         let ctx = spawn_context(&mut g, device, index, false);
-        self.stack_set_top(&mut g, ctx);
+        self.rt.stack_set_top(&mut g, ctx);
         g.record(|r, _| crate::record::Call::CreateContext {
             device: index,
             ctx: r.context(ctx).0,
         });
-        Ok(Context::new(self.id(), ctx))
+        Ok(Context::new(self.rt.id(), ctx))
     }
 
     /// The context current on this thread.
-    pub fn current_context(&self) -> NpuResult<Context> {
-        let mut g = self.lock();
-        let e = self.current_ctx_entity(&g)?;
+    pub fn current(&self) -> NpuResult<Context> {
+        let mut g = self.rt.lock();
+        let e = self.rt.current_ctx_entity(&g)?;
         g.record_new(|r, _| {
             let (ctx, new) = r.context(e);
             new.then_some(crate::record::Call::CurrentContext { ctx })
         });
-        Ok(Context::new(self.id(), e))
+        Ok(Context::new(self.rt.id(), e))
     }
 
     /// Replaces the current context of this thread (`aclrtSetCurrentContext`).
-    pub fn set_current_context(&self, ctx: Context) -> NpuResult<()> {
-        let mut g = self.lock();
-        let e = self.check_context(&g, ctx)?;
-        self.stack_set_top(&mut g, e);
+    pub fn set_current(&self, ctx: Context) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let e = self.rt.check_context(&g, ctx)?;
+        self.rt.stack_set_top(&mut g, e);
         g.record(|r, _| crate::record::Call::SetCurrentContext {
             ctx: r.context(e).0,
         });
         Ok(())
     }
 
-    /// Makes `ctx` current on this thread, remembering the previous one for [`Runtime::pop_context`].
-    pub fn push_context(&self, ctx: Context) -> NpuResult<()> {
-        let mut g = self.lock();
-        let e = self.check_context(&g, ctx)?;
+    /// Makes `ctx` current on this thread, remembering the previous one for [`Contexts::pop`](crate::Contexts::pop).
+    pub fn push(&self, ctx: Context) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let e = self.rt.check_context(&g, ctx)?;
         crate::sanitizer::thread_seen(&mut g);
-        let (runtime, shared) = (self.id(), self.weak());
+        let (runtime, shared) = (self.rt.id(), self.rt.weak());
         stack_mut(|s| {
             s.push(Entry {
                 runtime,
@@ -562,16 +582,16 @@ impl Runtime {
         Ok(())
     }
 
-    /// Removes this thread's current context (the latest [`Runtime::push_context`], or the
+    /// Removes this thread's current context (the latest [`Contexts::push`](crate::Contexts::push), or the
     /// one `create_context` / `set_device` / `set_current_context` made current) and returns it;
     /// the one below becomes current. `None` when the stack is empty.
-    pub fn pop_context(&self) -> Option<Context> {
-        let id = self.id();
+    pub fn pop(&self) -> Option<Context> {
+        let id = self.rt.id();
         let popped = stack_mut(|s| {
             let i = s.iter().rposition(|e| e.runtime == id)?;
             Some(s.remove(i).ctx)
         })?;
-        let mut g = self.lock();
+        let mut g = self.rt.lock();
         g.release_user(popped);
         g.record(|_, _| crate::record::Call::PopContext);
         Some(Context::new(id, popped))
@@ -579,8 +599,8 @@ impl Runtime {
 
     /// The default stream of the current context.
     pub fn default_stream(&self) -> NpuResult<Stream> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx_entity(&g)?;
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx_entity(&g)?;
         let s = g
             .world
             .get::<ContextState>(ctx)
@@ -590,14 +610,14 @@ impl Runtime {
             let (stream, new) = r.seen_stream(s);
             new.then_some(crate::record::Call::DefaultStream { stream })
         });
-        Ok(Stream::new(self.id(), s))
+        Ok(Stream::new(self.rt.id(), s))
     }
 
     /// Sets what a failing task does to the rest of the current context's work
     /// (`aclrtSetStreamFailureMode`).
     pub fn set_failure_mode(&self, mode: FailureMode) -> NpuResult<()> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
         g.world
             .get_mut::<ContextState>(ctx)
             .expect("checked")
@@ -609,9 +629,9 @@ impl Runtime {
     }
 
     /// The sticky error of the current context, if it faulted.
-    pub fn context_error(&self) -> NpuResult<Option<NpuError>> {
-        let g = self.lock();
-        let ctx = self.current_ctx_entity(&g)?;
+    pub fn error(&self) -> NpuResult<Option<NpuError>> {
+        let g = self.rt.lock();
+        let ctx = self.rt.current_ctx_entity(&g)?;
         Ok(g.world
             .get::<ContextState>(ctx)
             .expect("checked")
@@ -622,16 +642,16 @@ impl Runtime {
     /// Destroys a context: its queued tasks are aborted (running ones finish), then its
     /// streams, events and memory are released. Refused for a device's primary context and
     /// for a context that another thread still has current.
-    pub fn destroy_context(&self, ctx: Context) -> NpuResult<()> {
-        let mut g = self.lock();
-        let e = self.check_context(&g, ctx)?;
+    pub fn destroy(&self, ctx: Context) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let e = self.rt.check_context(&g, ctx)?;
         if g.world.get::<ContextState>(e).expect("checked").is_default {
             return Err(NpuError::ContextRelease(format!(
                 "{ctx}: the primary context of a device"
             )));
         }
         let users = g.ctx_users.get(&e).copied().unwrap_or(0);
-        if users > own_uses(self.id(), e) {
+        if users > own_uses(self.rt.id(), e) {
             return Err(NpuError::ContextRelease(format!(
                 "{ctx}: another thread still has it as its current context"
             )));
@@ -652,10 +672,10 @@ impl Runtime {
                 .iter()
                 .all(|s| i.world.get::<StreamState>(*s).is_none_or(|s| s.is_idle()))
         };
-        let (mut g, result) = self.drive(g, &what, &done, None);
+        let (mut g, result) = self.rt.drive(g, &what, &done, None);
         // Even if its work can never finish, the context goes: its tasks are dropped with it.
         teardown_context(&mut g, e);
-        let id = self.id();
+        let id = self.rt.id();
         // Like ACL, the thread is left with no current context (calls fail with
         // ACL_ERROR_RT_CONTEXT_NULL) until it sets one.
         let removed = stack_mut(|s| {
@@ -827,30 +847,30 @@ mod tests {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
         let other = Runtime::new(RuntimeConfig::default()).unwrap();
         assert_eq!(top_for(rt.id()), None, "nothing made current yet");
-        let a = rt.create_context(0).unwrap();
+        let a = rt.contexts().create(0).unwrap();
         assert_eq!(top_for(rt.id()), Some(a.entity()));
         assert_eq!(
             top_for(other.id()),
             None,
             "another runtime's answer is its own"
         );
-        let b = rt.create_context(0).unwrap();
+        let b = rt.contexts().create(0).unwrap();
         assert_eq!(
             top_for(rt.id()),
             Some(b.entity()),
             "create replaces the top"
         );
-        rt.push_context(a).unwrap();
+        rt.contexts().push(a).unwrap();
         assert_eq!(top_for(rt.id()), Some(a.entity()));
-        rt.set_current_context(b).unwrap();
+        rt.contexts().set_current(b).unwrap();
         assert_eq!(top_for(rt.id()), Some(b.entity()));
-        assert_eq!(rt.pop_context(), Some(b));
+        assert_eq!(rt.contexts().pop(), Some(b));
         assert_eq!(top_for(rt.id()), Some(b.entity()), "the one below");
-        assert_eq!(rt.pop_context(), Some(b));
+        assert_eq!(rt.contexts().pop(), Some(b));
         assert_eq!(top_for(rt.id()), None);
         // Entries of a dropped runtime go, and its id answers nothing.
         let gone = other.id();
-        other.create_context(0).unwrap();
+        other.contexts().create(0).unwrap();
         assert!(top_for(gone).is_some());
         drop(other);
         assert_eq!(top_for(gone), None);

@@ -9,11 +9,19 @@ use npusim_components::{ContextState, Event, EventState, NpuError, NpuResult, Si
 
 use crate::runtime::Runtime;
 
-impl Runtime {
+/// Events: records, waits, queries, timestamps (`aclrtCreateEvent`, `aclrtRecordEvent`,
+/// `aclrtStreamWaitEvent` …).
+/// Reached through [`Runtime::events`].
+#[derive(Clone, Copy)]
+pub struct Events<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Events<'_> {
     /// Creates an event in the current context.
-    pub fn create_event(&self) -> NpuResult<Event> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
+    pub fn create(&self) -> NpuResult<Event> {
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
         let cost = g.costs.call_ns;
         g.charge(cost);
         let e = g.world.spawn(EventState::new(ctx)).id();
@@ -23,13 +31,13 @@ impl Runtime {
             .events
             .push(e);
         g.record(|r, _| crate::record::Call::CreateEvent { event: r.event(e) });
-        Ok(Event::new(self.id(), e))
+        Ok(Event::new(self.rt.id(), e))
     }
 
     /// Destroys an event. Waits already enqueued on it no longer block.
-    pub fn destroy_event(&self, event: Event) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (e, ctx) = self.check_event(&g, event)?;
+    pub fn destroy(&self, event: Event) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let (e, ctx) = self.rt.check_event(&g, event)?;
         g.world
             .get_mut::<ContextState>(ctx)
             .expect("checked")
@@ -43,9 +51,9 @@ impl Runtime {
 
     /// Enqueues a record of `event` on `stream`: it fires when the stream's earlier work is done.
     #[track_caller]
-    pub fn record_event(&self, event: Event, stream: Stream) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
+    pub fn record(&self, event: Event, stream: Stream) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let (e, s) = self.rt.check_event_and_stream(&g, event, stream)?;
         let mut ev = g.event_mut(e).expect("checked");
         let record = ev.push_record();
         let cost = g.costs.call_ns;
@@ -62,9 +70,9 @@ impl Runtime {
     /// Makes `stream`'s later work wait until the latest record of `event` (as of now) fires.
     /// If the event was never recorded, nothing waits.
     #[track_caller]
-    pub fn stream_wait_event(&self, stream: Stream, event: Event) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (e, s) = self.check_event_and_stream(&g, event, stream)?;
+    pub fn stream_wait(&self, stream: Stream, event: Event) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let (e, s) = self.rt.check_event_and_stream(&g, event, stream)?;
         let record = g.event(e).expect("checked").recorded;
         let cost = g.costs.call_ns;
         crate::launch::submit_with(&mut g, s, TaskExtra::None, cost, |d| {
@@ -78,9 +86,9 @@ impl Runtime {
     }
 
     /// Whether the latest record of `event` has fired (true if never recorded).
-    pub fn query_event(&self, event: Event) -> NpuResult<bool> {
-        let mut g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
+    pub fn query(&self, event: Event) -> NpuResult<bool> {
+        let mut g = self.rt.lock();
+        let (e, _) = self.rt.check_event(&g, event)?;
         let ev = g.event(e).expect("checked");
         let (done, record) = (ev.is_complete(), ev.recorded);
         // A query that finds the record fired orders the host after it.
@@ -92,13 +100,13 @@ impl Runtime {
 
     /// Waits until the latest record of `event` (as of now) fires; the host clock moves to its
     /// timestamp.
-    pub fn synchronize_event(&self, event: Event) -> NpuResult<()> {
-        let g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
+    pub fn synchronize(&self, event: Event) -> NpuResult<()> {
+        let g = self.rt.lock();
+        let (e, _) = self.rt.check_event(&g, event)?;
         let record = g.event(e).expect("checked").recorded;
         let what = || event.to_string();
         let done = |i: &Inner| i.event(e).is_none_or(|ev| ev.record_done(record));
-        let (mut g, result) = self.drive(g, &what, &done, None);
+        let (mut g, result) = self.rt.drive(g, &what, &done, None);
         crate::record::record!(g, |r, _| crate::record::Call::SynchronizeEvent {
             event: r.event(e)
         });
@@ -112,16 +120,16 @@ impl Runtime {
         g.set_host_now(t);
         crate::sanitizer::synchronized_event(&mut g, e, record);
         // A fault that aborted the record is reported here.
-        self.current_ctx(&g)?;
+        self.rt.current_ctx(&g)?;
         Ok(())
     }
 
     /// Simulated milliseconds between the latest records of `start` and `end`. Both must have
     /// been recorded and have fired.
-    pub fn event_elapsed_ms(&self, start: Event, end: Event) -> NpuResult<f32> {
-        let g = self.lock();
-        let (s, _) = self.check_event(&g, start)?;
-        let (e, _) = self.check_event(&g, end)?;
+    pub fn elapsed_ms(&self, start: Event, end: Event) -> NpuResult<f32> {
+        let g = self.rt.lock();
+        let (s, _) = self.rt.check_event(&g, start)?;
+        let (e, _) = self.rt.check_event(&g, end)?;
         let stamp = |h: Event, x: Entity| -> NpuResult<SimTime> {
             let ev = g.event(x).expect("checked");
             if ev.recorded == 0 {
@@ -138,9 +146,9 @@ impl Runtime {
     }
 
     /// The simulated time at which the latest record of `event` fired.
-    pub fn event_timestamp(&self, event: Event) -> NpuResult<SimTime> {
-        let g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
+    pub fn timestamp(&self, event: Event) -> NpuResult<SimTime> {
+        let g = self.rt.lock();
+        let (e, _) = self.rt.check_event(&g, event)?;
         let ev = g.event(e).expect("checked");
         if ev.recorded == 0 {
             return Err(NpuError::EventNotRecorded(event.to_string()));

@@ -2,7 +2,9 @@
 //! shares: charge the host clock, take the stream's next sequence number, ring the doorbell.
 //! Nothing executes here; the task becomes an entity at the next frame's ingest.
 
-use npusim_components::task::{MAX_ARGS, TaskDescriptor, TaskExtra};
+/// Most arguments one launch may have, and most tiling words (the room in the task descriptor).
+pub use npusim_components::task::{MAX_ARGS, MAX_TILING};
+use npusim_components::task::{TaskDescriptor, TaskExtra};
 use npusim_components::{
     Arg, Kernel, KernelRegistry, NativeKernel, NpuError, NpuResult, SimTime, Stream, StreamState,
     TaskKind, WorldResources,
@@ -129,113 +131,41 @@ fn check_kernel(inner: &Inner, kernel: Kernel, ctx: bevy_ecs::entity::Entity) ->
 }
 
 impl Runtime {
-    /// Registers a native kernel; later launches find it by the returned id or by name.
-    /// If an embedder removed the kernel registry, the kernel is dropped and the handle names
-    /// nothing (a launch of it fails); [`Runtime::try_register_kernel`] says so instead.
-    pub fn register_kernel(&self, kernel: NativeKernel) -> Kernel {
-        self.try_register_kernel(kernel)
-            .unwrap_or_else(|_| Kernel::new(self.id(), u32::MAX, u32::MAX))
-    }
-
-    /// As [`Runtime::register_kernel`], or [`NpuError::MissingResource`] if an embedder
-    /// removed the kernel registry.
-    pub fn try_register_kernel(&self, kernel: NativeKernel) -> NpuResult<Kernel> {
-        let mut g = self.lock();
-        let name = kernel.name.clone();
-        let k = g.world.res_mut::<KernelRegistry>()?.register(kernel);
-        g.record(|r, _| {
-            r.program_kernel(k);
-            crate::record::Call::RegisterKernel { name }
-        });
-        Ok(k)
-    }
-
     /// The kernel registered as `name`.
     pub fn kernel(&self, name: &str) -> NpuResult<Kernel> {
         self.lock().world.res::<KernelRegistry>()?.lookup(name)
     }
 
-    /// Names of every registered kernel (none if an embedder removed the kernel registry).
-    pub fn kernel_names(&self) -> Vec<String> {
-        self.lock()
-            .world
-            .get_resource::<KernelRegistry>()
-            .map_or_else(Vec::new, |r| r.names().map(str::to_string).collect())
+    /// Enqueues `command` — a [`Launch`], a [`HostFunc`], a [`LaunchOp`](crate::LaunchOp) or a
+    /// [`Collective`](crate::Collective) — on its stream and returns which task it became.
+    /// Returns before anything executes; a command the runtime refuses enqueues nothing and
+    /// charges the host clock nothing.
+    #[track_caller]
+    pub fn submit(&self, command: impl Command) -> NpuResult<Submission> {
+        command.enqueue(self)
     }
 
-    /// Enqueues `kernel` with `block_dim` blocks and `args` on `stream`. Returns before anything
-    /// executes.
+    /// Every kernel launch, checked and rung.
+    #[inline]
     #[track_caller]
-    pub fn launch(
-        &self,
-        kernel: Kernel,
-        block_dim: u32,
-        args: &[Arg],
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.launch_with_tiling(kernel, block_dim, args, &[], stream)
-    }
-
-    /// As [`Runtime::launch`], with tiling words: a native kernel reads them from
-    /// [`KernelCtx::tiling`](npusim_components::KernelCtx); a binary kernel finds their device
-    /// address in the `npu.tiling` CSR (`npu_tiling()` in the SDK). At most
-    /// [`MAX_TILING`](npusim_components::task::MAX_TILING) (20) words, the room in the task
-    /// descriptor; more is `ACL_ERROR_RT_PARAM_INVALID`. (Real CANN passes tiling data as a
-    /// byte buffer of the op's own layout, by default at most 2048 bytes, the
-    /// `max_tiling_data_size` of `OpImplRegisterV2::Tiling`; npusim's 20 words, 80 bytes, ride
-    /// in the task descriptor.)
-    #[track_caller]
-    pub fn launch_with_tiling(
-        &self,
-        kernel: Kernel,
-        block_dim: u32,
-        args: &[Arg],
-        tiling: &[u32],
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.launch_configured(kernel, block_dim, args, tiling, stream, None, None)
-    }
-
-    /// As [`Runtime::launch_with_tiling`], with the launch's own AI-core timeout (simulated;
-    /// `ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`): a binary kernel that runs longer fails with
-    /// `ACL_ERROR_RT_AICORE_TIMEOUT` whatever the device's kernel timeout. `None`: the
-    /// device's.
-    #[track_caller]
-    pub fn launch_with_timeout(
-        &self,
-        kernel: Kernel,
-        block_dim: u32,
-        args: &[Arg],
-        tiling: &[u32],
-        stream: Stream,
-        timeout: Option<SimTime>,
-    ) -> NpuResult<()> {
+    fn enqueue_launch(&self, launch: Launch<'_>) -> NpuResult<Submission> {
+        let Launch {
+            kernel,
+            grid: block_dim,
+            args,
+            tiling,
+            stream,
+            timeout,
+            access,
+        } = launch;
         if timeout == Some(SimTime::ZERO) {
             return Err(NpuError::InvalidParam("a launch timeout of 0".into()));
         }
-        self.launch_configured(kernel, block_dim, args, tiling, stream, timeout, None)
-    }
-
-    /// Every kernel launch: `access` is the typed launch builder's declared access set (boxed,
-    /// so the raw path passes one null word).
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    #[track_caller]
-    pub(crate) fn launch_configured(
-        &self,
-        kernel: Kernel,
-        block_dim: u32,
-        args: &[Arg],
-        tiling: &[u32],
-        stream: Stream,
-        timeout: Option<SimTime>,
-        access: Option<Box<npusim_components::access::AccessSet>>,
-    ) -> NpuResult<()> {
-        if tiling.len() > npusim_components::task::MAX_TILING {
+        if tiling.len() > MAX_TILING {
             return Err(NpuError::InvalidParam(format!(
                 "{} tiling words; at most {}",
                 tiling.len(),
-                npusim_components::task::MAX_TILING
+                MAX_TILING
             )));
         }
         if block_dim == 0 || block_dim > MAX_BLOCK_DIM {
@@ -291,26 +221,216 @@ impl Runtime {
         }
         crate::record::record!(g, |r, w| r
             .launch(w, kernel, block_dim, args, tiling, s, timeout));
-        Ok(())
+        Ok(Submission { stream, seq })
     }
 
-    /// Enqueues a host callback on `stream`: it runs on the host, in stream order, after the
-    /// stream's earlier work; later work on the stream waits for it (`aclrtLaunchCallback`,
-    /// blocking). It runs outside the runtime's lock, so it may call the runtime.
+    /// A host callback, checked and rung.
     #[track_caller]
-    pub fn launch_host_func(
-        &self,
-        stream: Stream,
-        f: impl FnOnce() + Send + 'static,
-    ) -> NpuResult<()> {
+    fn enqueue_host_func(&self, host: HostFunc) -> NpuResult<Submission> {
+        let HostFunc { stream, f } = host;
         let mut g = self.lock();
         let (s, _) = self.check_stream(&g, stream)?;
         let desc = TaskDescriptor::new(TaskKind::HostCallback);
-        let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(Box::new(f))));
+        let extra = TaskExtra::Callback(std::sync::Mutex::new(Some(f)));
         let cost = g.costs.call_ns;
         let seq = submit(&mut g, s, desc, extra, cost);
         g.record(|r, _| r.host_func(s, seq));
-        Ok(())
+        Ok(Submission { stream, seq })
+    }
+}
+
+/// Which task a [`Runtime::submit`] became: its stream and its sequence number there (1-based,
+/// in enqueue order; the number a [`Events::stream_wait_record`](crate::Events::stream_wait_record)
+/// counts in is the event's, not this).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Submission {
+    stream: Stream,
+    seq: u64,
+}
+
+impl Submission {
+    /// The stream the command was enqueued on.
+    pub fn stream(&self) -> Stream {
+        self.stream
+    }
+
+    /// The task's sequence number on its stream: the stream's first task is 1.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// A submission of task `seq` on `stream` (the other commands' modules make theirs).
+    pub(crate) fn new(stream: Stream, seq: u64) -> Self {
+        Self { stream, seq }
+    }
+}
+
+/// Work [`Runtime::submit`] enqueues on a stream. Implemented by the command types of this
+/// crate only.
+pub trait Command: sealed::Sealed {
+    /// Checks the command and rings its stream's doorbell.
+    #[doc(hidden)]
+    #[track_caller]
+    fn enqueue(self, rt: &Runtime) -> NpuResult<Submission>;
+}
+
+pub(crate) mod sealed {
+    /// Only this crate's commands are [`Command`](super::Command)s.
+    pub trait Sealed {}
+}
+
+/// A kernel launch (`aclrtLaunchKernel`): `kernel` with `grid` blocks and `args` on `stream`,
+/// with optional tiling words and an AI-core timeout.
+///
+/// ```
+/// # use npusim_engine::prelude::*;
+/// # let rt = Runtime::new(RuntimeConfig::default())?;
+/// # let s = rt.streams().create()?;
+/// let noop = rt.kernel("noop")?;
+/// let done = rt.submit(Launch::new(noop, 1, &[], s).timeout(SimTime::from_us(10)))?;
+/// assert_eq!(done.seq(), 1);
+/// # Ok::<(), NpuError>(())
+/// ```
+#[derive(Debug)]
+#[must_use = "a launch does nothing until it is submitted"]
+pub struct Launch<'a> {
+    kernel: Kernel,
+    grid: u32,
+    args: &'a [Arg],
+    tiling: &'a [u32],
+    stream: Stream,
+    timeout: Option<SimTime>,
+    access: Option<Box<npusim_components::access::AccessSet>>,
+}
+
+impl<'a> Launch<'a> {
+    /// `kernel` with `grid` blocks (1 ..= [`MAX_BLOCK_DIM`]) and `args` (at most
+    /// [`MAX_ARGS`]) on `stream`; no tiling words, the device's kernel timeout.
+    pub fn new(kernel: Kernel, grid: u32, args: &'a [Arg], stream: Stream) -> Self {
+        Self {
+            kernel,
+            grid,
+            args,
+            tiling: &[],
+            stream,
+            timeout: None,
+            access: None,
+        }
+    }
+
+    /// Tiling words: a native kernel reads them from
+    /// [`KernelCtx::tiling`](npusim_components::KernelCtx); a binary kernel finds their device
+    /// address in the `npu.tiling` CSR (`npu_tiling()` in the SDK). At most
+    /// [`MAX_TILING`] (20) words, the room in the task
+    /// descriptor; more is `ACL_ERROR_RT_PARAM_INVALID`. (Real CANN passes tiling data as a
+    /// byte buffer of the op's own layout, by default at most 2048 bytes, the
+    /// `max_tiling_data_size` of `OpImplRegisterV2::Tiling`; npusim's 20 words, 80 bytes, ride
+    /// in the task descriptor.)
+    pub fn tiling(mut self, words: &'a [u32]) -> Self {
+        self.tiling = words;
+        self
+    }
+
+    /// The launch's own AI-core timeout (simulated; `ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT`): a
+    /// binary kernel that runs longer fails with `ACL_ERROR_RT_AICORE_TIMEOUT` whatever the
+    /// device's kernel timeout. `None`: the device's. A timeout of 0 is refused
+    /// (`ACL_ERROR_RT_PARAM_INVALID`).
+    pub fn timeout(mut self, timeout: impl Into<Option<SimTime>>) -> Self {
+        self.timeout = timeout.into();
+        self
+    }
+
+    /// The access set the typed launch builder (or a recorded launch) declared.
+    pub(crate) fn declared(
+        mut self,
+        access: Option<Box<npusim_components::access::AccessSet>>,
+    ) -> Self {
+        self.access = access;
+        self
+    }
+}
+
+impl sealed::Sealed for Launch<'_> {}
+
+impl Command for Launch<'_> {
+    #[track_caller]
+    fn enqueue(self, rt: &Runtime) -> NpuResult<Submission> {
+        rt.enqueue_launch(self)
+    }
+}
+
+/// A host callback (`aclrtLaunchCallback`, blocking): `f` runs on the host, in stream order,
+/// after the stream's earlier work; later work on the stream waits for it. It runs outside the
+/// runtime's lock, so it may call the runtime.
+#[must_use = "a host callback does nothing until it is submitted"]
+pub struct HostFunc {
+    stream: Stream,
+    f: Box<dyn FnOnce() + Send>,
+}
+
+impl HostFunc {
+    /// `f`, to run on the host once `stream`'s earlier work is done.
+    pub fn new(stream: Stream, f: impl FnOnce() + Send + 'static) -> Self {
+        Self {
+            stream,
+            f: Box::new(f),
+        }
+    }
+}
+
+impl std::fmt::Debug for HostFunc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostFunc")
+            .field("stream", &self.stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl sealed::Sealed for HostFunc {}
+
+impl Command for HostFunc {
+    #[track_caller]
+    fn enqueue(self, rt: &Runtime) -> NpuResult<Submission> {
+        rt.enqueue_host_func(self)
+    }
+}
+
+/// The kernel registry: native kernels registered by the host program.
+/// Reached through [`Runtime::kernels`].
+#[derive(Clone, Copy)]
+pub struct Kernels<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Kernels<'_> {
+    /// Registers a native kernel; later launches find it by the returned id or by name.
+    /// If an embedder removed the kernel registry, the kernel is dropped and the handle names
+    /// nothing (a launch of it fails); [`Kernels::try_register`](crate::Kernels::try_register) says so instead.
+    pub fn register(&self, kernel: NativeKernel) -> Kernel {
+        self.try_register(kernel)
+            .unwrap_or_else(|_| Kernel::new(self.rt.id(), u32::MAX, u32::MAX))
+    }
+
+    /// As [`Kernels::register`](crate::Kernels::register), or [`NpuError::MissingResource`] if an embedder
+    /// removed the kernel registry.
+    pub fn try_register(&self, kernel: NativeKernel) -> NpuResult<Kernel> {
+        let mut g = self.rt.lock();
+        let name = kernel.name.clone();
+        let k = g.world.res_mut::<KernelRegistry>()?.register(kernel);
+        g.record(|r, _| {
+            r.program_kernel(k);
+            crate::record::Call::RegisterKernel { name }
+        });
+        Ok(k)
+    }
+
+    /// Names of every registered kernel (none if an embedder removed the kernel registry).
+    pub fn names(&self) -> Vec<String> {
+        self.rt
+            .lock()
+            .world
+            .get_resource::<KernelRegistry>()
+            .map_or_else(Vec::new, |r| r.names().map(str::to_string).collect())
     }
 }
 
@@ -336,29 +456,35 @@ mod tests {
     #[test]
     fn a_refused_launch_charges_the_host_nothing_on_either_clock() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let s = rt.create_stream().unwrap();
-        let gone = rt.create_stream().unwrap();
-        rt.destroy_stream(gone).unwrap();
+        let s = rt.streams().create().unwrap();
+        let gone = rt.streams().create().unwrap();
+        rt.streams().destroy(gone).unwrap();
         let noop = rt.kernel("noop").unwrap();
         let launch_ns = rt.lock_quiet().costs.launch_ns;
         let before = rt.host_now();
-        assert!(rt.launch(noop, 1, &[], gone).is_err(), "a destroyed stream");
-        assert!(rt.launch(Kernel::new(rt.id(), 999, 0), 1, &[], s).is_err());
+        assert!(
+            rt.submit(Launch::new(noop, 1, &[], gone)).is_err(),
+            "a destroyed stream"
+        );
+        assert!(
+            rt.submit(Launch::new(Kernel::new(rt.id(), 999, 0), 1, &[], s))
+                .is_err()
+        );
         assert_eq!(rt.host_now(), before);
-        rt.launch(noop, 1, &[], s).unwrap();
+        rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
         assert_eq!(rt.host_now(), before + SimTime(launch_ns));
         // On a callback's own clock too.
         let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
         let (rt2, seen2) = (rt.clone(), seen.clone());
-        rt.launch_host_func(s, move || {
+        rt.submit(HostFunc::new(s, move || {
             let t = rt2.host_now();
-            let refused = rt2.launch(noop, 1, &[], gone).is_err();
+            let refused = rt2.submit(Launch::new(noop, 1, &[], gone)).is_err();
             let after_refusal = rt2.host_now();
-            rt2.launch(noop, 1, &[], s).unwrap();
+            rt2.submit(Launch::new(noop, 1, &[], s)).unwrap();
             *seen2.lock().unwrap() = Some((refused, after_refusal - t, rt2.host_now() - t));
-        })
+        }))
         .unwrap();
-        rt.synchronize_stream(s).unwrap();
+        rt.streams().synchronize(s).unwrap();
         assert_eq!(
             *seen.lock().unwrap(),
             Some((true, SimTime::ZERO, SimTime(launch_ns)))
@@ -375,15 +501,15 @@ mod tests {
     #[test]
     fn a_known_kernel_is_checked_again_once_an_embedder_replaced_the_registry() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let s = rt.create_stream().unwrap();
+        let s = rt.streams().create().unwrap();
         let noop = rt.kernel("noop").unwrap();
-        rt.launch(noop, 1, &[], s).unwrap();
-        rt.launch(noop, 1, &[], s).unwrap();
+        rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
+        rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
         assert!(rt.lock_quiet().known_natives.knows(noop));
         let empty = empty_registry(&rt);
         rt.lock_world().world_mut().insert_resource(empty);
         assert!(matches!(
-            rt.launch(noop, 1, &[], s),
+            rt.submit(Launch::new(noop, 1, &[], s)),
             Err(NpuError::KernelNotFound(_))
         ));
         // The two launches queued before fail when they come to run: their kernel is gone.
@@ -396,9 +522,9 @@ mod tests {
     #[test]
     fn a_known_kernel_is_checked_again_after_a_frame_in_which_a_system_replaced_the_registry() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let s = rt.create_stream().unwrap();
+        let s = rt.streams().create().unwrap();
         let noop = rt.kernel("noop").unwrap();
-        rt.launch(noop, 1, &[], s).unwrap();
+        rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
         let empty = empty_registry(&rt);
         let mut g = rt.lock_world();
         let once = std::sync::Mutex::new(Some(empty));
@@ -409,11 +535,11 @@ mod tests {
                 }
             });
         drop(g);
-        rt.launch(noop, 1, &[], s).unwrap();
+        rt.submit(Launch::new(noop, 1, &[], s)).unwrap();
         assert!(rt.lock_quiet().known_natives.knows(noop));
         rt.step();
         assert!(matches!(
-            rt.launch(noop, 1, &[], s),
+            rt.submit(Launch::new(noop, 1, &[], s)),
             Err(NpuError::KernelNotFound(_))
         ));
     }

@@ -21,22 +21,26 @@
 //! # Ok::<(), NpuError>(())
 //! ```
 //!
-//! And the ACL-style methods of [`Runtime`], one per ACL call (the C API sits on them):
+//! And the ACL-style calls, one per ACL call (the C API sits on them), grouped by concept in
+//! services ([`Runtime::memory`], [`Runtime::streams`], [`Runtime::events`] …), with the work a
+//! stream runs as typed commands ([`Launch`], [`HostFunc`], [`LaunchOp`], [`Collective`]) given
+//! to [`Runtime::submit`]:
 //!
 //! ```
 //! use npusim_engine::prelude::*;
 //!
 //! let rt = Runtime::new(RuntimeConfig::default())?;
-//! let stream = rt.create_stream()?;
+//! let stream = rt.streams().create()?;
 //! let n = 1024usize;
-//! let (a, b, c) = (rt.malloc(4 * n as u64)?, rt.malloc(4 * n as u64)?, rt.malloc(4 * n as u64)?);
-//! rt.memcpy_htod(a, &vec![1.0f32; n])?;
-//! rt.memcpy_htod(b, &vec![2.0f32; n])?;
+//! let mem = rt.memory();
+//! let (a, b, c) = (mem.malloc(4 * n as u64)?, mem.malloc(4 * n as u64)?, mem.malloc(4 * n as u64)?);
+//! mem.memcpy_htod(a, &vec![1.0f32; n])?;
+//! mem.memcpy_htod(b, &vec![2.0f32; n])?;
 //! let add = rt.kernel("vector_add_f32")?;
-//! rt.launch(add, 8, &[a.into(), b.into(), c.into(), n.into()], stream)?;
-//! rt.synchronize_stream(stream)?;
+//! rt.submit(Launch::new(add, 8, &[a.into(), b.into(), c.into(), n.into()], stream))?;
+//! rt.streams().synchronize(stream)?;
 //! let mut out = vec![0.0f32; n];
-//! rt.memcpy_dtoh(&mut out, c)?;
+//! mem.memcpy_dtoh(&mut out, c)?;
 //! assert!(out.iter().all(|&x| x == 3.0));
 //! # Ok::<(), NpuError>(())
 //! ```
@@ -62,10 +66,11 @@ pub mod stream;
 pub mod timed;
 pub mod timeline;
 
-pub use collective::{CommBuffer, Communicator, LinkStats};
+pub use collective::{Collective, CollectiveOp, CommBuffer, Communicator, LinkStats};
 pub use context::{ExceptionCallback, ExceptionInfo};
 /// IEEE half precision (`half::f16`), the element type of `f16` collectives.
 pub use half;
+pub use launch::{Command, HostFunc, Launch, Submission};
 pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
@@ -90,7 +95,7 @@ pub use npusim_device::link::{
 };
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
-pub use ops::{OpBuilder, TensorArg};
+pub use ops::{LaunchOp, OpBuilder, TensorArg};
 pub use runtime::{HostCosts, Runtime, RuntimeConfig, RuntimeGuard, Stats};
 pub use safe::{
     CommElement, DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, KernelArg,
@@ -99,14 +104,20 @@ pub use safe::{
 };
 pub use stream::StreamConfig;
 pub use timeline::HostSpan;
+/// The runtime's services, one per concept, each reached through the [`Runtime`] method of
+/// its name ([`Runtime::memory`], [`Runtime::streams`] …).
+pub use {
+    binary::Binaries, collective::Collectives, context::Contexts, event::Events, launch::Kernels,
+    limits::Limits, memory::Memory, ops::Ops, sanitizer::StreamSanitizer, stream::Streams,
+};
 
 /// The names most programs need.
 pub mod prelude {
     pub use crate::{
-        Arg, Binary, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer, Kernel,
-        KernelCost, KernelCtx, KernelFault, NativeKernel, NpuError, NpuResult, NpuSet, OpBuilder,
-        Runtime, RuntimeConfig, Shape, ShapeHandle, SimTime, Stream, StreamConfig, TensorArg,
-        Tiling,
+        Arg, Binary, Collective, ComputeUnit, Context, DeviceConfig, DevicePtr, Event, HostBuffer,
+        HostFunc, Kernel, KernelCost, KernelCtx, KernelFault, Launch, LaunchOp, NativeKernel,
+        NpuError, NpuResult, NpuSet, OpBuilder, Runtime, RuntimeConfig, Shape, ShapeHandle,
+        SimTime, Stream, StreamConfig, Submission, TensorArg, Tiling,
     };
     pub use crate::{
         DeviceBuffer, DeviceSlice, DeviceSliceMut, DeviceView, DeviceViewMut, LaunchBuilder,

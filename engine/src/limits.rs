@@ -6,7 +6,8 @@
 
 use std::time::Duration;
 
-use npusim_components::limits::DeviceLimits;
+/// The per-device limits [`Limits::device`] reports.
+pub use npusim_components::limits::DeviceLimits;
 use npusim_components::{DeviceState, NpuError, NpuResult, SimTime};
 
 use crate::runtime::{Inner, Runtime};
@@ -24,11 +25,21 @@ impl Runtime {
         let e = *inner.devices.get(device as usize).ok_or(invalid.clone())?;
         inner.world.get_mut::<DeviceState>(e).ok_or(invalid)
     }
+}
 
+/// Per-device limits: cores, kernel timeouts and wall-clock limits, event-wait timeouts, the
+/// kernel log.
+/// Reached through [`Runtime::limits`].
+#[derive(Clone, Copy)]
+pub struct Limits<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Limits<'_> {
     /// The limits of device `device`.
-    pub fn device_limits(&self, device: u32) -> NpuResult<DeviceLimits> {
-        let mut g = self.lock();
-        Ok(self.device_limits_mut(&mut g, device)?.limits.clone())
+    pub fn device(&self, device: u32) -> NpuResult<DeviceLimits> {
+        let mut g = self.rt.lock();
+        Ok(self.rt.device_limits_mut(&mut g, device)?.limits.clone())
     }
 
     /// Caps the AI cores one kernel may occupy on `device`: at most `cube` cube cores (npusim's
@@ -41,8 +52,8 @@ impl Runtime {
         cube: Option<u32>,
         vector: Option<u32>,
     ) -> NpuResult<()> {
-        let mut g = self.lock();
-        let mut d = self.device_limits_mut(&mut g, device)?;
+        let mut g = self.rt.lock();
+        let mut d = self.rt.device_limits_mut(&mut g, device)?;
         let cores = d.config.ai_cores;
         let vectors = d.config.vector_cores();
         for (what, v, max) in [("cube", cube, cores), ("vector", vector, vectors)] {
@@ -70,9 +81,9 @@ impl Runtime {
         if timeout == SimTime::ZERO {
             return Err(NpuError::InvalidParam("a kernel timeout of 0".into()));
         }
-        let mut g = self.lock();
+        let mut g = self.rt.lock();
         for d in 0..g.devices.len() as u32 {
-            self.device_limits_mut(&mut g, d)?.limits.kernel_timeout = timeout;
+            self.rt.device_limits_mut(&mut g, d)?.limits.kernel_timeout = timeout;
         }
         g.record(|_, _| crate::record::Call::SetKernelTimeout {
             ns: timeout.as_ns(),
@@ -84,9 +95,9 @@ impl Runtime {
     /// executed for this long fails with an AI-core timeout, whatever its simulated time.
     /// `Duration::ZERO` turns the guard off. Results never depend on it unless it fires.
     pub fn set_kernel_wall_limit(&self, limit: Duration) {
-        let mut g = self.lock();
+        let mut g = self.rt.lock();
         for d in 0..g.devices.len() as u32 {
-            if let Ok(mut s) = self.device_limits_mut(&mut g, d) {
+            if let Ok(mut s) = self.rt.device_limits_mut(&mut g, d) {
                 s.limits.kernel_wall_limit = limit;
             }
         }
@@ -100,9 +111,9 @@ impl Runtime {
     /// stream reports it at the next synchronize) and the stream goes on. `None` (the default)
     /// waits for ever.
     pub fn set_event_wait_timeout(&self, timeout: Option<SimTime>) {
-        let mut g = self.lock();
+        let mut g = self.rt.lock();
         for d in 0..g.devices.len() as u32 {
-            if let Ok(mut s) = self.device_limits_mut(&mut g, d) {
+            if let Ok(mut s) = self.rt.device_limits_mut(&mut g, d) {
                 s.limits.event_wait_timeout = timeout;
             }
         }
@@ -111,11 +122,11 @@ impl Runtime {
         });
     }
 
-    /// Writes the lines kernels printed since the last call (see [`Runtime::take_kernel_log`])
+    /// Writes the lines kernels printed since the last call (see [`Binaries::take_kernel_log`](crate::Binaries::take_kernel_log))
     /// to `out`, one per line, as a device's printf reaches the host at a synchronize; returns
     /// how many.
     pub fn write_kernel_log(&self, out: &mut dyn std::io::Write) -> std::io::Result<usize> {
-        let lines = self.take_kernel_log();
+        let lines = self.rt.binaries().take_kernel_log();
         for l in &lines {
             writeln!(out, "{l}")?;
         }
@@ -136,21 +147,21 @@ mod tests {
             ..RuntimeConfig::default()
         })
         .unwrap();
-        rt.set_core_limits(1, Some(4), None).unwrap();
-        assert_eq!(rt.device_limits(1).unwrap().cube_cores, Some(4));
-        assert_eq!(rt.device_limits(0).unwrap().cube_cores, None);
-        assert!(rt.set_core_limits(0, Some(0), None).is_err());
-        assert!(rt.set_core_limits(0, Some(1000), None).is_err());
-        assert!(rt.set_core_limits(5, Some(1), None).is_err());
+        rt.limits().set_core_limits(1, Some(4), None).unwrap();
+        assert_eq!(rt.limits().device(1).unwrap().cube_cores, Some(4));
+        assert_eq!(rt.limits().device(0).unwrap().cube_cores, None);
+        assert!(rt.limits().set_core_limits(0, Some(0), None).is_err());
+        assert!(rt.limits().set_core_limits(0, Some(1000), None).is_err());
+        assert!(rt.limits().set_core_limits(5, Some(1), None).is_err());
     }
 
     #[test]
     fn a_kernel_timeout_of_zero_is_refused() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        assert!(rt.set_kernel_timeout(SimTime::ZERO).is_err());
-        rt.set_kernel_timeout(SimTime::from_ms(5)).unwrap();
+        assert!(rt.limits().set_kernel_timeout(SimTime::ZERO).is_err());
+        rt.limits().set_kernel_timeout(SimTime::from_ms(5)).unwrap();
         assert_eq!(
-            rt.device_limits(0).unwrap().kernel_timeout,
+            rt.limits().device(0).unwrap().kernel_timeout,
             SimTime::from_ms(5)
         );
     }

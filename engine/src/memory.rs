@@ -5,7 +5,7 @@
 use bevy_ecs::prelude::*;
 use npusim_components::task::{CopyDir, CopyView, MemsetView, TaskDescriptor, TaskExtra};
 use npusim_components::{
-    ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
+    Context, ContextState, DevicePtr, DeviceState, HostBuffer, NpuError, NpuResult, SimTime, Stream,
 };
 
 use crate::runtime::{Inner, Runtime};
@@ -47,22 +47,6 @@ impl Runtime {
             });
         }
         Ok(())
-    }
-
-    /// Allocates `size` bytes of device memory in the current context (64-byte aligned),
-    /// huge pages first (`ACL_MEM_MALLOC_HUGE_FIRST`).
-    #[track_caller]
-    pub fn malloc(&self, size: u64) -> NpuResult<DevicePtr> {
-        self.malloc_with_policy(size, AllocPolicy::HugeFirst)
-    }
-
-    /// Allocates with an explicit page policy (`aclrtMalloc`'s `aclrtMemMallocPolicy`). From the
-    /// context's pool: steady-state allocations make no driver call. When memory is exhausted,
-    /// frees still waiting for their streams are completed first and the request retried; only
-    /// then is it `ACL_ERROR_RT_DEVICE_OOM`, with nothing changed.
-    #[track_caller]
-    pub fn malloc_with_policy(&self, size: u64, policy: AllocPolicy) -> NpuResult<DevicePtr> {
-        self.malloc_on(size, policy, None)
     }
 
     /// An allocation, stream-ordered behind `stream`'s submitted work when given.
@@ -128,30 +112,6 @@ impl Runtime {
             .memory;
         memory.check_free(ptr.0, ctx)?;
         Ok(device)
-    }
-
-    /// Frees device memory. Returns at once; the block stays reserved until every stream
-    /// position whose task names it has completed, then the deferred-free stage of a frame
-    /// returns it to the pool. A queued kernel that reads the block can never see it reused.
-    #[track_caller]
-    pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
-        self.free_after(ptr, None, false)
-    }
-
-    /// As [`Runtime::free`], meant as a free stream-ordered behind every task that names the
-    /// block (what the safe API's drop does, as cudarc's drop frees on its stream): the stream
-    /// sanitizer then does not report work queued before it. [`Runtime::free`] is ACL's
-    /// `aclrtFree`, which a real runtime does at once: work not ordered before it is reported.
-    #[track_caller]
-    pub fn free_behind_uses(&self, ptr: DevicePtr) -> NpuResult<()> {
-        self.free_after(ptr, None, true)
-    }
-
-    /// Stream-ordered free (`aclrtMemPoolFreeAsync`, `cudaFreeAsync`): as [`Runtime::free`],
-    /// and also not before `stream` reaches the position of this call.
-    #[track_caller]
-    pub fn free_async(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
-        self.free_after(ptr, Some(stream), false)
     }
 
     #[track_caller]
@@ -222,119 +182,6 @@ impl Runtime {
         Ok(())
     }
 
-    /// Stream-ordered allocation (`aclrtMemPoolMallocAsync`, `cudaMallocAsync`): the memory may
-    /// be used by work enqueued on `stream` after this call.
-    #[track_caller]
-    pub fn malloc_async(&self, size: u64, stream: Stream) -> NpuResult<DevicePtr> {
-        let s = {
-            let g = self.lock();
-            self.check_stream(&g, stream)?.0
-        };
-        self.malloc_on(size, AllocPolicy::HugeFirst, Some(s))
-    }
-
-    /// Declares that work on `stream` (enqueued so far) uses the block containing `ptr`, so a
-    /// later free also waits for that position (as `recordStream`).
-    pub fn record_stream(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        self.check_range(&g, ctx, ptr, 0, "record_stream pointer")?;
-        let pos = g.world.get::<StreamState>(s).expect("checked").submitted;
-        let device = self.device_of(&g.world, ctx);
-        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
-        d.memory.note_use(ctx, ptr.0, (s, pos));
-        g.record(|r, _| crate::record::Call::RecordStream {
-            ptr: ptr.0,
-            stream: r.stream(s),
-        });
-        Ok(())
-    }
-
-    /// Memory counters of the current context's device: pool (live, reserved, peaks,
-    /// fragmentation), TLB (hits, misses), driver calls, deferred frees.
-    pub fn memory_stats(&self) -> NpuResult<MemoryStats> {
-        let g = self.lock();
-        let ctx = self.current_ctx_entity(&g)?;
-        let device = self.device_of(&g.world, ctx);
-        Ok(g.world
-            .get::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .stats())
-    }
-
-    /// Releases memory the current context's pool caches back to the driver (`trim`); returns
-    /// the bytes released.
-    pub fn trim_memory(&self) -> NpuResult<u64> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
-        let device = self.device_of(&g.world, ctx);
-        let released = g
-            .world
-            .get_mut::<DeviceState>(device)
-            .expect("device")
-            .memory
-            .trim(ctx);
-        g.charge_driver(device);
-        crate::sanitizer::trimmed(&mut g, ctx, device);
-        g.record(|_, _| crate::record::Call::TrimMemory);
-        Ok(released)
-    }
-
-    /// Allocates `size` bytes of pinned (page-locked) host memory. Past the pinned budget
-    /// ([`PINNED_HOST_LIMIT`](npusim_components::host::PINNED_HOST_LIMIT)) or the host's memory
-    /// it is `ACL_ERROR_RT_MEMORY_ALLOCATION`, with nothing allocated.
-    pub fn malloc_host(&self, size: u64) -> NpuResult<HostBuffer> {
-        if size == 0 {
-            return Err(NpuError::InvalidParam(format!(
-                "host allocation of {size} bytes"
-            )));
-        }
-        let buffer = HostBuffer::try_new(size, true)?;
-        let mut g = self.lock();
-        let cost = g.costs.call_ns;
-        g.charge(cost);
-        g.record(|r, _| crate::record::Call::MallocHost {
-            size,
-            host: r.new_host(&buffer),
-        });
-        Ok(buffer)
-    }
-
-    /// Frees host memory from [`Runtime::malloc_host`]; later uses of the buffer are errors.
-    /// Like `cudaFreeHost`, it first waits for the devices' queued work, so a queued copy from
-    /// or to the buffer completes instead of failing (and faulting its context).
-    pub fn free_host(&self, buffer: &HostBuffer) -> NpuResult<()> {
-        if !buffer.is_pinned() {
-            return Err(NpuError::InvalidMemoryType(
-                "not memory from malloc_host".into(),
-            ));
-        }
-        if buffer.is_freed() {
-            return Err(NpuError::InvalidMemoryType(
-                "host buffer freed twice".into(),
-            ));
-        }
-        let what = || "free_host".to_string();
-        let done = |i: &Inner| (0..i.devices.len() as u32).all(|d| i.device_idle(d));
-        let (mut g, result) = self.drive(self.lock(), &what, &done, None);
-        if result.is_ok() {
-            crate::sanitizer::host_freed(&mut g, buffer);
-            g.record_new(|r, _| {
-                let host = r.forget_host(buffer)?;
-                Some(crate::record::Call::FreeHost { host })
-            });
-        }
-        drop(g);
-        result?;
-        if !buffer.mark_freed() {
-            return Err(NpuError::InvalidMemoryType(
-                "host buffer freed twice".into(),
-            ));
-        }
-        Ok(())
-    }
-
     fn check_host(buffer: &HostBuffer, offset: u64, bytes: u64) -> NpuResult<()> {
         let len = buffer.bytes()?.len() as u64;
         if offset.checked_add(bytes).is_none_or(|end| end > len) {
@@ -343,74 +190,6 @@ impl Runtime {
             )));
         }
         Ok(())
-    }
-
-    /// Enqueues a copy of `bytes` bytes from host buffer `src` to device address `dst`.
-    #[track_caller]
-    pub fn memcpy_htod_async(
-        &self,
-        dst: DevicePtr,
-        src: &HostBuffer,
-        bytes: u64,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.memcpy_htod_async_at(dst, src, 0, bytes, stream)
-    }
-
-    /// As [`Runtime::memcpy_htod_async`], from byte `offset` of `src` on: the bytes are read
-    /// when the copy runs, as a DMA engine reads pinned memory.
-    #[track_caller]
-    pub fn memcpy_htod_async_at(
-        &self,
-        dst: DevicePtr,
-        src: &HostBuffer,
-        offset: u64,
-        bytes: u64,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_host_copy(CopyDir::HostToDevice, dst, src, offset, bytes, stream)
-    }
-
-    /// Enqueues a copy from pageable host memory. As CUDA documents for pageable memory, the
-    /// bytes are staged at the call (the host pays for it), so `src` may be reused at once.
-    #[track_caller]
-    pub fn memcpy_htod_async_pageable<T: bytemuck::Pod>(
-        &self,
-        dst: DevicePtr,
-        src: &[T],
-        stream: Stream,
-    ) -> NpuResult<()> {
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        let staged = HostBuffer::staged(bytes);
-        let stage_cost = (bytes.len() as u64).div_ceil(1024) * self.lock().costs.stage_ns_per_kib;
-        self.memcpy_htod_async(dst, &staged, bytes.len() as u64, stream)?;
-        self.host_work(SimTime(stage_cost));
-        Ok(())
-    }
-
-    /// Enqueues a copy of `bytes` bytes from device address `src` to host buffer `dst`.
-    #[track_caller]
-    pub fn memcpy_dtoh_async(
-        &self,
-        dst: &HostBuffer,
-        src: DevicePtr,
-        bytes: u64,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.memcpy_dtoh_async_at(dst, 0, src, bytes, stream)
-    }
-
-    /// As [`Runtime::memcpy_dtoh_async`], into `dst` from byte `offset` on.
-    #[track_caller]
-    pub fn memcpy_dtoh_async_at(
-        &self,
-        dst: &HostBuffer,
-        offset: u64,
-        src: DevicePtr,
-        bytes: u64,
-        stream: Stream,
-    ) -> NpuResult<()> {
-        self.enqueue_host_copy(CopyDir::DeviceToHost, src, dst, offset, bytes, stream)
     }
 
     /// Checks and enqueues a copy between device address `device` and bytes `offset..` of the
@@ -455,6 +234,271 @@ impl Runtime {
         Ok(())
     }
 
+    /// Waits for the current context's device to finish its queued work, then runs `f` on the
+    /// context's default stream and waits for it: the synchronous copies' ordering, as the
+    /// legacy default stream gives them. (The sanitizer takes the copy as the calling thread's
+    /// own access, ordered after that thread's own earlier work: see
+    /// [`SyncCallGuard`](crate::sanitizer::SyncCallGuard).)
+    #[track_caller]
+    fn sync_op(&self, f: impl FnOnce(Stream) -> NpuResult<()>) -> NpuResult<()> {
+        // The copy enqueues from a closure: the caller's site is set for it here.
+        let _site = crate::sanitizer::SiteGuard::here();
+        let _sync = crate::sanitizer::SyncCallGuard::enter();
+        self.synchronize_device()?;
+        let stream = self.contexts().default_stream()?;
+        f(stream)?;
+        self.streams().synchronize(stream)
+    }
+}
+
+/// Device and pinned host memory: allocation from the context's pool, stream-ordered frees,
+/// copies and memsets (`aclrtMalloc`, `aclrtMemcpy*`, `aclrtMemset*`).
+/// Reached through [`Runtime::memory`].
+#[derive(Clone, Copy)]
+pub struct Memory<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Memory<'_> {
+    /// Allocates `size` bytes of device memory in the current context (64-byte aligned),
+    /// huge pages first (`ACL_MEM_MALLOC_HUGE_FIRST`).
+    #[track_caller]
+    pub fn malloc(&self, size: u64) -> NpuResult<DevicePtr> {
+        self.malloc_with_policy(size, AllocPolicy::HugeFirst)
+    }
+
+    /// Allocates with an explicit page policy (`aclrtMalloc`'s `aclrtMemMallocPolicy`). From the
+    /// context's pool: steady-state allocations make no driver call. When memory is exhausted,
+    /// frees still waiting for their streams are completed first and the request retried; only
+    /// then is it `ACL_ERROR_RT_DEVICE_OOM`, with nothing changed.
+    #[track_caller]
+    pub fn malloc_with_policy(&self, size: u64, policy: AllocPolicy) -> NpuResult<DevicePtr> {
+        self.rt.malloc_on(size, policy, None)
+    }
+
+    /// Frees device memory. Returns at once; the block stays reserved until every stream
+    /// position whose task names it has completed, then the deferred-free stage of a frame
+    /// returns it to the pool. A queued kernel that reads the block can never see it reused.
+    #[track_caller]
+    pub fn free(&self, ptr: DevicePtr) -> NpuResult<()> {
+        self.rt.free_after(ptr, None, false)
+    }
+
+    /// As [`Memory::free`](crate::Memory::free), meant as a free stream-ordered behind every task that names the
+    /// block (what the safe API's drop does, as cudarc's drop frees on its stream): the stream
+    /// sanitizer then does not report work queued before it. [`Memory::free`](crate::Memory::free) is ACL's
+    /// `aclrtFree`, which a real runtime does at once: work not ordered before it is reported.
+    #[track_caller]
+    pub fn free_behind_uses(&self, ptr: DevicePtr) -> NpuResult<()> {
+        self.rt.free_after(ptr, None, true)
+    }
+
+    /// Stream-ordered free (`aclrtMemPoolFreeAsync`, `cudaFreeAsync`): as [`Memory::free`](crate::Memory::free),
+    /// and also not before `stream` reaches the position of this call.
+    #[track_caller]
+    pub fn free_async(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
+        self.rt.free_after(ptr, Some(stream), false)
+    }
+
+    /// Stream-ordered allocation (`aclrtMemPoolMallocAsync`, `cudaMallocAsync`): the memory may
+    /// be used by work enqueued on `stream` after this call.
+    #[track_caller]
+    pub fn malloc_async(&self, size: u64, stream: Stream) -> NpuResult<DevicePtr> {
+        let s = {
+            let g = self.rt.lock();
+            self.rt.check_stream(&g, stream)?.0
+        };
+        self.rt.malloc_on(size, AllocPolicy::HugeFirst, Some(s))
+    }
+
+    /// Declares that work on `stream` (enqueued so far) uses the block containing `ptr`, so a
+    /// later free also waits for that position (as `recordStream`).
+    pub fn record_stream(&self, ptr: DevicePtr, stream: Stream) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let (s, ctx) = self.rt.check_stream(&g, stream)?;
+        self.rt
+            .check_range(&g, ctx, ptr, 0, "record_stream pointer")?;
+        let pos = g.world.get::<StreamState>(s).expect("checked").submitted;
+        let device = self.rt.device_of(&g.world, ctx);
+        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+        d.memory.note_use(ctx, ptr.0, (s, pos));
+        g.record(|r, _| crate::record::Call::RecordStream {
+            ptr: ptr.0,
+            stream: r.stream(s),
+        });
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes of context `ctx`'s device memory at `ptr` as they are now,
+    /// without waiting for queued work (what a host sees through a mapped view). The C API
+    /// reads a launch's argument buffer in device memory this way. An address outside `ctx`'s
+    /// mappings is [`NpuError::InvalidPointer`].
+    pub fn read_now(&self, ctx: Context, ptr: DevicePtr, out: &mut [u8]) -> NpuResult<()> {
+        let mut g = self.rt.lock();
+        let c = self.rt.check_context(&g, ctx)?;
+        let device = self.rt.device_of(&g.world, c);
+        let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
+        d.memory
+            .read(ptr.0, out, c)
+            .map_err(|_| NpuError::InvalidPointer { ptr: ptr.0 })
+    }
+
+    /// Memory counters of the current context's device: pool (live, reserved, peaks,
+    /// fragmentation), TLB (hits, misses), driver calls, deferred frees.
+    pub fn stats(&self) -> NpuResult<MemoryStats> {
+        let g = self.rt.lock();
+        let ctx = self.rt.current_ctx_entity(&g)?;
+        let device = self.rt.device_of(&g.world, ctx);
+        Ok(g.world
+            .get::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .stats())
+    }
+
+    /// Releases memory the current context's pool caches back to the driver (`trim`); returns
+    /// the bytes released.
+    pub fn trim(&self) -> NpuResult<u64> {
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
+        let device = self.rt.device_of(&g.world, ctx);
+        let released = g
+            .world
+            .get_mut::<DeviceState>(device)
+            .expect("device")
+            .memory
+            .trim(ctx);
+        g.charge_driver(device);
+        crate::sanitizer::trimmed(&mut g, ctx, device);
+        g.record(|_, _| crate::record::Call::TrimMemory);
+        Ok(released)
+    }
+
+    /// Allocates `size` bytes of pinned (page-locked) host memory. Past the pinned budget
+    /// ([`PINNED_HOST_LIMIT`](npusim_components::host::PINNED_HOST_LIMIT)) or the host's memory
+    /// it is `ACL_ERROR_RT_MEMORY_ALLOCATION`, with nothing allocated.
+    pub fn malloc_host(&self, size: u64) -> NpuResult<HostBuffer> {
+        if size == 0 {
+            return Err(NpuError::InvalidParam(format!(
+                "host allocation of {size} bytes"
+            )));
+        }
+        let buffer = HostBuffer::try_new(size, true)?;
+        let mut g = self.rt.lock();
+        let cost = g.costs.call_ns;
+        g.charge(cost);
+        g.record(|r, _| crate::record::Call::MallocHost {
+            size,
+            host: r.new_host(&buffer),
+        });
+        Ok(buffer)
+    }
+
+    /// Frees host memory from [`Memory::malloc_host`](crate::Memory::malloc_host); later uses of the buffer are errors.
+    /// Like `cudaFreeHost`, it first waits for the devices' queued work, so a queued copy from
+    /// or to the buffer completes instead of failing (and faulting its context).
+    pub fn free_host(&self, buffer: &HostBuffer) -> NpuResult<()> {
+        if !buffer.is_pinned() {
+            return Err(NpuError::InvalidMemoryType(
+                "not memory from malloc_host".into(),
+            ));
+        }
+        if buffer.is_freed() {
+            return Err(NpuError::InvalidMemoryType(
+                "host buffer freed twice".into(),
+            ));
+        }
+        let what = || "free_host".to_string();
+        let done = |i: &Inner| (0..i.devices.len() as u32).all(|d| i.device_idle(d));
+        let (mut g, result) = self.rt.drive(self.rt.lock(), &what, &done, None);
+        if result.is_ok() {
+            crate::sanitizer::host_freed(&mut g, buffer);
+            g.record_new(|r, _| {
+                let host = r.forget_host(buffer)?;
+                Some(crate::record::Call::FreeHost { host })
+            });
+        }
+        drop(g);
+        result?;
+        if !buffer.mark_freed() {
+            return Err(NpuError::InvalidMemoryType(
+                "host buffer freed twice".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Enqueues a copy of `bytes` bytes from host buffer `src` to device address `dst`.
+    #[track_caller]
+    pub fn memcpy_htod_async(
+        &self,
+        dst: DevicePtr,
+        src: &HostBuffer,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.memcpy_htod_async_at(dst, src, 0, bytes, stream)
+    }
+
+    /// As [`Memory::memcpy_htod_async`](crate::Memory::memcpy_htod_async), from byte `offset` of `src` on: the bytes are read
+    /// when the copy runs, as a DMA engine reads pinned memory.
+    #[track_caller]
+    pub fn memcpy_htod_async_at(
+        &self,
+        dst: DevicePtr,
+        src: &HostBuffer,
+        offset: u64,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.rt
+            .enqueue_host_copy(CopyDir::HostToDevice, dst, src, offset, bytes, stream)
+    }
+
+    /// Enqueues a copy from pageable host memory. As CUDA documents for pageable memory, the
+    /// bytes are staged at the call (the host pays for it), so `src` may be reused at once.
+    #[track_caller]
+    pub fn memcpy_htod_async_pageable<T: bytemuck::Pod>(
+        &self,
+        dst: DevicePtr,
+        src: &[T],
+        stream: Stream,
+    ) -> NpuResult<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let staged = HostBuffer::staged(bytes);
+        let stage_cost =
+            (bytes.len() as u64).div_ceil(1024) * self.rt.lock().costs.stage_ns_per_kib;
+        self.memcpy_htod_async(dst, &staged, bytes.len() as u64, stream)?;
+        self.rt.host_work(SimTime(stage_cost));
+        Ok(())
+    }
+
+    /// Enqueues a copy of `bytes` bytes from device address `src` to host buffer `dst`.
+    #[track_caller]
+    pub fn memcpy_dtoh_async(
+        &self,
+        dst: &HostBuffer,
+        src: DevicePtr,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.memcpy_dtoh_async_at(dst, 0, src, bytes, stream)
+    }
+
+    /// As [`Memory::memcpy_dtoh_async`](crate::Memory::memcpy_dtoh_async), into `dst` from byte `offset` on.
+    #[track_caller]
+    pub fn memcpy_dtoh_async_at(
+        &self,
+        dst: &HostBuffer,
+        offset: u64,
+        src: DevicePtr,
+        bytes: u64,
+        stream: Stream,
+    ) -> NpuResult<()> {
+        self.rt
+            .enqueue_host_copy(CopyDir::DeviceToHost, src, dst, offset, bytes, stream)
+    }
+
     /// Enqueues a copy of `bytes` bytes between two device addresses of the current context.
     #[track_caller]
     pub fn memcpy_dtod_async(
@@ -464,10 +508,11 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        self.check_range(&g, ctx, dst, bytes, "copy destination")?;
-        self.check_range(&g, ctx, src, bytes, "copy source")?;
+        let mut g = self.rt.lock();
+        let (s, ctx) = self.rt.check_stream(&g, stream)?;
+        self.rt
+            .check_range(&g, ctx, dst, bytes, "copy destination")?;
+        self.rt.check_range(&g, ctx, src, bytes, "copy source")?;
         let desc = TaskDescriptor::copy(CopyView {
             dst: dst.0,
             src: src.0,
@@ -494,9 +539,10 @@ impl Runtime {
         bytes: u64,
         stream: Stream,
     ) -> NpuResult<()> {
-        let mut g = self.lock();
-        let (s, ctx) = self.check_stream(&g, stream)?;
-        self.check_range(&g, ctx, dst, bytes, "memset destination")?;
+        let mut g = self.rt.lock();
+        let (s, ctx) = self.rt.check_stream(&g, stream)?;
+        self.rt
+            .check_range(&g, ctx, dst, bytes, "memset destination")?;
         let desc = TaskDescriptor::memset(MemsetView {
             dst: dst.0,
             value,
@@ -513,28 +559,13 @@ impl Runtime {
         Ok(())
     }
 
-    /// Waits for the current context's device to finish its queued work, then runs `f` on the
-    /// context's default stream and waits for it: the synchronous copies' ordering, as the
-    /// legacy default stream gives them. (The sanitizer takes the copy as the calling thread's
-    /// own access, ordered after that thread's own earlier work: see
-    /// [`SyncCallGuard`](crate::sanitizer::SyncCallGuard).)
-    #[track_caller]
-    fn sync_op(&self, f: impl FnOnce(Stream) -> NpuResult<()>) -> NpuResult<()> {
-        // The copy enqueues from a closure: the caller's site is set for it here.
-        let _site = crate::sanitizer::SiteGuard::here();
-        let _sync = crate::sanitizer::SyncCallGuard::enter();
-        self.synchronize_device()?;
-        let stream = self.default_stream()?;
-        f(stream)?;
-        self.synchronize_stream(stream)
-    }
-
     /// Copies `src` to device address `dst`, synchronously.
     #[track_caller]
     pub fn memcpy_htod<T: bytemuck::Pod>(&self, dst: DevicePtr, src: &[T]) -> NpuResult<()> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
         let staged = HostBuffer::staged(bytes);
-        self.sync_op(|s| self.memcpy_htod_async(dst, &staged, bytes.len() as u64, s))
+        self.rt
+            .sync_op(|s| self.memcpy_htod_async(dst, &staged, bytes.len() as u64, s))
     }
 
     /// Copies from device address `src` into `dst`, synchronously.
@@ -542,7 +573,8 @@ impl Runtime {
     pub fn memcpy_dtoh<T: bytemuck::Pod>(&self, dst: &mut [T], src: DevicePtr) -> NpuResult<()> {
         let out: &mut [u8] = bytemuck::cast_slice_mut(dst);
         let staged = HostBuffer::new(out.len(), false);
-        self.sync_op(|s| self.memcpy_dtoh_async(&staged, src, out.len() as u64, s))?;
+        self.rt
+            .sync_op(|s| self.memcpy_dtoh_async(&staged, src, out.len() as u64, s))?;
         out.copy_from_slice(&staged.bytes()?);
         Ok(())
     }
@@ -550,12 +582,13 @@ impl Runtime {
     /// Copies `bytes` bytes between device addresses, synchronously.
     #[track_caller]
     pub fn memcpy_dtod(&self, dst: DevicePtr, src: DevicePtr, bytes: u64) -> NpuResult<()> {
-        self.sync_op(|s| self.memcpy_dtod_async(dst, src, bytes, s))
+        self.rt
+            .sync_op(|s| self.memcpy_dtod_async(dst, src, bytes, s))
     }
 
     /// Sets `bytes` bytes at `dst` to `value`, synchronously.
     #[track_caller]
     pub fn memset(&self, dst: DevicePtr, value: u8, bytes: u64) -> NpuResult<()> {
-        self.sync_op(|s| self.memset_async(dst, value, bytes, s))
+        self.rt.sync_op(|s| self.memset_async(dst, value, bytes, s))
     }
 }

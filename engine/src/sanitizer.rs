@@ -9,8 +9,8 @@
 //! Each host thread is a thread of the clock: this file numbers the calling thread (cached in
 //! a thread-local per runtime), marks the parts of a synchronous copy or memset
 //! ([`SyncCallGuard`]) and serves the annotations for hand-offs between threads the runtime
-//! cannot see ([`Runtime::sanitizer_release`], [`Runtime::sanitizer_acquire`],
-//! [`Runtime::sanitizer_host_sync`]).
+//! cannot see ([`StreamSanitizer::release`](crate::StreamSanitizer::release), [`StreamSanitizer::acquire`](crate::StreamSanitizer::acquire),
+//! [`StreamSanitizer::host_sync`](crate::StreamSanitizer::host_sync)).
 //!
 //! ```
 //! use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
@@ -19,12 +19,12 @@
 //!     ..RuntimeConfig::default()
 //! })
 //! .unwrap();
-//! let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
-//! let buf = rt.malloc(4096).unwrap();
-//! rt.memset_async(buf, 1, 4096, a).unwrap(); // writes on a ...
-//! rt.memset_async(buf, 2, 4096, b).unwrap(); // ... and on b, with no event between
+//! let (a, b) = (rt.streams().create().unwrap(), rt.streams().create().unwrap());
+//! let buf = rt.memory().malloc(4096).unwrap();
+//! rt.memory().memset_async(buf, 1, 4096, a).unwrap(); // writes on a ...
+//! rt.memory().memset_async(buf, 2, 4096, b).unwrap(); // ... and on b, with no event between
 //! rt.synchronize_device().unwrap();
-//! let reports = rt.sanitizer_reports();
+//! let reports = rt.sanitizer().reports();
 //! assert_eq!(reports.len(), 1);
 //! assert_eq!(reports[0].kind, npusim_engine::ReportKind::Race);
 //! assert_eq!((reports[0].addr, reports[0].bytes), (buf.0, 4096));
@@ -600,80 +600,6 @@ fn block_of(inner: &Inner, ctx: Entity, base: u64) -> Option<(u32, u64)> {
 }
 
 impl Runtime {
-    /// Every stream-sanitizer report so far, in the order they were found (empty when the
-    /// sanitizer is off).
-    pub fn sanitizer_reports(&self) -> Vec<SanitizerReport> {
-        sanitizer_ref(&self.lock().world).map_or_else(Vec::new, |s| s.reports().to_vec())
-    }
-
-    /// Takes the stream-sanitizer reports, leaving none.
-    pub fn take_sanitizer_reports(&self) -> Vec<SanitizerReport> {
-        sanitizer_of(&mut self.lock().world).map_or_else(Vec::new, |mut s| s.take_reports())
-    }
-
-    /// How the stream sanitizer runs (off unless the runtime was built with it).
-    pub fn sanitizer_config(&self) -> SanitizerConfig {
-        sanitizer_ref(&self.lock().world).map_or_else(SanitizerConfig::default, |s| s.config())
-    }
-
-    /// Tells the stream sanitizer of a hand-off it cannot see, as `AnnotateHappensBefore`
-    /// does for ThreadSanitizer: everything the calling thread is ordered after so far —
-    /// its own calls included — is published under `key`; a later
-    /// [`Runtime::sanitizer_acquire`] of the same key, on any thread, is ordered after it.
-    /// Call it just before the hand-off (sending on a channel, unlocking, a barrier). A no-op
-    /// when the sanitizer is off.
-    ///
-    /// ```
-    /// use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
-    /// let rt = Runtime::new(RuntimeConfig {
-    ///     sanitizer: SanitizerConfig::report(),
-    ///     ..RuntimeConfig::default()
-    /// })
-    /// .unwrap();
-    /// let buf = rt.malloc(256).unwrap();
-    /// let (ready, ready_rx) = std::sync::mpsc::channel();
-    /// let (done, done_rx) = std::sync::mpsc::channel();
-    /// std::thread::scope(|s| {
-    ///     let rt = &rt;
-    ///     s.spawn(move || {
-    ///         rt.set_device(0).unwrap(); // the sanitizer knows this thread from here on
-    ///         ready.send(()).unwrap();
-    ///         done_rx.recv().unwrap(); // the main thread's copy is done ...
-    ///         rt.sanitizer_acquire(7); // ... and the sanitizer is told so
-    ///         rt.memcpy_htod(buf, &[2u8; 256]).unwrap();
-    ///     });
-    ///     ready_rx.recv().unwrap();
-    ///     rt.memcpy_htod(buf, &[1u8; 256]).unwrap();
-    ///     rt.sanitizer_release(7);
-    ///     done.send(()).unwrap();
-    /// });
-    /// assert!(rt.sanitizer_reports().is_empty());
-    /// ```
-    pub fn sanitizer_release(&self, key: u64) {
-        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-            self.annotate(|san, actor| san.release(actor, key));
-        }
-    }
-
-    /// Orders the calling thread after everything published under `key` by
-    /// [`Runtime::sanitizer_release`] so far (as ThreadSanitizer's `AnnotateHappensAfter`).
-    /// Call it just after the hand-off (receiving, locking). A no-op when the sanitizer is
-    /// off, or when nothing was published under `key`.
-    pub fn sanitizer_acquire(&self, key: u64) {
-        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-            self.annotate(|san, actor| san.acquire(actor, key));
-        }
-    }
-
-    /// Orders the calling thread after everything every host thread did so far: call it
-    /// after joining threads (`JoinHandle::join`, the end of `std::thread::scope`) or
-    /// meeting them at a barrier. A no-op when the sanitizer is off.
-    pub fn sanitizer_host_sync(&self) {
-        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
-            self.annotate(Sanitizer::host_sync);
-        }
-    }
-
     /// Runs `f` on the sanitizer, if it is on, as the calling thread.
     fn annotate(&self, f: impl FnOnce(&mut Sanitizer, Actor)) {
         let mut g = self.lock();
@@ -685,9 +611,92 @@ impl Runtime {
             f(&mut san, actor);
         }
     }
+}
+
+/// The stream sanitizer's reports and its host-side synchronization annotations.
+/// Reached through [`Runtime::sanitizer`].
+#[derive(Clone, Copy)]
+pub struct StreamSanitizer<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl StreamSanitizer<'_> {
+    /// Every stream-sanitizer report so far, in the order they were found (empty when the
+    /// sanitizer is off).
+    pub fn reports(&self) -> Vec<SanitizerReport> {
+        sanitizer_ref(&self.rt.lock().world).map_or_else(Vec::new, |s| s.reports().to_vec())
+    }
+
+    /// Takes the stream-sanitizer reports, leaving none.
+    pub fn take_reports(&self) -> Vec<SanitizerReport> {
+        sanitizer_of(&mut self.rt.lock().world).map_or_else(Vec::new, |mut s| s.take_reports())
+    }
+
+    /// How the stream sanitizer runs (off unless the runtime was built with it).
+    pub fn config(&self) -> SanitizerConfig {
+        sanitizer_ref(&self.rt.lock().world).map_or_else(SanitizerConfig::default, |s| s.config())
+    }
+
+    /// Tells the stream sanitizer of a hand-off it cannot see, as `AnnotateHappensBefore`
+    /// does for ThreadSanitizer: everything the calling thread is ordered after so far —
+    /// its own calls included — is published under `key`; a later
+    /// [`StreamSanitizer::acquire`](crate::StreamSanitizer::acquire) of the same key, on any thread, is ordered after it.
+    /// Call it just before the hand-off (sending on a channel, unlocking, a barrier). A no-op
+    /// when the sanitizer is off.
+    ///
+    /// ```
+    /// use npusim_engine::{Runtime, RuntimeConfig, SanitizerConfig};
+    /// let rt = Runtime::new(RuntimeConfig {
+    ///     sanitizer: SanitizerConfig::report(),
+    ///     ..RuntimeConfig::default()
+    /// })
+    /// .unwrap();
+    /// let buf = rt.memory().malloc(256).unwrap();
+    /// let (ready, ready_rx) = std::sync::mpsc::channel();
+    /// let (done, done_rx) = std::sync::mpsc::channel();
+    /// std::thread::scope(|s| {
+    ///     let rt = &rt;
+    ///     s.spawn(move || {
+    ///         rt.contexts().set_device(0).unwrap(); // the sanitizer knows this thread from here on
+    ///         ready.send(()).unwrap();
+    ///         done_rx.recv().unwrap(); // the main thread's copy is done ...
+    ///         rt.sanitizer().acquire(7); // ... and the sanitizer is told so
+    ///         rt.memory().memcpy_htod(buf, &[2u8; 256]).unwrap();
+    ///     });
+    ///     ready_rx.recv().unwrap();
+    ///     rt.memory().memcpy_htod(buf, &[1u8; 256]).unwrap();
+    ///     rt.sanitizer().release(7);
+    ///     done.send(()).unwrap();
+    /// });
+    /// assert!(rt.sanitizer().reports().is_empty());
+    /// ```
+    pub fn release(&self, key: u64) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.rt.annotate(|san, actor| san.release(actor, key));
+        }
+    }
+
+    /// Orders the calling thread after everything published under `key` by
+    /// [`StreamSanitizer::release`](crate::StreamSanitizer::release) so far (as ThreadSanitizer's `AnnotateHappensAfter`).
+    /// Call it just after the hand-off (receiving, locking). A no-op when the sanitizer is
+    /// off, or when nothing was published under `key`.
+    pub fn acquire(&self, key: u64) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.rt.annotate(|san, actor| san.acquire(actor, key));
+        }
+    }
+
+    /// Orders the calling thread after everything every host thread did so far: call it
+    /// after joining threads (`JoinHandle::join`, the end of `std::thread::scope`) or
+    /// meeting them at a barrier. A no-op when the sanitizer is off.
+    pub fn host_sync(&self) {
+        if WATCHED.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+            self.rt.annotate(Sanitizer::host_sync);
+        }
+    }
 
     /// The sanitizer's shadow memory in use (all zero when it is off).
-    pub fn sanitizer_shadow(&self) -> ShadowStats {
-        sanitizer_ref(&self.lock().world).map_or_else(ShadowStats::default, |s| s.shadow_stats())
+    pub fn shadow(&self) -> ShadowStats {
+        sanitizer_ref(&self.rt.lock().world).map_or_else(ShadowStats::default, |s| s.shadow_stats())
     }
 }

@@ -6,37 +6,11 @@
 
 use npusim_components::{ContextState, NpuError, NpuResult, SimTime};
 
+use crate::event::Events;
 use crate::runtime::{Inner, Runtime};
 use npusim_components::Event;
 
 impl Runtime {
-    /// As [`Runtime::synchronize_event`], giving up after `timeout` of simulated time.
-    pub fn synchronize_event_timeout(&self, event: Event, timeout: SimTime) -> NpuResult<()> {
-        let g = self.lock();
-        let (e, _) = self.check_event(&g, event)?;
-        let record = g.event(e).map_or(0, |ev| ev.recorded);
-        let what = || event.to_string();
-        let done = |i: &Inner| i.event(e).is_none_or(|ev| ev.record_done(record));
-        let (mut g, result) = self.drive(g, &what, &done, Some(timeout));
-        let timed_out = matches!(result, Err(NpuError::WaitTimeout { .. }));
-        // The plain wait below is part of this call: it is recorded as this call, once.
-        g.mute_recording(true);
-        drop(g);
-        let out = match result {
-            Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
-            // Done, or a record that can never fire: the plain wait reports it.
-            _ => self.synchronize_event(event),
-        };
-        let mut g = self.lock_quiet();
-        g.mute_recording(false);
-        g.record(|r, _| crate::record::Call::SynchronizeEventTimeout {
-            event: r.event(e),
-            timeout_ns: timeout.as_ns(),
-            timed_out,
-        });
-        out
-    }
-
     /// As [`Runtime::synchronize_device`], giving up after `timeout` of simulated time.
     pub fn synchronize_device_timeout(&self, timeout: SimTime) -> NpuResult<()> {
         let g = self.lock();
@@ -66,6 +40,35 @@ impl Runtime {
     }
 }
 
+impl Events<'_> {
+    /// As [`Events::synchronize`](crate::Events::synchronize), giving up after `timeout` of simulated time.
+    pub fn synchronize_timeout(&self, event: Event, timeout: SimTime) -> NpuResult<()> {
+        let g = self.rt.lock();
+        let (e, _) = self.rt.check_event(&g, event)?;
+        let record = g.event(e).map_or(0, |ev| ev.recorded);
+        let what = || event.to_string();
+        let done = |i: &Inner| i.event(e).is_none_or(|ev| ev.record_done(record));
+        let (mut g, result) = self.rt.drive(g, &what, &done, Some(timeout));
+        let timed_out = matches!(result, Err(NpuError::WaitTimeout { .. }));
+        // The plain wait below is part of this call: it is recorded as this call, once.
+        g.mute_recording(true);
+        drop(g);
+        let out = match result {
+            Err(e @ NpuError::WaitTimeout { .. }) => Err(e),
+            // Done, or a record that can never fire: the plain wait reports it.
+            _ => self.synchronize(event),
+        };
+        let mut g = self.rt.lock_quiet();
+        g.mute_recording(false);
+        g.record(|r, _| crate::record::Call::SynchronizeEventTimeout {
+            event: r.event(e),
+            timeout_ns: timeout.as_ns(),
+            timed_out,
+        });
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::{Runtime, RuntimeConfig, SimTime};
@@ -73,20 +76,22 @@ mod tests {
     #[test]
     fn a_timed_event_wait_gives_up_at_its_deadline_and_succeeds_later() {
         let rt = Runtime::new(RuntimeConfig::default()).unwrap();
-        let s = rt.create_stream().unwrap();
-        let ev = rt.create_event().unwrap();
-        let p = rt.malloc(256 << 20).unwrap();
-        rt.memset_async(p, 1, 256 << 20, s).unwrap();
-        rt.record_event(ev, s).unwrap();
+        let s = rt.streams().create().unwrap();
+        let ev = rt.events().create().unwrap();
+        let p = rt.memory().malloc(256 << 20).unwrap();
+        rt.memory().memset_async(p, 1, 256 << 20, s).unwrap();
+        rt.events().record(ev, s).unwrap();
         let err = rt
-            .synchronize_event_timeout(ev, SimTime::from_us(1))
+            .events()
+            .synchronize_timeout(ev, SimTime::from_us(1))
             .unwrap_err();
         assert_eq!(err.code(), 107019, "{err}");
-        assert!(!rt.query_event(ev).unwrap(), "the record stays queued");
-        rt.synchronize_event_timeout(ev, SimTime::from_ms(1000))
+        assert!(!rt.events().query(ev).unwrap(), "the record stays queued");
+        rt.events()
+            .synchronize_timeout(ev, SimTime::from_ms(1000))
             .unwrap();
-        assert!(rt.query_event(ev).unwrap());
-        rt.memset_async(p, 2, 256 << 20, s).unwrap();
+        assert!(rt.events().query(ev).unwrap());
+        rt.memory().memset_async(p, 2, 256 << 20, s).unwrap();
         assert!(rt.synchronize_device_timeout(SimTime::from_us(1)).is_err());
         rt.synchronize_device_timeout(SimTime::from_ms(1000))
             .unwrap();

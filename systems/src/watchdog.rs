@@ -71,7 +71,7 @@ pub fn describe(limits: &DeviceLimits, started: Instant, detail: &str) -> String
     if !wall.is_zero() && started.elapsed() >= wall {
         format!(
             "{at}: stopped by the wall-clock guard after {wall:?} of simulation{pc} (a runaway \
-             loop? NPUSIM_KERNEL_WALL_LIMIT / Runtime::set_kernel_wall_limit raise it)"
+             loop? NPUSIM_KERNEL_WALL_LIMIT / Limits::set_kernel_wall_limit raise it)"
         )
     } else {
         format!(

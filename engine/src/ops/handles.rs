@@ -11,6 +11,7 @@ use npusim_components::{
 };
 use npusim_device::cost::CopyDirection;
 
+use super::Ops;
 use crate::runtime::{Inner, Runtime};
 
 /// Gives `ctx` a live shape buffer: allocates it the first time, and again (invalidating every
@@ -109,15 +110,17 @@ impl Runtime {
             .and_then(|b| b.slot_addr(h.slot()))
             .ok_or_else(|| NpuError::Destroyed(h.to_string()))
     }
+}
 
+impl Ops<'_> {
     /// Creates a shape handle in the current context: a slot of its device-side shape buffer,
-    /// holding no shape until a producer (or [`Runtime::set_shape_async`]) writes one.
+    /// holding no shape until a producer (or [`Ops::set_shape_async`](crate::Ops::set_shape_async)) writes one.
     ///
     /// A handle is like a buffer: reuse it for another batch only once the previous batch's
     /// consumers are ordered (by stream order or events) before the next producer.
     pub fn create_shape(&self) -> NpuResult<ShapeHandle> {
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
         let cost = g.costs.call_ns;
         g.charge(cost);
@@ -131,28 +134,28 @@ impl Runtime {
                 context: format!("context {ctx}"),
                 slots: ShapeBuffer::SLOTS,
             })?;
-        let h = ShapeHandle::new(self.id(), ctx, slot, generation);
+        let h = ShapeHandle::new(self.rt.id(), ctx, slot, generation);
         g.record(|r, _| crate::record::Call::CreateShape { shape: r.shape(h) });
         Ok(h)
     }
 
-    /// Frees a shape handle. Like [`Runtime::free`], it first waits for the device's queued
+    /// Frees a shape handle. Like [`Memory::free`](crate::Memory::free), it first waits for the device's queued
     /// work, so no queued launch can read the slot after it is reused.
     pub fn free_shape(&self, shape: ShapeHandle) -> NpuResult<()> {
-        let g = self.lock();
-        let ctx = self.current_ctx(&g)?;
-        self.check_shape_handle(&g.world, ctx, shape)?;
+        let g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
+        self.rt.check_shape_handle(&g.world, ctx, shape)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
         let index = g.world.get::<DeviceState>(device).expect("device").index;
         let what = || format!("free of {shape}");
         let done = |i: &Inner| i.device_idle(index);
-        let (mut g, result) = self.drive(g, &what, &done, None);
+        let (mut g, result) = self.rt.drive(g, &what, &done, None);
         result?;
         let cost = g.costs.call_ns;
         g.charge(cost);
         // The wait may have faulted the context and lost its buffer: then the handle is gone.
-        self.check_shape_handle(&g.world, ctx, shape)?;
-        let addr = Self::slot_addr(&g.world, shape)?;
+        self.rt.check_shape_handle(&g.world, ctx, shape)?;
+        let addr = Runtime::slot_addr(&g.world, shape)?;
         let mut d = g.world.get_mut::<DeviceState>(device).expect("device");
         d.memory
             .fill(addr, SLOT_BYTES, 0, ctx)
@@ -178,13 +181,15 @@ impl Runtime {
     ) -> NpuResult<()> {
         let value = ShapeSlot::written(&Shape::from_signed(dims)?);
         let addr = {
-            let g = self.lock();
-            let (_, ctx) = self.check_stream(&g, stream)?;
-            self.check_shape_handle(&g.world, ctx, shape)?;
-            Self::slot_addr(&g.world, shape)?
+            let g = self.rt.lock();
+            let (_, ctx) = self.rt.check_stream(&g, stream)?;
+            self.rt.check_shape_handle(&g.world, ctx, shape)?;
+            Runtime::slot_addr(&g.world, shape)?
         };
         let staged = HostBuffer::staged(bytemuck::bytes_of(&value));
-        self.memcpy_htod_async(DevicePtr(addr), &staged, SLOT_BYTES, stream)
+        self.rt
+            .memory()
+            .memcpy_htod_async(DevicePtr(addr), &staged, SLOT_BYTES, stream)
     }
 
     /// Reads `shape` back to the host. This is a host round trip: it waits for the device's
@@ -193,15 +198,15 @@ impl Runtime {
     /// consumers.
     pub fn read_shape(&self, shape: ShapeHandle) -> NpuResult<Shape> {
         {
-            let g = self.lock();
-            let ctx = self.current_ctx(&g)?;
-            self.check_shape_handle(&g.world, ctx, shape)?;
+            let g = self.rt.lock();
+            let ctx = self.rt.current_ctx(&g)?;
+            self.rt.check_shape_handle(&g.world, ctx, shape)?;
         }
-        self.synchronize_device()?;
-        let mut g = self.lock();
-        let ctx = self.current_ctx(&g)?;
-        self.check_shape_handle(&g.world, ctx, shape)?;
-        let addr = Self::slot_addr(&g.world, shape)?;
+        self.rt.synchronize_device()?;
+        let mut g = self.rt.lock();
+        let ctx = self.rt.current_ctx(&g)?;
+        self.rt.check_shape_handle(&g.world, ctx, shape)?;
+        let addr = Runtime::slot_addr(&g.world, shape)?;
         let device = g.world.get::<ContextState>(ctx).expect("checked").device;
         let (raw, read_ns) = {
             let costs = g.costs.copy_call_ns;
@@ -228,7 +233,8 @@ impl Runtime {
     /// Counters of shape propagation and tiling, including the host's shape reads (all zero
     /// if an embedder removed them).
     pub fn shape_stats(&self) -> ShapeStats {
-        self.lock()
+        self.rt
+            .lock()
             .world
             .get_resource::<ShapeStats>()
             .cloned()
@@ -238,14 +244,15 @@ impl Runtime {
     /// Turns recording of tiling decisions on or off (off by default; nothing if an embedder
     /// removed the log).
     pub fn set_tiling_log_enabled(&self, on: bool) {
-        if let Some(mut log) = self.lock().world.get_resource_mut::<TilingLog>() {
+        if let Some(mut log) = self.rt.lock().world.get_resource_mut::<TilingLog>() {
             log.enabled = on;
         }
     }
 
     /// Takes the tiling decisions recorded so far, in the order they were made.
     pub fn take_tiling_log(&self) -> Vec<TilingRecord> {
-        self.lock()
+        self.rt
+            .lock()
             .world
             .get_resource_mut::<TilingLog>()
             .map_or_else(Vec::new, |mut log| std::mem::take(&mut log.records))

@@ -4,10 +4,10 @@
 //!
 //! Using them, step by step:
 //!
-//! 1. **Shape handles.** [`Runtime::create_shape`] takes a slot in the current context's shape
+//! 1. **Shape handles.** [`Ops::create_shape`](crate::Ops::create_shape) takes a slot in the current context's shape
 //!    buffer (device memory). A handle stands for a shape that a producer will write on the
 //!    device — the count of `nonzero`, the boxes kept by NMS.
-//! 2. **Launch.** [`Runtime::launch_op`] takes the op, its input and output tensors
+//! 2. **Launch.** [`LaunchOp`] takes the op, its input and output tensors
 //!    ([`TensorArg`]: a device pointer plus a static shape, a shape handle, or — for outputs —
 //!    nothing) and its attributes. Buffers are sized for an upper bound; the op processes the
 //!    actual shape. The call only rings the doorbell: nothing about shapes happens yet, except
@@ -19,22 +19,22 @@
 //! 5. **Execution** (hardware tick): the kernel reads its tiling words; a data-dependent
 //!    producer writes its actual output shape into its slot, for the next consumer.
 //!
-//! The host never reads a shape to keep this going. [`Runtime::read_shape`] exists for the end
+//! The host never reads a shape to keep this going. [`Ops::read_shape`](crate::Ops::read_shape) exists for the end
 //! of a pipeline (or debugging); each call is counted in [`ShapeStats::host_shape_reads`].
 //!
 //! ```
 //! use npusim_engine::prelude::*;
 //!
 //! let rt = Runtime::new(RuntimeConfig::default())?;
-//! let s = rt.create_stream()?;
-//! let x = rt.malloc(4 * 8)?;
-//! let idx = rt.malloc(4 * 8)?;
-//! rt.memcpy_htod(x, &[0.0f32, 1.5, 0.0, -2.0, 0.0, 0.0, 3.0, 0.0])?;
-//! let count = rt.create_shape()?;
-//! let nonzero = rt.op("nonzero_f32")?;
-//! rt.launch_op(nonzero, &[TensorArg::new(x, &[8])], &[TensorArg::dynamic(idx, count)], &[], s)?;
-//! rt.synchronize_stream(s)?;
-//! assert_eq!(rt.read_shape(count)?.dims(), &[3]);
+//! let s = rt.streams().create()?;
+//! let x = rt.memory().malloc(4 * 8)?;
+//! let idx = rt.memory().malloc(4 * 8)?;
+//! rt.memory().memcpy_htod(x, &[0.0f32, 1.5, 0.0, -2.0, 0.0, 0.0, 3.0, 0.0])?;
+//! let count = rt.ops().create_shape()?;
+//! let nonzero = rt.ops().get("nonzero_f32")?;
+//! rt.submit(LaunchOp::new(nonzero, &[TensorArg::new(x, &[8])], &[TensorArg::dynamic(idx, count)], &[], s))?;
+//! rt.streams().synchronize(s)?;
+//! assert_eq!(rt.ops().read_shape(count)?.dims(), &[3]);
 //! # Ok::<(), NpuError>(())
 //! ```
 //!
@@ -79,12 +79,13 @@ use npusim_components::{
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
 
+use crate::launch::Submission;
 use crate::runtime::Runtime;
 
 pub use npusim_components::shape::{ShapeStats, TilingLog, TilingRecord};
 
 /// A new op: its signature and its four functions. Register it with
-/// [`Runtime::register_op`] (or [`OpBuilder::register`] on registries of your own).
+/// [`Ops::register`](crate::Ops::register) (or [`OpBuilder::register`] on registries of your own).
 ///
 /// Arguments of a launch are laid out as: input pointers, output pointers, attributes — so a
 /// kernel reads input `i` with `k.ptr(i)` and attribute `j` at `inputs + outputs + j`.
@@ -197,7 +198,7 @@ impl OpBuilder {
         self
     }
 
-    /// Sets the kernel body to a function of a loaded binary ([`Runtime::get_function`]): the
+    /// Sets the kernel body to a function of a loaded binary ([`Binaries::get_function`](crate::Binaries::get_function)): the
     /// op then runs on the AI cores, with its arguments laid out as for a Rust body (inputs,
     /// outputs, attributes) and its tiling function's words at the address in the `npu.tiling`
     /// CSR. Its duration is the cycles the cores count.
@@ -260,7 +261,7 @@ impl OpBuilder {
             let Some(t) = OpTiling::parse(k.tiling) else {
                 return Err(KernelFault::BadArgs(format!(
                     "op {name} ran without shapes or tiling: launch it with \
-                     Runtime::launch_op (in a world that keeps the shape and tiling stages' \
+                     Runtime::submit(LaunchOp) (in a world that keeps the shape and tiling stages' \
                      resources)"
                 )));
             };
@@ -296,7 +297,7 @@ impl OpBuilder {
     }
 }
 
-/// A tensor argument of [`Runtime::launch_op`]: where its data is and what its shape is.
+/// A tensor argument of [`LaunchOp`]: where its data is and what its shape is.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorArg {
     ptr: DevicePtr,
@@ -372,52 +373,23 @@ pub(crate) enum RecordedShape<'a> {
 }
 
 impl Runtime {
-    /// Registers an op; launches find it by the returned id or with [`Runtime::op`].
-    pub fn register_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
-        let name = op.name.clone();
-        let k = self.add_op(op)?;
-        self.lock()
-            .record(|_, _| crate::record::Call::RegisterOp { name });
-        Ok(k)
-    }
-
-    /// [`Runtime::register_op`], unrecorded (for ops a recorded call of its own registers).
+    /// [`Ops::register`](crate::Ops::register), unrecorded (for ops a recorded call of its own registers).
     pub(crate) fn add_op(&self, op: OpBuilder) -> NpuResult<Kernel> {
         with_registries(&mut self.lock().world, |kernels, ops| {
             op.register(kernels, ops)
         })
     }
 
-    /// The op registered as `name`.
-    pub fn op(&self, name: &str) -> NpuResult<Kernel> {
-        let g = self.lock();
-        let k = g.world.res::<KernelRegistry>()?.lookup(name)?;
-        g.world
-            .res::<OpRegistry>()?
-            .get(k)
-            .map(|_| k)
-            .ok_or_else(|| NpuError::KernelNotFound(format!("{name} (a kernel, but not an op)")))
-    }
-
-    /// Names of the registered ops (none if an embedder removed the op registry).
-    pub fn op_names(&self) -> Vec<String> {
-        self.lock()
-            .world
-            .get_resource::<OpRegistry>()
-            .map_or_else(Vec::new, |ops| ops.names().map(str::to_string).collect())
-    }
-
-    /// Enqueues `op` on `stream` with its `inputs`, `outputs` and `attrs` (in the op's order).
-    /// Returns before anything executes: shapes are resolved and tiling chosen on the device
-    /// when the launch's dependencies are met. Static shapes are checked here.
-    pub fn launch_op(
-        &self,
-        op: Kernel,
-        inputs: &[TensorArg],
-        outputs: &[TensorArg],
-        attrs: &[Arg],
-        stream: Stream,
-    ) -> NpuResult<()> {
+    /// An op launch, checked (static shapes too) and rung.
+    #[track_caller]
+    fn enqueue_op(&self, launch: LaunchOp<'_>) -> NpuResult<Submission> {
+        let LaunchOp {
+            op,
+            inputs,
+            outputs,
+            attrs,
+            stream,
+        } = launch;
         let mut g = self.lock();
         let (s, ctx) = self.check_stream(&g, stream)?;
         // The launch is built in its box (a retired launch's, from the task pool); a launch
@@ -457,7 +429,7 @@ impl Runtime {
         {
             g.record(|r, _| r.launch_op(name, inputs, outputs, attrs, s, seq));
         }
-        Ok(())
+        Ok(Submission::new(stream, seq))
     }
 
     /// Checks an op launch's tensors and attributes (inputs, outputs, attributes) against `op`
@@ -567,6 +539,87 @@ impl Runtime {
         }
         words.extend(attrs.iter().map(|a| (a.word(), a.is_float())));
         Ok(())
+    }
+}
+
+/// An op launch: `op` on `stream` with its `inputs`, `outputs` and `attrs` (in the op's order),
+/// for [`Runtime::submit`]. Shapes are resolved and tiling chosen on the device when the
+/// launch's dependencies are met; static shapes are checked at submission.
+#[derive(Clone, Copy, Debug)]
+#[must_use = "an op launch does nothing until it is submitted"]
+pub struct LaunchOp<'a> {
+    op: Kernel,
+    inputs: &'a [TensorArg],
+    outputs: &'a [TensorArg],
+    attrs: &'a [Arg],
+    stream: Stream,
+}
+
+impl<'a> LaunchOp<'a> {
+    /// `op` with its tensors and attributes, on `stream`.
+    pub fn new(
+        op: Kernel,
+        inputs: &'a [TensorArg],
+        outputs: &'a [TensorArg],
+        attrs: &'a [Arg],
+        stream: Stream,
+    ) -> Self {
+        Self {
+            op,
+            inputs,
+            outputs,
+            attrs,
+            stream,
+        }
+    }
+}
+
+impl crate::launch::sealed::Sealed for LaunchOp<'_> {}
+
+impl crate::launch::Command for LaunchOp<'_> {
+    #[track_caller]
+    fn enqueue(self, rt: &Runtime) -> NpuResult<Submission> {
+        rt.enqueue_op(self)
+    }
+}
+
+/// Ops (kernels with shape inference, tiling and cost functions) and the dynamic shapes their
+/// launches read and write.
+/// Reached through [`Runtime::ops`].
+#[derive(Clone, Copy)]
+pub struct Ops<'a> {
+    pub(crate) rt: &'a Runtime,
+}
+
+impl Ops<'_> {
+    /// Registers an op; launches find it by the returned id or with [`Ops::get`](crate::Ops::get).
+    pub fn register(&self, op: OpBuilder) -> NpuResult<Kernel> {
+        let name = op.name.clone();
+        let k = self.rt.add_op(op)?;
+        self.rt
+            .lock()
+            .record(|_, _| crate::record::Call::RegisterOp { name });
+        Ok(k)
+    }
+
+    /// The op registered as `name`.
+    pub fn get(&self, name: &str) -> NpuResult<Kernel> {
+        let g = self.rt.lock();
+        let k = g.world.res::<KernelRegistry>()?.lookup(name)?;
+        g.world
+            .res::<OpRegistry>()?
+            .get(k)
+            .map(|_| k)
+            .ok_or_else(|| NpuError::KernelNotFound(format!("{name} (a kernel, but not an op)")))
+    }
+
+    /// Names of the registered ops (none if an embedder removed the op registry).
+    pub fn names(&self) -> Vec<String> {
+        self.rt
+            .lock()
+            .world
+            .get_resource::<OpRegistry>()
+            .map_or_else(Vec::new, |ops| ops.names().map(str::to_string).collect())
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Ascend-style kernels of `examples/kernels/ext_*.c` as ops: each binary kernel gets shape
 //! inference and a Rust tiling function (the planners of `npusim_device::core::npu::tiling`),
-//! so it is launched with [`Runtime::launch_op`] exactly like a native op — dynamic shapes
+//! so it is launched with [`LaunchOp`](crate::LaunchOp) exactly like a native op — dynamic shapes
 //! included: the tiling stage of the frame plans its tiles from the actual shapes, and the
 //! kernel reads them through the `npu.tiling` CSR.
 
@@ -14,6 +14,7 @@ use npusim_device::core::npu::tiling::{self, Buffering};
 use npusim_device::cost::{ComputeUnit, KernelCost};
 
 use super::OpBuilder;
+use super::Ops;
 use crate::runtime::Runtime;
 
 /// The kernel ids of the registered Ascend-style ops.
@@ -55,27 +56,8 @@ const NPU_KERNELS: [(&str, &str); 4] = [
 ];
 
 impl Runtime {
-    /// Loads the Ascend-style kernel objects from `dir` (the committed `examples/kernels/`)
-    /// into the current context and registers them as ops with their tiling functions.
-    pub fn register_npu_ops(&self, dir: impl AsRef<Path>) -> NpuResult<NpuOps> {
-        let dir = dir.as_ref();
-        let load = |i: usize| -> NpuResult<Kernel> {
-            let (object, name) = NPU_KERNELS[i];
-            let bin = self.load_binary_file(dir.join(object))?;
-            self.get_function(bin, name)
-        };
-        let functions = [load(0)?, load(1)?, load(2)?, load(3)?];
-        let ops = self.npu_ops_with(functions)?;
-        // The binaries' loads are recorded; this names the functions the ops run.
-        self.lock()
-            .record(|r, _| crate::record::Call::RegisterNpuOps {
-                functions: functions.iter().filter_map(|&k| r.function(k)).collect(),
-            });
-        Ok(ops)
-    }
-
     /// Registers the Ascend-style ops over `functions`, the kernels of [`NPU_KERNELS`] in
-    /// their order (unrecorded: [`Runtime::register_npu_ops`] records itself).
+    /// their order (unrecorded: [`Ops::register_npu`](crate::Ops::register_npu) records itself).
     pub(crate) fn npu_ops_with(&self, functions: [Kernel; 4]) -> NpuResult<NpuOps> {
         let [vadd_fn, softmax_fn, layernorm_fn, matmul_fn] = functions;
         let same_shape = |ins: &[Shape], _: &[u64], outs: &mut [Shape]| -> Result<(), String> {
@@ -195,5 +177,27 @@ impl Runtime {
             layernorm,
             matmul,
         })
+    }
+}
+
+impl Ops<'_> {
+    /// Loads the Ascend-style kernel objects from `dir` (the committed `examples/kernels/`)
+    /// into the current context and registers them as ops with their tiling functions.
+    pub fn register_npu(&self, dir: impl AsRef<Path>) -> NpuResult<NpuOps> {
+        let dir = dir.as_ref();
+        let load = |i: usize| -> NpuResult<Kernel> {
+            let (object, name) = NPU_KERNELS[i];
+            let bin = self.rt.binaries().load_file(dir.join(object))?;
+            self.rt.binaries().get_function(bin, name)
+        };
+        let functions = [load(0)?, load(1)?, load(2)?, load(3)?];
+        let ops = self.rt.npu_ops_with(functions)?;
+        // The binaries' loads are recorded; this names the functions the ops run.
+        self.rt
+            .lock()
+            .record(|r, _| crate::record::Call::RegisterNpuOps {
+                functions: functions.iter().filter_map(|&k| r.function(k)).collect(),
+            });
+        Ok(ops)
     }
 }

@@ -13,6 +13,7 @@
 //! results) is out of scope: it replays under this rule all the same, which is only a model
 //! of the bigger machine.
 
+use crate::{HostFunc, Launch, LaunchOp};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -51,11 +52,11 @@ pub struct ReplayOptions {
     /// The program's own native kernels, for a functional replay; a kernel not given here is
     /// replayed by a stand-in with its recorded cost that computes nothing.
     pub kernels: Vec<NativeKernel>,
-    /// The program's own ops ([`Runtime::register_op`]), registered when the trace's
+    /// The program's own ops ([`Ops::register`](crate::Ops::register)), registered when the trace's
     /// registration of the op of the same name comes; a trace registering an op not given
     /// here is refused, naming the op. (An op whose kernel is a binary function names a
     /// kernel of the recording runtime: such ops are out of scope, except the Ascend-style
-    /// ops of [`Runtime::register_npu_ops`], which a replay registers itself.)
+    /// ops of [`Ops::register_npu`](crate::Ops::register_npu), which a replay registers itself.)
     pub ops: Vec<crate::OpBuilder>,
     /// Called every few thousand calls with (calls done, calls in all).
     pub progress: Option<Box<dyn FnMut(usize, usize)>>,
@@ -357,13 +358,13 @@ impl State {
             return Ok(());
         }
         match want {
-            CtxRef::Primary(d) => self.rt.set_device(self.lane(d, j))?,
+            CtxRef::Primary(d) => self.rt.contexts().set_device(self.lane(d, j))?,
             CtxRef::Made(id) => {
                 let c = *self
                     .contexts
                     .get(&(id, j))
                     .ok_or_else(|| unknown("context", id))?;
-                self.rt.set_current_context(c)?;
+                self.rt.contexts().set_current(c)?;
             }
         }
         self.applied = Some((want, j));
@@ -421,7 +422,8 @@ impl State {
             Err(_) => {
                 self.stand_ins.insert(name.to_string());
                 self.rt
-                    .register_kernel(stand_in_kernel(name, self.stand_in_costs.clone()))
+                    .kernels()
+                    .register(stand_in_kernel(name, self.stand_in_costs.clone()))
             }
         };
         self.kernels.insert(name.to_string(), k);
@@ -518,7 +520,7 @@ pub fn replay(trace: &Trace, mut options: ReplayOptions) -> NpuResult<Replayed> 
     };
     for k in std::mem::take(&mut options.kernels) {
         let name = k.name.clone();
-        let id = st.rt.register_kernel(k);
+        let id = st.rt.kernels().register(k);
         st.kernels.insert(name, id);
     }
     let total = trace.entries.len();
@@ -642,7 +644,7 @@ fn replay_entry(
         }
         Call::MallocHost { size, host } => {
             st.calls += 1;
-            let b = st.rt.malloc_host(*size)?;
+            let b = st.rt.memory().malloc_host(*size)?;
             st.hosts.insert(*host, b);
             return Ok(());
         }
@@ -652,7 +654,7 @@ fn replay_entry(
                 .hosts
                 .remove(host)
                 .ok_or_else(|| unknown("host buffer", *host))?;
-            note(st.rt.free_host(&b));
+            note(st.rt.memory().free_host(&b));
             return Ok(());
         }
         Call::CommInit { devices, comm } => {
@@ -663,7 +665,7 @@ fn replay_entry(
                 .map(|(d, j)| st.lane(d, j))
                 .collect();
             lanes.sort_unstable();
-            let handles = st.rt.comm_init_all(&lanes)?;
+            let handles = st.rt.collectives().init_all(&lanes)?;
             let by_device = lanes.iter().copied().zip(handles).collect();
             st.comms.insert(*comm, (devices.clone(), by_device));
             return Ok(());
@@ -675,7 +677,11 @@ fn replay_entry(
         } => {
             for j in st.replicas_here(*device) {
                 st.calls += 1;
-                note(st.rt.set_core_limits(st.lane(*device, j), *cube, *vector));
+                note(
+                    st.rt
+                        .limits()
+                        .set_core_limits(st.lane(*device, j), *cube, *vector),
+                );
             }
             return Ok(());
         }
@@ -691,7 +697,7 @@ fn replay_entry(
                      hold: give it in ReplayOptions::ops"
                 ))
             })?;
-            note(st.rt.register_op(op).map(drop));
+            note(st.rt.ops().register(op).map(drop));
             return Ok(());
         }
         Call::RegisterNpuOps { functions } => {
@@ -711,18 +717,19 @@ fn replay_entry(
         }
         Call::SetKernelTimeout { ns } => {
             st.calls += 1;
-            note(st.rt.set_kernel_timeout(SimTime(*ns)));
+            note(st.rt.limits().set_kernel_timeout(SimTime(*ns)));
             return Ok(());
         }
         Call::SetKernelWallLimit { ns } => {
             st.calls += 1;
             st.rt
+                .limits()
                 .set_kernel_wall_limit(std::time::Duration::from_nanos(*ns));
             return Ok(());
         }
         Call::SetEventWaitTimeout { ns } => {
             st.calls += 1;
-            st.rt.set_event_wait_timeout(ns.map(SimTime));
+            st.rt.limits().set_event_wait_timeout(ns.map(SimTime));
             return Ok(());
         }
         Call::SetCallbackTimeout { ns } => {
@@ -773,7 +780,7 @@ fn replay_entry(
         }
         match call {
             Call::CreateContext { device, ctx } => {
-                let c = st.rt.create_context(st.lane(*device, j))?;
+                let c = st.rt.contexts().create(st.lane(*device, j))?;
                 st.contexts.insert((*ctx, j), c);
                 st.ctx_device.insert(*ctx, *device);
                 st.applied = Some((CtxRef::Made(*ctx), j));
@@ -790,7 +797,7 @@ fn replay_entry(
                     .contexts
                     .get(&(id, j))
                     .ok_or_else(|| unknown("context", id))?;
-                note(st.rt.destroy_context(c));
+                note(st.rt.contexts().destroy(c));
                 st.applied = None;
             }
             Call::CreateStream {
@@ -800,7 +807,7 @@ fn replay_entry(
             } => {
                 let kind = super::stream_kind(*kind)
                     .ok_or_else(|| NpuError::InvalidParam(format!("trace: stream kind {kind}")))?;
-                let s = st.rt.create_stream_with(StreamConfig {
+                let s = st.rt.streams().create_with(StreamConfig {
                     priority: *priority,
                     kind,
                 })?;
@@ -808,39 +815,43 @@ fn replay_entry(
                 st.stream_device.insert(*stream, device);
             }
             Call::DefaultStream { stream } => {
-                let s = st.rt.default_stream()?;
+                let s = st.rt.contexts().default_stream()?;
                 st.streams.insert((*stream, j), (s, device));
                 st.stream_device.insert(*stream, device);
             }
-            Call::DestroyStream { stream } => note(st.rt.destroy_stream(st.stream(*stream, j)?)),
+            Call::DestroyStream { stream } => note(st.rt.streams().destroy(st.stream(*stream, j)?)),
             Call::SynchronizeStream { stream, timeout_ns } => {
                 let s = st.stream(*stream, j)?;
                 note(match timeout_ns {
-                    Some(t) => st.rt.synchronize_stream_timeout(s, SimTime(*t)),
-                    None => st.rt.synchronize_stream(s),
+                    Some(t) => st.rt.streams().synchronize_timeout(s, SimTime(*t)),
+                    None => st.rt.streams().synchronize(s),
                 })
             }
             Call::SynchronizeDevice => note(st.rt.synchronize_device()),
             Call::CreateEvent { event } => {
-                let e = st.rt.create_event()?;
+                let e = st.rt.events().create()?;
                 st.events.insert((*event, j), e);
                 st.event_device.insert(*event, device);
             }
-            Call::DestroyEvent { event } => note(st.rt.destroy_event(st.event(*event, j)?)),
+            Call::DestroyEvent { event } => note(st.rt.events().destroy(st.event(*event, j)?)),
             Call::RecordEvent { event, stream } => note(
                 st.rt
-                    .record_event(st.event(*event, j)?, st.stream(*stream, j)?),
+                    .events()
+                    .record(st.event(*event, j)?, st.stream(*stream, j)?),
             ),
             Call::StreamWaitEvent { stream, event } => note(
                 st.rt
-                    .stream_wait_event(st.stream(*stream, j)?, st.event(*event, j)?),
+                    .events()
+                    .stream_wait(st.stream(*stream, j)?, st.event(*event, j)?),
             ),
-            Call::SynchronizeEvent { event } => note(st.rt.synchronize_event(st.event(*event, j)?)),
+            Call::SynchronizeEvent { event } => {
+                note(st.rt.events().synchronize(st.event(*event, j)?))
+            }
             Call::Malloc { size, policy, ptr } => {
                 let policy = super::policy(*policy).ok_or_else(|| {
                     NpuError::InvalidParam(format!("trace: allocation policy {policy}"))
                 })?;
-                match st.rt.malloc_with_policy(*size, policy) {
+                match st.rt.memory().malloc_with_policy(*size, policy) {
                     Ok(p) => {
                         st.allocs
                             .entry((device, j))
@@ -856,8 +867,8 @@ fn replay_entry(
                     map.remove(ptr);
                 }
                 note(match stream {
-                    Some(s) => st.rt.free_async(p, st.stream(*s, j)?),
-                    None => st.rt.free(p),
+                    Some(s) => st.rt.memory().free_async(p, st.stream(*s, j)?),
+                    None => st.rt.memory().free(p),
                 })
             }
             Call::CopyHost {
@@ -885,9 +896,13 @@ fn replay_entry(
                 let p = DevicePtr(st.ptr(device, j, *addr));
                 let s = st.stream(*stream, j)?;
                 note(if *to_device {
-                    st.rt.memcpy_htod_async_at(p, &buffer, *offset, *bytes, s)
+                    st.rt
+                        .memory()
+                        .memcpy_htod_async_at(p, &buffer, *offset, *bytes, s)
                 } else {
-                    st.rt.memcpy_dtoh_async_at(&buffer, *offset, p, *bytes, s)
+                    st.rt
+                        .memory()
+                        .memcpy_dtoh_async_at(&buffer, *offset, p, *bytes, s)
                 })
             }
             Call::CopyDevice {
@@ -895,7 +910,7 @@ fn replay_entry(
                 src,
                 bytes,
                 stream,
-            } => note(st.rt.memcpy_dtod_async(
+            } => note(st.rt.memory().memcpy_dtod_async(
                 DevicePtr(st.ptr(device, j, *dst)),
                 DevicePtr(st.ptr(device, j, *src)),
                 *bytes,
@@ -906,7 +921,7 @@ fn replay_entry(
                 value,
                 bytes,
                 stream,
-            } => note(st.rt.memset_async(
+            } => note(st.rt.memory().memset_async(
                 DevicePtr(st.ptr(device, j, *dst)),
                 *value,
                 *bytes,
@@ -916,7 +931,7 @@ fn replay_entry(
                 let bytes = trace.blobs.get(hash).ok_or_else(|| {
                     NpuError::InvalidParam(format!("trace: binary {binary} has no content"))
                 })?;
-                let b = st.rt.load_binary(bytes)?;
+                let b = st.rt.binaries().load(bytes)?;
                 st.binaries.insert((*binary, j), b);
             }
             Call::GetFunction {
@@ -928,7 +943,7 @@ fn replay_entry(
                     .binaries
                     .get(&(*binary, j))
                     .ok_or_else(|| unknown("binary", *binary))?;
-                let k = st.rt.get_function(b, name)?;
+                let k = st.rt.binaries().get_function(b, name)?;
                 st.functions.insert((*function, j), k);
             }
             Call::UnloadBinary { binary } => {
@@ -936,7 +951,7 @@ fn replay_entry(
                     .binaries
                     .get(&(*binary, j))
                     .ok_or_else(|| unknown("binary", *binary))?;
-                note(st.rt.unload_binary(b))
+                note(st.rt.binaries().unload(b))
             }
             Call::Launch {
                 kernel,
@@ -980,7 +995,13 @@ fn replay_entry(
                     )),
                     (timeout, access) => st
                         .rt
-                        .launch_configured(k, *block_dim, &args, tiling, s, timeout, access),
+                        .submit(
+                            Launch::new(k, *block_dim, &args, s)
+                                .tiling(tiling)
+                                .timeout(timeout)
+                                .declared(access),
+                        )
+                        .map(drop),
                 };
                 // Timing-only: the binary launch is priced from what it did when recorded.
                 if let (true, Ok(()), Some(b)) = (st.timing_only, &launched, binary) {
@@ -1007,35 +1028,45 @@ fn replay_entry(
                         let ctx = st.top(thread).unwrap_or(CtxRef::Primary(0));
                         let mut local = st.for_callback(j, ctx, calls);
                         let (calls, trace, shared) = (calls.clone(), trace.clone(), cb.clone());
-                        note(st.rt.launch_host_func(s, move || {
-                            // Gone: nothing to replay into.
-                            let Some(rt) =
-                                std::mem::replace(&mut local.rt, Rt::Weak(Default::default()))
-                                    .into_runtime()
-                            else {
-                                return;
-                            };
-                            local.rt = Rt::Strong(rt);
-                            let mut errors = Vec::new();
-                            for (i, t, call) in calls.iter() {
-                                if let Err(e) =
-                                    replay_entry(&mut local, &trace, *t, call, *i, &mut errors)
-                                {
-                                    errors.push((*i, e));
-                                }
-                            }
-                            shared
-                                .errors
-                                .lock()
-                                .unwrap_or_else(|p| p.into_inner())
-                                .extend(errors);
-                        }))
+                        note(
+                            st.rt
+                                .submit(HostFunc::new(s, move || {
+                                    // Gone: nothing to replay into.
+                                    let Some(rt) = std::mem::replace(
+                                        &mut local.rt,
+                                        Rt::Weak(Default::default()),
+                                    )
+                                    .into_runtime() else {
+                                        return;
+                                    };
+                                    local.rt = Rt::Strong(rt);
+                                    let mut errors = Vec::new();
+                                    for (i, t, call) in calls.iter() {
+                                        if let Err(e) = replay_entry(
+                                            &mut local,
+                                            &trace,
+                                            *t,
+                                            call,
+                                            *i,
+                                            &mut errors,
+                                        ) {
+                                            errors.push((*i, e));
+                                        }
+                                    }
+                                    shared
+                                        .errors
+                                        .lock()
+                                        .unwrap_or_else(|p| p.into_inner())
+                                        .extend(errors);
+                                }))
+                                .map(drop),
+                        )
                     }
-                    _ => note(st.rt.launch_host_func(s, || {})),
+                    _ => note(st.rt.submit(HostFunc::new(s, || {})).map(drop)),
                 }
             }
             Call::CreateShape { shape } => {
-                let h = st.rt.create_shape()?;
+                let h = st.rt.ops().create_shape()?;
                 st.shapes.insert((*shape, j), h);
             }
             Call::FreeShape { shape } => {
@@ -1043,7 +1074,7 @@ fn replay_entry(
                     .shapes
                     .remove(&(*shape, j))
                     .ok_or_else(|| unknown("shape", *shape))?;
-                note(st.rt.free_shape(h))
+                note(st.rt.ops().free_shape(h))
             }
             Call::LaunchOp {
                 op,
@@ -1053,7 +1084,7 @@ fn replay_entry(
                 stream,
                 published,
             } => {
-                let k = st.rt.op(op)?;
+                let k = st.rt.ops().get(op)?;
                 let tensor = |t: &TensorRecord| -> NpuResult<TensorArg> {
                     let p = DevicePtr(st.ptr(device, j, t.ptr));
                     Ok(match &t.shape {
@@ -1071,12 +1102,12 @@ fn replay_entry(
                 let outs = outputs.iter().map(tensor).collect::<NpuResult<Vec<_>>>()?;
                 let attrs: Vec<Arg> = attrs.iter().map(|a| st.arg(device, j, *a)).collect();
                 let s = st.stream(*stream, j)?;
-                let launched = st.rt.launch_op(k, &ins, &outs, &attrs, s);
+                let launched = st.rt.submit(LaunchOp::new(k, &ins, &outs, &attrs, s));
                 // Timing-only: the data-dependent output's shape is the recorded one.
-                if let (true, Ok(()), Some(bytes)) = (st.timing_only, &launched, published) {
+                if let (true, Ok(_), Some(bytes)) = (st.timing_only, &launched, published) {
                     st.rt.publish_next_from(s, bytes.clone())?;
                 }
-                note(launched)
+                note(launched.map(drop))
             }
             Call::CommDestroy { comm, rank } => {
                 let (devices, by_device) = st
@@ -1085,7 +1116,7 @@ fn replay_entry(
                     .ok_or_else(|| unknown("communicator", *comm))?;
                 let lane = st.lane(devices[*rank as usize], j);
                 if let Some(c) = by_device.get(&lane) {
-                    note(st.rt.comm_destroy(*c))
+                    note(st.rt.collectives().destroy(*c))
                 }
             }
             Call::Collective {
@@ -1137,17 +1168,23 @@ fn replay_entry(
                 let op = ReduceOp::from_u32(*op).ok_or_else(|| bad("reduction", *op))?;
                 let (send, recv) = (side(send)?, side(recv)?);
                 let s = st.stream(*stream, j)?;
-                note(
-                    st.rt
-                        .enqueue_collective(&c, s, kind, dtype, op, *count, peer, send, recv),
-                )
+                let what = crate::collective::CollectiveOp {
+                    kind,
+                    dtype,
+                    op,
+                    count: *count,
+                    peer,
+                    send,
+                    recv,
+                };
+                note(st.rt.enqueue_collective(&c, s, what).map(drop))
             }
             Call::StreamWaitEventRecord {
                 stream,
                 event,
                 record,
                 timeout_ns,
-            } => note(st.rt.stream_wait_event_record(
+            } => note(st.rt.events().stream_wait_record(
                 st.stream(*stream, j)?,
                 st.event(*event, j)?,
                 *record,
@@ -1165,7 +1202,7 @@ fn replay_entry(
                 let lane_of = |d: u32| (d, j.min(st.replicas(d).saturating_sub(1)));
                 let (dd, dj) = lane_of(*dst_device);
                 let (sd, sj) = lane_of(*src_device);
-                note(st.rt.memcpy_peer_async(
+                note(st.rt.collectives().memcpy_peer_async(
                     DevicePtr(st.ptr(dd, dj, *dst)),
                     st.lane(dd, dj),
                     DevicePtr(st.ptr(sd, sj, *src)),
@@ -1176,19 +1213,21 @@ fn replay_entry(
             }
             Call::RecordStream { ptr, stream } => note(
                 st.rt
+                    .memory()
                     .record_stream(DevicePtr(st.ptr(device, j, *ptr)), st.stream(*stream, j)?),
             ),
-            Call::TrimMemory => note(st.rt.trim_memory().map(drop)),
+            Call::TrimMemory => note(st.rt.memory().trim().map(drop)),
             Call::SetFailureMode { mode } => {
                 let mode = super::failure_mode(*mode)
                     .ok_or_else(|| NpuError::InvalidParam(format!("trace: failure mode {mode}")))?;
-                note(st.rt.set_failure_mode(mode))
+                note(st.rt.contexts().set_failure_mode(mode))
             }
             Call::SynchronizeEventTimeout {
                 event, timeout_ns, ..
             } => note(
                 st.rt
-                    .synchronize_event_timeout(st.event(*event, j)?, SimTime(*timeout_ns)),
+                    .events()
+                    .synchronize_timeout(st.event(*event, j)?, SimTime(*timeout_ns)),
             ),
             Call::SynchronizeDeviceTimeout { timeout_ns, .. } => {
                 note(st.rt.synchronize_device_timeout(SimTime(*timeout_ns)))
@@ -1236,14 +1275,19 @@ mod tests {
             ..RuntimeConfig::default()
         })
         .unwrap();
-        let (a, b) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
-        let ev = rt.create_event().unwrap();
-        let buf = rt.malloc(64).unwrap();
-        rt.stream_wait_event_record(b, ev, 1, None).unwrap();
+        let (a, b) = (
+            rt.streams().create().unwrap(),
+            rt.streams().create().unwrap(),
+        );
+        let ev = rt.events().create().unwrap();
+        let buf = rt.memory().malloc(64).unwrap();
+        rt.events().stream_wait_record(b, ev, 1, None).unwrap();
         let inner = rt.clone();
-        rt.launch_host_func(a, move || inner.memset_async(buf, 0, 64, a).unwrap())
-            .unwrap();
-        rt.synchronize_stream(a).unwrap();
+        rt.submit(HostFunc::new(a, move || {
+            inner.memory().memset_async(buf, 0, 64, a).unwrap()
+        }))
+        .unwrap();
+        rt.streams().synchronize(a).unwrap();
         let mut trace = rt.take_trace().unwrap();
         // Replayed with the callback behind `b`'s wait: it stays queued for good.
         let blocked = trace.entries.iter().find_map(|e| match e.call {

@@ -198,7 +198,7 @@ impl Summary {
             .filter(|r| matches!(r.kind, TaskKind::Memcpy | TaskKind::Memset))
             .map(dur)
             .sum();
-        let links = runtime.link_stats();
+        let links = runtime.collectives().link_stats();
         let link_busy = if links.is_empty() {
             0.0
         } else {

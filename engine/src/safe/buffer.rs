@@ -206,7 +206,7 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Gives up ownership: the memory is no longer freed on drop; free it with
-    /// [`Runtime::free`](crate::Runtime::free) (in its context) or turn it back into a buffer
+    /// [`Memory::free`](crate::Memory::free) (in its context) or turn it back into a buffer
     /// with [`DeviceBuffer::from_raw`]. Returns the address and the length in elements.
     pub fn into_raw(self) -> (DevicePtr, usize) {
         let this = std::mem::ManuallyDrop::new(self);
@@ -217,7 +217,7 @@ impl<T: Pod> DeviceBuffer<T> {
     }
 
     /// Takes ownership of `len` elements at `ptr`, the start of a live allocation of `ctx`
-    /// (from [`Runtime::malloc`](crate::Runtime::malloc) in that context, or
+    /// (from [`Memory::malloc`](crate::Memory::malloc) in that context, or
     /// [`DeviceBuffer::into_raw`]). Checked: `ptr` must start a live allocation of the
     /// context, not being freed, of at least `len` elements.
     ///
@@ -276,7 +276,7 @@ impl<T: Pod> Drop for DeviceBuffer<T> {
         if self.check().is_err() {
             return; // the memory went with its context, or with a fault
         }
-        if let Err(e) = self.ctx.with(|rt| rt.free_behind_uses(self.ptr)) {
+        if let Err(e) = self.ctx.with(|rt| rt.memory().free_behind_uses(self.ptr)) {
             // A faulted context (its memory already released) is nothing to report.
             if self
                 .ctx
@@ -503,7 +503,7 @@ impl<T: Pod> PinnedBuffer<T> {
         self.raw
     }
 
-    /// A typed view of a pinned buffer from [`Runtime::malloc_host`](crate::Runtime::malloc_host):
+    /// A typed view of a pinned buffer from [`Memory::malloc_host`](crate::Memory::malloc_host):
     /// an error when it is not pinned, was freed, or is not a whole number of `T`.
     pub fn from_raw(raw: HostBuffer) -> NpuResult<Self> {
         if !raw.is_pinned() {

@@ -4,6 +4,7 @@
 //! `f32` and `f16` or overrun a buffer. The rules of the collectives themselves (rendezvous,
 //! timing, data movement) live in `crate::collective` and the frame's collective system.
 
+use crate::{Collective, HostFunc};
 use std::sync::Arc;
 
 use npusim_components::{NpuError, NpuResult};
@@ -55,7 +56,7 @@ impl Drop for CommInner {
         let destroy = move || {
             if let Some(shared) = weak.upgrade() {
                 let rt = crate::Runtime::from_shared(shared);
-                if let Err(e) = rt.comm_destroy(raw) {
+                if let Err(e) = rt.collectives().destroy(raw) {
                     rt.keep_drop_error(e);
                 }
             }
@@ -67,12 +68,12 @@ impl Drop for CommInner {
         } else if self
             .stream
             .context()
-            .with(|rt| rt.launch_host_func(s, destroy))
+            .with(|rt| rt.submit(HostFunc::new(s, destroy)))
             .is_err()
         {
             // A stream that takes no more work (its context faulted): nothing queued on it
             // will run either, so the handle can go now.
-            if let Err(e) = rt.comm_destroy(raw) {
+            if let Err(e) = rt.collectives().destroy(raw) {
                 rt.keep_drop_error(e);
             }
         }
@@ -175,7 +176,7 @@ impl NpuComm {
             return Err(NpuError::ForeignHandle(format!("{s:?}")));
         }
         let devices: Vec<u32> = streams.iter().map(|s| s.context().device()).collect();
-        let ranks = rt.comm_init_all_with(&devices, config)?;
+        let ranks = rt.collectives().init_all_with(&devices, config)?;
         Ok(ranks
             .into_iter()
             .zip(streams)
@@ -233,7 +234,8 @@ impl NpuComm {
             .stream
             .context()
             .runtime()
-            .comm_error(&self.inner.raw)
+            .collectives()
+            .error(&self.inner.raw)
     }
 
     fn enqueue(
@@ -262,7 +264,10 @@ impl NpuComm {
         same_context(self.stream().context(), recv)?;
         at_least("receive buffer", recv.len(), send.len())?;
         let (s, r, n) = (send.device_ptr(), recv.device_ptr(), send.len() as u64);
-        self.enqueue(|rt, c, st| rt.all_reduce(s, r, n, T::DTYPE, op, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::all_reduce(s, r, n, T::DTYPE, op).on(c, st))
+                .map(drop)
+        })
     }
 
     /// As [`NpuComm::all_reduce`], in place: `buf` is both sent and received.
@@ -275,7 +280,10 @@ impl NpuComm {
         let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.all_reduce(p, p, n, T::DTYPE, op, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::all_reduce(p, p, n, T::DTYPE, op).on(c, st))
+                .map(drop)
+        })
     }
 
     /// Enqueues this rank's part of an all-gather (`HcclAllGather`): every rank's `recv` gets
@@ -293,7 +301,10 @@ impl NpuComm {
         let need = send.len().saturating_mul(self.world_size() as usize);
         at_least("receive buffer", recv.len(), need)?;
         let (s, r, n) = (send.device_ptr(), recv.device_ptr(), send.len() as u64);
-        self.enqueue(|rt, c, st| rt.all_gather(s, r, n, T::DTYPE, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::all_gather(s, r, n, T::DTYPE).on(c, st))
+                .map(drop)
+        })
     }
 
     /// Enqueues this rank's part of a reduce-scatter (`HcclReduceScatter`): rank `r`'s `recv`
@@ -312,7 +323,10 @@ impl NpuComm {
         let need = recv.len().saturating_mul(self.world_size() as usize);
         at_least("send buffer", send.len(), need)?;
         let (s, r, n) = (send.device_ptr(), recv.device_ptr(), recv.len() as u64);
-        self.enqueue(|rt, c, st| rt.reduce_scatter(s, r, n, T::DTYPE, op, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::reduce_scatter(s, r, n, T::DTYPE, op).on(c, st))
+                .map(drop)
+        })
     }
 
     /// Enqueues this rank's part of a broadcast (`HcclBroadcast`): every rank's `buf` (all
@@ -326,7 +340,10 @@ impl NpuComm {
         let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.broadcast(p, n, T::DTYPE, root, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::broadcast(p, n, T::DTYPE, root).on(c, st))
+                .map(drop)
+        })
     }
 
     /// Enqueues sending all of `buf` to rank `peer` (`HcclSend`); it pairs with the peer's
@@ -341,7 +358,10 @@ impl NpuComm {
         let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.send(p, n, T::DTYPE, peer, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::send(p, n, T::DTYPE, peer).on(c, st))
+                .map(drop)
+        })
     }
 
     /// As [`NpuComm::send`], from pinned host memory: the interconnect reads it directly (as
@@ -350,7 +370,10 @@ impl NpuComm {
     pub fn send_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.send(h, n, T::DTYPE, peer, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::send(h, n, T::DTYPE, peer).on(c, st))
+                .map(drop)
+        })
     }
 
     /// As [`NpuComm::recv`], into pinned host memory (read it once the stream, or an event
@@ -359,7 +382,10 @@ impl NpuComm {
     pub fn recv_pinned<T: CommElement>(&self, buf: &PinnedBuffer<T>, peer: u32) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let (h, n) = (buf.as_raw().clone(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.recv(h, n, T::DTYPE, peer, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::recv(h, n, T::DTYPE, peer).on(c, st))
+                .map(drop)
+        })
     }
 
     /// Enqueues receiving `buf.len()` elements from rank `peer` into `buf` (`HcclRecv`).
@@ -372,6 +398,9 @@ impl NpuComm {
         let _site = crate::sanitizer::SiteGuard::here();
         same_context(self.stream().context(), buf)?;
         let (p, n) = (buf.device_ptr(), buf.len() as u64);
-        self.enqueue(|rt, c, st| rt.recv(p, n, T::DTYPE, peer, c, st))
+        self.enqueue(|rt, c, st| {
+            rt.submit(Collective::recv(p, n, T::DTYPE, peer).on(c, st))
+                .map(drop)
+        })
     }
 }

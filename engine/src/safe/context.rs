@@ -48,7 +48,7 @@ struct Owner {
 impl Drop for Owner {
     fn drop(&mut self) {
         let raw = Context::new(self.rt.id(), self.ctx);
-        if let Err(e) = self.rt.destroy_context(raw) {
+        if let Err(e) = self.rt.contexts().destroy(raw) {
             self.rt.keep_drop_error(e);
         }
     }
@@ -84,7 +84,7 @@ impl Runtime {
     /// A new context on device `index` (`aclrtCreateContext`), as a value: no thread's current
     /// context changes. It is destroyed when the last object made from it is dropped — its
     /// clones, streams, events and buffers (each holds it) — after its queued work has been
-    /// aborted or has finished, as [`Runtime::destroy_context`] does.
+    /// aborted or has finished, as [`Contexts::destroy`](crate::Contexts::destroy) does.
     ///
     /// ```
     /// use npusim_engine::prelude::*;
@@ -113,7 +113,7 @@ impl Runtime {
         })
     }
 
-    /// The safe-API view of a raw context handle (one from [`Runtime::create_context`], say).
+    /// The safe-API view of a raw context handle (one from [`Contexts::create`](crate::Contexts::create), say).
     /// Dropping it does not destroy the context.
     pub fn context_of(&self, ctx: Context) -> NpuResult<NpuContext> {
         if ctx.runtime() != self.id() {
@@ -182,7 +182,7 @@ impl NpuContext {
     #[track_caller]
     pub fn stream_with(&self, config: StreamConfig) -> NpuResult<NpuStream> {
         let _site = crate::sanitizer::SiteGuard::here();
-        let raw = self.with(|rt| rt.create_stream_with(config))?;
+        let raw = self.with(|rt| rt.streams().create_with(config))?;
         Ok(NpuStream::new(self.clone(), raw, true))
     }
 
@@ -190,7 +190,7 @@ impl NpuContext {
     #[track_caller]
     pub fn default_stream(&self) -> NpuResult<NpuStream> {
         let _site = crate::sanitizer::SiteGuard::here();
-        let raw = self.with(|rt| rt.default_stream())?;
+        let raw = self.with(|rt| rt.contexts().default_stream())?;
         Ok(NpuStream::new(self.clone(), raw, false))
     }
 
@@ -198,7 +198,7 @@ impl NpuContext {
     #[track_caller]
     pub fn event(&self) -> NpuResult<NpuEvent> {
         let _site = crate::sanitizer::SiteGuard::here();
-        let raw = self.with(|rt| rt.create_event())?;
+        let raw = self.with(|rt| rt.events().create())?;
         Ok(NpuEvent::new(self.clone(), raw))
     }
 
@@ -223,7 +223,7 @@ impl NpuContext {
                 std::mem::size_of::<T>()
             )));
         }
-        let ptr: DevicePtr = self.with(|rt| rt.malloc(bytes))?;
+        let ptr: DevicePtr = self.with(|rt| rt.memory().malloc(bytes))?;
         let epoch = self.epoch().unwrap_or(0);
         Ok(DeviceBuffer::wrap(self.clone(), ptr, n, epoch))
     }
@@ -234,7 +234,7 @@ impl NpuContext {
     pub fn alloc_zeros<T: bytemuck::Pod>(&self, n: usize) -> NpuResult<DeviceBuffer<T>> {
         let _site = crate::sanitizer::SiteGuard::here();
         let buf = self.alloc::<T>(n)?;
-        self.with(|rt| rt.memset(buf.device_ptr(), 0, buf.byte_len()))?;
+        self.with(|rt| rt.memory().memset(buf.device_ptr(), 0, buf.byte_len()))?;
         Ok(buf)
     }
 
@@ -245,7 +245,7 @@ impl NpuContext {
         let bytes = (n as u64)
             .checked_mul(std::mem::size_of::<T>() as u64)
             .ok_or_else(|| NpuError::InvalidParam(format!("{n} elements overflow")))?;
-        let raw: HostBuffer = self.rt.malloc_host(bytes)?;
+        let raw: HostBuffer = self.rt.memory().malloc_host(bytes)?;
         Ok(PinnedBuffer::wrap(raw, n))
     }
 
@@ -256,7 +256,7 @@ impl NpuContext {
 
     /// Memory counters of the device (pool, TLB, driver calls, deferred frees).
     pub fn memory_stats(&self) -> NpuResult<MemoryStats> {
-        self.with(|rt| rt.memory_stats())
+        self.with(|rt| rt.memory().stats())
     }
 
     /// Waits for every stream of the device to finish its queued work

@@ -97,9 +97,9 @@ impl NpuDevice {
         self.rt.device_config(self.index)
     }
 
-    /// The limits set on it ([`Runtime::set_core_limits`], [`Runtime::set_kernel_timeout`]).
+    /// The limits set on it ([`Limits::set_core_limits`](crate::Limits::set_core_limits), [`Limits::set_kernel_timeout`](crate::Limits::set_kernel_timeout)).
     pub fn limits(&self) -> NpuResult<DeviceLimits> {
-        self.rt.device_limits(self.index)
+        self.rt.limits().device(self.index)
     }
 
     /// Free and total bytes of its memory, over all its contexts.

@@ -19,8 +19,8 @@ impl Drop for EventInner {
         }
         // Waits enqueued on the event keep their meaning: its latest record fires first.
         let result = self.ctx.with(|rt| {
-            let synced = rt.synchronize_event(self.raw);
-            rt.destroy_event(self.raw).and(synced)
+            let synced = rt.events().synchronize(self.raw);
+            rt.events().destroy(self.raw).and(synced)
         });
         if let Err(e) = result {
             self.ctx.runtime().keep_drop_error(e);
@@ -80,7 +80,7 @@ impl NpuEvent {
     pub fn synchronize(&self) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let e = self.inner.raw;
-        self.inner.ctx.with(|rt| rt.synchronize_event(e))
+        self.inner.ctx.with(|rt| rt.events().synchronize(e))
     }
 
     /// Whether the latest record has fired (true if never recorded).
@@ -88,19 +88,19 @@ impl NpuEvent {
     pub fn query(&self) -> NpuResult<bool> {
         let _site = crate::sanitizer::SiteGuard::here();
         let e = self.inner.raw;
-        self.inner.ctx.with(|rt| rt.query_event(e))
+        self.inner.ctx.with(|rt| rt.events().query(e))
     }
 
     /// Simulated milliseconds from `start`'s latest record to this event's; both must have
     /// fired.
     pub fn elapsed_since(&self, start: &NpuEvent) -> NpuResult<f32> {
         let (s, e) = (start.inner.raw, self.inner.raw);
-        self.inner.ctx.with(|rt| rt.event_elapsed_ms(s, e))
+        self.inner.ctx.with(|rt| rt.events().elapsed_ms(s, e))
     }
 
     /// The simulated time the latest record fired.
     pub fn timestamp(&self) -> NpuResult<SimTime> {
         let e = self.inner.raw;
-        self.inner.ctx.with(|rt| rt.event_timestamp(e))
+        self.inner.ctx.with(|rt| rt.events().timestamp(e))
     }
 }

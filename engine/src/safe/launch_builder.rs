@@ -68,7 +68,7 @@ impl KernelArg<'_> {
     }
 }
 
-/// A raw device address ([`DeviceBuffer::into_raw`], [`Runtime::malloc`](crate::Runtime::malloc)):
+/// A raw device address ([`DeviceBuffer::into_raw`], [`Memory::malloc`](crate::Memory::malloc)):
 /// not checked, and its extent unknown, so the launch's access set takes the whole block behind
 /// it as read and written (as it does for an integer argument in the heap's address range).
 impl From<DevicePtr> for KernelArg<'_> {
@@ -126,7 +126,7 @@ impl<'a, T: Pod> From<&'a mut DeviceViewMut<'_, T>> for KernelArg<'a> {
 }
 
 /// What a [`LaunchBuilder`] launches: a registered [`Kernel`] (native kernels, op kernels, and
-/// raw binary functions from [`Runtime::get_function`](crate::Runtime::get_function)) or an
+/// raw binary functions from [`Binaries::get_function`](crate::Binaries::get_function)) or an
 /// [`NpuFunction`], which keeps its module loaded. Sealed.
 pub trait Launchable: sealed::Sealed {
     /// The kernel handle.
@@ -265,7 +265,7 @@ impl<'a> LaunchBuilder<'a> {
         self
     }
 
-    /// Tiling words the kernel reads ([`Runtime::launch_with_tiling`](crate::Runtime::launch_with_tiling)).
+    /// Tiling words the kernel reads ([`Launch::tiling`](crate::Launch::tiling)).
     pub fn tiling(mut self, words: &[u32]) -> Self {
         self.tiling = words.into();
         self

@@ -50,10 +50,10 @@
 //! it; dropping the program's own `Runtime` first changes nothing. What each drop does:
 //!
 //! - a [`DeviceBuffer`]: returns at once; the block is released when every task enqueued
-//!   before the drop that names it has completed ([`Runtime::free`]). A queued kernel that
+//!   before the drop that names it has completed ([`Memory::free`](crate::Memory::free)). A queued kernel that
 //!   reads or writes it never sees it reused.
 //! - the last clone of an [`NpuStream`] made by [`NpuContext::stream`]: runs the stream's queued
-//!   work to completion, then destroys the stream ([`Runtime::destroy_stream`]). A wait that
+//!   work to completion, then destroys the stream ([`Streams::destroy`](crate::Streams::destroy)). A wait that
 //!   can never finish is reported, not waited for. A context's default stream is never
 //!   destroyed.
 //! - the last clone of an [`NpuEvent`]: waits for its latest record (so waits enqueued on it
@@ -70,7 +70,7 @@
 //! - an [`NpuDevice`]: nothing (it is an index).
 //! - the last object made from a context of [`Runtime::new_context`] (its clones, streams,
 //!   events, buffers, modules and functions each hold it): destroys the context, as
-//!   [`Runtime::destroy_context`] does. A device's primary context is never destroyed by a
+//!   [`Contexts::destroy`](crate::Contexts::destroy) does. A device's primary context is never destroyed by a
 //!   drop.
 //! - in a context that faulted (stop-on-failure): buffers find their memory already released
 //!   and do nothing; a stream or event reports the context's error (kept, see below) and is

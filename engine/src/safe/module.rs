@@ -3,6 +3,7 @@
 //! binary is unloaded when the module and every function taken from it are gone; until then no
 //! launch of one of its functions can find it unloaded.
 
+use crate::HostFunc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -49,7 +50,7 @@ impl Drop for ModuleInner {
             // will run either).
             let _ = self
                 .ctx
-                .with(|rt| rt.launch_host_func(s, move || drop(mine)));
+                .with(|rt| rt.submit(HostFunc::new(s, move || drop(mine))));
         }
         drop(share);
     }
@@ -162,20 +163,20 @@ impl std::fmt::Debug for NpuFunction {
 
 impl NpuContext {
     /// Loads a kernel binary (a relocatable RISC-V object or a linked image) into this
-    /// context ([`Runtime::load_binary`](crate::Runtime::load_binary)).
+    /// context ([`Binaries::load`](crate::Binaries::load)).
     #[track_caller]
     pub fn load_module(&self, bytes: &[u8]) -> NpuResult<NpuModule> {
         let _site = crate::sanitizer::SiteGuard::here();
-        let raw = self.with(|rt| rt.load_binary(bytes))?;
+        let raw = self.with(|rt| rt.binaries().load(bytes))?;
         Ok(NpuModule::new(self.clone(), raw))
     }
 
     /// Loads a kernel binary from a file
-    /// ([`Runtime::load_binary_file`](crate::Runtime::load_binary_file)).
+    /// ([`Binaries::load_file`](crate::Binaries::load_file)).
     #[track_caller]
     pub fn load_module_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<NpuModule> {
         let _site = crate::sanitizer::SiteGuard::here();
-        let raw = self.with(|rt| rt.load_binary_file(path))?;
+        let raw = self.with(|rt| rt.binaries().load_file(path))?;
         Ok(NpuModule::new(self.clone(), raw))
     }
 }
@@ -205,7 +206,10 @@ impl NpuModule {
     pub fn function(&self, name: &str) -> NpuResult<NpuFunction> {
         let _site = crate::sanitizer::SiteGuard::here();
         let raw = self.inner.raw;
-        let kernel = self.inner.ctx.with(|rt| rt.get_function(raw, name))?;
+        let kernel = self
+            .inner
+            .ctx
+            .with(|rt| rt.binaries().get_function(raw, name))?;
         Ok(NpuFunction {
             module: self.clone(),
             kernel,
@@ -216,7 +220,7 @@ impl NpuModule {
     /// The names of the functions it exports, with their entry addresses.
     pub fn functions(&self) -> NpuResult<Vec<(String, u64)>> {
         let raw = self.inner.raw;
-        self.inner.ctx.with(|rt| rt.binary_functions(raw))
+        self.inner.ctx.with(|rt| rt.binaries().functions(raw))
     }
 }
 
@@ -231,7 +235,7 @@ impl NpuFunction {
         &self.name
     }
 
-    /// The raw kernel handle, for [`Runtime::launch`](crate::Runtime::launch). It does not
+    /// The raw kernel handle, for [`Launch`](crate::Launch). It does not
     /// keep the module loaded: once the function and module are gone it is stale (an error).
     pub fn raw(&self) -> Kernel {
         self.kernel

@@ -1,6 +1,7 @@
 //! [`NpuStream`]: a stream as a value, with the calls a reader looks for on it — copies,
 //! launches, event records and waits, synchronize.
 
+use crate::{HostFunc, Launch};
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -27,8 +28,8 @@ impl Drop for StreamInner {
         // Synchronize first: destroying returns only whether the wait ended, and the error of
         // a task of the stream would go with it.
         let result = self.ctx.with(|rt| {
-            let synced = rt.synchronize_stream(self.raw);
-            rt.destroy_stream(self.raw).and(synced)
+            let synced = rt.streams().synchronize(self.raw);
+            rt.streams().destroy(self.raw).and(synced)
         });
         if let Err(e) = result {
             self.ctx.runtime().keep_drop_error(e);
@@ -126,7 +127,7 @@ impl NpuStream {
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_htod", src.len(), dst.len())?;
         let ptr = dst.device_ptr();
-        self.with(|rt, s| rt.memcpy_htod_async_pageable(ptr, src, s))
+        self.with(|rt, s| rt.memory().memcpy_htod_async_pageable(ptr, src, s))
     }
 
     /// Copies the start of `src` into `dst` (all of `dst`), waiting for the stream: the copy
@@ -145,8 +146,8 @@ impl NpuStream {
         let ptr = src.device_ptr();
         let bytes = out.len() as u64;
         self.with(|rt, s| {
-            rt.memcpy_dtoh_async(&staged, ptr, bytes, s)?;
-            rt.synchronize_stream(s)
+            rt.memory().memcpy_dtoh_async(&staged, ptr, bytes, s)?;
+            rt.streams().synchronize(s)
         })?;
         out.copy_from_slice(&staged.bytes()?);
         Ok(())
@@ -165,7 +166,7 @@ impl NpuStream {
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_dtod", src.len(), dst.len())?;
         let (d, sp, bytes) = (dst.device_ptr(), src.device_ptr(), src.byte_len());
-        self.with(|rt, s| rt.memcpy_dtod_async(d, sp, bytes, s))
+        self.with(|rt, s| rt.memory().memcpy_dtod_async(d, sp, bytes, s))
     }
 
     /// Enqueues a copy of all of pinned `src` into the start of `dst`; the bytes are read when
@@ -180,7 +181,7 @@ impl NpuStream {
         same_context(&self.inner.ctx, dst)?;
         fits("memcpy_htod_pinned", src.len(), dst.len())?;
         let (ptr, bytes) = (dst.device_ptr(), src.byte_len());
-        self.with(|rt, s| rt.memcpy_htod_async(ptr, src.as_raw(), bytes, s))
+        self.with(|rt, s| rt.memory().memcpy_htod_async(ptr, src.as_raw(), bytes, s))
     }
 
     /// Enqueues a copy of all of `src` into the start of pinned `dst`; read `dst` after the
@@ -195,7 +196,7 @@ impl NpuStream {
         same_context(&self.inner.ctx, src)?;
         fits("memcpy_dtoh_pinned", src.len(), dst.len())?;
         let (ptr, bytes) = (src.device_ptr(), src.byte_len());
-        self.with(|rt, s| rt.memcpy_dtoh_async(dst.as_raw(), ptr, bytes, s))
+        self.with(|rt, s| rt.memory().memcpy_dtoh_async(dst.as_raw(), ptr, bytes, s))
     }
 
     /// Enqueues zeroing all of `dst`.
@@ -207,7 +208,7 @@ impl NpuStream {
         let _site = crate::sanitizer::SiteGuard::here();
         same_context(&self.inner.ctx, dst)?;
         let (ptr, bytes) = (dst.device_ptr(), dst.byte_len());
-        self.with(|rt, s| rt.memset_async(ptr, 0, bytes, s))
+        self.with(|rt, s| rt.memory().memset_async(ptr, 0, bytes, s))
     }
 
     /// A new buffer holding a copy of `src` (allocated now, filled in stream order).
@@ -259,13 +260,14 @@ impl NpuStream {
     }
 
     /// Enqueues `kernel` with `grid` blocks and untyped `args` (as
-    /// [`Runtime::launch`](crate::Runtime::launch)). Prefer [`NpuStream::launch_builder`],
+    /// [`Launch`](crate::Launch)). Prefer [`NpuStream::launch_builder`],
     /// which checks buffers and the kernel's declared parameters.
     #[track_caller]
     pub fn launch(&self, kernel: &Kernel, grid: u32, args: &[Arg]) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let k = *kernel;
-        self.with(|rt, s| rt.launch(k, grid, args, s))
+        self.with(|rt, s| rt.submit(Launch::new(k, grid, args, s)))
+            .map(drop)
     }
 
     pub(crate) fn launch_declared(
@@ -276,7 +278,14 @@ impl NpuStream {
         tiling: &[u32],
         access: Box<AccessSet>,
     ) -> NpuResult<()> {
-        self.with(|rt, s| rt.launch_configured(kernel, grid, args, tiling, s, None, Some(access)))
+        self.with(|rt, s| {
+            rt.submit(
+                Launch::new(kernel, grid, args, s)
+                    .tiling(tiling)
+                    .declared(Some(access)),
+            )
+        })
+        .map(drop)
     }
 
     /// Enqueues a record of `event`: it fires when the stream's earlier work is done.
@@ -284,7 +293,7 @@ impl NpuStream {
     pub fn record(&self, event: &NpuEvent) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let e = event.raw();
-        self.with(|rt, s| rt.record_event(e, s))
+        self.with(|rt, s| rt.events().record(e, s))
     }
 
     /// Makes the stream's later work wait for the latest record of `event` (as of now).
@@ -292,7 +301,7 @@ impl NpuStream {
     pub fn wait(&self, event: &NpuEvent) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
         let e = event.raw();
-        self.with(|rt, s| rt.stream_wait_event(s, e))
+        self.with(|rt, s| rt.events().stream_wait(s, e))
     }
 
     /// Waits until everything enqueued so far has run; returns the first error of a task on
@@ -300,14 +309,14 @@ impl NpuStream {
     #[track_caller]
     pub fn synchronize(&self) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
-        self.with(|rt, s| rt.synchronize_stream(s))
+        self.with(|rt, s| rt.streams().synchronize(s))
     }
 
     /// Whether everything enqueued has run (does not advance the device).
     #[track_caller]
     pub fn query(&self) -> NpuResult<bool> {
         let _site = crate::sanitizer::SiteGuard::here();
-        self.with(|rt, s| rt.query_stream(s))
+        self.with(|rt, s| rt.streams().query(s))
     }
 
     /// A new event of the stream's context, recorded here: it fires when the stream's work
@@ -324,7 +333,7 @@ impl NpuStream {
     /// `cuLaunchHostFunc`): `f` runs on the host when the stream reaches it, after the
     /// stream's earlier work, on the callback thread of the stream's context with the context
     /// current; the stream's later work waits until it has returned. As with
-    /// [`Runtime::launch_host_func`](crate::Runtime::launch_host_func) (README, "Host
+    /// [`HostFunc`](crate::HostFunc) (README, "Host
     /// callbacks"): a panic fails the callback's task (the stream's next synchronize returns
     /// `ACL_ERROR_RT_INTERNAL_ERROR`) and later work still runs; `f` may call the runtime,
     /// launch work and wait for other streams, but synchronizing its own stream or device is
@@ -350,6 +359,6 @@ impl NpuStream {
     #[track_caller]
     pub fn launch_host_func(&self, f: impl FnOnce() + Send + 'static) -> NpuResult<()> {
         let _site = crate::sanitizer::SiteGuard::here();
-        self.with(|rt, s| rt.launch_host_func(s, f))
+        self.with(|rt, s| rt.submit(HostFunc::new(s, f))).map(drop)
     }
 }
