@@ -15,7 +15,7 @@
 
 use std::ffi::c_void;
 
-use npusim_engine::components::AllocPolicy;
+use npusim_engine::device::memory::pool::AllocPolicy;
 use npusim_engine::{DevicePtr, HostBuffer, Stream};
 
 use crate::error::{AclError, AclResult, call, non_null};

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::ffi::c_void;
 
 use npusim_engine::DevicePtr;
-use npusim_engine::components::AllocPolicy;
+use npusim_engine::device::memory::pool::AllocPolicy;
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, PoolEntry, lookup, new_key, to_ptr};

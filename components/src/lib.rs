@@ -17,14 +17,12 @@ pub mod kernel;
 pub mod limits;
 pub mod memory;
 pub mod mode;
-pub mod pool;
 pub mod resources;
 pub mod sanitizer;
 pub mod shape;
 pub mod stream;
 pub mod task;
 pub mod time;
-pub mod tlb;
 
 pub use access::{Access, AccessMode, AccessSet};
 pub use collective::{
@@ -42,7 +40,6 @@ pub use kernel::{
 };
 pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
 pub use mode::ExecutionMode;
-pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,

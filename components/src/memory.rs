@@ -15,14 +15,14 @@ use std::collections::BTreeMap;
 
 use bevy_ecs::entity::Entity;
 use npusim_device::abi::{CODE_BASE, CODE_END, HEAP_BASE, MODULE_DATA_BASE, MODULE_DATA_END};
+use npusim_device::memory::pool::{AllocPolicy, Pool, PoolConfig, PoolError, PoolStats};
+use npusim_device::memory::tlb::{Tlb, TlbStats};
 use npusim_device::memory::{
     AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize,
 };
 use smallvec::SmallVec;
 
 use crate::error::{NpuError, NpuResult};
-use crate::pool::{AllocPolicy, Pool, PoolConfig, PoolError, PoolStats};
-use crate::tlb::{Tlb, TlbStats};
 
 /// Every allocation starts on this boundary.
 pub const ALLOC_ALIGN: u64 = 64;

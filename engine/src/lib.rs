@@ -67,6 +67,7 @@ pub use context::{ExceptionCallback, ExceptionInfo};
 /// IEEE half precision (`half::f16`), the element type of `f16` collectives.
 pub use half;
 pub use npusim_components as components;
+pub use npusim_components::MemoryStats;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
@@ -77,7 +78,6 @@ pub use npusim_components::sanitizer::{
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
 };
-pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::{
     Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault,
     NativeKernel, NpuError, NpuResult, Param, SimTime, Stream, StreamKind, TaskRecord,
@@ -88,6 +88,7 @@ pub use npusim_device::cost::{ComputeUnit, KernelCost};
 pub use npusim_device::link::{
     CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
 };
+pub use npusim_device::memory::pool::AllocPolicy;
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};

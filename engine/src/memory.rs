@@ -9,7 +9,8 @@ use npusim_components::{
 };
 
 use crate::runtime::{Inner, Runtime};
-use npusim_components::{AllocPolicy, MemoryStats, StreamState};
+use npusim_components::{MemoryStats, StreamState};
+use npusim_device::memory::pool::AllocPolicy;
 
 impl Runtime {
     fn device_of(&self, world: &World, ctx: Entity) -> Entity {
