@@ -45,10 +45,7 @@ pub use resources::{
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
     WorldResources,
 };
-pub use sanitizer::{
-    EnqueueSite, HostThread, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode,
-    SanitizerReport,
-};
+pub use sanitizer::{ReportSide, Sanitizer, SanitizerReport};
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,
     TilingLog, TilingRecord,

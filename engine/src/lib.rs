@@ -71,10 +71,7 @@ pub use npusim_components::MemoryStats;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
-pub use npusim_components::sanitizer::{
-    EnqueueSite, HostThread, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode,
-    SanitizerReport, ShadowStats,
-};
+pub use npusim_components::sanitizer::{ReportSide, SanitizerReport};
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
 };
@@ -89,6 +86,9 @@ pub use npusim_device::link::{
     CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
 };
 pub use npusim_device::memory::pool::AllocPolicy;
+pub use npusim_device::sanitizer::{
+    EnqueueSite, HostThread, Operand, ReportKind, SanitizerConfig, SanitizerMode, ShadowStats,
+};
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;
 pub use ops::{OpBuilder, TensorArg};

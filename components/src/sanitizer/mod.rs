@@ -35,6 +35,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use bevy_ecs::entity::{Entity, EntityHashMap};
+use npusim_device::sanitizer::{
+    EnqueueSite, Epoch, HostThread, Operand, ReportKind, SanitizerConfig, SanitizerMode,
+    ShadowStats, VectorClock, coalesce, prune, split,
+};
 use smallvec::SmallVec;
 
 use crate::access::{Access, AccessMode, Space};
@@ -45,23 +49,16 @@ use crate::task::{Task, TaskKind};
 use crate::time::SimTime;
 
 mod check;
-mod clock;
 mod complete;
 mod host;
 mod memory;
 mod report;
-mod shadow;
 mod submit;
 
 #[cfg(test)]
 mod tests;
 
-pub use clock::VectorClock;
-pub use report::{
-    EnqueueSite, HostThread, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode,
-    SanitizerReport,
-};
-use shadow::{coalesce, prune, split};
+pub use report::{ReportSide, SanitizerReport};
 
 /// What a side of an access names, shared by the shadow intervals it left behind.
 #[derive(Debug)]
@@ -88,32 +85,14 @@ struct AccessRec {
     generation: u64,
 }
 
-/// One interval of shadow state.
-#[derive(Clone, Debug)]
-struct Segment {
-    end: u64,
-    write: Option<Arc<AccessRec>>,
-    reads: SmallVec<[Arc<AccessRec>; 2]>,
-    init: bool,
-}
-
-impl Segment {
-    fn same_state(&self, other: &Segment) -> bool {
-        let same = |a: &Option<Arc<AccessRec>>, b: &Option<Arc<AccessRec>>| match (a, b) {
-            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-            (None, None) => true,
-            _ => false,
-        };
-        self.init == other.init
-            && same(&self.write, &other.write)
-            && self.reads.len() == other.reads.len()
-            && self
-                .reads
-                .iter()
-                .zip(&other.reads)
-                .all(|(a, b)| Arc::ptr_eq(a, b))
+impl Epoch for AccessRec {
+    fn epoch(&self) -> (u32, u64) {
+        (self.slot, self.clock)
     }
 }
+
+/// One interval of shadow state.
+type Segment = npusim_device::sanitizer::Segment<AccessRec>;
 
 /// How a block stands, as the sanitizer sees it.
 #[derive(Clone, Debug)]
@@ -297,19 +276,6 @@ pub enum Actor {
         /// Its position.
         seq: u64,
     },
-}
-
-/// Shadow memory in use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ShadowStats {
-    /// Intervals in the shadow.
-    pub intervals: usize,
-    /// Distinct accesses the intervals hold.
-    pub accesses: usize,
-    /// Blocks tracked.
-    pub blocks: usize,
-    /// Approximate bytes of host memory all of it takes (intervals, accesses, clocks).
-    pub bytes: usize,
 }
 
 /// A host thread as a thread of the clock.

@@ -1,4 +1,4 @@
-//! Vector clocks.
+//! Vector clocks: per clock thread, the latest position known to happen before.
 
 /// A vector clock: per clock thread (a stream's slot), the latest position known to happen
 /// before.
@@ -47,5 +47,47 @@ impl VectorClock {
     /// Bytes this clock uses.
     pub fn heap_bytes(&self) -> usize {
         self.0.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_only_raises_and_join_is_the_element_wise_maximum() {
+        let mut a = VectorClock::default();
+        a.set(2, 5);
+        a.set(2, 3);
+        assert_eq!(a.get(2), 5);
+        assert_eq!(a.get(0), 0);
+        assert_eq!(a.get(9), 0);
+        let mut b = VectorClock::default();
+        b.set(0, 7);
+        b.set(2, 1);
+        a.join(&b);
+        assert_eq!((a.get(0), a.get(1), a.get(2)), (7, 0, 5));
+    }
+
+    #[test]
+    fn meet_is_the_element_wise_minimum_and_missing_slots_count_zero() {
+        let mut a = VectorClock::default();
+        a.set(0, 4);
+        a.set(1, 9);
+        let mut b = VectorClock::default();
+        b.set(0, 6);
+        a.meet(&b);
+        assert_eq!((a.get(0), a.get(1)), (4, 0));
+    }
+
+    #[test]
+    fn covers_an_epoch_at_or_below_its_slot() {
+        let mut a = VectorClock::default();
+        a.set(3, 10);
+        assert!(a.covers(3, 10));
+        assert!(a.covers(3, 1));
+        assert!(!a.covers(3, 11));
+        assert!(!a.covers(4, 1));
+        assert!(a.covers(4, 0));
     }
 }
