@@ -38,7 +38,7 @@ pub use host::HostBuffer;
 pub use kernel::{
     Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel, Param,
 };
-pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
+pub use memory::{BlockInfo, DeviceMemory};
 pub use mode::ExecutionMode;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,

@@ -70,7 +70,7 @@ impl Runtime {
                         Ok(base) => base,
                         Err(e) => {
                             d.memory.free_code(text);
-                            return Err(e);
+                            return Err(e.into());
                         }
                     }
                 } else {

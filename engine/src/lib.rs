@@ -67,7 +67,6 @@ pub use context::{ExceptionCallback, ExceptionInfo};
 /// IEEE half precision (`half::f16`), the element type of `f16` collectives.
 pub use half;
 pub use npusim_components as components;
-pub use npusim_components::MemoryStats;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
@@ -86,6 +85,7 @@ pub use npusim_device::link::{
     CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
 };
 pub use npusim_device::memory::pool::AllocPolicy;
+pub use npusim_device::memory::spaces::MemoryStats;
 pub use npusim_device::sanitizer::{
     EnqueueSite, HostThread, Operand, ReportKind, SanitizerConfig, SanitizerMode, ShadowStats,
 };

@@ -12,7 +12,8 @@
 //!    ioctl ([`DriverCosts`]); the engine drains the cost into the simulated host clock.
 //!
 //! The runtime's memory pool ([`pool`]) and software TLB ([`tlb`]) of each context build on the
-//! driver.
+//! driver, and [`spaces`] holds a device's memory as the runtime sees it: per context an address
+//! space, its pool, TLB and table of allocations.
 
 mod driver;
 mod error;
@@ -21,6 +22,7 @@ mod fxhash;
 mod page_table;
 mod phys;
 pub mod pool;
+pub mod spaces;
 pub mod tlb;
 
 pub use driver::{AsId, ChunkId, ChunkInfo, Driver, DriverCalls, DriverCosts, DriverStats};

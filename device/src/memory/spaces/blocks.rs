@@ -2,23 +2,18 @@
 
 use super::*;
 
-impl DeviceMemory {
+impl<K: ContextKey> DeviceMemory<K> {
     /// Allocates `size` bytes for `context` with the default policy (huge pages first).
-    pub fn alloc(&mut self, size: u64, context: Entity) -> NpuResult<u64> {
+    pub fn alloc(&mut self, size: u64, context: K) -> MemResult<u64> {
         self.alloc_with(size, AllocPolicy::HugeFirst, context)
     }
 
     /// Allocates `size` bytes for `context` with `policy`. When the pool is exhausted, memory
     /// cached by other contexts' pools is released to the driver and the request retried;
     /// only then is it out of memory, with nothing changed.
-    pub fn alloc_with(
-        &mut self,
-        size: u64,
-        policy: AllocPolicy,
-        context: Entity,
-    ) -> NpuResult<u64> {
+    pub fn alloc_with(&mut self, size: u64, policy: AllocPolicy, context: K) -> MemResult<u64> {
         if size == 0 {
-            return Err(NpuError::InvalidParam(
+            return Err(MemoryError::InvalidParam(
                 "allocation size must be nonzero".into(),
             ));
         }
@@ -68,7 +63,7 @@ impl DeviceMemory {
     }
 
     /// Checks that `ptr` is the start of a live, not yet freed block of `context`.
-    pub fn check_free(&self, ptr: u64, context: Entity) -> NpuResult<BlockInfo> {
+    pub fn check_free(&self, ptr: u64, context: K) -> MemResult<BlockInfo<K>> {
         let space = self.space(context)?;
         match space.blocks.get(&ptr) {
             Some(b) if !b.freeing => Ok(BlockInfo {
@@ -76,7 +71,7 @@ impl DeviceMemory {
                 size: b.size,
                 context,
             }),
-            Some(_) => Err(NpuError::BadFree {
+            Some(_) => Err(MemoryError::BadFree {
                 ptr,
                 why: "already freed (its release is pending)",
             }),
@@ -92,19 +87,19 @@ impl DeviceMemory {
                 } else {
                     "not a live allocation (double free or unknown pointer)"
                 };
-                Err(NpuError::BadFree { ptr, why })
+                Err(MemoryError::BadFree { ptr, why })
             }
         }
     }
 
     /// Frees the block at `ptr` of `context` at once (no queued work may use it).
-    pub fn free(&mut self, ptr: u64, context: Entity) -> NpuResult<BlockInfo> {
+    pub fn free(&mut self, ptr: u64, context: K) -> MemResult<BlockInfo<K>> {
         let info = self.check_free(ptr, context)?;
         self.release(context, ptr);
         Ok(info)
     }
 
-    pub(super) fn release(&mut self, context: Entity, ptr: u64) {
+    pub(super) fn release(&mut self, context: K, ptr: u64) {
         if let Some(space) = self.spaces.get_mut(&context) {
             space.blocks.remove(&ptr);
             let _ = space.pool.free(ptr);
@@ -117,9 +112,9 @@ impl DeviceMemory {
     pub fn begin_free(
         &mut self,
         ptr: u64,
-        context: Entity,
-        after: &[StreamPosition],
-    ) -> NpuResult<BlockInfo> {
+        context: K,
+        after: &[StreamPosition<K>],
+    ) -> MemResult<BlockInfo<K>> {
         self.begin_free_inner(ptr, context, after, None)
     }
 
@@ -133,10 +128,10 @@ impl DeviceMemory {
     pub fn begin_free_enqueued(
         &mut self,
         ptr: u64,
-        context: Entity,
-        after: &[StreamPosition],
-        enqueued: &[StreamPosition],
-    ) -> NpuResult<BlockInfo> {
+        context: K,
+        after: &[StreamPosition<K>],
+        enqueued: &[StreamPosition<K>],
+    ) -> MemResult<BlockInfo<K>> {
         self.begin_free_inner(
             ptr,
             context,
@@ -148,15 +143,15 @@ impl DeviceMemory {
     pub(super) fn begin_free_inner(
         &mut self,
         ptr: u64,
-        context: Entity,
-        after: &[StreamPosition],
-        enqueued: Option<SmallVec<[StreamPosition; 4]>>,
-    ) -> NpuResult<BlockInfo> {
+        context: K,
+        after: &[StreamPosition<K>],
+        enqueued: Option<SmallVec<[StreamPosition<K>; 4]>>,
+    ) -> MemResult<BlockInfo<K>> {
         let info = self.check_free(ptr, context)?;
         let space = self.spaces.get_mut(&context).expect("validated");
         let block = space.blocks.get_mut(&ptr).expect("validated");
         block.freeing = true;
-        let mut wait: SmallVec<[StreamPosition; 4]> = block.uses.iter().copied().collect();
+        let mut wait: SmallVec<[StreamPosition<K>; 4]> = block.uses.iter().copied().collect();
         for &(s, seq) in after {
             match wait.iter_mut().find(|(w, _)| *w == s) {
                 Some(w) => w.1 = w.1.max(seq),
@@ -174,7 +169,7 @@ impl DeviceMemory {
 
     /// Notes that the task at `pos` names `addr`: if it lies in a live block of `context`, that
     /// block's free waits for `pos`. Addresses outside the heap are ignored quickly.
-    pub fn note_use(&mut self, context: Entity, addr: u64, pos: StreamPosition) {
+    pub fn note_use(&mut self, context: K, addr: u64, pos: StreamPosition<K>) {
         self.note_use_range(context, addr, 0, pos);
     }
 
@@ -182,7 +177,7 @@ impl DeviceMemory {
     /// access range may run across adjacent blocks (an access set joins a range that continues
     /// the previous one, whichever block it is in), and each of them must wait for `pos`. Each
     /// block is found once.
-    pub fn note_use_range(&mut self, context: Entity, addr: u64, bytes: u64, pos: StreamPosition) {
+    pub fn note_use_range(&mut self, context: K, addr: u64, bytes: u64, pos: StreamPosition<K>) {
         if addr < HEAP_BASE {
             return;
         }
@@ -204,7 +199,7 @@ impl DeviceMemory {
     }
 
     /// The positions the pending free of `base` waits for (empty if none is pending).
-    pub fn pending_positions(&self, base: u64, context: Entity) -> SmallVec<[StreamPosition; 4]> {
+    pub fn pending_positions(&self, base: u64, context: K) -> SmallVec<[StreamPosition<K>; 4]> {
         self.pending
             .iter()
             .find(|p| p.context == context && p.base == base)
@@ -213,7 +208,7 @@ impl DeviceMemory {
     }
 
     /// Releases the pending free of `base` now (its positions are known to have completed).
-    pub fn release_now(&mut self, base: u64, context: Entity) {
+    pub fn release_now(&mut self, base: u64, context: K) {
         let before = self.pending.len();
         self.pending
             .retain(|p| !(p.context == context && p.base == base));
@@ -230,7 +225,7 @@ impl DeviceMemory {
 
     /// Releases every pending free whose positions have all completed (`reached` says whether a
     /// position has); returns how many were released.
-    pub fn release_completed(&mut self, reached: impl Fn(StreamPosition) -> bool) -> usize {
+    pub fn release_completed(&mut self, reached: impl Fn(StreamPosition<K>) -> bool) -> usize {
         let mut done = Vec::new();
         self.pending.retain(|p| {
             if p.after.iter().all(|&pos| reached(pos)) {
@@ -248,7 +243,7 @@ impl DeviceMemory {
     }
 
     /// Frees every block of `context` at once (its work was aborted or it is being destroyed).
-    pub fn free_all_of(&mut self, context: Entity) -> usize {
+    pub fn free_all_of(&mut self, context: K) -> usize {
         self.pending.retain(|p| p.context != context);
         let Some(space) = self.spaces.get_mut(&context) else {
             return 0;
@@ -264,12 +259,12 @@ impl DeviceMemory {
     /// How many times `context`'s blocks were all released at once (by a fault under
     /// stop-on-failure); `None` when the context has no address space. An allocation made
     /// at one value is gone once the value moves on, even if its address is live again.
-    pub fn epoch(&self, context: Entity) -> Option<u64> {
+    pub fn epoch(&self, context: K) -> Option<u64> {
         self.spaces.get(&context).map(|s| s.epoch)
     }
 
     /// Releases memory cached by `context`'s pool back to the driver; returns bytes released.
-    pub fn trim(&mut self, context: Entity) -> u64 {
+    pub fn trim(&mut self, context: K) -> u64 {
         match self.spaces.get_mut(&context) {
             Some(s) => s.pool.trim(&mut self.driver),
             None => 0,
@@ -278,7 +273,7 @@ impl DeviceMemory {
 
     /// The live, not freed block of `context` that starts at `base`, if any: one hash lookup,
     /// for an owner that knows its block's base (no search of the pool's ranges).
-    pub fn block_at(&self, base: u64, context: Entity) -> Option<BlockInfo> {
+    pub fn block_at(&self, base: u64, context: K) -> Option<BlockInfo<K>> {
         let b = self.spaces.get(&context)?.blocks.get(&base)?;
         (!b.freeing).then_some(BlockInfo {
             base,
@@ -289,16 +284,16 @@ impl DeviceMemory {
 
     /// The live, not freed block of `context` containing `addr`, if any: what new work may
     /// name.
-    pub fn block_containing(&self, addr: u64, context: Entity) -> Option<BlockInfo> {
+    pub fn block_containing(&self, addr: u64, context: K) -> Option<BlockInfo<K>> {
         self.find_block(addr, context, false)
     }
 
     pub(super) fn find_block(
         &self,
         addr: u64,
-        context: Entity,
+        context: K,
         include_freeing: bool,
-    ) -> Option<BlockInfo> {
+    ) -> Option<BlockInfo<K>> {
         let space = self.spaces.get(&context)?;
         let (base, _) = space.pool.block_containing(addr)?;
         let b = space
@@ -316,12 +311,12 @@ impl DeviceMemory {
 /// Records that the task at `pos` uses `block` (at `base` in `context`): its free waits for
 /// `pos`. A use noted after `free` (the frees are processed after ingest) joins the wait if its
 /// task was enqueued before the free; one enqueued after it does not.
-fn note_block_use(
-    block: &mut Block,
-    pending: &mut [PendingFree],
-    context: Entity,
+fn note_block_use<K: ContextKey>(
+    block: &mut Block<K>,
+    pending: &mut [PendingFree<K>],
+    context: K,
     base: u64,
-    pos: StreamPosition,
+    pos: StreamPosition<K>,
 ) {
     match block.uses.iter_mut().find(|(s, _)| *s == pos.0) {
         Some(u) => u.1 = u.1.max(pos.1),

@@ -13,16 +13,12 @@
 
 use std::collections::BTreeMap;
 
-use bevy_ecs::entity::Entity;
-use npusim_device::abi::{CODE_BASE, CODE_END, HEAP_BASE, MODULE_DATA_BASE, MODULE_DATA_END};
-use npusim_device::memory::pool::{AllocPolicy, Pool, PoolConfig, PoolError, PoolStats};
-use npusim_device::memory::tlb::{Tlb, TlbStats};
-use npusim_device::memory::{
-    AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize,
-};
+use crate::abi::{CODE_BASE, CODE_END, HEAP_BASE, MODULE_DATA_BASE, MODULE_DATA_END};
+use crate::memory::pool::{AllocPolicy, Pool, PoolConfig, PoolError, PoolStats};
+use crate::memory::tlb::{Tlb, TlbStats};
+use crate::memory::{AsId, ChunkId, Driver, DriverStats, FxBuildHasher, MemFault, PageSize};
 use smallvec::SmallVec;
-
-use crate::error::{NpuError, NpuResult};
+use thiserror::Error;
 
 mod access;
 mod blocks;
@@ -32,6 +28,47 @@ mod code;
 mod tests;
 
 use code::RangeAlloc;
+/// What identifies a context (and a stream, in stream positions): the runtime uses its world's
+/// entity ids; anything ordered, copyable and printable will do.
+pub trait ContextKey: Copy + Ord + std::fmt::Debug + std::fmt::Display {}
+
+impl<T: Copy + Ord + std::fmt::Debug + std::fmt::Display> ContextKey for T {}
+
+/// Why a device memory call was refused (the runtime's error type converts from it, variant
+/// for variant).
+#[derive(Clone, Debug, PartialEq, Error)]
+pub enum MemoryError {
+    /// A parameter is out of its documented range.
+    #[error("invalid parameter: {0}")]
+    InvalidParam(String),
+    /// The context has no address space.
+    #[error("no current context: {0}")]
+    ContextNull(String),
+    /// `free` of an address that is not the start of a live allocation (double free, interior
+    /// or unknown pointer).
+    #[error("free of {ptr:#x}: {why}")]
+    BadFree {
+        /// The address passed to free.
+        ptr: u64,
+        /// Why it was refused.
+        why: &'static str,
+    },
+    /// Device memory is exhausted even after releasing cached memory.
+    #[error("device out of memory: {requested} bytes requested, {available} available")]
+    OutOfMemory {
+        /// Bytes requested.
+        requested: u64,
+        /// Bytes that could still be reserved.
+        available: u64,
+    },
+    /// A bug in npusim; nothing the caller did.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// The result of a device memory call.
+pub type MemResult<T> = Result<T, MemoryError>;
+
 /// Every allocation starts on this boundary.
 pub const ALLOC_ALIGN: u64 = 64;
 
@@ -44,18 +81,18 @@ pub const MAX_CONTEXTS: u64 = 480;
 
 /// A live allocation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BlockInfo {
+pub struct BlockInfo<K> {
     /// First address.
     pub base: u64,
     /// Size in bytes as requested.
     pub size: u64,
     /// The context that owns it.
-    pub context: Entity,
+    pub context: K,
 }
 
 /// Why a device memory access failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AccessFault {
+pub enum AccessFault<K> {
     /// No live block of the accessing context contains the address.
     Unmapped {
         /// The faulting address.
@@ -68,11 +105,11 @@ pub enum AccessFault {
         /// Its length.
         len: u64,
         /// The block it starts in.
-        block: BlockInfo,
+        block: BlockInfo<K>,
     },
 }
 
-impl std::fmt::Display for AccessFault {
+impl<K> std::fmt::Display for AccessFault<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AccessFault::Unmapped { addr } => write!(f, "page fault at {addr:#x}"),
@@ -87,19 +124,19 @@ impl std::fmt::Display for AccessFault {
 
 /// A stream position: (stream entity, sequence number). Reached when the stream has completed
 /// that many tasks.
-pub type StreamPosition = (Entity, u64);
+pub type StreamPosition<K> = (K, u64);
 
 #[derive(Debug)]
-struct Block {
+struct Block<K> {
     size: u64,
     /// `free` was called; the block waits for its uses and must not be used again.
     freeing: bool,
     /// The latest position of each stream whose tasks name this block.
-    uses: SmallVec<[StreamPosition; 2]>,
+    uses: SmallVec<[StreamPosition<K>; 2]>,
 }
 
 #[derive(Debug)]
-struct Space {
+struct Space<K> {
     /// A module-data page holding the tiling words of the launch being run (0 until needed).
     tiling_page: u64,
     /// The module-data window's free ranges.
@@ -110,13 +147,13 @@ struct Space {
     asid: AsId,
     pool: Pool,
     tlb: Tlb,
-    blocks: std::collections::HashMap<u64, Block, FxBuildHasher>,
+    blocks: std::collections::HashMap<u64, Block<K>, FxBuildHasher>,
     /// How many times every block was released at once (`free_all_of`, after a fault): an
     /// owner that remembers the value at allocation knows whether its block is still its own.
     epoch: u64,
 }
 
-impl Space {
+impl<K> Space<K> {
     /// Walks `[addr, addr + len)` through this space's TLB one physically contiguous extent at
     /// a time, calling `f(phys, pa, offset, n)` for each: the one page walk every access by
     /// virtual address goes through. Stops at the first fault.
@@ -125,7 +162,7 @@ impl Space {
         driver: &mut Driver,
         addr: u64,
         len: u64,
-        mut f: impl FnMut(&mut npusim_device::memory::PhysMem, u64, u64, u64) -> Result<(), MemFault>,
+        mut f: impl FnMut(&mut crate::memory::PhysMem, u64, u64, u64) -> Result<(), MemFault>,
     ) -> Result<(), MemFault> {
         let mut done = 0u64;
         while done < len {
@@ -141,16 +178,16 @@ impl Space {
 
 /// A free waiting for stream positions.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PendingFree {
+pub struct PendingFree<K> {
     /// Owning context.
-    pub context: Entity,
+    pub context: K,
     /// Block base.
     pub base: u64,
     /// Positions that must complete first.
-    pub after: SmallVec<[StreamPosition; 4]>,
+    pub after: SmallVec<[StreamPosition<K>; 4]>,
     /// How far each stream of the context had been submitted when `free` was called (see
     /// [`DeviceMemory::begin_free_enqueued`]); `None` when unknown.
-    pub enqueued: Option<SmallVec<[StreamPosition; 4]>>,
+    pub enqueued: Option<SmallVec<[StreamPosition<K>; 4]>>,
 }
 
 /// Memory counters of one device.
@@ -172,12 +209,12 @@ pub struct MemoryStats {
 
 /// The memory of one device.
 #[derive(Debug)]
-pub struct DeviceMemory {
+pub struct DeviceMemory<K> {
     driver: Driver,
-    spaces: BTreeMap<Entity, Space>,
+    spaces: BTreeMap<K, Space<K>>,
     free_slots: Vec<u64>,
     next_slot: u64,
-    pending: Vec<PendingFree>,
+    pending: Vec<PendingFree<K>>,
     deferred_releases: u64,
     peak_live_bytes: u64,
     /// The instruction-memory window's free ranges.
@@ -186,22 +223,22 @@ pub struct DeviceMemory {
     code_live: BTreeMap<u64, u64>,
 }
 
-fn pool_error(e: PoolError, requested: u64, available: u64) -> NpuError {
+fn pool_error(e: PoolError, requested: u64, available: u64) -> MemoryError {
     match e {
-        PoolError::ZeroSize => NpuError::InvalidParam("allocation size must be nonzero".into()),
-        PoolError::OutOfMemory { .. } => NpuError::OutOfMemory {
+        PoolError::ZeroSize => MemoryError::InvalidParam("allocation size must be nonzero".into()),
+        PoolError::OutOfMemory { .. } => MemoryError::OutOfMemory {
             requested,
             available,
         },
-        other => NpuError::Internal(format!("memory pool: {other}")),
+        other => MemoryError::Internal(format!("memory pool: {other}")),
     }
 }
 
-impl DeviceMemory {
+impl<K: ContextKey> DeviceMemory<K> {
     /// Memory of `capacity` bytes.
-    pub fn new(capacity: u64) -> NpuResult<Self> {
+    pub fn new(capacity: u64) -> MemResult<Self> {
         let driver = Driver::new(capacity).map_err(|e| {
-            NpuError::InvalidParam(format!("device memory of {capacity} bytes: {e}"))
+            MemoryError::InvalidParam(format!("device memory of {capacity} bytes: {e}"))
         })?;
         Ok(Self {
             driver,
@@ -227,7 +264,7 @@ impl DeviceMemory {
     }
 
     /// Gives `context` an address space, pool and TLB.
-    pub fn create_space(&mut self, context: Entity) -> NpuResult<()> {
+    pub fn create_space(&mut self, context: K) -> MemResult<()> {
         if self.spaces.contains_key(&context) {
             return Ok(());
         }
@@ -238,7 +275,7 @@ impl DeviceMemory {
                 self.next_slot - 1
             }
             None => {
-                return Err(NpuError::InvalidParam(format!(
+                return Err(MemoryError::InvalidParam(format!(
                     "at most {MAX_CONTEXTS} contexts per device"
                 )));
             }
@@ -267,7 +304,7 @@ impl DeviceMemory {
     }
 
     /// Releases everything of `context` and its address space.
-    pub fn destroy_space(&mut self, context: Entity) {
+    pub fn destroy_space(&mut self, context: K) {
         self.free_all_of(context);
         let modules: Vec<u64> = self
             .spaces
@@ -284,7 +321,7 @@ impl DeviceMemory {
     }
 
     /// The address space of `context`, if it has one.
-    pub fn address_space(&self, context: Entity) -> Option<AsId> {
+    pub fn address_space(&self, context: K) -> Option<AsId> {
         self.spaces.get(&context).map(|s| s.asid)
     }
 
@@ -361,9 +398,9 @@ impl DeviceMemory {
         }
     }
 
-    fn space(&self, context: Entity) -> NpuResult<&Space> {
-        self.spaces
-            .get(&context)
-            .ok_or_else(|| NpuError::ContextNull(format!("context {context} has no address space")))
+    fn space(&self, context: K) -> MemResult<&Space<K>> {
+        self.spaces.get(&context).ok_or_else(|| {
+            MemoryError::ContextNull(format!("context {context} has no address space"))
+        })
     }
 }

@@ -50,21 +50,21 @@ impl RangeAlloc {
     }
 }
 
-impl DeviceMemory {
+impl<K: ContextKey> DeviceMemory<K> {
     /// Reserves `len` bytes of instruction memory for a binary's `.text` (aligned to 4 KiB).
     /// Instruction memory is not data memory: the core fetches from the decoded program only.
     /// Returned by [`DeviceMemory::free_code`] when the binary is unloaded.
-    pub fn alloc_code(&mut self, len: u64) -> NpuResult<u64> {
+    pub fn alloc_code(&mut self, len: u64) -> MemResult<u64> {
         let size = len
             .max(4)
             .checked_next_multiple_of(4096)
             .filter(|&n| n <= CODE_END - CODE_BASE);
-        let base =
-            size.and_then(|n| self.code_space.alloc(n))
-                .ok_or_else(|| NpuError::OutOfMemory {
-                    requested: len,
-                    available: self.code_space.largest(),
-                })?;
+        let base = size.and_then(|n| self.code_space.alloc(n)).ok_or_else(|| {
+            MemoryError::OutOfMemory {
+                requested: len,
+                available: self.code_space.largest(),
+            }
+        })?;
         self.code_live.insert(base, size.expect("allocated"));
         Ok(base)
     }
@@ -122,9 +122,9 @@ impl DeviceMemory {
 
     /// Maps `len` bytes of zeroed module data (a binary's `.rodata`, `.data`, `.bss`) into
     /// `context`'s address space, in the module-data window below 2 GiB.
-    pub fn map_module_data(&mut self, context: Entity, len: u64) -> NpuResult<u64> {
+    pub fn map_module_data(&mut self, context: K, len: u64) -> MemResult<u64> {
         let space = self.spaces.get_mut(&context).ok_or_else(|| {
-            NpuError::ContextNull(format!("context {context} has no address space"))
+            MemoryError::ContextNull(format!("context {context} has no address space"))
         })?;
         // A guard page after each module, so running off one faults.
         let window = MODULE_DATA_END - MODULE_DATA_BASE;
@@ -133,23 +133,24 @@ impl DeviceMemory {
             .checked_next_multiple_of(4096)
             .filter(|&n| n < window)
         else {
-            return Err(NpuError::OutOfMemory {
+            return Err(MemoryError::OutOfMemory {
                 requested: len,
                 available: space.module_space.largest(),
             });
         };
-        let base = space
-            .module_space
-            .alloc(size + 4096)
-            .ok_or_else(|| NpuError::OutOfMemory {
-                requested: len,
-                available: space.module_space.largest(),
-            })?;
+        let base =
+            space
+                .module_space
+                .alloc(size + 4096)
+                .ok_or_else(|| MemoryError::OutOfMemory {
+                    requested: len,
+                    available: space.module_space.largest(),
+                })?;
         let chunk = match self.driver.reserve(size, PageSize::Normal4K) {
             Ok(c) => c,
             Err(_) => {
                 space.module_space.release(base, size + 4096);
-                return Err(NpuError::OutOfMemory {
+                return Err(MemoryError::OutOfMemory {
                     requested: len,
                     available: self
                         .driver
@@ -162,7 +163,7 @@ impl DeviceMemory {
         if let Err(e) = self.driver.map(space.asid, base, chunk) {
             let _ = self.driver.release(chunk);
             space.module_space.release(base, size + 4096);
-            return Err(NpuError::Internal(format!("mapping module data: {e}")));
+            return Err(MemoryError::Internal(format!("mapping module data: {e}")));
         }
         space.modules.insert(base, (chunk, size));
         Ok(base)
@@ -170,7 +171,7 @@ impl DeviceMemory {
 
     /// Writes a launch's tiling words where the kernel can read them (one page per context,
     /// mapped on first use) and returns their device address.
-    pub fn write_tiling(&mut self, context: Entity, words: &[u32]) -> NpuResult<u64> {
+    pub fn write_tiling(&mut self, context: K, words: &[u32]) -> MemResult<u64> {
         let page = match self.spaces.get(&context).map(|s| s.tiling_page) {
             Some(0) => {
                 let va = self.map_module_data(context, 4096)?;
@@ -179,18 +180,18 @@ impl DeviceMemory {
             }
             Some(va) => va,
             None => {
-                return Err(NpuError::ContextNull(format!(
+                return Err(MemoryError::ContextNull(format!(
                     "context {context} has no address space"
                 )));
             }
         };
         self.write_virt(context, page, bytemuck::cast_slice(words))
-            .map_err(|e| NpuError::Internal(format!("writing tiling words: {e}")))?;
+            .map_err(|e| MemoryError::Internal(format!("writing tiling words: {e}")))?;
         Ok(page)
     }
 
     /// Unmaps and releases module data mapped at `base`.
-    pub fn unmap_module_data(&mut self, context: Entity, base: u64) {
+    pub fn unmap_module_data(&mut self, context: K, base: u64) {
         let Some(space) = self.spaces.get_mut(&context) else {
             return;
         };

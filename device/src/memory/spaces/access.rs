@@ -3,10 +3,10 @@
 
 use super::*;
 
-impl DeviceMemory {
+impl<K: ContextKey> DeviceMemory<K> {
     /// Checks, for an access by queued work, that `[addr, addr+len)` lies inside one block of
     /// `context` that is live or still reserved behind a pending free.
-    pub fn check(&self, addr: u64, len: u64, context: Entity) -> Result<BlockInfo, AccessFault> {
+    pub fn check(&self, addr: u64, len: u64, context: K) -> Result<BlockInfo<K>, AccessFault<K>> {
         let block = self
             .find_block(addr, context, true)
             .ok_or(AccessFault::Unmapped { addr })?;
@@ -20,14 +20,14 @@ impl DeviceMemory {
     }
 
     /// Reads `buf.len()` bytes at `addr` of a live block of `context`.
-    pub fn read(&mut self, addr: u64, buf: &mut [u8], context: Entity) -> Result<(), AccessFault> {
+    pub fn read(&mut self, addr: u64, buf: &mut [u8], context: K) -> Result<(), AccessFault<K>> {
         self.check(addr, buf.len() as u64, context)?;
         self.read_virt(context, addr, buf)
             .map_err(|_| AccessFault::Unmapped { addr })
     }
 
     /// Writes `data` at `addr` of a live block of `context`.
-    pub fn write(&mut self, addr: u64, data: &[u8], context: Entity) -> Result<(), AccessFault> {
+    pub fn write(&mut self, addr: u64, data: &[u8], context: K) -> Result<(), AccessFault<K>> {
         self.check(addr, data.len() as u64, context)?;
         self.write_virt(context, addr, data)
             .map_err(|_| AccessFault::Unmapped { addr })
@@ -39,8 +39,8 @@ impl DeviceMemory {
         addr: u64,
         len: u64,
         value: u8,
-        context: Entity,
-    ) -> Result<(), AccessFault> {
+        context: K,
+    ) -> Result<(), AccessFault<K>> {
         self.check(addr, len, context)?;
         let space = self
             .spaces
@@ -60,12 +60,7 @@ impl DeviceMemory {
 
     /// Reads through `context`'s page table (page-level protection only, as the AI core sees
     /// memory): faults on an unmapped page.
-    pub fn read_virt(
-        &mut self,
-        context: Entity,
-        addr: u64,
-        buf: &mut [u8],
-    ) -> Result<(), MemFault> {
+    pub fn read_virt(&mut self, context: K, addr: u64, buf: &mut [u8]) -> Result<(), MemFault> {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
@@ -80,7 +75,7 @@ impl DeviceMemory {
     /// Translates `len` bytes at `addr` through `context`'s TLB without touching their data:
     /// the page walks a timing-only run still makes, so its TLB and driver counters (and the
     /// host time the driver calls cost) are a functional run's.
-    pub fn translate_virt(&mut self, context: Entity, addr: u64, len: u64) -> Result<(), MemFault> {
+    pub fn translate_virt(&mut self, context: K, addr: u64, len: u64) -> Result<(), MemFault> {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
@@ -88,7 +83,7 @@ impl DeviceMemory {
     }
 
     /// Writes through `context`'s page table; faults (writing nothing more) on an unmapped page.
-    pub fn write_virt(&mut self, context: Entity, addr: u64, data: &[u8]) -> Result<(), MemFault> {
+    pub fn write_virt(&mut self, context: K, addr: u64, data: &[u8]) -> Result<(), MemFault> {
         let Some(space) = self.spaces.get_mut(&context) else {
             return Err(MemFault::PageFault { va: addr });
         };
