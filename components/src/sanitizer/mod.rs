@@ -3,7 +3,9 @@
 //! (what orders what, what is a race, a use after free, an unordered reuse, an uninitialised
 //! read); completion (`systems/src/complete.rs`) feeds it each task as the task finishes, and
 //! the API (`engine/src/sanitizer.rs`) feeds it the host's side — submissions, synchronizes,
-//! allocations and frees — and hands out the reports.
+//! allocations and frees — and hands out the reports. The vector clocks, the shadow's intervals
+//! and the configuration are the bevy-free engine in [`npusim_device::sanitizer`]; this module
+//! keys them by the world's entities and reads the world's tasks.
 //!
 //! **Clocks.** Every stream is a thread of the clock: its task at position `seq` has epoch
 //! `(stream, seq)`. So is every host thread, as in ThreadSanitizer: numbered on its first call
