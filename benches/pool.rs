@@ -22,8 +22,8 @@ use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, Throughput};
-use npusim::components::pool::{AllocPolicy, Pool};
-use npusim::components::tlb::Tlb;
+use npusim::device::memory::pool::{AllocPolicy, Pool};
+use npusim::device::memory::tlb::Tlb;
 use npusim::device::memory::{AsId, Driver, PageSize};
 
 const KIB: u64 = 1 << 10;

@@ -2,6 +2,8 @@
 //! value, and maps to the ACL error code a user of the real runtime would look up
 //! ([`NpuError::code`]).
 
+use npusim_device::memory::spaces::MemoryError;
+
 use crate::time::SimTime;
 
 /// `Result` with [`NpuError`].
@@ -321,6 +323,25 @@ impl NpuError {
             NpuError::SanitizerViolation(_) => RT_DEVICE_MEM_ERROR,
             NpuError::InvalidBinary(_) => PARSE_FILE,
             NpuError::File { .. } => INVALID_FILE,
+        }
+    }
+}
+
+impl From<MemoryError> for NpuError {
+    /// Variant for variant: the same message, the same ACL code.
+    fn from(e: MemoryError) -> Self {
+        match e {
+            MemoryError::InvalidParam(m) => NpuError::InvalidParam(m),
+            MemoryError::ContextNull(m) => NpuError::ContextNull(m),
+            MemoryError::BadFree { ptr, why } => NpuError::BadFree { ptr, why },
+            MemoryError::OutOfMemory {
+                requested,
+                available,
+            } => NpuError::OutOfMemory {
+                requested,
+                available,
+            },
+            MemoryError::Internal(m) => NpuError::Internal(m),
         }
     }
 }

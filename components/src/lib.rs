@@ -17,14 +17,12 @@ pub mod kernel;
 pub mod limits;
 pub mod memory;
 pub mod mode;
-pub mod pool;
 pub mod resources;
 pub mod sanitizer;
 pub mod shape;
 pub mod stream;
 pub mod task;
 pub mod time;
-pub mod tlb;
 
 pub use access::{Access, AccessMode, AccessSet};
 pub use collective::{
@@ -40,18 +38,14 @@ pub use host::HostBuffer;
 pub use kernel::{
     Arg, KernelBody, KernelCtx, KernelEntry, KernelFault, KernelRegistry, NativeKernel, Param,
 };
-pub use memory::{BlockInfo, DeviceMemory, MemoryStats};
+pub use memory::{BlockInfo, DeviceMemory};
 pub use mode::ExecutionMode;
-pub use pool::AllocPolicy;
 pub use resources::{
     AbortRequests, Devices, FaultRecord, Faults, Finished, FrameStats, PendingCallbacks,
     ReadyQueue, ReleasedCallback, Running, SimClock, TaskPool, TaskRecord, Timeline,
     WorldResources,
 };
-pub use sanitizer::{
-    EnqueueSite, HostThread, ReportKind, ReportSide, Sanitizer, SanitizerConfig, SanitizerMode,
-    SanitizerReport,
-};
+pub use sanitizer::{ReportSide, Sanitizer, SanitizerReport};
 pub use shape::{
     OpDef, OpRegistry, OpShapes, OpTiling, Shape, ShapeBuffer, ShapeHandle, ShapeStats, Tiling,
     TilingLog, TilingRecord,

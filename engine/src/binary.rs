@@ -80,7 +80,7 @@ impl Binaries<'_> {
                         Ok(base) => base,
                         Err(e) => {
                             d.memory.free_code(text);
-                            return Err(e);
+                            return Err(e.into());
                         }
                     }
                 } else {

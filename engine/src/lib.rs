@@ -75,14 +75,10 @@ pub use npusim_components as components;
 pub use npusim_components::collective::{CommConfig, DataType, ReduceOp};
 pub use npusim_components::context::FailureMode;
 pub use npusim_components::error::codes;
-pub use npusim_components::sanitizer::{
-    EnqueueSite, HostThread, Operand, ReportKind, ReportSide, SanitizerConfig, SanitizerMode,
-    SanitizerReport, ShadowStats,
-};
+pub use npusim_components::sanitizer::{ReportSide, SanitizerReport};
 pub use npusim_components::shape::{
     OpShapes, OpTiling, Shape, ShapeHandle, ShapeStats, Tiling, TilingRecord,
 };
-pub use npusim_components::{AllocPolicy, MemoryStats};
 pub use npusim_components::{
     Arg, Binary, Context, DevicePtr, Event, HostBuffer, Kernel, KernelCtx, KernelFault,
     NativeKernel, NpuError, NpuResult, Param, SimTime, Stream, StreamKind, TaskRecord,
@@ -92,6 +88,11 @@ pub use npusim_device::config::DeviceConfig;
 pub use npusim_device::cost::{ComputeUnit, KernelCost};
 pub use npusim_device::link::{
     CollectiveAlgorithm, LinkConfig, LinkOverride, Node, Topology, TopologyConfig, TopologyKind,
+};
+pub use npusim_device::memory::pool::AllocPolicy;
+pub use npusim_device::memory::spaces::MemoryStats;
+pub use npusim_device::sanitizer::{
+    EnqueueSite, HostThread, Operand, ReportKind, SanitizerConfig, SanitizerMode, ShadowStats,
 };
 pub use npusim_systems as systems;
 pub use npusim_systems::NpuSet;

@@ -9,7 +9,9 @@ use npusim_components::{
 };
 
 use crate::runtime::{Inner, Runtime};
-use npusim_components::{AllocPolicy, MemoryStats, StreamState};
+use npusim_components::StreamState;
+use npusim_device::memory::pool::AllocPolicy;
+use npusim_device::memory::spaces::{MemoryError, MemoryStats};
 
 impl Runtime {
     fn device_of(&self, world: &World, ctx: Entity) -> Entity {
@@ -67,7 +69,7 @@ impl Runtime {
             d.memory.alloc_with(size, policy, ctx)
         };
         let result = match first {
-            Err(NpuError::OutOfMemory { .. })
+            Err(MemoryError::OutOfMemory { .. })
                 if g.world
                     .get::<DeviceState>(device)
                     .expect("device")
@@ -97,7 +99,7 @@ impl Runtime {
             let caller = std::panic::Location::caller();
             crate::sanitizer::allocated(&mut g, ctx, ptr, stream, caller);
         }
-        result.map(DevicePtr)
+        result.map(DevicePtr).map_err(NpuError::from)
     }
 
     fn validate_free(&self, inner: &Inner, ctx: Entity, ptr: DevicePtr) -> NpuResult<Entity> {

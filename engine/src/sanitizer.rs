@@ -37,12 +37,12 @@ use bevy_ecs::entity::Entity;
 use bevy_ecs::world::World;
 use npusim_components::collective::CollectiveCall;
 use npusim_components::resources::Finished;
-use npusim_components::sanitizer::{Actor, NameKey, ShadowStats};
+use npusim_components::sanitizer::{Actor, NameKey};
 use npusim_components::task::CopyDir;
 use npusim_components::{
-    DeviceState, EnqueueSite, HostBuffer, KernelRegistry, NpuResult, Sanitizer, SanitizerConfig,
-    SanitizerReport, TaskKind,
+    DeviceState, HostBuffer, KernelRegistry, NpuResult, Sanitizer, SanitizerReport, TaskKind,
 };
+use npusim_device::sanitizer::{EnqueueSite, SanitizerConfig, ShadowStats};
 
 use crate::runtime::{Inner, Runtime, Shared};
 
@@ -136,7 +136,7 @@ pub fn reports_found() -> u64 {
 /// `NPUSIM_SANITIZE_UNINIT` (`1`: also uninitialised reads) spell, printing each report as it
 /// is found; `None` for a mode it does not know.
 pub fn config_from(mode: &str, uninit: Option<String>) -> Option<SanitizerConfig> {
-    let mode = npusim_components::SanitizerMode::parse(mode)?;
+    let mode = npusim_device::sanitizer::SanitizerMode::parse(mode)?;
     Some(SanitizerConfig {
         mode,
         uninitialized: uninit.is_some_and(|v| matches!(v.trim(), "1" | "on" | "true")),

@@ -129,7 +129,7 @@ pub fn run_binary(
     let tiling = if !words.is_empty() {
         match device.memory.write_tiling(context, words) {
             Ok(a) => a + skip,
-            Err(e) => return (config.kernel_launch_ns, Err(e)),
+            Err(e) => return (config.kernel_launch_ns, Err(e.into())),
         }
     } else {
         0

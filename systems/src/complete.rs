@@ -369,10 +369,11 @@ mod tests {
 
     #[test]
     fn with_the_sanitizer_in_error_mode_the_later_of_two_unordered_writes_fails() {
+        use npusim_components::Sanitizer;
         use npusim_components::access::Access;
         use npusim_components::sanitizer::Actor;
         use npusim_components::task::MemsetView;
-        use npusim_components::{EnqueueSite, Sanitizer, SanitizerConfig};
+        use npusim_device::sanitizer::{EnqueueSite, SanitizerConfig};
         let (mut world, s1) = world_with_stream();
         let s2 = world
             .spawn(StreamState::new(

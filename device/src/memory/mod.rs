@@ -11,7 +11,9 @@
 //!    address spaces ([`AsId`]), maps and unmaps chunks. Every call is counted and costed as an
 //!    ioctl ([`DriverCosts`]); the engine drains the cost into the simulated host clock.
 //!
-//! The runtime's memory pool and software TLB (in `npusim-engine`) build on the driver.
+//! The runtime's memory pool ([`pool`]) and software TLB ([`tlb`]) of each context build on the
+//! driver, and [`spaces`] holds a device's memory as the runtime sees it: per context an address
+//! space, its pool, TLB and table of allocations.
 
 mod driver;
 mod error;
@@ -19,6 +21,9 @@ mod frames;
 mod fxhash;
 mod page_table;
 mod phys;
+pub mod pool;
+pub mod spaces;
+pub mod tlb;
 
 pub use driver::{AsId, ChunkId, ChunkInfo, Driver, DriverCalls, DriverCosts, DriverStats};
 pub use error::{DriverError, MemFault, check_aligned};

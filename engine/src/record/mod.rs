@@ -43,9 +43,8 @@ use npusim_components::WorldResources;
 use npusim_components::collective::CollectiveCall;
 use npusim_components::mode::{BinaryLog, ShapeLog};
 use npusim_components::task::CopyDir;
-use npusim_components::{
-    AllocPolicy, Arg, HostBuffer, Kernel, KernelBody, KernelRegistry, SimTime, StreamKind,
-};
+use npusim_components::{Arg, HostBuffer, Kernel, KernelBody, KernelRegistry, SimTime, StreamKind};
+use npusim_device::memory::pool::AllocPolicy;
 
 pub use format::{
     AccessRecord, ArgRecord, BinaryRecord, Call, CommSide, Entry, FORMAT_VERSION, HostCostsRecord,

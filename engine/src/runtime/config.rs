@@ -71,7 +71,7 @@ pub struct RuntimeConfig {
     pub callback_timeout: std::time::Duration,
     /// The stream sanitizer ([`crate::sanitizer`]): off by default (and then it costs
     /// nothing), or what `NPUSIM_SANITIZE` says.
-    pub sanitizer: npusim_components::SanitizerConfig,
+    pub sanitizer: npusim_device::sanitizer::SanitizerConfig,
     /// Record every API call to a trace (see [`crate::record`]). `None` (the default): record
     /// only if `NPUSIM_RECORD` names a file.
     pub recording: Option<crate::record::Recording>,

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use npusim_device::memory::{AsId, Driver, FxBuildHasher, MemFault, PageSize};
+use crate::memory::{AsId, Driver, FxBuildHasher, MemFault, PageSize};
 
 /// Entries kept before the TLB starts over (bounds host memory; a flush is deterministic,
 /// unlike any eviction that depends on hash-map order).
@@ -48,7 +48,7 @@ struct Entry {
 ///
 /// ```
 /// use npusim_device::memory::{Driver, PageSize};
-/// use npusim_components::tlb::Tlb;
+/// use npusim_device::memory::tlb::Tlb;
 ///
 /// let mut driver = Driver::new(1 << 30).unwrap();
 /// let asid = driver.create_address_space();
@@ -268,7 +268,7 @@ impl Tlb {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use npusim_device::memory::Driver;
+    use crate::memory::Driver;
 
     const VA: u64 = 0x10_0000_0000;
 
@@ -398,7 +398,7 @@ mod tests {
         fn run(ops: Vec<Op>) -> Result<(), TestCaseError> {
             let mut d = Driver::new(256 << 20).unwrap();
             let asid = d.create_address_space();
-            let mut slots: Vec<Option<npusim_device::memory::ChunkId>> = vec![None; SLOTS as usize];
+            let mut slots: Vec<Option<crate::memory::ChunkId>> = vec![None; SLOTS as usize];
             let mut tlb = Tlb::with_capacity(64);
             for op in ops {
                 match op {
