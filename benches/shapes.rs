@@ -158,8 +158,7 @@ fn stages(c: &mut Criterion) {
 
     // The descriptor and op launch `launch_op` builds for sigmoid(x: dynamic) -> y.
     let desc = TaskDescriptor::kernel(
-        sigmoid.index(),
-        sigmoid.generation(),
+        sigmoid.slot(),
         1,
         [(x.addr(), false), (y.addr(), false)],
         &[],

@@ -289,12 +289,21 @@ impl Rung<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::handle::KernelSlot;
     use crate::task::{CopyDir, CopyView, TaskKind};
     use bevy_ecs::entity::Entity;
 
     fn kernel(args: &[u64], tiling: &[u32]) -> TaskDescriptor {
         let mut d: TaskDescriptor = bytemuck::Zeroable::zeroed();
-        d.encode_kernel(3, 2, 8, args.iter().map(|&w| (w, w % 2 == 1)), tiling);
+        d.encode_kernel(
+            KernelSlot {
+                index: 3,
+                generation: 2,
+            },
+            8,
+            args.iter().map(|&w| (w, w % 2 == 1)),
+            tiling,
+        );
         d.pc = 0x8000_0000;
         d
     }
@@ -407,7 +416,15 @@ mod tests {
         for (args, tiling) in [(&[5u64][..], &[7u32, 8, 9][..]), (&[][..], &[][..])] {
             let d = kernel(args, tiling);
             bell.push_with(2, SimTime(0), TaskExtra::None, |w| {
-                w.encode_kernel(3, 2, 8, args.iter().map(|&w| (w, w % 2 == 1)), tiling);
+                w.encode_kernel(
+                    KernelSlot {
+                        index: 3,
+                        generation: 2,
+                    },
+                    8,
+                    args.iter().map(|&w| (w, w % 2 == 1)),
+                    tiling,
+                );
                 w.pc = 0x8000_0000;
             });
             let mut back = Vec::new();

@@ -102,15 +102,41 @@ impl Kernel {
     pub fn runtime(self) -> u32 {
         self.runtime
     }
+
+    /// The registry slot and generation, what a task descriptor carries.
+    pub fn slot(self) -> KernelSlot {
+        KernelSlot {
+            index: self.index,
+            generation: self.generation,
+        }
+    }
+}
+
+/// The part of a [`Kernel`] a task descriptor carries: its registry slot and the slot's
+/// generation when the launch was made (the runtime is the descriptor's own). Read with
+/// [`TaskDescriptor::kernel_slot`](crate::task::TaskDescriptor::kernel_slot), resolved by the
+/// kernel and op registries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct KernelSlot {
+    /// The registry slot.
+    pub index: u32,
+    /// Its generation.
+    pub generation: u32,
 }
 
 impl fmt::Debug for Kernel {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "kernel {}v{}", self.index, self.generation)
+        fmt::Display::fmt(&self.slot(), f)
     }
 }
 
 impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.slot(), f)
+    }
+}
+
+impl fmt::Display for KernelSlot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "kernel {}v{}", self.index, self.generation)
     }

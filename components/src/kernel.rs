@@ -548,7 +548,7 @@ impl KernelRegistry {
                 "{kernel} was never registered"
             )));
         }
-        self.resolve(kernel.index(), kernel.generation())
+        self.resolve(kernel.slot())
             .ok_or_else(|| NpuError::Destroyed(format!("{kernel} (its binary was unloaded)")))
     }
 
@@ -559,14 +559,15 @@ impl KernelRegistry {
     pub fn is_native(&self, kernel: Kernel) -> bool {
         kernel.runtime() == self.runtime
             && self
-                .resolve(kernel.index(), kernel.generation())
+                .resolve(kernel.slot())
                 .is_some_and(|e| matches!(e.body, KernelBody::Native(_)))
     }
 
-    /// The kernel in slot `index` at `generation` (what a task descriptor names), if it is
+    /// The kernel in `slot` at its generation (what a task descriptor names), if it is
     /// still registered.
     #[inline]
-    pub fn resolve(&self, index: u32, generation: u32) -> Option<&KernelEntry> {
+    pub fn resolve(&self, slot: crate::handle::KernelSlot) -> Option<&KernelEntry> {
+        let crate::handle::KernelSlot { index, generation } = slot;
         let slot = self.slots.get(index as usize)?;
         if slot.generation != generation {
             return None;

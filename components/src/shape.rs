@@ -831,13 +831,14 @@ impl OpRegistry {
 
     /// The op whose kernel is `kernel`.
     pub fn get(&self, kernel: Kernel) -> Option<&Arc<OpDef>> {
-        self.resolve(kernel.index(), kernel.generation())
+        self.resolve(kernel.slot())
     }
 
-    /// The op whose kernel is in registry slot `index` at `generation` (what a task descriptor
-    /// names).
+    /// The op whose kernel is in registry slot `slot` at its generation (what a task
+    /// descriptor names).
     #[inline]
-    pub fn resolve(&self, index: u32, generation: u32) -> Option<&Arc<OpDef>> {
+    pub fn resolve(&self, slot: crate::handle::KernelSlot) -> Option<&Arc<OpDef>> {
+        let crate::handle::KernelSlot { index, generation } = slot;
         let i = *self.by_kernel.get(index as usize)?;
         let op = self.ops.get((i as usize).checked_sub(1)?)?;
         (op.kernel.generation() == generation).then_some(op)

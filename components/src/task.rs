@@ -181,25 +181,31 @@ impl TaskDescriptor {
         }
     }
 
+    /// The kernel a launch names (a kernel, or an op's kernel): its slot and generation.
+    pub fn kernel_slot(&self) -> crate::handle::KernelSlot {
+        crate::handle::KernelSlot {
+            index: self.kernel,
+            generation: self.kernel_generation,
+        }
+    }
+
     /// The kind, if the word is valid.
     #[inline]
     pub fn task_kind(&self) -> Option<TaskKind> {
         TaskKind::from_u32(self.kind)
     }
 
-    /// A kernel launch of kernel slot `kernel` (generation `generation`) with `block_dim`
-    /// blocks, argument words `args` (bit `i` of `float_mask` set for float arguments) and
+    /// A launch of the kernel in `slot` with `block_dim` blocks, argument words `args` (bit `i` of `float_mask` set for float arguments) and
     /// tiling words `tiling`. The caller checks the counts (at most [`MAX_ARGS`] and
     /// [`MAX_TILING`]); longer slices are cut.
     pub fn kernel(
-        kernel: u32,
-        generation: u32,
+        slot: crate::handle::KernelSlot,
         block_dim: u32,
         args: impl IntoIterator<Item = (u64, bool)>,
         tiling: &[u32],
     ) -> Self {
         let mut d = Self::new(TaskKind::Kernel);
-        d.encode_kernel(kernel, generation, block_dim, args, tiling);
+        d.encode_kernel(slot, block_dim, args, tiling);
         d
     }
 
@@ -210,15 +216,14 @@ impl TaskDescriptor {
     #[inline]
     pub fn encode_kernel(
         &mut self,
-        kernel: u32,
-        generation: u32,
+        slot: crate::handle::KernelSlot,
         block_dim: u32,
         args: impl IntoIterator<Item = (u64, bool)>,
         tiling: &[u32],
     ) {
         self.kind = TaskKind::Kernel as u32;
-        self.kernel = kernel;
-        self.kernel_generation = generation;
+        self.kernel = slot.index;
+        self.kernel_generation = slot.generation;
         self.block_dim = block_dim;
         for (i, (word, float)) in args.into_iter().take(MAX_ARGS).enumerate() {
             self.args[i] = word;
@@ -605,6 +610,15 @@ impl Task {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_launch_s_descriptor_names_the_kernel_slot_of_its_handle() {
+        let k = crate::handle::Kernel::new(4, 9, 3);
+        let d = TaskDescriptor::kernel(k.slot(), 2, [(7, false)], &[]);
+        assert_eq!(d.kernel_slot(), k.slot());
+        assert_eq!(d.kernel_slot().to_string(), k.to_string());
+        assert_eq!(d.task_kind(), Some(TaskKind::Kernel));
+    }
 
     #[test]
     fn an_event_encoded_in_place_is_the_built_one_and_reads_back() {

@@ -205,8 +205,7 @@ impl Runtime {
         let s = stream.entity();
         let seq = ring(&mut st, submit, extra, |d| {
             d.encode_kernel(
-                kernel.index(),
-                kernel.generation(),
+                kernel.slot(),
                 block_dim,
                 args.iter().map(|a| (a.word(), a.is_float())),
                 tiling,

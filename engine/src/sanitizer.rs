@@ -355,7 +355,7 @@ pub(crate) fn submitted(
     let collective = CollectiveCall::decode(&desc);
     let site = site(caller);
     let key = match kind {
-        TaskKind::Kernel => NameKey::Kernel(desc.kernel, desc.kernel_generation),
+        TaskKind::Kernel => NameKey::Kernel(desc.kernel_slot()),
         TaskKind::Memcpy => NameKey::Call(match desc.copy_dir() {
             Some(CopyDir::HostToDevice) => "memcpy host to device",
             Some(CopyDir::DeviceToHost) => "memcpy device to host",
@@ -374,9 +374,9 @@ pub(crate) fn submitted(
     };
     // A kernel's name is looked up in the registry once per kernel.
     let made = cached.is_none().then(|| match key {
-        NameKey::Kernel(k, g) => world
+        NameKey::Kernel(slot) => world
             .get_resource::<KernelRegistry>()
-            .and_then(|r| r.resolve(k, g))
+            .and_then(|r| r.resolve(slot))
             .map_or_else(|| "unknown kernel".to_string(), |e| e.name.clone()),
         NameKey::Call(n) => n.to_string(),
     });

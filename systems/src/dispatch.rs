@@ -101,7 +101,7 @@ pub fn dispatch(
                     let block_dim = task.desc.block_dim.max(1);
                     let cap = device.limits.core_cap(&device.config);
                     let cores = block_dim.min(device.units.free_cores).min(cap);
-                    let entry = registry.resolve(task.desc.kernel, task.desc.kernel_generation);
+                    let entry = registry.resolve(task.desc.kernel_slot());
                     let duration = match entry.map(|k| (&k.name, &k.body)) {
                         // Rejected by a shape stage, or its kernel is gone: costs only the launch,
                         // fails at its end.

@@ -152,7 +152,7 @@ pub fn declare_access(task: &mut Task, registry: &KernelRegistry) {
                     };
                     out.push(block_of(addr, mode));
                 }
-            } else if let Some(k) = registry.resolve(desc.kernel, desc.kernel_generation) {
+            } else if let Some(k) = registry.resolve(desc.kernel_slot()) {
                 match task.extra.declared_access() {
                     // The typed launch builder's exact ranges, where the kernel declares none.
                     Some(declared) if !k.declares_access() => out.clone_from(declared),
@@ -483,8 +483,7 @@ mod tests {
         let p = alloc(&mut s.world, s.device, s.ctx, 64);
         let float_word = u64::from(2.5f32.to_bits()) | npusim_device::abi::HEAP_BASE;
         let desc = TaskDescriptor::kernel(
-            k.index(),
-            k.generation(),
+            k.slot(),
             1,
             [(p, false), (100, false), (float_word, true)],
             &[],

@@ -90,7 +90,7 @@ fn record_finished(world: &mut World) {
         let kind = task.kind();
         let name = match kind {
             TaskKind::Kernel => registry
-                .and_then(|r| r.resolve(task.desc.kernel, task.desc.kernel_generation))
+                .and_then(|r| r.resolve(task.desc.kernel_slot()))
                 .map_or_else(|| "unknown kernel".to_string(), |k| k.name.clone()),
             TaskKind::Collective => npusim_components::CollectiveCall::decode(&task.desc)
                 .map_or("collective", |c| c.kind.name())

@@ -52,7 +52,7 @@ pub fn propagate_shapes(
         {
             continue;
         }
-        let Some(op) = ops.resolve(task.desc.kernel, task.desc.kernel_generation) else {
+        let Some(op) = ops.resolve(task.desc.kernel_slot()) else {
             continue;
         };
         let Ok(mut device) = devices.get_mut(task.device) else {

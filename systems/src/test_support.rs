@@ -235,8 +235,7 @@ pub(crate) fn register_kernel(
 /// A launch of `kernel` with `block_dim` blocks and integer argument words `args`.
 pub(crate) fn launch(kernel: Kernel, block_dim: u32, args: &[u64]) -> TaskDescriptor {
     TaskDescriptor::kernel(
-        kernel.index(),
-        kernel.generation(),
+        kernel.slot(),
         block_dim,
         args.iter().map(|&w| (w, false)),
         &[],

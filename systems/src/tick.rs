@@ -625,10 +625,10 @@ fn execute_local(
     let context = task.context;
     match task.kind() {
         TaskKind::Kernel => {
-            let Some(kernel) = registry.resolve(desc.kernel, desc.kernel_generation) else {
+            let Some(kernel) = registry.resolve(desc.kernel_slot()) else {
                 return Err(NpuError::Destroyed(format!(
-                    "kernel {}v{} (its binary was unloaded)",
-                    desc.kernel, desc.kernel_generation
+                    "{} (its binary was unloaded)",
+                    desc.kernel_slot()
                 )));
             };
             match &kernel.body {

@@ -34,7 +34,7 @@ pub fn compute_tiling(
         let Ok(mut task) = tasks.get_mut(launch.task) else {
             continue;
         };
-        let Some(op) = ops.resolve(task.desc.kernel, task.desc.kernel_generation) else {
+        let Some(op) = ops.resolve(task.desc.kernel_slot()) else {
             continue;
         };
         let Ok(device) = devices.get(task.device) else {

@@ -225,7 +225,7 @@ fn group_key(c: &CollectiveCall) -> GroupKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum NameKey {
     /// A kernel: its registry slot and generation.
-    Kernel(u32, u32),
+    Kernel(crate::handle::KernelSlot),
     /// A task kind or host call, by its fixed name.
     Call(&'static str),
 }
@@ -242,8 +242,8 @@ struct Names {
 impl Names {
     fn get(&self, key: NameKey) -> Option<&Arc<str>> {
         match key {
-            NameKey::Kernel(k, g) => match self.kernels.get(k as usize) {
-                Some(Some((gen_, n))) if *gen_ == g => Some(n),
+            NameKey::Kernel(slot) => match self.kernels.get(slot.index as usize) {
+                Some(Some((gen_, n))) if *gen_ == slot.generation => Some(n),
                 _ => None,
             },
             NameKey::Call(c) => self.calls.iter().find(|(k, _)| *k == c).map(|(_, n)| n),
@@ -252,12 +252,12 @@ impl Names {
 
     fn insert(&mut self, key: NameKey, name: Arc<str>) {
         match key {
-            NameKey::Kernel(k, g) => {
-                let i = k as usize;
+            NameKey::Kernel(slot) => {
+                let i = slot.index as usize;
                 if self.kernels.len() <= i {
                     self.kernels.resize(i + 1, None);
                 }
-                self.kernels[i] = Some((g, name));
+                self.kernels[i] = Some((slot.generation, name));
             }
             NameKey::Call(c) => self.calls.push((c, name)),
         }

@@ -417,7 +417,7 @@ impl Runtime {
         let cost = g.costs.launch_ns;
         // Block dim and tiling come from the tiling stage, once the shapes are known.
         let seq = crate::launch::submit_with(&mut g, s, TaskExtra::Op(launch), cost, |d| {
-            d.encode_kernel(op.index(), op.generation(), 1, words.iter().copied(), &[])
+            d.encode_kernel(op.slot(), 1, words.iter().copied(), &[])
         });
         // The name is looked up again for the recorder only (the op was found above).
         if g.recorder.is_some()
