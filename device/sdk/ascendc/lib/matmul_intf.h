@@ -18,11 +18,14 @@
  *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N), or CO1 -> UB (C in VECIN / VECOUT /
  *     VECCALC: the block as baseM rows of baseN, for the vector code that follows)
  *
- * with B1 / A2 / B2 (and CO1 when two blocks fit L0C) double buffered and every hand-over a TQue on the TPipe handed to
- * REGIST_MATMUL_OBJ (so the pipes overlap as the queues allow). Tails on every side: the last
- * block along M, N and K is whatever is left (partial fractals are the cube path's). Numbers
- * are the cube's: half products exact in float, each element starting from its bias (or 0)
- * and adding its K products in K order, so the result is bit for bit a CPU loop in that order.
+ * with B1 / A2 / B2 (and CO1 when two blocks fit L0C) double buffered: fixed ping-pong slots
+ * carved from the TPipe handed to REGIST_MATMUL_OBJ, taken in turn, with one flag each way per
+ * pair of pipes (MTE2 -> MTE1, MTE1 -> M, M -> FIX and back), as CANN's own matmul does, so
+ * the pipes overlap and a K step costs the scalar unit a few dozen instructions. Tails on
+ * every side: the last block along M, N and K is whatever is left (partial fractals are the
+ * cube path's). Numbers are the cube's: half products exact in float, each element starting
+ * from its bias (or 0) and adding its K products in K order, so the result is bit for bit a
+ * CPU loop in that order.
  *
  * C into UB: on the 910B the cube core's C reaches the vector cores through GM (the
  * workspace); npusim's AI core runs both parts as one program, so its fixpipe writes UB
