@@ -2929,7 +2929,19 @@ template <typename T> __aicore__ inline void read_tiling(T *out, const void *gm)
     }
     const volatile uint8_t *s = (const volatile uint8_t *)src;
     uint8_t *d = (uint8_t *)out;
-    for (uint32_t i = 0; i < sizeof(T); i++) {
+    // Whole words when both sides are aligned for them (a scalar load each), then bytes.
+    uint32_t i = 0;
+    const uint64_t align = (uint64_t)src | (uint64_t)out;
+    if (align % 8 == 0) {
+        for (; i + 8 <= sizeof(T); i += 8) {
+            *(uint64_t *)(d + i) = *(const volatile uint64_t *)(s + i);
+        }
+    } else if (align % 4 == 0) {
+        for (; i + 4 <= sizeof(T); i += 4) {
+            *(uint32_t *)(d + i) = *(const volatile uint32_t *)(s + i);
+        }
+    }
+    for (; i < sizeof(T); i++) {
         d[i] = s[i];
     }
 }

@@ -18,11 +18,14 @@
  *     CO1 -> GM (Fixpipe, NZ -> ND, C's row stride N), or CO1 -> UB (C in VECIN / VECOUT /
  *     VECCALC: the block as baseM rows of baseN, for the vector code that follows)
  *
- * with B1 / A2 / B2 (and CO1 when two blocks fit L0C) double buffered and every hand-over a TQue on the TPipe handed to
- * REGIST_MATMUL_OBJ (so the pipes overlap as the queues allow). Tails on every side: the last
- * block along M, N and K is whatever is left (partial fractals are the cube path's). Numbers
- * are the cube's: half products exact in float, each element starting from its bias (or 0)
- * and adding its K products in K order, so the result is bit for bit a CPU loop in that order.
+ * with B1 / A2 / B2 (and CO1 when two blocks fit L0C) double buffered: fixed ping-pong slots
+ * carved from the TPipe handed to REGIST_MATMUL_OBJ, taken in turn, with one flag each way per
+ * pair of pipes (MTE2 -> MTE1, MTE1 -> M, M -> FIX and back), as CANN's own matmul does, so
+ * the pipes overlap and a K step costs the scalar unit a few dozen instructions. Tails on
+ * every side: the last block along M, N and K is whatever is left (partial fractals are the
+ * cube path's). Numbers are the cube's: half products exact in float, each element starting
+ * from its bias (or 0) and adding its K products in K order, so the result is bit for bit a
+ * CPU loop in that order.
  *
  * C into UB: on the 910B the cube core's C reaches the vector cores through GM (the
  * workspace); npusim's AI core runs both parts as one program, so its fixpipe writes UB
@@ -136,7 +139,8 @@ public:
     __aicore__ inline Matmul() {}
     /* Takes the tiling and carves the L1 / L0 queues from pipe (REGIST_MATMUL_OBJ calls it). */
     __aicore__ inline void Init(const TCubeTiling *tiling, TPipe *tpipe = nullptr) {
-        t_ = *tiling;
+        // (Inline: the kernel is linked alone, with no memcpy.)
+        __builtin_memcpy_inline(&t_, tiling, sizeof(t_));
         pipe_ = tpipe != nullptr ? tpipe : GetTPipePtr();
         orgM_ = t_.M;
         orgN_ = t_.N;
@@ -149,22 +153,42 @@ public:
         }
         uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
         // A1 holds stepKa base blocks of A along K per load (the whole of K at most), in
-        // depthA1 / stepKa slots (one or two): a load that covers all of K stays for every
-        // block of C in the same rows (walking N), loaded once.
+        // depthA1 / stepKa slots (one or two), and at least two K steps (the ring the steps
+        // stream through when a block's rows over all of K do not fit): a panel that covers
+        // all of K stays for every block of C in the same rows (walking N), loaded once.
         stepKa_ = t_.stepKa > 0 ? (uint32_t)t_.stepKa : 1;
         uint32_t kIterMax = detail::CeilDiv((uint32_t)t_.singleCoreK, bk);
         if (stepKa_ > kIterMax) {
             stepKa_ = kIterMax > 0 ? kIterMax : 1;
         }
-        uint32_t a1Slots = t_.depthA1 >= (int32_t)(2 * stepKa_) ? 2 : 1;
-        pipe_->InitBuffer(qA1_, a1Slots, bm * bk * stepKa_ * sizeof(A_T));
-        pipe_->InitBuffer(qB1_, 2, bk * bn * sizeof(B_T));
-        pipe_->InitBuffer(qA2_, 2, bm * bk * sizeof(A_T));
-        pipe_->InitBuffer(qB2_, 2, bk * bn * sizeof(B_T));
+        uint32_t a1Steps = (t_.depthA1 >= (int32_t)(2 * stepKa_) ? 2 : 1) * stepKa_;
+        a1Bytes_ = (a1Steps > 2 ? a1Steps : 2) * bm * bk * (uint32_t)sizeof(A_T);
+        pipe_->InitBuffer(bA1_, a1Bytes_);
+        pipe_->InitBuffer(bB1_, 2 * bk * bn * (uint32_t)sizeof(B_T));
+        pipe_->InitBuffer(bA2_, 2 * bm * bk * (uint32_t)sizeof(A_T));
+        pipe_->InitBuffer(bB2_, 2 * bk * bn * (uint32_t)sizeof(B_T));
         // C's block double buffered in L0C when two fit (the fixpipe of one block overlaps
         // the cube steps of the next).
         uint32_t c = bm * bn * (uint32_t)sizeof(float);
-        pipe_->InitBuffer(qCO1_, t_.dbL0C >= 2 || 2 * c <= npu_l0c_bytes() ? 2 : 1, c);
+        co1Slots_ = t_.dbL0C >= 2 || 2 * c <= npu_l0c_bytes() ? 2 : 1;
+        pipe_->InitBuffer(bCO1_, co1Slots_ * c);
+        a1_ = (uint8_t *)bA1_.template Get<uint8_t>().Ptr();
+        b1_ = (uint8_t *)bB1_.template Get<uint8_t>().Ptr();
+        a2_ = (uint8_t *)bA2_.template Get<uint8_t>().Ptr();
+        b2_ = (uint8_t *)bB2_.template Get<uint8_t>().Ptr();
+        co1_ = (uint8_t *)bCO1_.template Get<uint8_t>().Ptr();
+        b1Slot_ = bk * bn * (uint32_t)sizeof(B_T);
+        a2Slot_ = bm * bk * (uint32_t)sizeof(A_T);
+        b2Slot_ = b1Slot_;
+        co1Slot_ = co1Slots_ == 2 ? c : 0;
+        // The hand-overs, one flag each way per pair of pipes (the slots are taken in turn):
+        // L1 (MTE2 -> MTE1), L0A / L0B (MTE1 -> M), L0C (M -> FIX).
+        evL1Full_ = flagWord(NPU_PIPE_MTE2, NPU_PIPE_MTE1, pipe_->TakeEvent(NPU_PIPE_MTE2, NPU_PIPE_MTE1));
+        evL1Free_ = flagWord(NPU_PIPE_MTE1, NPU_PIPE_MTE2, pipe_->TakeEvent(NPU_PIPE_MTE1, NPU_PIPE_MTE2));
+        evL0Full_ = flagWord(NPU_PIPE_MTE1, NPU_PIPE_M, pipe_->TakeEvent(NPU_PIPE_MTE1, NPU_PIPE_M));
+        evL0Free_ = flagWord(NPU_PIPE_M, NPU_PIPE_MTE1, pipe_->TakeEvent(NPU_PIPE_M, NPU_PIPE_MTE1));
+        evCFull_ = flagWord(NPU_PIPE_M, NPU_PIPE_MTE3, pipe_->TakeEvent(NPU_PIPE_M, NPU_PIPE_MTE3));
+        evCFree_ = flagWord(NPU_PIPE_MTE3, NPU_PIPE_M, pipe_->TakeEvent(NPU_PIPE_MTE3, NPU_PIPE_M));
         if (t_.isBias) {
             // C1 -> C2 moves 64-byte units of the source; half lands as float (twice the bytes).
             uint32_t c1 = (bn * (uint32_t)sizeof(BIAS_T) + 63) / 64 * 64;
@@ -295,28 +319,21 @@ public:
                                   "float C only");
         }
         Fetch<sync>();
-        LocalTensor<float> c = qCO1_.template DeQue<float>();
-        FixpipeParamsV220 p;
-        p.nSize = n_;
-        p.mSize = m_;
-        p.srcStride = detail::CeilDiv(m_, BLOCK) * BLOCK;
+        // SetAtomicAdd<float> in force or enAtomic 1: C is added into GM (the fixpipe's add).
+        const uint32_t atomic = AscendC::detail::pipe_state()->atomic;
+        const bool add = enAtomic == 1 || atomic != 0;
+        if (add && (sizeof(C_T) != 4 || (atomic != 0 &&
+                                          atomic != AscendC::detail::AtomicMode<float>::value))) {
+            AscendC::detail::fail("Fixpipe: the atomic add on L0C -> GM is offered for float "
+                                  "output under SetAtomicAdd<float>() only");
+        }
         // enSequentialWrite: the blocks one after another, baseN apart; else at C's place.
-        p.dstStride = enSequentialWrite ? t_.baseN : orgN_;
-        p.ndNum = 1;
-        p.srcNdStride = 0;
-        p.dstNdStride = 0;
-        if (sizeof(C_T) == 2) {
-            p.quantPre = QuantMode_t::F322F16;
-        }
-        uint32_t off = enSequentialWrite ? 0 : mi_ * t_.baseM * orgN_ + ni_ * t_.baseN;
-        auto *state = AscendC::detail::pipe_state();
-        const uint32_t atomic = state->atomic;
-        if (enAtomic == 1) {
-            state->atomic = AscendC::detail::AtomicMode<float>::value;
-        }
-        Fixpipe(gm[off], c, p);
-        state->atomic = atomic;
-        qCO1_.FreeTensor(c);
+        const uint32_t stride = enSequentialWrite ? t_.baseN : orgN_;
+        const uint32_t off = enSequentialWrite ? 0 : mi_ * t_.baseM * orgN_ + ni_ * t_.baseN;
+        flagWait(evCFull_);
+        ToGm((uint8_t *)gm[off].GetPhyAddr(), stride, add);
+        flagSet(evCFree_);
+        cFreeSets_++;
     }
     /* Writes the block Iterate computed to ub as baseM rows of baseN elements (a tail block's
      * m x n in the top left); returns once the vector unit may read it. */
@@ -339,6 +356,7 @@ public:
     /* Ends the matmul: drains the cube pipes. */
     __aicore__ inline void End() {
         ReleaseA();
+        Drain();
         PipeBarrier<PIPE_ALL>();
     }
 
@@ -363,11 +381,51 @@ private:
         Compute();
         return true;
     }
-    /* Gives back the A1 tensor kept across blocks (a new pass reads A from GM again). */
+    /* Forgets the A panels kept across blocks (a new pass reads A from GM again). */
     __aicore__ inline void ReleaseA() {
-        if (aHeld_) {
-            qA1_.FreeTensor(a1_);
-            aHeld_ = false;
+        panelA_[0] = nullptr;
+        panelA_[1] = nullptr;
+    }
+    /* The flag words of the hand-overs, and the set / wait of one (the layer's flags order
+     * pipes only, never the scalar unit's memory accesses: no "memory" clobber, so the loop's
+     * state stays in registers). */
+    __aicore__ static inline uint64_t flagWord(int src, int dst, int32_t ev) {
+        return (uint64_t)src | (uint64_t)dst << 8 | (uint64_t)ev << 16;
+    }
+    __aicore__ static inline void flagSet(uint64_t w) {
+        __asm__ volatile(".insn r 0x7b, 0, 0, x0, %0, x0" : : "r"(w));
+    }
+    __aicore__ static inline void flagWait(uint64_t w) {
+        __asm__ volatile(".insn r 0x7b, 1, 0, x0, %0, x0" : : "r"(w));
+    }
+    /* Before the first block: every slot of the rings starts free (two L1 / L0 slots, the
+     * L0C slots). */
+    __aicore__ inline void Prime() {
+        if (primed_) {
+            return;
+        }
+        primed_ = true;
+        flagSet(evL1Free_);
+        flagSet(evL1Free_);
+        flagSet(evL0Free_);
+        flagSet(evL0Free_);
+        for (uint32_t i = 0; i < co1Slots_; i++) {
+            flagSet(evCFree_);
+        }
+        cFreeSets_ = co1Slots_;
+    }
+    /* Consumes the free sets still pending (End): the flags are as the object found them. */
+    __aicore__ inline void Drain() {
+        if (!primed_) {
+            return;
+        }
+        primed_ = false;
+        flagWait(evL1Free_);
+        flagWait(evL1Free_);
+        flagWait(evL0Free_);
+        flagWait(evL0Free_);
+        for (; cFreeSets_ > 0; cFreeSets_--) {
+            flagWait(evCFree_);
         }
     }
     /* GetTensorC<false> computes the next block of an Iterate<false>. */
@@ -391,7 +449,7 @@ private:
     /* CO1 -> UB: the m x n block at ub, rows `stride` elements apart; UB's earlier readers
      * and writers (V, MTE2) are done before it lands, and V waits for it. */
     __aicore__ inline void ToUb(const LocalTensor<C_T> &ub, uint32_t stride) {
-        LocalTensor<float> c = qCO1_.template DeQue<float>();
+        flagWait(evCFull_);
         SetFlag<HardEvent::V_MTE3>(NPUSIM_SYNC_EVENT);
         WaitFlag<HardEvent::V_MTE3>(NPUSIM_SYNC_EVENT);
         SetFlag<HardEvent::MTE2_MTE3>(NPUSIM_SYNC_EVENT);
@@ -400,7 +458,7 @@ private:
         const uint32_t m1 = detail::CeilDiv(m_, BLOCK);
         for (uint32_t j = 0; j * BLOCK < n_; j++) {
             uint32_t cols = detail::Min(BLOCK, n_ - j * BLOCK);
-            const float *s = c.Ptr() + j * m1 * FRACTAL;
+            const float *s = (const float *)cOut_ + j * m1 * FRACTAL;
             C_T *d = ub.Ptr() + j * BLOCK;
             if constexpr (sizeof(C_T) == 2) {
                 npusim_detail::move<7, 1>(d, s, m_, cols * 4, 64, stride * 2);
@@ -408,11 +466,45 @@ private:
                 npusim_detail::move<7>(d, s, m_, cols * 4, 64, stride * 4);
             }
         }
-        qCO1_.FreeTensor(c);
+        flagSet(evCFree_);
+        cFreeSets_++;
         SetFlag<HardEvent::MTE3_V>(NPUSIM_SYNC_EVENT);
         WaitFlag<HardEvent::MTE3_V>(NPUSIM_SYNC_EVENT);
         SetFlag<HardEvent::MTE3_MTE2>(NPUSIM_SYNC_EVENT);
         WaitFlag<HardEvent::MTE3_MTE2>(NPUSIM_SYNC_EVENT);
+    }
+    /* CO1 -> GM through the fixpipe (NZ -> ND): the block's whole 16-column blocks as one
+     * copy (the mover's repeat register: one per column block, m1 fractals apart in L0C, 16
+     * elements apart in GM), then a partial last column block. Half C is rounded on the way;
+     * add: C is added into GM. */
+    __aicore__ inline void ToGm(uint8_t *d, uint32_t stride, bool add) {
+        const uint32_t m = m_, n = n_, m1 = detail::CeilDiv(m, BLOCK);
+        const uint32_t full = n / BLOCK, cols = n % BLOCK;
+        const uint32_t e = (uint32_t)sizeof(C_T), ds = stride * e, rep = m1 * BLOCK * 64;
+        const uint8_t *s = cOut_;
+        for (uint32_t part = 0; part < 2; part++) {
+            uint32_t rowBytes = 64;
+            if (part == 0) {
+                if (full == 0) {
+                    continue;
+                }
+                npu_move_repeat(full, rep, BLOCK * e);
+            } else {
+                if (cols == 0) {
+                    break;
+                }
+                d += full * BLOCK * e;
+                s += full * rep;
+                rowBytes = cols * 4;
+            }
+            if constexpr (sizeof(C_T) == 2) {
+                npusim_detail::move<5, 1>(d, s, m, rowBytes, 64, ds);
+            } else if (add) {
+                npusim_detail::move<5, 2>(d, s, m, rowBytes, 64, ds);
+            } else {
+                npusim_detail::move<5>(d, s, m, rowBytes, 64, ds);
+            }
+        }
     }
     /* This block's baseN bias values: GM -> C1 -> C2 (the bias table). */
     __aicore__ inline void CopyBias() {
@@ -426,123 +518,197 @@ private:
         qC2_.EnQue(c2);
         qC1_.FreeTensor(c1);
     }
+
+    /* The state of one block's K loop, in registers: where the step's operands come from and
+     * go, and how each moves on to the next step. */
+    struct Loop {
+        const uint8_t *aGm, *bGm;    // this step's A (rows of the block, columns of the step) and B
+        uint64_t aGmStep, bGmStep;   // bytes to the next step's
+        uint8_t *a1;                 // the step's A in A1 (NZ): loaded there when loadA
+        uint64_t a1Step, a1Xor;      // the next step's: a1 + a1Step (a panel), ^ a1Xor (the ring)
+        uint8_t *b1, *a2, *b2;       // the step's slots of B1, A2, B2 (two each, in turn)
+        uint64_t b1Xor, a2Xor, b2Xor;
+        uint8_t *c;
+        uint32_t m, n, m1, n1;
+        uint32_t aRow, bRow;         // GM row strides, bytes
+        bool loadA;
+    };
+    /* One K step of k (a multiple of 16 but for the last step of a ragged K): GM -> A1 (when
+     * A is not already there) and GM -> B1 (ND -> NZ, the column blocks as one copy each);
+     * A1 -> A2 (zZ) and B1 -> B2 (zN, fractals transposed), one copy each; the Mmad. MODE 0
+     * starts C from 0, 1 from the bias row, 2 accumulates. */
+    template <int MODE> __aicore__ inline __attribute__((always_inline)) void Step(Loop &l, uint32_t k) {
+        const uint32_t k1 = detail::CeilDiv(k, BLOCK);
+        const uint32_t kf = k / BLOCK, kt = k % BLOCK;
+        const uint32_t nf = l.n / BLOCK, nt = l.n % BLOCK;
+        flagWait(evL1Free_);
+        if (l.loadA) {
+            // A's m rows x k columns: column block j (32 bytes of each row) at j * m1 fractals.
+            if (kf != 0) {
+                npu_move_repeat(kf, 32, l.m1 * 512);
+                npusim_detail::move<1>(l.a1, l.aGm, l.m, 32, l.aRow, 32);
+            }
+            if (kt != 0) {
+                npusim_detail::move<1>(l.a1 + kf * l.m1 * 512, l.aGm + kf * 32, l.m, kt * 2,
+                                       l.aRow, 32);
+            }
+        }
+        // B's k rows x n columns: column block j at j * k1 fractals.
+        if (nf != 0) {
+            npu_move_repeat(nf, 32, k1 * 512);
+            npusim_detail::move<1>(l.b1, l.bGm, k, 32, l.bRow, 32);
+        }
+        if (nt != 0) {
+            npusim_detail::move<1>(l.b1 + nf * k1 * 512, l.bGm + nf * 32, k, nt * 2, l.bRow, 32);
+        }
+        flagSet(evL1Full_);
+        flagWait(evL0Free_);
+        flagWait(evL1Full_);
+        // A1 -> A2: fractal row i is its k1 fractals m1 apart in A1, the rows one apart.
+        npu_move_repeat(l.m1, 512, k1 * 512);
+        npusim_detail::move<3>(l.a2, l.a1, k1, 512, l.m1 * 512, 512);
+        // B1 -> B2: fractal row kb is its n1 fractals k1 apart in B1, transposed; the rows
+        // one fractal apart in B1 and n1 fractals apart in B2.
+        npu_move_repeat(k1, 512, l.n1 * 512);
+        npusim_detail::move<4, 1>(l.b2, l.b1, l.n1, 512, k1 * 512, 512);
+        flagSet(evL1Free_);
+        flagSet(evL0Full_);
+        flagWait(evL0Full_);
+        const uint64_t mnk = (uint64_t)l.m | ((uint64_t)l.n << 16) | ((uint64_t)k << 32);
+        if constexpr (MODE == 0) {
+            npusim_detail::mmad<4>(l.c, l.a2, l.b2, mnk);
+        } else if constexpr (MODE == 1) {
+            // C starts from the bias row (cmatrixInitVal false, as Ascend C's flags say).
+            LocalTensor<float> bt = qC2_.template DeQue<float>();
+            const uint64_t b = (uint64_t)bt.Ptr();
+            npusim_detail::mmad_bias<4>(l.c, l.a2, l.b2, mnk | ((b - NPU_BT_BASE) / 32) << 48);
+            qC2_.FreeTensor(bt);
+        } else {
+            npusim_detail::mmad<5>(l.c, l.a2, l.b2, mnk);
+        }
+        flagSet(evL0Free_);
+        l.aGm += l.aGmStep;
+        l.bGm += l.bGmStep;
+        l.a1 = (uint8_t *)(((uint64_t)l.a1 + l.a1Step) ^ l.a1Xor);
+        l.b1 = (uint8_t *)((uint64_t)l.b1 ^ l.b1Xor);
+        l.a2 = (uint8_t *)((uint64_t)l.a2 ^ l.a2Xor);
+        l.b2 = (uint8_t *)((uint64_t)l.b2 ^ l.b2Xor);
+    }
     /* One block of C: every K step's loads and Mmad, accumulating in CO1. */
     __aicore__ inline void Compute() {
-        m_ = detail::Min(t_.baseM, sM_ - mi_ * t_.baseM);
-        n_ = detail::Min(t_.baseN, sN_ - ni_ * t_.baseN);
-        uint32_t kIter = detail::CeilDiv(sK_, t_.baseK);
-        LocalTensor<float> c = qCO1_.template AllocTensor<float>();
+        const uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
+        m_ = detail::Min(bm, sM_ - mi_ * bm);
+        n_ = detail::Min(bn, sN_ - ni_ * bn);
+        const uint32_t kIter = detail::CeilDiv(sK_, bk);
+        const uint32_t kLast = sK_ - (kIter - 1) * bk;
+        Prime();
+        Loop l;
+        l.m = m_;
+        l.n = n_;
+        l.m1 = detail::CeilDiv(m_, BLOCK);
+        l.n1 = detail::CeilDiv(n_, BLOCK);
+        l.aRow = orgKa_ * (uint32_t)sizeof(A_T);
+        l.bRow = orgN_ * (uint32_t)sizeof(B_T);
+        l.aGm = (const uint8_t *)a_.GetPhyAddr() + (uint64_t)mi_ * bm * l.aRow;
+        l.bGm = (const uint8_t *)b_.GetPhyAddr() + (uint64_t)ni_ * bn * sizeof(B_T);
+        l.aGmStep = bk * (uint32_t)sizeof(A_T);
+        l.bGmStep = (uint64_t)bk * l.bRow;
+        // A: a panel of the block's rows over all of K when it fits A1 (one of two when two
+        // do), kept for the next blocks in the same rows; else a ring of two K steps.
+        const uint32_t stepBytes = (bk / BLOCK) * l.m1 * 512;
+        const uint32_t panelBytes = kIter * bm * bk * (uint32_t)sizeof(A_T);
+        const uint32_t slot = bm * bk * (uint32_t)sizeof(A_T);
+        const uint32_t par = par_;
+        if (stepKa_ >= kIter && panelBytes <= a1Bytes_) {
+            const uint32_t panels = panelBytes * 2 <= a1Bytes_ ? 2 : 1;
+            const uint32_t p = panels == 2 ? mi_ & 1 : 0;
+            const A_T *gm = a_.GetPhyAddr() + mi_ * bm * orgKa_;
+            l.a1 = a1_ + p * panelBytes;
+            l.a1Step = stepBytes;
+            l.a1Xor = 0;
+            l.loadA = !(panelA_[p] == gm && panelRows_[p] == m_ && panelK_[p] == sK_);
+            if (l.loadA) {
+                // The panel's earlier readers (MTE1) are done before it is refilled.
+                SetFlag<HardEvent::MTE1_MTE2>(NPUSIM_SYNC_EVENT);
+                WaitFlag<HardEvent::MTE1_MTE2>(NPUSIM_SYNC_EVENT);
+                panelA_[p] = gm;
+                panelRows_[p] = m_;
+                panelK_[p] = sK_;
+                panelA_[1 - p] = panels == 2 ? panelA_[1 - p] : nullptr;
+            }
+            ringA_ = false;
+        } else {
+            if (!ringA_ || panelA_[0] != nullptr || panelA_[1] != nullptr) {
+                // The ring takes A1 over from the panels: their readers are done first.
+                SetFlag<HardEvent::MTE1_MTE2>(NPUSIM_SYNC_EVENT);
+                WaitFlag<HardEvent::MTE1_MTE2>(NPUSIM_SYNC_EVENT);
+                ReleaseA();
+            }
+            ringA_ = true;
+            l.a1 = a1_ + par * slot;
+            l.a1Step = 0;
+            l.a1Xor = (uint64_t)a1_ ^ (uint64_t)(a1_ + slot);
+            l.loadA = true;
+        }
+        l.b1 = b1_ + par * b1Slot_;
+        l.a2 = a2_ + par * a2Slot_;
+        l.b2 = b2_ + par * b2Slot_;
+        l.b1Xor = (uint64_t)b1_ ^ (uint64_t)(b1_ + b1Slot_);
+        l.a2Xor = (uint64_t)a2_ ^ (uint64_t)(a2_ + a2Slot_);
+        l.b2Xor = (uint64_t)b2_ ^ (uint64_t)(b2_ + b2Slot_);
+        l.c = co1_ + cSlot_ * co1Slot_;
+        cOut_ = l.c;
+        cSlot_ = co1Slots_ == 2 ? cSlot_ ^ 1 : 0;
+        par_ = (par + kIter) & 1;
         if (hasBias_) {
             CopyBias();
         }
-        // kc: the step's place in its A1 load (stepKa steps a load).
-        for (uint32_t ki = 0, kc = 0; ki < kIter; ki++) {
-            uint32_t k = detail::Min(t_.baseK, sK_ - ki * t_.baseK);
-            if (kc == 0) {
-                CopyA(ki);
-            }
-            CopyB(ki, k);
-            bool lastOfLoad = kc + 1 == stepKa_ || ki + 1 == kIter;
-            SplitA(kc, k, lastOfLoad && !(ki + 1 == kIter && stepKa_ >= kIter));
-            kc = kc + 1 == stepKa_ ? 0 : kc + 1;
-            SplitB(k);
-            LocalTensor<A_T> a2 = qA2_.template DeQue<A_T>();
-            LocalTensor<B_T> b2 = qB2_.template DeQue<B_T>();
-            MmadParams p;
-            p.m = m_;
-            p.n = n_;
-            p.k = k;
-            p.cmatrixInitVal = ki == 0;
-            if (ki == 0 && hasBias_) {
-                // C starts from the bias row (cmatrixInitVal false, as Ascend C's flags say).
-                LocalTensor<float> bt = qC2_.template DeQue<float>();
-                p.cmatrixInitVal = false;
-                Mmad(c, a2, b2, bt, p);
-                qC2_.FreeTensor(bt);
-            } else {
-                Mmad(c, a2, b2, p);
-            }
-            qA2_.FreeTensor(a2);
-            qB2_.FreeTensor(b2);
+        // C's slot: its last fixpipe is done before the first Mmad writes it.
+        flagWait(evCFree_);
+        cFreeSets_--;
+        const uint32_t k0 = kIter == 1 ? kLast : bk;
+        if (hasBias_) {
+            Step<1>(l, k0);
+        } else {
+            Step<0>(l, k0);
         }
-        qCO1_.EnQue(c);
-    }
-    /* A's part from K step ki on in A1: stepKa steps' columns (kept when it already holds this
-     * block's rows over all of K). */
-    __aicore__ inline void CopyA(uint32_t ki) {
-        uint32_t kc = detail::Min(stepKa_ * t_.baseK, sK_ - ki * t_.baseK);
-        bool whole = kc == sK_;
-        if (aHeld_) {
-            if (whole && aRow_ == mi_ && aRows_ == m_ && aA_ == a_.GetPhyAddr()) {
-                return;
-            }
-            qA1_.FreeTensor(a1_);
-            aHeld_ = false;
+        for (uint32_t ki = 2; ki < kIter; ki++) {
+            Step<2>(l, bk);
         }
-        LocalTensor<A_T> a1 = qA1_.template AllocTensor<A_T>();
-        uint32_t m1 = detail::CeilDiv(m_, BLOCK);
-        // A's rows [mi * baseM, +m), columns [ki * baseK, +kc): NZ, m1 * 16 rows a column block.
-        DataCopy(a1, a_[mi_ * t_.baseM * orgKa_ + ki * t_.baseK],
-                 Nd2NzParams(1, m_, kc, 0, orgKa_, m1 * BLOCK, 1, 0));
-        qA1_.EnQue(a1);
-        a1_ = qA1_.template DeQue<A_T>();
-        aHeld_ = true;
-        aRow_ = mi_;
-        aRows_ = m_;
-        aA_ = a_.GetPhyAddr();
-    }
-    __aicore__ inline void CopyB(uint32_t ki, uint32_t k) {
-        LocalTensor<B_T> b1 = qB1_.template AllocTensor<B_T>();
-        uint32_t k1 = detail::CeilDiv(k, BLOCK);
-        // B's rows [ki * baseK, +k), columns [ni * baseN, +n).
-        DataCopy(b1, b_[ki * t_.baseK * orgN_ + ni_ * t_.baseN],
-                 Nd2NzParams(1, k, n_, 0, orgN_, k1 * BLOCK, 1, 0));
-        qB1_.EnQue(b1);
-    }
-    /* A1 (NZ) -> A2 (zZ), one instruction: fractal row i of the step (the kc-th of its load)
-     * is its k1 fractals m1 apart in A1, the rows one fractal apart. free: the step is the
-     * load's last and the load is not kept (it is, over all of K, for the next block in the
-     * same rows). */
-    __aicore__ inline void SplitA(uint32_t kc, uint32_t k, bool free) {
-        LocalTensor<A_T> a2 = qA2_.template AllocTensor<A_T>();
-        uint32_t m1 = detail::CeilDiv(m_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
-        const A_T *src = a1_.Ptr() + kc * (t_.baseK / BLOCK) * m1 * FRACTAL;
-        npu_move_repeat(m1, 512, k1 * 512);
-        npusim_detail::move<3>(a2.Ptr(), src, k1, 512, m1 * 512, 512);
-        qA2_.EnQue(a2);
-        if (free) {
-            qA1_.FreeTensor(a1_);
-            aHeld_ = false;
+        if (kIter > 1) {
+            Step<2>(l, kLast);
         }
-    }
-    /* B1 (NZ) -> B2 (zN), one instruction: fractal row kb is its n1 fractals k1 apart in B1,
-     * transposed; the rows one fractal apart in B1 and n1 fractals apart in B2. */
-    __aicore__ inline void SplitB(uint32_t k) {
-        LocalTensor<B_T> b1 = qB1_.template DeQue<B_T>();
-        LocalTensor<B_T> b2 = qB2_.template AllocTensor<B_T>();
-        uint32_t n1 = detail::CeilDiv(n_, BLOCK), k1 = detail::CeilDiv(k, BLOCK);
-        npu_move_repeat(k1, 512, n1 * 512);
-        npusim_detail::move<4, 1>(b2.Ptr(), b1.Ptr(), n1, 512, k1 * 512, 512);
-        qB2_.EnQue(b2);
-        qB1_.FreeTensor(b1);
+        flagSet(evCFull_);
     }
 
     TCubeTiling t_;
     TPipe *pipe_ = nullptr;
-    /* The A1 tensor the cube steps read (aHeld_): loaded for rows aRow_ (aRows_ of them) of
-     * the A at aA_. */
-    LocalTensor<A_T> a1_;
-    bool aHeld_ = false;
-    uint32_t aRow_ = 0, aRows_ = 0;
-    __gm__ const A_T *aA_ = nullptr;
     uint32_t stepKa_ = 1;
     GlobalTensor<A_T> a_;
     GlobalTensor<B_T> b_;
-    TQue<TPosition::A1, 2> qA1_;
-    TQue<TPosition::B1, 2> qB1_;
-    TQue<TPosition::A2, 2> qA2_;
-    TQue<TPosition::B2, 2> qB2_;
-    TQue<TPosition::CO1, 1> qCO1_;
+    /* L1, L0A, L0B and L0C: A1 (a1Bytes_: A panels or the A ring), two slots of B1, A2, B2,
+     * and co1Slots_ of CO1. */
+    TBuf<TPosition::A1> bA1_;
+    TBuf<TPosition::B1> bB1_;
+    TBuf<TPosition::A2> bA2_;
+    TBuf<TPosition::B2> bB2_;
+    TBuf<TPosition::CO1> bCO1_;
+    uint8_t *a1_ = nullptr, *b1_ = nullptr, *a2_ = nullptr, *b2_ = nullptr, *co1_ = nullptr;
+    uint32_t a1Bytes_ = 0, b1Slot_ = 0, a2Slot_ = 0, b2Slot_ = 0, co1Slot_ = 0, co1Slots_ = 1;
+    /* The A panels in A1: the rows of the A at panelA_ (panelRows_ of them, over panelK_). */
+    const A_T *panelA_[2] = {nullptr, nullptr};
+    uint32_t panelRows_[2] = {0, 0}, panelK_[2] = {0, 0};
+    bool ringA_ = false;
+    /* The rings' next slot (par_, the K steps' L1 / L0 slots), the next block's L0C slot and
+     * the L0C of the block the last Iterate computed. */
+    uint32_t par_ = 0, cSlot_ = 0;
+    uint8_t *cOut_ = nullptr;
+    /* The flags of the hand-overs (flagWord), whether the free slots are set (Prime), and
+     * the L0C free sets not yet consumed. */
+    uint64_t evL1Full_ = 0, evL1Free_ = 0, evL0Full_ = 0, evL0Free_ = 0, evCFull_ = 0,
+             evCFree_ = 0;
+    bool primed_ = false;
+    uint32_t cFreeSets_ = 0;
     TQue<TPosition::C1, 1> qC1_;
     TQue<TPosition::C2, 1> qC2_;
     GlobalTensor<BIAS_T> bias_;
