@@ -677,15 +677,7 @@ impl Collective<'_> {
         dtype: DataType,
         peer: u32,
     ) -> CollectiveOp {
-        CollectiveOp {
-            kind: CollectiveKind::Send,
-            dtype,
-            op: ReduceOp::Sum,
-            count,
-            peer,
-            send: Some(buf.into()),
-            recv: None,
-        }
+        CollectiveOp::point_to_point(CollectiveKind::Send, buf.into(), count, dtype, peer)
     }
 
     /// Receiving `count` elements from rank `peer` into `buf` (`HcclRecv`); device memory or
@@ -696,19 +688,34 @@ impl Collective<'_> {
         dtype: DataType,
         peer: u32,
     ) -> CollectiveOp {
-        CollectiveOp {
-            kind: CollectiveKind::Recv,
-            dtype,
-            op: ReduceOp::Sum,
-            count,
-            peer,
-            send: None,
-            recv: Some(buf.into()),
-        }
+        CollectiveOp::point_to_point(CollectiveKind::Recv, buf.into(), count, dtype, peer)
     }
 }
 
 impl CollectiveOp {
+    /// A send or a receive (`kind`) of `buf` with rank `peer`.
+    fn point_to_point(
+        kind: CollectiveKind,
+        buf: CommBuffer,
+        count: u64,
+        dtype: DataType,
+        peer: u32,
+    ) -> Self {
+        let (send, recv) = match kind {
+            CollectiveKind::Send => (Some(buf), None),
+            _ => (None, Some(buf)),
+        };
+        Self {
+            kind,
+            dtype,
+            op: ReduceOp::Sum,
+            count,
+            peer,
+            send,
+            recv,
+        }
+    }
+
     /// A collective from `send` to `recv` in device memory.
     fn device(
         kind: CollectiveKind,
