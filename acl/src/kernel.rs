@@ -226,6 +226,7 @@ fn read_device(s: &Session, ctx: Context, addr: u64, out: &mut [u8]) -> AclResul
 /// `data` is valid for `size` bytes unless it is device memory of the current context.
 unsafe fn decode_args(
     s: &Session,
+    current: (u64, Context),
     data: *const c_void,
     size: usize,
     float_mask: u64,
@@ -251,7 +252,7 @@ unsafe fn decode_args(
     }
     non_null(data, "argsData")?;
     let mut bytes = vec![0u8; size];
-    let (ctx_key, ctx) = s.current_ctx()?;
+    let (ctx_key, ctx) = current;
     if s.is_device(ctx_key, data.addr() as u64, size as u64) {
         read_device(s, ctx, data.addr() as u64, &mut bytes)?;
     } else {
@@ -277,12 +278,22 @@ unsafe fn decode_args(
 /// context on first use there (and unloaded with it); a function of another device's context
 /// is refused by the runtime (ACL_ERROR_RT_STREAM_CONTEXT).
 pub(crate) fn resolve(s: &Session, func: aclrtFuncHandle) -> AclResult<(u64, Kernel)> {
+    resolve_in(s, func, s.current_ctx()?)
+}
+
+/// As [`resolve`], in the current context `current` (its handle value and context) the caller
+/// already looked up.
+fn resolve_in(
+    s: &Session,
+    func: aclrtFuncHandle,
+    current: (u64, Context),
+) -> AclResult<(u64, Kernel)> {
     let (fkey, kernel, name, bin) = {
         let t = s.tables();
         let (k, f) = lookup(&t.functions, Kind::Function, func, "funcHandle")?;
         (k, f.kernel, f.name.clone(), f.bin)
     };
-    let (ctx_key, ctx) = s.current_ctx()?;
+    let (ctx_key, ctx) = current;
     let (home_key, source) = {
         let t = s.tables();
         let b = t.binaries.get(&bin).ok_or_else(|| {
@@ -370,9 +381,11 @@ unsafe fn launch(
 ) -> AclResult<()> {
     let s = session()?;
     let st = s.stream_or_default(stream)?;
-    let (fkey, kernel) = resolve(&s, func)?;
+    // The current context is looked up once, for the function's clone and the arguments.
+    let current = s.current_ctx()?;
+    let (fkey, kernel) = resolve_in(&s, func, current)?;
     // SAFETY: the caller's contract.
-    let args = unsafe { decode_args(&s, data, size, float_mask) }?;
+    let args = unsafe { decode_args(&s, current, data, size, float_mask) }?;
     submit(&s, fkey, kernel, block_dim, &args, st, None)
 }
 
