@@ -710,11 +710,19 @@ fn a_matmul_api_kernel_with_host_tiling_matches_the_cpu_bit_for_bit_on_ragged_sh
         String::from_utf8_lossy(&build.stderr)
     );
     // The 910B: the sample's 512 x 1024 x 512 on 2 x 2 blocks of 256 x 512 (2 x 2 base blocks
-    // each, 8 K steps), 512 x 512 x 512 over every AIV core, and 100 x 72 x 200 with a tail on
+    // each, 8 K steps), 512 x 512 x 512 one block per AI core (a block runs on a whole AI core,
+    // so more blocks than cores would run in two waves), and 100 x 72 x 200 with a tail on
     // every side (M, N, the cores' split and K's last step of 8). The small preset's 4 cores.
     for (preset, args, cores) in [
         ("910b", &["512", "1024", "512", "256", "512"][..], "4 cores"),
-        ("910b", &["512", "512", "512"][..], "48 cores"),
+        ("910b", &["512", "512", "512"][..], "24 cores"),
+        // 1024^3: 8 x 3 blocks of 128 x 352 (A's rows kept in L1 for the three 128-wide base
+        // blocks), the deepest step two of which fit L0A and L0B, two C blocks in L0C.
+        (
+            "910b",
+            &["1024", "1024", "1024"][..],
+            "24 cores, single 128 x 352 x 1024, base 128 x 128 x 128",
+        ),
         ("910b", &["100", "72", "200", "48", "48"][..], "6 cores"),
         ("small", &["100", "72", "200"][..], "4 cores"),
     ] {

@@ -13,12 +13,18 @@
  * or DT_FLOAT16, whose baseN values fit the bias table; Ka == Kb.
  *
  * The split: MultiCoreMatmulTiling picks singleCoreM x singleCoreN (multiples of 16, SetDim
- * cores at most) minimising one core's cube work plus its loads, the fewer cores on a tie;
- * SetSingleShape fixes them. usedCoreNum = ceil(M / singleCoreM) * ceil(N / singleCoreN), the
- * blocks walking M first (block b is M block b % mBlocks, N block b / mBlocks), as the
- * samples' kernels compute their offsets. One cube step is baseM x baseN over baseK (at most
- * 128 x 256 over 64 halves, smaller where the shape or SetBufferSpace's sizes
- * say so), with A and B double buffered in L1 and L0 and C's base block whole in L0C.
+ * blocks at most) minimising the simulated time: the blocks run a wave at a time on the AI
+ * cores (GetCoreNumAic; npusim runs each block on a whole AI core), each wave as long as its
+ * largest block's cube steps (one cycle per 16 x 16 x 16 fractal product, 8 more per step) or
+ * its loads (A's rows kept in L1 when they fit, B's read for every block), whichever is longer,
+ * plus a block's fixed cost (its set-up, first loads and last fixpipe: about 3,000 cycles);
+ * the fewer blocks on a tie. SetSingleShape fixes them. usedCoreNum = ceil(M / singleCoreM) *
+ * ceil(N / singleCoreN), the blocks walking M first (block b is M block b % mBlocks, N block
+ * b / mBlocks), as the samples' kernels compute their offsets. One cube step is baseM x baseN
+ * over baseK: baseM and baseN at most 128 and 256 with two C blocks in L0C (the fixpipe of one
+ * overlaps the next one's steps; one when two do not fit), baseK as deep as double-buffered
+ * L0A and L0B allow (128 halves at most), smaller where the shape or SetBufferSpace's sizes
+ * say so; A and B double buffered in L1.
  */
 #ifndef NPUSIM_TILING_API_H
 #define NPUSIM_TILING_API_H
@@ -194,7 +200,7 @@ public:
         t.singleBatchN = 1;
         t.dbL0A = 2;
         t.dbL0B = 2;
-        t.dbL0C = 1;
+        t.dbL0C = 2ull * t.baseM * t.baseN * 4 <= info_.l0cBytes ? 2 : 1;
         tiling = t;
         return 0;
     }
@@ -208,6 +214,7 @@ protected:
     };
     static int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
     static int32_t Align(int32_t a, int32_t b) { return (int32_t)CeilDiv(a, b) * b; }
+    static int32_t Min(int32_t a, int32_t b) { return a < b ? a : b; }
     static bool Fail(const char *what) {
         std::fprintf(stderr, "matmul_tiling (npusim): %s\n", what);
         return false;
@@ -253,35 +260,50 @@ protected:
         return true;
     }
     /* baseM x baseN over baseK: fits L0A / L0B twice (double buffered), C's block in L0C. */
-    bool Bases(int32_t sM, int32_t sN, int32_t sK, ::TCubeTiling &t) const {
+    bool Bases(int32_t sM, int32_t sN, int32_t sK, ::TCubeTiling &t, bool report = true) const {
+        auto fail = [report](const char *what) { return report ? Fail(what) : false; };
         int32_t in = InBytes();
         int32_t k0 = 32 / in; // elements along K in one fractal row
         uint64_t l0c = info_.l0cBytes;
         if (l0cCap_ > 0 && (uint64_t)l0cCap_ < l0c) {
             l0c = (uint64_t)l0cCap_;
         }
-        int32_t bm = fixBaseM_ > 0 ? fixBaseM_ : (Align(sM, 16) < 128 ? Align(sM, 16) : 128);
-        int32_t bn = fixBaseN_ > 0 ? fixBaseN_ : (Align(sN, 16) < 256 ? Align(sN, 16) : 256);
-        int32_t bk = fixBaseK_ > 0 ? fixBaseK_ : (Align(sK, k0) < 64 / (in / 2) ? Align(sK, k0) : 64 / (in / 2));
-        while ((uint64_t)bm * bn * 4 > l0c && bn > 16) {
-            bn /= 2;
+        int32_t bm = fixBaseM_ > 0 ? fixBaseM_ : Min(Align(sM, 16), 128);
+        int32_t bn = fixBaseN_;
+        if (bn <= 0) {
+            // Two C blocks in L0C when they fit, else one.
+            int32_t two = (int32_t)(l0c / (2ull * bm * 4)) / 16 * 16;
+            int32_t one = (int32_t)(l0c / (1ull * bm * 4)) / 16 * 16;
+            bn = Min(Align(sN, 16), Min(256, two >= 16 ? two : one));
         }
         while ((uint64_t)bm * bn * 4 > l0c && bm > 16) {
             bm /= 2;
         }
+        int32_t bk = fixBaseK_;
+        if (bk <= 0) {
+            // As deep as A's and B's blocks fit L0A and L0B twice, 128 halves at most.
+            uint64_t deep = info_.l0aBytes / (2ull * bm * in);
+            if (info_.l0bBytes / (2ull * bn * in) < deep) {
+                deep = info_.l0bBytes / (2ull * bn * in);
+            }
+            bk = Min(Align(sK, k0), Min(128 * 2 / in, (int32_t)deep / k0 * k0));
+            if (bk < k0) {
+                bk = k0;
+            }
+        }
         if (bm % 16 || bn % 16 || bk % k0) {
-            return Fail("baseM and baseN must be multiples of 16, baseK of 32 bytes");
+            return fail("baseM and baseN must be multiples of 16, baseK of 32 bytes");
         }
         if ((uint64_t)bm * bn * 4 > l0c || 2ull * bm * bk * in > info_.l0aBytes ||
             2ull * bk * bn * in > info_.l0bBytes) {
-            return Fail("the base block does not fit L0A / L0B / L0C");
+            return fail("the base block does not fit L0A / L0B / L0C");
         }
         uint64_t l1 = l1Cap_ > 0 ? (uint64_t)l1Cap_ : info_.l1Bytes;
         if (2ull * (bm * bk + bk * bn) * in + (isBias_ ? bn * 4ull : 0) > l1) {
-            return Fail("A's and B's base blocks do not fit L1");
+            return fail("A's and B's base blocks do not fit L1");
         }
         if (isBias_ && bn * 4u > info_.btBytes) {
-            return Fail("the bias block does not fit the bias table");
+            return fail("the bias block does not fit the bias table");
         }
         t.baseM = bm;
         t.baseN = bn;
@@ -292,6 +314,7 @@ protected:
     /* The per-core buffer sizes the split must fit, from the platform. */
     struct Buffers {
         uint64_t l0aBytes, l0bBytes, l0cBytes, l1Bytes, btBytes;
+        uint32_t aicCores;
         static Buffers Of(const platform_ascendc::PlatformAscendC &p) {
             Buffers b{};
             p.GetCoreMemSize(platform_ascendc::CoreMemType::L0_A, b.l0aBytes);
@@ -299,6 +322,7 @@ protected:
             p.GetCoreMemSize(platform_ascendc::CoreMemType::L0_C, b.l0cBytes);
             p.GetCoreMemSize(platform_ascendc::CoreMemType::L1, b.l1Bytes);
             p.GetCoreMemSize(platform_ascendc::CoreMemType::BT, b.btBytes);
+            b.aicCores = p.GetCoreNumAic() > 0 ? p.GetCoreNumAic() : 1;
             return b;
         }
     };
@@ -347,6 +371,7 @@ protected:
             return Fail("SetDim: at least one core");
         }
         int64_t best = -1;
+        int32_t unfit = -1; // a split whose base block does not fit (its reason is printed)
         for (int32_t md = 1; md <= dim_; md++) {
             for (int32_t nd = 1; md * nd <= dim_; nd++) {
                 int32_t cm = singleM_ > 0 ? singleM_ : Align((int32_t)CeilDiv(M, md), 16);
@@ -355,8 +380,17 @@ protected:
                 if (used > dim_) {
                     continue;
                 }
-                // One core's cube work plus the A and B bytes it loads; fewer cores on a tie.
-                int64_t cost = (int64_t)cm * cn + 8 * ((int64_t)cm + cn);
+                // The waves' time (see the header); fewer blocks on a tie.
+                ::TCubeTiling b{};
+                if (!Bases(cm, cn, K, b, false)) {
+                    unfit = cm;
+                    sN = cn;
+                    continue;
+                }
+                int64_t waves = CeilDiv(used, (int64_t)info_.aicCores);
+                int64_t busy = CubeCycles(cm, cn, K, b);
+                int64_t loads = LoadCycles(cm, cn, K, b);
+                int64_t cost = waves * ((busy > loads ? busy : loads) + kBlockCycles);
                 int64_t key = cost * 4096 + used;
                 if (best < 0 || key < best) {
                     best = key;
@@ -364,6 +398,10 @@ protected:
                     sN = cn;
                 }
             }
+        }
+        if (best < 0 && unfit > 0) {
+            ::TCubeTiling b{};
+            return Bases(unfit, sN, K, b);
         }
         if (best < 0) {
             return Fail("SetSingleShape's blocks need more cores than SetDim gives");
@@ -377,6 +415,37 @@ protected:
     }
 
 private:
+    /* A block's fixed cost in cycles: its set-up, its first loads and its last fixpipe. */
+    static constexpr int64_t kBlockCycles = 3000;
+    /* One block's cube cycles: every base block's K steps, a cycle per fractal product and
+     * 8 per step (the products factor: the fractals along M, N and K, summed over the steps). */
+    static int64_t CubeCycles(int32_t sM, int32_t sN, int32_t sK, const ::TCubeTiling &b) {
+        int64_t fm = 0, fn = 0, fk = 0, steps = 1;
+        Along(sM, b.baseM, fm, steps);
+        Along(sN, b.baseN, fn, steps);
+        Along(sK, b.baseK, fk, steps);
+        return fm * fn * fk + 8 * steps;
+    }
+    /* One block's GM -> L1 cycles (128 bytes a cycle, 16 more per copy): B's base blocks for
+     * every block of C, A's rows once per row of blocks when they fit L1 as a panel (the
+     * Matmul keeps them), else for every block. */
+    int64_t LoadCycles(int32_t sM, int32_t sN, int32_t sK, const ::TCubeTiling &b) const {
+        int64_t mBlocks = CeilDiv(sM, b.baseM), nBlocks = CeilDiv(sN, b.baseN);
+        int64_t kSteps = CeilDiv(sK, b.baseK), in = InBytes();
+        uint64_t l1 = l1Cap_ > 0 ? (uint64_t)l1Cap_ : info_.l1Bytes;
+        bool panel = (uint64_t)b.baseM * kSteps * b.baseK * in + 2ull * b.baseK * b.baseN * in <= l1;
+        int64_t aBytes = (int64_t)sM * sK * in * (panel ? 1 : nBlocks);
+        int64_t bBytes = (int64_t)sN * sK * in * mBlocks;
+        int64_t copies = kSteps * (mBlocks * nBlocks + (panel ? mBlocks : mBlocks * nBlocks));
+        return (aBytes + bBytes) / 128 + 16 * copies;
+    }
+    /* Splits `size` into base pieces: adds their 16-element fractals to `fractals` and
+     * multiplies `steps` by their count. */
+    static void Along(int32_t size, int32_t base, int64_t &fractals, int64_t &steps) {
+        int64_t full = size / base, tail = size % base;
+        fractals += full * CeilDiv(base, 16) + (tail ? CeilDiv(tail, 16) : 0);
+        steps *= full + (tail ? 1 : 0);
+    }
     int32_t singleM_ = -1, singleN_ = -1;
     int32_t mDim_ = 0, nDim_ = 0, sM_ = 0, sN_ = 0, sK_ = 0;
 };

@@ -2920,6 +2920,14 @@ NPUSIM_GATHER(const uint64_t *, mask)
 /* ---- Tiling -------------------------------------------------------------------------------- */
 
 namespace detail {
+/* The storage GET_TILING_DATA copies a tiling struct into: left unset until the copy fills
+ * every byte (the struct's default member initialisers would be stores the copy overwrites). */
+template <typename T> struct TilingStorage {
+    union {
+        T value;
+    };
+    __aicore__ inline TilingStorage() {}
+};
 /* Copies a tiling struct from `gm` (a GM_ADDR kernel argument), or from the launch's tiling
  * words (CSR) when `gm` is null. Aborts when neither exists. */
 template <typename T> __aicore__ inline void read_tiling(T *out, const void *gm) {
@@ -3135,10 +3143,10 @@ __aicore__ inline void DumpAccChkPoint(const GlobalTensor<T> &t, uint32_t index,
     }                                                                                          \
     }
 #define GET_TILING_DATA(var, tiling)                                                           \
-    ::AscendC::detail::TilingDefault var;                                                      \
-    ::AscendC::detail::read_tiling(&var, (const void *)(tiling))
+    GET_TILING_DATA_WITH_STRUCT(::AscendC::detail::TilingDefault, var, tiling)
 #define GET_TILING_DATA_WITH_STRUCT(Type, var, tiling)                                         \
-    Type var;                                                                                  \
+    ::AscendC::detail::TilingStorage<Type> var##_npusim_storage;                               \
+    Type &var = var##_npusim_storage.value;                                                    \
     ::AscendC::detail::read_tiling(&var, (const void *)(tiling))
 
 /* The advanced APIs a kernel reaches through this header alone, as with CANN's. */

@@ -139,44 +139,50 @@ public:
     __aicore__ inline Matmul() {}
     /* Takes the tiling and carves the L1 / L0 queues from pipe (REGIST_MATMUL_OBJ calls it). */
     __aicore__ inline void Init(const TCubeTiling *tiling, TPipe *tpipe = nullptr) {
-        // (Inline: the kernel is linked alone, with no memcpy.)
-        __builtin_memcpy_inline(&t_, tiling, sizeof(t_));
+        // The tiling is read where it is (as CANN's Matmul, which keeps the pointer): it must
+        // stay alive while the object is used (GET_TILING_DATA's struct in the kernel does).
+        t_ = tiling;
         pipe_ = tpipe != nullptr ? tpipe : GetTPipePtr();
-        orgM_ = t_.M;
-        orgN_ = t_.N;
-        orgKa_ = t_.Ka;
-        SetSingleShape(t_.singleCoreM, t_.singleCoreN, t_.singleCoreK);
-        if (t_.baseM <= 0 || t_.baseN <= 0 || t_.baseK <= 0 || t_.baseM % BLOCK ||
-            t_.baseN % BLOCK || t_.baseK % BLOCK) {
+        orgM_ = t_->M;
+        orgN_ = t_->N;
+        orgKa_ = t_->Ka;
+        SetSingleShape(t_->singleCoreM, t_->singleCoreN, t_->singleCoreK);
+        if (t_->baseM <= 0 || t_->baseN <= 0 || t_->baseK <= 0 || t_->baseM % BLOCK ||
+            t_->baseN % BLOCK || t_->baseK % BLOCK) {
             AscendC::detail::fail("Matmul: the tiling's baseM, baseN and baseK must be positive "
                                   "multiples of 16");
         }
-        uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
+        uint32_t bm = t_->baseM, bn = t_->baseN, bk = t_->baseK;
         // A1 holds stepKa base blocks of A along K per load (the whole of K at most), in
         // depthA1 / stepKa slots (one or two), and at least two K steps (the ring the steps
         // stream through when a block's rows over all of K do not fit): a panel that covers
         // all of K stays for every block of C in the same rows (walking N), loaded once.
-        stepKa_ = t_.stepKa > 0 ? (uint32_t)t_.stepKa : 1;
-        uint32_t kIterMax = detail::CeilDiv((uint32_t)t_.singleCoreK, bk);
+        stepKa_ = t_->stepKa > 0 ? (uint32_t)t_->stepKa : 1;
+        uint32_t kIterMax = detail::CeilDiv((uint32_t)t_->singleCoreK, bk);
         if (stepKa_ > kIterMax) {
             stepKa_ = kIterMax > 0 ? kIterMax : 1;
         }
-        uint32_t a1Steps = (t_.depthA1 >= (int32_t)(2 * stepKa_) ? 2 : 1) * stepKa_;
+        uint32_t a1Steps = (t_->depthA1 >= (int32_t)(2 * stepKa_) ? 2 : 1) * stepKa_;
         a1Bytes_ = (a1Steps > 2 ? a1Steps : 2) * bm * bk * (uint32_t)sizeof(A_T);
-        pipe_->InitBuffer(bA1_, a1Bytes_);
-        pipe_->InitBuffer(bB1_, 2 * bk * bn * (uint32_t)sizeof(B_T));
-        pipe_->InitBuffer(bA2_, 2 * bm * bk * (uint32_t)sizeof(A_T));
-        pipe_->InitBuffer(bB2_, 2 * bk * bn * (uint32_t)sizeof(B_T));
+        TBuf<TPosition::A1> bA1;
+        TBuf<TPosition::B1> bB1;
+        TBuf<TPosition::A2> bA2;
+        TBuf<TPosition::B2> bB2;
+        TBuf<TPosition::CO1> bCO1;
+        pipe_->InitBuffer(bA1, a1Bytes_);
+        pipe_->InitBuffer(bB1, 2 * bk * bn * (uint32_t)sizeof(B_T));
+        pipe_->InitBuffer(bA2, 2 * bm * bk * (uint32_t)sizeof(A_T));
+        pipe_->InitBuffer(bB2, 2 * bk * bn * (uint32_t)sizeof(B_T));
         // C's block double buffered in L0C when two fit (the fixpipe of one block overlaps
         // the cube steps of the next).
         uint32_t c = bm * bn * (uint32_t)sizeof(float);
-        co1Slots_ = t_.dbL0C >= 2 || 2 * c <= npu_l0c_bytes() ? 2 : 1;
-        pipe_->InitBuffer(bCO1_, co1Slots_ * c);
-        a1_ = (uint8_t *)bA1_.template Get<uint8_t>().Ptr();
-        b1_ = (uint8_t *)bB1_.template Get<uint8_t>().Ptr();
-        a2_ = (uint8_t *)bA2_.template Get<uint8_t>().Ptr();
-        b2_ = (uint8_t *)bB2_.template Get<uint8_t>().Ptr();
-        co1_ = (uint8_t *)bCO1_.template Get<uint8_t>().Ptr();
+        co1Slots_ = t_->dbL0C >= 2 || 2 * c <= npu_l0c_bytes() ? 2 : 1;
+        pipe_->InitBuffer(bCO1, co1Slots_ * c);
+        a1_ = (uint8_t *)bA1.template Get<uint8_t>().Ptr();
+        b1_ = (uint8_t *)bB1.template Get<uint8_t>().Ptr();
+        a2_ = (uint8_t *)bA2.template Get<uint8_t>().Ptr();
+        b2_ = (uint8_t *)bB2.template Get<uint8_t>().Ptr();
+        co1_ = (uint8_t *)bCO1.template Get<uint8_t>().Ptr();
         b1Slot_ = bk * bn * (uint32_t)sizeof(B_T);
         a2Slot_ = bm * bk * (uint32_t)sizeof(A_T);
         b2Slot_ = b1Slot_;
@@ -184,12 +190,13 @@ public:
         // The hand-overs, one flag each way per pair of pipes (the slots are taken in turn):
         // L1 (MTE2 -> MTE1), L0A / L0B (MTE1 -> M), L0C (M -> FIX).
         evL1Full_ = flagWord(NPU_PIPE_MTE2, NPU_PIPE_MTE1, pipe_->TakeEvent(NPU_PIPE_MTE2, NPU_PIPE_MTE1));
+        evA1Full_ = flagWord(NPU_PIPE_MTE2, NPU_PIPE_MTE1, pipe_->TakeEvent(NPU_PIPE_MTE2, NPU_PIPE_MTE1));
         evL1Free_ = flagWord(NPU_PIPE_MTE1, NPU_PIPE_MTE2, pipe_->TakeEvent(NPU_PIPE_MTE1, NPU_PIPE_MTE2));
         evL0Full_ = flagWord(NPU_PIPE_MTE1, NPU_PIPE_M, pipe_->TakeEvent(NPU_PIPE_MTE1, NPU_PIPE_M));
         evL0Free_ = flagWord(NPU_PIPE_M, NPU_PIPE_MTE1, pipe_->TakeEvent(NPU_PIPE_M, NPU_PIPE_MTE1));
         evCFull_ = flagWord(NPU_PIPE_M, NPU_PIPE_MTE3, pipe_->TakeEvent(NPU_PIPE_M, NPU_PIPE_MTE3));
         evCFree_ = flagWord(NPU_PIPE_MTE3, NPU_PIPE_M, pipe_->TakeEvent(NPU_PIPE_MTE3, NPU_PIPE_M));
-        if (t_.isBias) {
+        if (t_->isBias) {
             // C1 -> C2 moves 64-byte units of the source; half lands as float (twice the bytes).
             uint32_t c1 = (bn * (uint32_t)sizeof(BIAS_T) + 63) / 64 * 64;
             pipe_->InitBuffer(qC1_, 1, c1);
@@ -236,7 +243,7 @@ public:
      * starts from its baseN values in the bias table. Needs a tiling with isBias (the host's
      * SetBias(true)). */
     __aicore__ inline void SetBias(const GlobalTensor<BIAS_T> &gm) {
-        if (!t_.isBias) {
+        if (!t_->isBias) {
             AscendC::detail::fail("Matmul::SetBias: the tiling was made without a bias (call "
                                   "SetBias(true) on the host's MatmulApiTiling)");
         }
@@ -289,7 +296,7 @@ public:
                                   "singleCoreM x singleCoreN elements");
         }
         while (Iterate()) {
-            ToUb(ub[mi_ * t_.baseM * sN_ + ni_ * t_.baseN], sN_);
+            ToUb(ub[mi_ * t_->baseM * sN_ + ni_ * t_->baseN], sN_);
         }
     }
     /* The asynchronous IterateAll has finished when it returned. */
@@ -301,13 +308,16 @@ public:
         if (enPartialSum) {
             AscendC::detail::fail("Matmul::Iterate: enPartialSum is not offered by npusim's layer");
         }
-        uint32_t blocks = detail::CeilDiv(sM_, t_.baseM) * detail::CeilDiv(sN_, t_.baseN);
         if constexpr (!sync) {
             next_ = 0;
-            asyncLeft_ = sK_ > 0 ? blocks : 0;
+            Plan();
+            asyncLeft_ = sK_ > 0 ? blocks_ : 0;
             return asyncLeft_ > 0;
         }
-        return Next(blocks);
+        if (next_ == 0) {
+            Plan();
+        }
+        return Next();
     }
     /* Writes the block Iterate computed to gm, at its place in this core's C. */
     template <bool sync = true>
@@ -328,8 +338,8 @@ public:
                                   "output under SetAtomicAdd<float>() only");
         }
         // enSequentialWrite: the blocks one after another, baseN apart; else at C's place.
-        const uint32_t stride = enSequentialWrite ? t_.baseN : orgN_;
-        const uint32_t off = enSequentialWrite ? 0 : mi_ * t_.baseM * orgN_ + ni_ * t_.baseN;
+        const uint32_t stride = enSequentialWrite ? t_->baseN : orgN_;
+        const uint32_t off = enSequentialWrite ? 0 : mi_ * t_->baseM * orgN_ + ni_ * t_->baseN;
         flagWait(evCFull_);
         ToGm((uint8_t *)gm[off].GetPhyAddr(), stride, add);
         flagSet(evCFree_);
@@ -346,12 +356,12 @@ public:
             AscendC::detail::fail("Matmul::GetTensorC: enAtomic is not offered by npusim's layer");
         }
         (void)enSequentialWrite;
-        if (ub.GetSize() < (uint32_t)(t_.baseM * t_.baseN)) {
+        if (ub.GetSize() < (uint32_t)(t_->baseM * t_->baseN)) {
             AscendC::detail::fail("Matmul::GetTensorC: the LocalTensor holds fewer than baseM x "
                                   "baseN elements");
         }
         Fetch<sync>();
-        ToUb(ub, t_.baseN);
+        ToUb(ub, t_->baseN);
     }
     /* Ends the matmul: drains the cube pipes. */
     __aicore__ inline void End() {
@@ -361,21 +371,34 @@ public:
     }
 
 private:
+    /* A pass over this core's C starts: its blocks along M and N, its K steps and the last
+     * one's size (the single shape is fixed for the pass). */
+    __aicore__ inline void Plan() {
+        mIter_ = detail::CeilDiv(sM_, t_->baseM);
+        nIter_ = detail::CeilDiv(sN_, t_->baseN);
+        blocks_ = mIter_ * nIter_;
+        kIter_ = detail::CeilDiv(sK_, t_->baseK);
+        kLast_ = sK_ - (kIter_ - 1) * t_->baseK;
+    }
     /* The next block of C into L0C (sync) or false when every block is done. */
-    __aicore__ inline bool Next(uint32_t blocks) {
-        if (next_ >= blocks || sK_ <= 0) {
+    __aicore__ inline bool Next() {
+        if (next_ >= blocks_ || sK_ <= 0) {
             next_ = 0;
             ReleaseA();
             return false;
         }
-        uint32_t mIter = detail::CeilDiv(sM_, t_.baseM), nIter = detail::CeilDiv(sN_, t_.baseN);
         // iterateOrder 0 walks M first, 1 walks N first.
-        if (t_.iterateOrder == 1) {
-            ni_ = next_ % nIter;
-            mi_ = next_ / nIter;
-        } else {
-            mi_ = next_ % mIter;
-            ni_ = next_ / mIter;
+        if (next_ == 0) {
+            mi_ = 0;
+            ni_ = 0;
+        } else if (t_->iterateOrder == 1) {
+            if (++ni_ == nIter_) {
+                ni_ = 0;
+                mi_++;
+            }
+        } else if (++mi_ == mIter_) {
+            mi_ = 0;
+            ni_++;
         }
         next_++;
         Compute();
@@ -435,8 +458,7 @@ private:
                 AscendC::detail::fail("Matmul::GetTensorC<false>: no block left (call "
                                       "Iterate<false>() first; one GetTensorC per block)");
             }
-            uint32_t blocks = detail::CeilDiv(sM_, t_.baseM) * detail::CeilDiv(sN_, t_.baseN);
-            Next(blocks);
+            Next();
             if (--asyncLeft_ == 0) {
                 next_ = 0;
                 ReleaseA();
@@ -509,7 +531,7 @@ private:
     /* This block's baseN bias values: GM -> C1 -> C2 (the bias table). */
     __aicore__ inline void CopyBias() {
         LocalTensor<BIAS_T> c1 = qC1_.template AllocTensor<BIAS_T>();
-        DataCopy(c1, bias_[ni_ * t_.baseN], n_);
+        DataCopy(c1, bias_[ni_ * t_->baseN], n_);
         qC1_.EnQue(c1);
         c1 = qC1_.template DeQue<BIAS_T>();
         LocalTensor<float> c2 = qC2_.template AllocTensor<float>();
@@ -552,6 +574,8 @@ private:
                 npusim_detail::move<1>(l.a1 + kf * l.m1 * 512, l.aGm + kf * 32, l.m, kt * 2,
                                        l.aRow, 32);
             }
+            // A's own hand-over: its A1 -> A2 copy need not wait for B to land.
+            flagSet(evA1Full_);
         }
         // B's k rows x n columns: column block j at j * k1 fractals.
         if (nf != 0) {
@@ -563,10 +587,13 @@ private:
         }
         flagSet(evL1Full_);
         flagWait(evL0Free_);
-        flagWait(evL1Full_);
+        if (l.loadA) {
+            flagWait(evA1Full_);
+        }
         // A1 -> A2: fractal row i is its k1 fractals m1 apart in A1, the rows one apart.
         npu_move_repeat(l.m1, 512, k1 * 512);
         npusim_detail::move<3>(l.a2, l.a1, k1, 512, l.m1 * 512, 512);
+        flagWait(evL1Full_);
         // B1 -> B2: fractal row kb is its n1 fractals k1 apart in B1, transposed; the rows
         // one fractal apart in B1 and n1 fractals apart in B2.
         npu_move_repeat(k1, 512, l.n1 * 512);
@@ -596,11 +623,10 @@ private:
     }
     /* One block of C: every K step's loads and Mmad, accumulating in CO1. */
     __aicore__ inline void Compute() {
-        const uint32_t bm = t_.baseM, bn = t_.baseN, bk = t_.baseK;
+        const uint32_t bm = t_->baseM, bn = t_->baseN, bk = t_->baseK;
         m_ = detail::Min(bm, sM_ - mi_ * bm);
         n_ = detail::Min(bn, sN_ - ni_ * bn);
-        const uint32_t kIter = detail::CeilDiv(sK_, bk);
-        const uint32_t kLast = sK_ - (kIter - 1) * bk;
+        const uint32_t kIter = kIter_, kLast = kLast_;
         Prime();
         Loop l;
         l.m = m_;
@@ -681,18 +707,13 @@ private:
         flagSet(evCFull_);
     }
 
-    TCubeTiling t_;
+    const TCubeTiling *t_ = nullptr;
     TPipe *pipe_ = nullptr;
     uint32_t stepKa_ = 1;
     GlobalTensor<A_T> a_;
     GlobalTensor<B_T> b_;
     /* L1, L0A, L0B and L0C: A1 (a1Bytes_: A panels or the A ring), two slots of B1, A2, B2,
      * and co1Slots_ of CO1. */
-    TBuf<TPosition::A1> bA1_;
-    TBuf<TPosition::B1> bB1_;
-    TBuf<TPosition::A2> bA2_;
-    TBuf<TPosition::B2> bB2_;
-    TBuf<TPosition::CO1> bCO1_;
     uint8_t *a1_ = nullptr, *b1_ = nullptr, *a2_ = nullptr, *b2_ = nullptr, *co1_ = nullptr;
     uint32_t a1Bytes_ = 0, b1Slot_ = 0, a2Slot_ = 0, b2Slot_ = 0, co1Slot_ = 0, co1Slots_ = 1;
     /* The A panels in A1: the rows of the A at panelA_ (panelRows_ of them, over panelK_). */
@@ -705,7 +726,7 @@ private:
     uint8_t *cOut_ = nullptr;
     /* The flags of the hand-overs (flagWord), whether the free slots are set (Prime), and
      * the L0C free sets not yet consumed. */
-    uint64_t evL1Full_ = 0, evL1Free_ = 0, evL0Full_ = 0, evL0Free_ = 0, evCFull_ = 0,
+    uint64_t evL1Full_ = 0, evA1Full_ = 0, evL1Free_ = 0, evL0Full_ = 0, evL0Free_ = 0, evCFull_ = 0,
              evCFree_ = 0;
     bool primed_ = false;
     uint32_t cFreeSets_ = 0;
@@ -717,6 +738,8 @@ private:
     uint32_t orgM_ = 0, orgN_ = 0, orgKa_ = 0;
     uint32_t sM_ = 0, sN_ = 0, sK_ = 0;
     uint32_t next_ = 0, mi_ = 0, ni_ = 0, m_ = 0, n_ = 0;
+    /* The pass's plan (Plan): blocks along M and N, their product, K steps, the last's K. */
+    uint32_t mIter_ = 0, nIter_ = 0, blocks_ = 0, kIter_ = 0, kLast_ = 0;
 };
 } // namespace matmul
 
