@@ -1839,22 +1839,10 @@ template <typename T> struct Same<T, T> {
 };
 } // namespace detail
 
-/* Cast(dst, src, roundMode, count): count elements of src converted to dst's type, rounded once
- * with roundMode, saturating at an integer destination's range (NaN -> 0); on exactly the
- * pairs and modes of Ascend C's Cast table for the 910B. Another pair stops the compile naming
- * its source type and the destinations it has; a constant round mode the pair does not take
- * stops the compile, one known only at run time aborts the block naming both. int4b_t counts
- * must be even (two elements to a byte). */
-template <typename D, typename S, bool isSetMask = true>
-__aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
-                            const RoundMode &mode, const uint32_t count)
-    __attribute__((diagnose_if(!detail::cast_mode_ok<D, S>(mode),
-                               "Cast: this RoundMode is not in Ascend C's Cast table for this "
-                               "source -> destination pair on the 910B (CAST_ODD: float -> half "
-                               "only; no CAST_NONE for half / float -> int16_t / int32_t, "
-                               "bfloat16_t -> int32_t, float -> bfloat16_t / float; the "
-                               "widening casts take CAST_NONE only)",
-                               "error"))) {
+namespace detail {
+/* The pair's checks (Ascend C's Cast table for the 910B): a pair outside it stops the compile
+ * naming its source type and the destinations it has. True when the pair is offered. */
+template <typename D, typename S> __aicore__ constexpr bool cast_pair_offered() {
     using detail::Same;
     constexpr bool ok = detail::CastModes<D, S>::value != 0;
     static_assert(!Same<S, int32_t>::value || !Same<D, half>::value,
@@ -1885,13 +1873,42 @@ __aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src
                       Same<S, uint8_t>::value || Same<S, int4b_t>::value,
                   "Cast: this source type is not in Ascend C's Cast table for the 910B (float, "
                   "half, bfloat16_t, int32_t, int16_t, int8_t, uint8_t, int4b_t)");
-    if constexpr (ok) {
-        if (!detail::cast_mode_ok<D, S>(mode)) {
-            detail::cast_mode_refused<D, S>(mode);
-        }
-        if ((detail::Packed<D>::per_byte || detail::Packed<S>::per_byte) && count % 2 != 0) {
-            detail::fail("Cast: an int4b_t count must be even (two elements to a byte)");
-        }
+    return ok;
+}
+/* A round mode known only at run time, and the int4b_t counts, checked at run time. */
+template <typename D, typename S> __aicore__ inline void cast_checks(RoundMode mode, uint32_t n) {
+    if (!cast_mode_ok<D, S>(mode)) {
+        cast_mode_refused<D, S>(mode);
+    }
+    if ((Packed<D>::per_byte || Packed<S>::per_byte) && n % 2 != 0) {
+        fail("Cast: an int4b_t count must be even (two elements to a byte)");
+    }
+}
+} // namespace detail
+
+/* A constant round mode the pair does not take stops the compile. */
+#define NPUSIM_CAST_MODE_CHECK(mode)                                                            \
+    __attribute__((diagnose_if(!detail::cast_mode_ok<D, S>(mode),                                  \
+                               "Cast: this RoundMode is not in Ascend C's Cast table for this "    \
+                               "source -> destination pair on the 910B (CAST_ODD: float -> half "  \
+                               "only; no CAST_NONE for half / float -> int16_t / int32_t, "        \
+                               "bfloat16_t -> int32_t, float -> bfloat16_t / float; the "          \
+                               "widening casts take CAST_NONE only)",                              \
+                               "error")))
+
+/* Cast(dst, src, roundMode, count): count elements of src converted to dst's type, rounded once
+ * with roundMode; on exactly the pairs and modes of Ascend C's Cast table for the 910B. An
+ * integer destination saturates at its range (NaN -> 0); float -> half saturates a finite
+ * value past half's range at +-65504 in every mode (the table: overflow saturates), +-inf and
+ * NaN staying. Another pair stops the compile naming its source type and the destinations it
+ * has; a constant round mode the pair does not take stops the compile, one known only at run
+ * time aborts the block naming both. int4b_t counts must be even (two elements to a byte). */
+template <typename D, typename S, bool isSetMask = true>
+__aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
+                            const RoundMode &mode, const uint32_t count)
+    NPUSIM_CAST_MODE_CHECK(mode) {
+    if constexpr (detail::cast_pair_offered<D, S>()) {
+        detail::cast_checks<D, S>(mode, count);
         npu_vcvt(dst.Ptr(), detail::Type<D>::code, src.Ptr(), detail::Type<S>::code, (int)mode,
                  count);
     }
@@ -2042,6 +2059,125 @@ NPUSIM_UNARY_REPEAT(Sqrt, npusim_detail::vsqrt)
 NPUSIM_UNARY_REPEAT(Relu, npusim_detail::vrelu)
 NPUSIM_UNARY_REPEAT(Abs, npusim_detail::vabs)
 NPUSIM_UNARY_REPEAT(Reciprocal, npusim_detail::vrec)
+
+namespace detail {
+/* Bits of one element of T (int4b_t: 4). */
+template <typename T> __aicore__ constexpr uint32_t element_bits() {
+    return Packed<T>::per_byte ? 8 / Packed<T>::per_byte : 8 * (uint32_t)sizeof(T);
+}
+/* The repeat form of Cast. A repeat is 256 bytes of the wider of the two types (Ascend C: the
+ * mask counts elements of the wider type): 8 blocks of per_block = 32 bytes / its size
+ * elements; block k of repeat r of an operand starts r * repStride * 32 + k * blkStride *
+ * (per_block elements of the operand's type) bytes in, so the narrower operand's blocks are
+ * its share of a block and a block stride of 1 is contiguous on both sides (the reference's
+ * float -> half repeat strides, dst 4 and src 8). selected(p) says whether element p of a
+ * repeat takes part. One vcvt per repeat when both block strides are 1, else one per block:
+ * the selected run from the start of the repeat (block) is converted; when other elements are
+ * selected after a gap, the whole span up to the last of them is converted and the scalar unit
+ * first saves, then puts back, the destination elements the mask leaves out. */
+template <typename D, typename S, typename Sel>
+__aicore__ inline void cast_repeats(const LocalTensor<D> &dst, const LocalTensor<S> &src,
+                                    RoundMode mode, uint8_t repeatTimes,
+                                    const UnaryRepeatParams &p, Sel selected) {
+    constexpr uint32_t db = element_bits<D>(), sb = element_bits<S>();
+    constexpr uint32_t per_block = 256 / (db > sb ? db : sb);
+    constexpr bool packed = Packed<D>::per_byte || Packed<S>::per_byte;
+    if (!cast_mode_ok<D, S>(mode)) {
+        cast_mode_refused<D, S>(mode);
+    }
+    uint8_t *d0 = (uint8_t *)dst.Ptr();
+    const uint8_t *s0 = (const uint8_t *)src.Ptr();
+    const bool whole = p.dstBlkStride == 1 && p.srcBlkStride == 1;
+    const uint32_t runs = whole ? 1 : 8, run_len = whole ? 8 * per_block : per_block;
+    for (uint32_t r = 0; r < repeatTimes; r++) {
+        for (uint32_t k = 0; k < runs; k++) {
+            uint32_t first = k * run_len, lead = 0, last = 0;
+            while (lead < run_len && selected(first + lead)) {
+                lead++;
+            }
+            for (uint32_t j = lead; j < run_len; j++) {
+                if (selected(first + j)) {
+                    last = j + 1;
+                }
+            }
+            uint32_t n = last > lead ? last : lead;
+            if (n == 0) {
+                continue;
+            }
+            if (packed && n % 2 != 0) {
+                n++; /* whole bytes of int4b_t: one more element, kept as it was */
+                last = n;
+            }
+            uint8_t *d = d0 + r * p.dstRepStride * 32u + k * p.dstBlkStride * (per_block * db / 8);
+            const uint8_t *a =
+                s0 + r * p.srcRepStride * 32u + k * p.srcBlkStride * (per_block * sb / 8);
+            if (last <= lead) {
+                npu_vcvt(d, Type<D>::code, a, Type<S>::code, (int)mode, n);
+                continue;
+            }
+            if constexpr (Packed<D>::per_byte) {
+                fail("Cast: an int4b_t destination is written in whole bytes: the mask must "
+                     "select an even run of elements from the start of each repeat (block)");
+            } else {
+                D saved[256 / sizeof(D)];
+                D *e = (D *)d;
+                scalar_owns_ub();
+                for (uint32_t j = 0; j < n; j++) {
+                    if (!selected(first + j)) {
+                        saved[j] = npusim_detail::volatile_load(e + j);
+                    }
+                }
+                npu_vcvt(d, Type<D>::code, a, Type<S>::code, (int)mode, n);
+                scalar_owns_ub();
+                for (uint32_t j = 0; j < n; j++) {
+                    if (!selected(first + j)) {
+                        npusim_detail::volatile_store(e + j, saved[j]);
+                    }
+                }
+            }
+        }
+    }
+}
+} // namespace detail
+
+/* Cast's mask / repeat forms. The continuous mask: the first `mask` elements of each repeat
+ * (1 .. 256 bytes / the wider type's size). The bit-wise mask: bit p of mask[0] (p < 64), then
+ * of mask[1], selects element p of each repeat (a 32-bit wider type reads mask[0] only); the
+ * destination elements it leaves out keep their values. Semantics and issue: detail::
+ * cast_repeats. */
+template <typename D, typename S, bool isSetMask = true>
+__aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
+                            const RoundMode &mode, const uint64_t mask, const uint8_t repeatTimes,
+                            const UnaryRepeatParams &repeatParams) NPUSIM_CAST_MODE_CHECK(mode) {
+    static_assert(isSetMask, "Cast: isSetMask = false (a mask set by SetVectorMask) is not "
+                             "offered by npusim's layer");
+    if constexpr (detail::cast_pair_offered<D, S>()) {
+        constexpr uint32_t db = detail::element_bits<D>(), sb = detail::element_bits<S>();
+        constexpr uint64_t per_repeat = 2048 / (db > sb ? db : sb);
+        if (mask < 1 || mask > per_repeat) {
+            detail::fail(per_repeat == 64 ? "Cast: a continuous mask is 1..64 elements per "
+                                            "repeat (a 32-bit type)"
+                                          : "Cast: a continuous mask is 1..128 elements per "
+                                            "repeat (a 16-bit type)");
+        }
+        detail::cast_repeats(dst, src, mode, repeatTimes, repeatParams,
+                             [&](uint32_t e) { return e < mask; });
+    }
+}
+template <typename D, typename S, bool isSetMask = true>
+__aicore__ inline void Cast(const LocalTensor<D> &dst, const LocalTensor<S> &src,
+                            const RoundMode &mode, const uint64_t mask[],
+                            const uint8_t repeatTimes, const UnaryRepeatParams &repeatParams)
+    NPUSIM_CAST_MODE_CHECK(mode) {
+    static_assert(isSetMask, "Cast: isSetMask = false (a mask set by SetVectorMask) is not "
+                             "offered by npusim's layer");
+    if constexpr (detail::cast_pair_offered<D, S>()) {
+        constexpr uint32_t db = detail::element_bits<D>(), sb = detail::element_bits<S>();
+        const uint64_t m[2] = {mask[0], (db > sb ? db : sb) == 32 ? 0 : mask[1]};
+        detail::cast_repeats(dst, src, mode, repeatTimes, repeatParams,
+                             [&](uint32_t e) { return e < 128 && (m[e / 64] >> (e % 64) & 1); });
+    }
+}
 
 template <typename T, bool isSetMask = true>
 __aicore__ inline void Duplicate(const LocalTensor<T> &dst, const detail::NoDeduce<T> &scalar,

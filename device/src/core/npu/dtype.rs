@@ -356,6 +356,8 @@ pub fn round_int(x: f64, dtype: DType, mode: RoundMode) -> f64 {
 ///
 /// - to a float type: rounded once ([`round_float`]); float → float of the *same* type with a
 ///   mode other than `None` rounds to an integral value (Ascend's `Cast` of f32 to f32);
+/// - to f16 from another type: a finite value past f16's range saturates at ±65504 in every
+///   mode (Ascend C's Cast table: float → half overflow saturates); ±∞ and NaN stay;
 /// - to an integer type: rounded to an integer, saturating ([`round_int`]).
 pub fn cast(x: f64, src: DType, dst: DType, mode: RoundMode) -> f64 {
     if dst.is_float() {
@@ -366,7 +368,11 @@ pub fn cast(x: f64, src: DType, dst: DType, mode: RoundMode) -> f64 {
                 round_integral(x, mode)
             };
         }
-        round_float(x, dst, mode)
+        let r = round_float(x, dst, mode);
+        if dst == DType::F16 && x.is_finite() && r.is_infinite() {
+            return 65504f64.copysign(x);
+        }
+        r
     } else {
         round_int(x, dst, mode)
     }

@@ -167,7 +167,8 @@ fn compute_plain(v: &VectorOp, ub: &[u8], out: &mut Staging) {
 
 /// f16 element-wise instructions and the common casts on slices: the same results as the
 /// general path below (each operation in f32, then `f32_to_f16`, which rounds to nearest
-/// even exactly like `round_float(.., Rint)`), without its per-element dispatch. Returns
+/// even exactly like `round_float(.., Rint)`; `vcvt` to f16 saturating as `dtype::cast`
+/// does), without its per-element dispatch. Returns
 /// false when the instruction is not one of them.
 fn compute_fast(v: &VectorOp, ub: &[u8], out: &mut Staging) -> bool {
     let n = v.n as usize;
@@ -187,7 +188,13 @@ fn compute_fast(v: &VectorOp, ub: &[u8], out: &mut Staging) -> bool {
             (DType::F32, DType::F16) if rne => {
                 out.resize(2 * n);
                 for (o, &x) in out.u16s_mut().iter_mut().zip(f32s(ub, a, n)) {
-                    *o = f32_to_f16(x);
+                    let h = f32_to_f16(x);
+                    // A finite value past the range saturates at ±65504 (`dtype::cast`).
+                    *o = if h & 0x7fff == 0x7c00 && x.is_finite() {
+                        h - 1
+                    } else {
+                        h
+                    };
                 }
             }
             _ => return false,
