@@ -283,7 +283,7 @@ impl Runtime {
                 .min(config.devices as usize),
             n => n,
         };
-        let workers = npusim_systems::tick::Workers::new(threads)
+        let workers = npusim_systems::workers::Workers::new(threads)
             .map_err(|e| NpuError::Internal(format!("worker threads: {e}")))?;
         inner.world.insert_resource(workers);
         // Tracy's systems go into the schedule beside npusim's.
