@@ -620,6 +620,13 @@ pub struct StreamSanitizer<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// The stream sanitizer's reports and annotations.
+    pub fn sanitizer(&self) -> StreamSanitizer<'_> {
+        StreamSanitizer { rt: self }
+    }
+}
+
 impl StreamSanitizer<'_> {
     /// Every stream-sanitizer report so far, in the order they were found (empty when the
     /// sanitizer is off).
