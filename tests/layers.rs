@@ -77,18 +77,15 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.unwrap().path())
         .collect();
     entries.sort();
-    entries
-        .into_iter()
-        .flat_map(|p| match p.is_dir() {
-            true => rust_files(&p),
-            false => p
-                .extension()
-                .is_some_and(|e| e == "rs")
-                .then_some(p)
-                .into_iter()
-                .collect(),
-        })
-        .collect()
+    let mut out = Vec::new();
+    for p in entries {
+        match p.is_dir() {
+            true => out.extend(rust_files(&p)),
+            false if p.extension().is_some_and(|e| e == "rs") => out.push(p),
+            false => {}
+        }
+    }
+    out
 }
 
 /// The top-level modules `code` (a file `depth` modules below the crate root) names, with
@@ -148,9 +145,7 @@ fn without_test_items(words: Vec<(usize, String)>) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut k = 0;
     while k < words.len() {
-        let is_cfg_test =
-            (0..CFG_TEST.len()).all(|n| words.get(k + n).is_some_and(|w| w.1 == CFG_TEST[n]));
-        if !is_cfg_test {
+        if !words[k..].iter().map(|w| w.1.as_str()).take(7).eq(CFG_TEST) {
             out.push(words[k].clone());
             k += 1;
             continue;
@@ -177,56 +172,49 @@ fn without_test_items(words: Vec<(usize, String)>) -> Vec<(usize, String)> {
 fn tokens(code: &str) -> Vec<(usize, String)> {
     let c: Vec<char> = code.chars().collect();
     let (mut out, mut i, mut line) = (Vec::new(), 0, 1);
+    // Just past the first `pat` at or after `from` (the end if none).
+    let past = |from: usize, pat: &[char]| {
+        let at = (from..c.len()).find(|&j| c[j..].starts_with(pat));
+        at.map_or(c.len(), |j| j + pat.len())
+    };
     while i < c.len() {
         let rest = &c[i..];
+        let word = rest
+            .iter()
+            .take_while(|ch| ch.is_alphanumeric() || **ch == '_');
+        let word = word.count();
+        let quoted = rest[0] == '"' || (rest[0] == '\'' && rest.get(2) == Some(&'\''));
         let skip_to = if rest.starts_with(&['/', '/']) {
-            i + rest.iter().position(|&ch| ch == '\n').unwrap_or(rest.len())
+            past(i, &['\n']) - 1
         } else if rest.starts_with(&['/', '*']) {
-            let mut depth = 0;
-            (i..c.len() - 1)
-                .find(|&j| {
-                    depth += (c[j..].starts_with(&['/', '*']) as i32)
-                        - (c[j..].starts_with(&['*', '/']) as i32);
-                    depth == 0
-                })
-                .map_or(c.len(), |j| j + 2)
+            past(i + 2, &['*', '/'])
         } else if let Some(close) = raw_string_close(&c, i) {
-            (i + close.len()..c.len())
-                .find(|&j| c[j..].starts_with(&close))
-                .map_or(c.len(), |j| j + close.len())
-        } else if rest[0] == '"'
-            || (rest[0] == '\'' && (rest.get(2) == Some(&'\'') || rest.get(1) == Some(&'\\')))
-        {
+            past(i + 1 + close.len(), &close)
+        } else if quoted || rest.starts_with(&['\'', '\\']) {
             let mut j = i + 1;
             while j < c.len() && c[j] != rest[0] {
                 j += if c[j] == '\\' { 2 } else { 1 };
             }
             j + 1
-        } else if rest[0].is_alphanumeric() || rest[0] == '_' {
-            let len = rest
-                .iter()
-                .take_while(|ch| ch.is_alphanumeric() || **ch == '_')
-                .count();
-            out.push((line, rest[..len].iter().collect()));
-            i += len;
+        } else if word > 0 {
+            out.push((line, rest[..word].iter().collect()));
+            i += word;
             continue;
         } else {
             let colons = rest.starts_with(&[':', ':']);
+            let token = if colons {
+                "::".into()
+            } else {
+                rest[0].to_string()
+            };
             if !rest[0].is_whitespace() {
-                out.push((
-                    line,
-                    if colons {
-                        "::".into()
-                    } else {
-                        rest[0].to_string()
-                    },
-                ));
+                out.push((line, token));
             }
             line += (rest[0] == '\n') as usize;
             i += 1 + colons as usize;
             continue;
         };
-        let skip_to = skip_to.min(c.len());
+        let skip_to = skip_to.clamp(i + 1, c.len());
         line += c[i..skip_to].iter().filter(|&&ch| ch == '\n').count();
         i = skip_to;
     }
