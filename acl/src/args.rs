@@ -20,7 +20,7 @@ use npusim_engine::SimTime;
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{ArgsEntry, Kind, Param, key_of, lookup, new_key, to_ptr};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 /// Most bytes of one placeholder buffer.

@@ -12,7 +12,7 @@
 use npusim_engine::FailureMode;
 
 use crate::error::{call, non_null};
-use crate::session::{context_key, session};
+use crate::state::{context_key, session};
 use crate::types::*;
 use crate::{device::device_index, handles::to_ptr};
 

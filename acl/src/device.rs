@@ -6,7 +6,7 @@
 use npusim_engine::{DevicePtr, NpuError};
 
 use crate::error::{AclError, AclResult, call, non_null};
-use crate::session::{Session, config_from_env, session};
+use crate::state::{Session, config_from_env, session};
 use crate::types::*;
 
 /// Checks a C device id against the runtime's devices.

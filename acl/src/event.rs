@@ -11,7 +11,7 @@ use npusim_engine::{Event, NpuError, SimTime};
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, lookup, to_ptr};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 fn event(s: &Session, p: aclrtEvent, what: &str) -> AclResult<(u64, Event, u64)> {

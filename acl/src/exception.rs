@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::error::{AclError, AclResult, call, call_value, non_null};
 use crate::handles::{serial, to_ptr};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 thread_local! {
@@ -28,7 +28,7 @@ fn os_thread_id() -> u32 {
     }
     #[cfg(not(target_os = "linux"))]
     {
-        crate::callback::thread_id() as u32
+        crate::reports::thread_id() as u32
     }
 }
 
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn aclrtGetThreadLastTaskId(taskId: *mut u32) -> aclError 
         non_null(taskId, "taskId")?;
         session()?;
         // SAFETY: checked non-NULL.
-        unsafe { taskId.write(crate::session::LAST_TASK.get() as u32) };
+        unsafe { taskId.write(crate::state::LAST_TASK.get() as u32) };
         Ok(())
     })
 }

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 use npusim_engine::HostBuffer;
 
 use crate::error::{AclError, call, non_null};
-use crate::session::session;
+use crate::state::session;
 use crate::types::*;
 
 struct Pinned {

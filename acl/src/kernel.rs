@@ -22,7 +22,7 @@ use npusim_engine::{Arg, Context, Kernel};
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{BinEntry, BinSource, FuncEntry, Kind, lookup, new_key, to_ptr};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 /// Most argument slots of one launch (the task descriptor's argument words).

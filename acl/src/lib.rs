@@ -79,3 +79,6 @@ pub mod sanitizer;
 pub mod session;
 pub mod stream;
 pub mod types;
+
+mod reports;
+mod state;

@@ -21,7 +21,7 @@ use npusim_engine::{DevicePtr, HostBuffer, Stream};
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::Alloc;
 use crate::host::pinned;
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 fn dev(p: *const c_void) -> DevicePtr {

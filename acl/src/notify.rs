@@ -10,7 +10,7 @@
 
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, NotifyEntry, lookup, new_key, serial, to_ptr};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 fn notify_entry(s: &Session, p: aclrtNotify) -> AclResult<(u64, u64, npusim_engine::Event)> {

@@ -13,7 +13,7 @@ use npusim_engine::DevicePtr;
 use crate::error::{AclError, AclResult, call, non_null};
 use crate::handles::{Kind, PoolEntry, lookup, new_key, to_ptr};
 use crate::memory::{alloc, free};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 fn pool(s: &Session, p: aclrtMemPool) -> AclResult<(u64, u64)> {

@@ -11,7 +11,7 @@ use npusim_engine::SimTime;
 
 use crate::device::device_index;
 use crate::error::{AclError, AclResult, call, call_value, non_null};
-use crate::session::{Session, session};
+use crate::state::{Session, session};
 use crate::types::*;
 
 /// `aclError aclrtGetRunMode(aclrtRunMode *runMode)`: ACL_HOST: the program runs on the host,
@@ -458,7 +458,7 @@ pub unsafe extern "C" fn npusimPlatformValue(item: u32, value: *mut u64) -> aclE
         non_null(value, "value")?;
         let c = match session() {
             Ok(s) => s.rt.device_config(0)?,
-            Err(_) => crate::session::config_from_env()?.runtime.device,
+            Err(_) => crate::state::config_from_env()?.runtime.device,
         };
         let v: u64 = match item {
             PLATFORM_AIC_CORES => c.ai_cores.into(),

@@ -6,7 +6,7 @@
 //! [`npusim_engine::sanitizer`]'s. With the sanitizer off each is a no-op that succeeds.
 
 use crate::error::call;
-use crate::session::session;
+use crate::state::session;
 use crate::types::*;
 
 /// `aclError npusimSanitizerRelease(uint64_t key)` (npusim extension): everything the

@@ -10,7 +10,7 @@ use npusim_engine::{FailureMode, NpuError, SimTime, StreamConfig};
 
 use crate::error::{AclError, call, non_null};
 use crate::handles::{Kind, lookup, to_ptr};
-use crate::session::session;
+use crate::state::session;
 use crate::types::*;
 
 /// `aclError aclrtCreateStream(aclrtStream *stream)`: a stream in the current context.
@@ -63,7 +63,7 @@ unsafe fn create(out: *mut aclrtStream, config: StreamConfig) -> crate::error::A
 }
 
 /// Writes the kernel prints when dropped (the synchronizes' every way out).
-pub(crate) struct FlushOnDrop<'a>(pub &'a crate::session::Session);
+pub(crate) struct FlushOnDrop<'a>(pub &'a crate::state::Session);
 
 impl Drop for FlushOnDrop<'_> {
     fn drop(&mut self) {

@@ -3,7 +3,7 @@
 //!
 //! - copies and memsets: exactly the ranges their words name;
 //! - native kernels: what the kernel declares for its arguments at registration
-//!   ([`crate::kernel::NativeKernel::with_access`]); a kernel that declares nothing gets the
+//!   ([`NativeKernel::with_access`](crate::NativeKernel::with_access)); a kernel that declares nothing gets the
 //!   exact ranges of the buffer arguments of a typed launch builder (`&buf` read, `&mut buf`
 //!   read and written; [`crate::TaskExtra::Access`]; an untyped address among its arguments
 //!   stands for its block), or else the whole block behind each non-float argument word,
@@ -58,7 +58,7 @@ pub enum Space {
     #[default]
     Local,
     /// The other side of a peer copy: the context and device its
-    /// [`crate::collective::PeerCopy`] names.
+    /// `PeerCopy` names.
     Peer,
 }
 

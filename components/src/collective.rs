@@ -14,8 +14,8 @@ use bevy_ecs::entity::Entity;
 use bevy_ecs::resource::Resource;
 use npusim_device::link::{CollectiveAlgorithm, Topology, TopologyConfig};
 
+use crate::descriptor::TaskDescriptor;
 use crate::error::NpuError;
-use crate::task::TaskDescriptor;
 use crate::time::SimTime;
 
 /// Element type of a collective's buffers (`HcclDataType`).
@@ -201,7 +201,7 @@ impl CollectiveCall {
 
     /// Encodes into a collective task descriptor.
     pub fn encode(&self) -> TaskDescriptor {
-        let mut d = TaskDescriptor::new(crate::task::TaskKind::Collective);
+        let mut d = TaskDescriptor::new(crate::descriptor::TaskKind::Collective);
         d.flags = self.kind as u32 | (self.dtype as u32) << 8 | (self.op as u32) << 16;
         d.arg_count = word::COUNT_WORDS;
         d.args[word::COMM] = self.comm.to_bits();
@@ -258,7 +258,7 @@ impl CollectiveCall {
 }
 
 /// A copy from one device to another over the interconnect: a memcpy task whose direction is
-/// [`crate::task::CopyDir::Peer`]. Its words are encoded and decoded only here.
+/// [`crate::descriptor::CopyDir::Peer`]. Its words are encoded and decoded only here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PeerCopy {
     /// Destination address (on the destination device).
@@ -280,8 +280,8 @@ pub struct PeerCopy {
 impl PeerCopy {
     /// Encodes into a memcpy descriptor.
     pub fn encode(&self) -> TaskDescriptor {
-        let mut d = TaskDescriptor::new(crate::task::TaskKind::Memcpy);
-        d.flags = crate::task::CopyDir::Peer as u32;
+        let mut d = TaskDescriptor::new(crate::descriptor::TaskKind::Memcpy);
+        d.flags = crate::descriptor::CopyDir::Peer as u32;
         d.args[..7].copy_from_slice(&[
             self.dst,
             self.src,

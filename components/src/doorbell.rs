@@ -10,7 +10,9 @@
 
 use std::mem::{offset_of, size_of};
 
-use crate::task::{MAX_ARGS, MAX_TILING, NewTask, TaskDescriptor, TaskExtra};
+use bevy_ecs::entity::Entity;
+
+use crate::task::{MAX_ARGS, MAX_TILING, NewTask, Task, TaskDescriptor, TaskExtra, TaskStatus};
 use crate::time::SimTime;
 
 /// Words of a whole descriptor.
@@ -286,12 +288,68 @@ impl Rung<'_> {
     }
 }
 
+// Here, not beside `Task`: a task is made from a doorbell entry, the doorbell knows the task
+// only as the `NewTask` it keeps.
+impl Task {
+    /// The task for doorbell entry `rung` of `stream` (in `context` on `device`), with its cold
+    /// part `extra`.
+    pub fn from_rung(
+        stream: Entity,
+        rung: Rung<'_>,
+        extra: TaskExtra,
+        context: Entity,
+        device: Entity,
+    ) -> Self {
+        let new = NewTask {
+            stream,
+            seq: rung.seq,
+            submit: rung.submit,
+            desc: rung.descriptor(),
+            extra,
+        };
+        Self::from_new(new, context, device)
+    }
+
+    /// Reuses a retired task's entity for doorbell entry `rung` of `stream` (in `context` on
+    /// `device`), with its cold part `extra`, keeping the entity's allocations.
+    #[inline]
+    pub fn reuse(
+        &mut self,
+        stream: Entity,
+        rung: Rung<'_>,
+        extra: TaskExtra,
+        context: Entity,
+        device: Entity,
+    ) {
+        rung.descriptor_into(&mut self.desc);
+        self.stream = stream;
+        self.context = context;
+        self.device = device;
+        self.seq = rung.seq;
+        self.status = TaskStatus::Queued;
+        self.submit = rung.submit;
+        self.start = SimTime::ZERO;
+        self.end = SimTime::ZERO;
+        self.cores = 0;
+        self.dma = 0;
+        self.applied = false;
+        self.access.clear();
+        if matches!(self.extra, TaskExtra::None) {
+            // A retired task holds no cold part (retire dropped it): nothing to drop, so no
+            // call to drop it.
+            std::mem::forget(std::mem::replace(&mut self.extra, extra));
+        } else {
+            self.extra = extra;
+        }
+        self.error = None;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::handle::KernelSlot;
     use crate::task::{CopyDir, CopyView, TaskKind};
-    use bevy_ecs::entity::Entity;
 
     fn kernel(args: &[u64], tiling: &[u32]) -> TaskDescriptor {
         let mut d: TaskDescriptor = bytemuck::Zeroable::zeroed();

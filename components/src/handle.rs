@@ -114,7 +114,7 @@ impl Kernel {
 
 /// The part of a [`Kernel`] a task descriptor carries: its registry slot and the slot's
 /// generation when the launch was made (the runtime is the descriptor's own). Read with
-/// [`TaskDescriptor::kernel_slot`](crate::task::TaskDescriptor::kernel_slot), resolved by the
+/// [`TaskDescriptor::kernel_slot`](crate::TaskDescriptor::kernel_slot), resolved by the
 /// kernel and op registries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct KernelSlot {

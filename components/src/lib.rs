@@ -7,6 +7,7 @@ pub mod access;
 pub mod binary;
 pub mod collective;
 pub mod context;
+pub mod descriptor;
 pub mod device;
 pub mod doorbell;
 pub mod error;

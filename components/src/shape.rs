@@ -33,10 +33,10 @@ use bytemuck::{Pod, Zeroable};
 use npusim_device::config::DeviceConfig;
 use npusim_device::cost::KernelCost;
 
+use crate::descriptor::{MAX_TENSORS, MAX_TILING, TaskDescriptor};
 use crate::error::{NpuError, NpuResult};
 use crate::handle::Kernel;
 use crate::kernel::{KernelCtx, KernelFault};
-use crate::task::{MAX_TENSORS, MAX_TILING, TaskDescriptor};
 
 /// Highest rank a shape may have (as ACL's tensor descriptors).
 pub const MAX_RANK: usize = 8;

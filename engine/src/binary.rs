@@ -45,6 +45,13 @@ pub struct Binaries<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Kernel binaries: load, look up functions, unload.
+    pub fn binaries(&self) -> Binaries<'_> {
+        Binaries { rt: self }
+    }
+}
+
 impl Binaries<'_> {
     /// Loads a kernel binary from a file (`aclrtBinaryLoadFromFile`).
     pub fn load_file(&self, path: impl AsRef<std::path::Path>) -> NpuResult<Binary> {

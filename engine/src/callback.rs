@@ -54,6 +54,20 @@ thread_local! {
     /// Set while this thread runs a host callback: (runtime id, the callback's context, the
     /// callback's host clock).
     static RUNNING: Cell<Option<(u32, Entity, SimTime)>> = const { Cell::new(None) };
+    /// The host callback task this thread runs, as the sanitizer and the recorder name it:
+    /// (runtime id, its stream, its position).
+    static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
+}
+
+/// Marks this thread as running the host callback at `seq` on `stream` of runtime `runtime`
+/// (or none) and returns what it ran before.
+pub(crate) fn enter_callback(task: Option<(u32, Entity, u64)>) -> Option<(u32, Entity, u64)> {
+    CALLBACK.with(|c| c.replace(task))
+}
+
+/// The callback this thread runs, if any.
+pub(crate) fn current_callback() -> Option<(u32, Entity, u64)> {
+    CALLBACK.try_with(|c| c.get()).ok().flatten()
 }
 
 /// Makes `running` the callback this thread runs (`None`: none), returning the one it ran: the
@@ -388,9 +402,9 @@ fn run_job(runtime: u32, hub: &Hub, job: Job) {
         body,
     } = job;
     let previous = set_running(Some((runtime, context, release)));
-    let outer = crate::sanitizer::enter_callback(Some((runtime, stream, seq)));
+    let outer = enter_callback(Some((runtime, stream, seq)));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body));
-    crate::sanitizer::enter_callback(outer);
+    enter_callback(outer);
     let end = set_running(previous).map_or(release, |(_, _, t)| t);
     crate::context::clear_thread_entries(runtime);
     let panic = result.err().map(|p| {
@@ -441,7 +455,7 @@ impl CallbackScope {
                 runtime,
                 context,
                 clock,
-                task: crate::sanitizer::current_callback(),
+                task: current_callback(),
             })
     }
 
@@ -451,11 +465,11 @@ impl CallbackScope {
         impl Drop for Restore {
             fn drop(&mut self) {
                 set_running(self.0);
-                crate::sanitizer::enter_callback(self.1);
+                enter_callback(self.1);
             }
         }
         let previous = set_running(Some((self.runtime, self.context, self.clock)));
-        let restore = Restore(previous, crate::sanitizer::enter_callback(self.task));
+        let restore = Restore(previous, enter_callback(self.task));
         let out = f();
         if let Some((_, _, t)) = RUNNING.with(|r| r.get()) {
             self.clock = t;

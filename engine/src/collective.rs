@@ -306,6 +306,13 @@ pub struct Collectives<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Communicators, collectives, peer copies and the topology.
+    pub fn collectives(&self) -> Collectives<'_> {
+        Collectives { rt: self }
+    }
+}
+
 impl Collectives<'_> {
     /// Makes a communicator with one rank per device in `devices` (rank `r` on device
     /// `devices[r]`), as `HcclCommInitAll`; returns the ranks' handles in rank order.

@@ -462,6 +462,13 @@ pub struct Contexts<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Devices and contexts: the thread's current ones and the context stack.
+    pub fn contexts(&self) -> Contexts<'_> {
+        Contexts { rt: self }
+    }
+}
+
 impl Contexts<'_> {
     /// Registers the callback that is told about every faulting task (device, context, stream,
     /// task and error code), as `aclrtSetExceptionInfoCallback`. It runs on the host thread that

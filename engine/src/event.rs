@@ -17,6 +17,13 @@ pub struct Events<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Events: records, waits, queries, timestamps.
+    pub fn events(&self) -> Events<'_> {
+        Events { rt: self }
+    }
+}
+
 impl Events<'_> {
     /// Creates an event in the current context.
     pub fn create(&self) -> NpuResult<Event> {

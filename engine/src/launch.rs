@@ -401,6 +401,13 @@ pub struct Kernels<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// The registry of native kernels.
+    pub fn kernels(&self) -> Kernels<'_> {
+        Kernels { rt: self }
+    }
+}
+
 impl Kernels<'_> {
     /// Registers a native kernel; later launches find it by the returned id or by name.
     /// If an embedder removed the kernel registry, the kernel is dropped and the handle names

@@ -35,6 +35,13 @@ pub struct Limits<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Per-device limits and timeouts.
+    pub fn limits(&self) -> Limits<'_> {
+        Limits { rt: self }
+    }
+}
+
 impl Limits<'_> {
     /// The limits of device `device`.
     pub fn device(&self, device: u32) -> NpuResult<DeviceLimits> {

@@ -261,6 +261,13 @@ pub struct Memory<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Device and pinned host memory: allocation, frees, copies, memsets.
+    pub fn memory(&self) -> Memory<'_> {
+        Memory { rt: self }
+    }
+}
+
 impl Memory<'_> {
     /// Allocates `size` bytes of device memory in the current context (64-byte aligned),
     /// huge pages first (`ACL_MEM_MALLOC_HUGE_FIRST`).

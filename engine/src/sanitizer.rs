@@ -44,6 +44,7 @@ use npusim_components::{
 };
 use npusim_device::sanitizer::{EnqueueSite, SanitizerConfig, ShadowStats};
 
+use crate::callback::current_callback;
 use crate::runtime::{Inner, Runtime, Shared};
 
 /// Process-unique host thread numbers (a `ThreadId` is not a number).
@@ -53,8 +54,6 @@ thread_local! {
     /// Where the current API call was made, when the caller knows better than
     /// `#[track_caller]` (the C API, a synchronous copy that enqueues through a closure).
     static SITE: Cell<Option<EnqueueSite>> = const { Cell::new(None) };
-    /// The host callback this thread runs: (runtime id, its stream, its position).
-    static CALLBACK: Cell<Option<(u32, Entity, u64)>> = const { Cell::new(None) };
     /// This thread's process-unique number, by which each sanitizer numbers it.
     static THREAD: u64 = NEXT_THREAD.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     /// This thread's index in the sanitizer that last numbered it: (its runtime's id, the
@@ -252,17 +251,6 @@ fn site(caller: &'static Location<'static>) -> EnqueueSite {
         file: caller.file(),
         line: caller.line(),
     })
-}
-
-/// Marks this thread as running the host callback at `seq` on `stream` of runtime `runtime`
-/// (or none) and returns what it ran before.
-pub(crate) fn enter_callback(task: Option<(u32, Entity, u64)>) -> Option<(u32, Entity, u64)> {
-    CALLBACK.with(|c| c.replace(task))
-}
-
-/// The callback this thread runs, if any.
-pub(crate) fn current_callback() -> Option<(u32, Entity, u64)> {
-    CALLBACK.try_with(|c| c.get()).ok().flatten()
 }
 
 /// Who is calling: the host callback this thread runs, or the host thread itself (numbered
@@ -618,6 +606,13 @@ impl Runtime {
 #[derive(Clone, Copy)]
 pub struct StreamSanitizer<'a> {
     pub(crate) rt: &'a Runtime,
+}
+
+impl Runtime {
+    /// The stream sanitizer's reports and annotations.
+    pub fn sanitizer(&self) -> StreamSanitizer<'_> {
+        StreamSanitizer { rt: self }
+    }
 }
 
 impl StreamSanitizer<'_> {

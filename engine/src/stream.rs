@@ -101,6 +101,13 @@ pub struct Streams<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Streams of the current context.
+    pub fn streams(&self) -> Streams<'_> {
+        Streams { rt: self }
+    }
+}
+
 impl Streams<'_> {
     /// Creates a stream in the current context, with default priority.
     pub fn create(&self) -> NpuResult<Stream> {

@@ -23,7 +23,7 @@ use npusim_components::resources::{FrameStats, Running, SimClock, Timeline};
 use npusim_components::{DeviceState, NpuError, SimTime, Task, TaskExtra, TaskStatus};
 use npusim_device::link::{ExtraHop, Pattern};
 
-use crate::tick::Workers;
+use crate::workers::Workers;
 
 /// Everything the rendezvous touches.
 #[derive(bevy_ecs::system::SystemParam)]

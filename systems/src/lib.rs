@@ -12,7 +12,7 @@
 //!    simulated start and end; peer copies take the links of their route; collective tasks
 //!    wait at the rendezvous until every rank is there ([`collective`]).
 //! 6. [`NpuSet::HardwareTick`] — the clock jumps to the next completion; finishing tasks execute
-//!    (different devices' side by side on the [`tick::Workers`]) and complete; collectives move
+//!    (different devices' side by side on the [`workers::Workers`]) and complete; collectives move
 //!    their data across devices; faults are raised here.
 //! 7. [`NpuSet::DeferredFree`] — memory freed behind queued work returns to the pool once the
 //!    stream positions whose access sets name it have completed ([`deferred_free`]).
@@ -39,7 +39,7 @@ use npusim_components::resources::{
 };
 use npusim_components::shape::{OpRegistry, ResolvedShapes, ShapeStats, TilingLog};
 use npusim_components::{ExecutionMode, KernelRegistry, NpuError};
-use tick::Workers;
+use workers::Workers;
 
 pub mod binary;
 pub mod collective;
@@ -56,6 +56,7 @@ pub(crate) mod test_support;
 pub mod tick;
 pub mod tiling;
 pub mod watchdog;
+pub mod workers;
 
 /// Opens a Tracy zone for the rest of the scope when the `tracy` feature is on (and a client
 /// runs); nothing at all otherwise.

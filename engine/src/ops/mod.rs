@@ -591,6 +591,13 @@ pub struct Ops<'a> {
     pub(crate) rt: &'a Runtime,
 }
 
+impl Runtime {
+    /// Ops and the dynamic shapes their launches read and write.
+    pub fn ops(&self) -> Ops<'_> {
+        Ops { rt: self }
+    }
+}
+
 impl Ops<'_> {
     /// Registers an op; launches find it by the returned id or with [`Ops::get`](crate::Ops::get).
     pub fn register(&self, op: OpBuilder) -> NpuResult<Kernel> {

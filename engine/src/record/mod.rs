@@ -311,7 +311,7 @@ impl Recorder {
         if self.muted.is_some_and(|t| THREAD.with(|me| *me == t)) {
             return None;
         }
-        match crate::sanitizer::current_callback() {
+        match crate::callback::current_callback() {
             Some((rt, stream, seq)) if rt == runtime => self
                 .callbacks
                 .get(&(stream, seq))

@@ -163,56 +163,6 @@ pub struct Stats {
 }
 
 impl Runtime {
-    /// Device and pinned host memory: allocation, frees, copies, memsets.
-    pub fn memory(&self) -> crate::memory::Memory<'_> {
-        crate::memory::Memory { rt: self }
-    }
-
-    /// Streams of the current context.
-    pub fn streams(&self) -> crate::stream::Streams<'_> {
-        crate::stream::Streams { rt: self }
-    }
-
-    /// Events: records, waits, queries, timestamps.
-    pub fn events(&self) -> crate::event::Events<'_> {
-        crate::event::Events { rt: self }
-    }
-
-    /// Devices and contexts: the thread's current ones and the context stack.
-    pub fn contexts(&self) -> crate::context::Contexts<'_> {
-        crate::context::Contexts { rt: self }
-    }
-
-    /// Communicators, collectives, peer copies and the topology.
-    pub fn collectives(&self) -> crate::collective::Collectives<'_> {
-        crate::collective::Collectives { rt: self }
-    }
-
-    /// Kernel binaries: load, look up functions, unload.
-    pub fn binaries(&self) -> crate::binary::Binaries<'_> {
-        crate::binary::Binaries { rt: self }
-    }
-
-    /// The stream sanitizer's reports and annotations.
-    pub fn sanitizer(&self) -> crate::sanitizer::StreamSanitizer<'_> {
-        crate::sanitizer::StreamSanitizer { rt: self }
-    }
-
-    /// Per-device limits and timeouts.
-    pub fn limits(&self) -> crate::limits::Limits<'_> {
-        crate::limits::Limits { rt: self }
-    }
-
-    /// Ops and the dynamic shapes their launches read and write.
-    pub fn ops(&self) -> crate::ops::Ops<'_> {
-        crate::ops::Ops { rt: self }
-    }
-
-    /// The registry of native kernels.
-    pub fn kernels(&self) -> crate::launch::Kernels<'_> {
-        crate::launch::Kernels { rt: self }
-    }
-
     /// Builds a runtime with `config.devices` devices, each with a primary context.
     pub fn new(config: RuntimeConfig) -> NpuResult<Self> {
         if config.devices == 0 || config.devices > 1024 {
@@ -283,7 +233,7 @@ impl Runtime {
                 .min(config.devices as usize),
             n => n,
         };
-        let workers = npusim_systems::tick::Workers::new(threads)
+        let workers = npusim_systems::workers::Workers::new(threads)
             .map_err(|e| NpuError::Internal(format!("worker threads: {e}")))?;
         inner.world.insert_resource(workers);
         // Tracy's systems go into the schedule beside npusim's.
