@@ -1,10 +1,8 @@
 //! Completion: the one place a task finishes, whatever its kind and however it ends — it ran,
 //! it faulted, or an earlier failure aborted it. Dependency resolution completes the tasks that
 //! need no unit (event records, satisfied waits, aborted heads) and the hardware tick the rest,
-//! both through [`Completion`]: [`Completion::complete`], or [`Completion::run_and_complete`]
-//! for a task that runs as it ends (the tick, holding a device across the tasks ending on it,
-//! calls the same through `Completion::split`). All of them end in one `settle`, which alone
-//! advances the stream, fires or cancels event records, counts, and hands the task to retire.
+//! both through [`Completion::complete`], which ends in one `settle`: it alone advances the
+//! stream, fires or cancels event records, counts, and hands the task to retire.
 //!
 //! What a context does about a fault (its failure mode: stop aborts its queued work) is not
 //! completion; the tick applies it after completing the faulting task.
@@ -78,34 +76,8 @@ impl<'w, 's> Completion<'w, 's> {
         settle.settle(entity, task, stream, outcome, now, index);
     }
 
-    /// Runs `task` (running, ending now) on its device with `run`, then completes it with the
-    /// result, as [`Completion::complete`] does: one device lookup for both. Returns the error
-    /// it failed with, if it did (the task's own error: nothing is built for a run that did
-    /// not fail).
-    // On the tick's path: inlined there.
-    #[inline(always)]
-    pub fn run_and_complete(
-        &mut self,
-        entity: Entity,
-        task: &mut Task,
-        stream: &mut StreamState,
-        now: SimTime,
-        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
-    ) -> Option<NpuError> {
-        let (devices, mut settle) = self.split();
-        match devices.get_mut(task.device) {
-            Ok(mut device) => settle.run_and_complete(entity, task, stream, now, &mut device, run),
-            Err(_) => {
-                let err = NpuError::Internal("task on a missing device".into());
-                settle.settle(entity, task, stream, Outcome::Failed(err), now, || 0);
-                task.error.as_deref().cloned()
-            }
-        }
-    }
-
-    /// The devices, and the rest of completion borrowed beside them: a stage that holds a
-    /// device across the tasks ending on it completes them through the rest.
-    pub(crate) fn split(
+    /// The devices, and the rest of completion borrowed beside them.
+    fn split(
         &mut self,
     ) -> (
         &mut Query<'w, 's, &'static mut DeviceState>,
@@ -148,9 +120,9 @@ impl<'w, 's> Completion<'w, 's> {
     }
 }
 
-/// Completion without the devices (see [`Completion::split`]): what completing a task writes
+/// Completion without the devices (see `Completion::split`): what completing a task writes
 /// besides its device's units.
-pub(crate) struct Settle<'a, 'w, 's> {
+struct Settle<'a, 'w, 's> {
     events: &'a mut Query<'w, 's, &'static mut EventState>,
     finished: &'a mut If<ResMut<'w, Finished>>,
     stats: &'a mut If<ResMut<'w, FrameStats>>,
@@ -158,31 +130,6 @@ pub(crate) struct Settle<'a, 'w, 's> {
 }
 
 impl Settle<'_, '_, '_> {
-    /// [`Completion::run_and_complete`] on `device`, the task's device, already looked up.
-    #[inline(always)]
-    pub(crate) fn run_and_complete(
-        &mut self,
-        entity: Entity,
-        task: &mut Task,
-        stream: &mut StreamState,
-        now: SimTime,
-        device: &mut DeviceState,
-        run: impl FnOnce(&Task, &mut DeviceState) -> Result<(), NpuError>,
-    ) -> Option<NpuError> {
-        let result = run(task, device);
-        if task.status == TaskStatus::Running {
-            release_units(task, device);
-        }
-        let failed = result.is_err();
-        let index = device.index;
-        self.settle(entity, task, stream, Outcome::from(result), now, || index);
-        if failed {
-            task.error.as_deref().cloned()
-        } else {
-            None
-        }
-    }
-
     /// Everything of completing but giving back the units; `device_index` names the task's
     /// device in a fault record (asked for only when the task failed).
     // On every task's path: inlined into its callers.
@@ -443,38 +390,5 @@ mod tests {
         let e = world.get::<EventState>(ev).unwrap();
         assert!(e.record_done(r2), "an aborted record releases its waiters");
         assert_eq!(e.timestamp, Some(SimTime(7)), "but it never fired");
-    }
-
-    #[test]
-    fn running_and_completing_a_task_gives_its_result_and_its_units_back() {
-        use crate::test_support::*;
-        let mut s = setup();
-        let k = register_kernel(&mut s.world, "k", 1.0, |_| Ok(()));
-        let ok = enqueue(&mut s.world, s.stream, launch(k, 2, &[]));
-        start_running(&mut s.world, ok, 2, 0, 0, 100);
-        let mut state: bevy_ecs::system::SystemState<(
-            Completion,
-            Query<&mut Task>,
-            Query<&mut StreamState>,
-        )> = bevy_ecs::system::SystemState::new(&mut s.world);
-        let mut seen = None;
-        {
-            let (mut c, mut tasks, mut streams) = state.get_mut(&mut s.world).unwrap();
-            let mut task = tasks.get_mut(ok).unwrap();
-            let mut st = streams.get_mut(s.stream).unwrap();
-            let failure = c.run_and_complete(ok, &mut task, &mut st, SimTime(100), |t, d| {
-                // The task still holds its cores while it runs.
-                seen = Some((t.cores, d.units.free_cores));
-                Err(NpuError::Internal("fault".into()))
-            });
-            assert_eq!(failure, Some(NpuError::Internal("fault".into())));
-            assert_eq!(task.status, TaskStatus::Failed);
-            assert_eq!(st.completed, 1);
-        }
-        assert_eq!(seen, Some((2, 2)));
-        let units = &device(&s.world, s.device).units;
-        assert_eq!((units.free_cores, units.core_busy_ns), (4, 200));
-        assert_eq!(s.world.resource::<Faults>().pending.len(), 1);
-        assert_eq!(s.world.resource::<Finished>().tasks, vec![ok]);
     }
 }

@@ -5,13 +5,11 @@
 //! their streams. A task that faults fails here, and by its context's failure mode the
 //! context's queued work is aborted.
 //!
-//! Devices advance side by side: the device-local tasks (kernels, copies, memsets) ending at
-//! this moment execute first, one device per worker job, each device's tasks in completion
-//! order; then every task ending now completes in order (and cross-device work — collectives,
-//! peer copies — moves its data). Devices share no memory, so the split never depends on the
-//! thread count. Without workers the same order holds, with each task executing as it completes
-//! until a cross-device task ends at the same moment: the device-local tasks after it then
-//! execute before it does.
+//! One path for every task: the device-local tasks (kernels, copies, memsets) ending at this
+//! moment execute first, each device's tasks in completion order — devices side by side, one
+//! per worker job, when there are workers, else one after another; then every task ending now
+//! completes in order (and cross-device work — collectives, peer copies — moves its data then).
+//! Devices share no memory, so the results never depend on the thread count.
 
 use std::cmp::Reverse;
 
@@ -109,107 +107,13 @@ fn advance(
         running.heap.pop();
         batch.push(entity);
     }
-    // Device-local work ending now runs before cross-device work: with workers all of it
-    // first, devices side by side; without, each task as it completes, until a cross-device
-    // task ends now too: the device-local tasks after it then execute ahead of it.
-    let mut locals_done = w.workers.is_parallel();
-    if locals_done {
-        execute_local_batch(&mut w, &batch);
-    }
+    // Device-local work ending now executes first, then everything ending now completes.
+    execute_local_batch(&mut w, &batch);
     // The context last seen healthy: tasks ending together are mostly of one context.
     let mut healthy = None;
-    let mut i = 0;
-    while i < batch.len() {
-        // Device-local tasks that need nothing but their device, as many as come in a row
-        // (unless they all executed ahead); then one task the general way.
-        if !locals_done {
-            let (handled, failure) = finish_local_run(&mut w, &batch[i..], now, &mut healthy);
-            i += handled;
-            if let Some((context, err)) = failure {
-                apply_failure_mode(&mut w, context, err);
-                continue;
-            }
-        }
-        let Some(&entity) = batch.get(i) else {
-            break;
-        };
-        if finish(&mut w, entity, now, locals_done, &mut healthy) == Finish::AfterLocalWork {
-            locals_done = true;
-            execute_local_batch(&mut w, &batch[i..]);
-            finish(&mut w, entity, now, true, &mut healthy);
-        }
-        i += 1;
+    for &entity in batch.iter() {
+        finish(&mut w, entity, now, &mut healthy);
     }
-}
-
-/// Executes and completes the tasks at the front of `batch` (ending now) that are device-local
-/// and need nothing but their device and stream — a healthy context, not executed ahead, not
-/// timing-only — with each device looked up once for the tasks in a row on it: the one path
-/// that executes and completes device-local work as it ends. Stops at the first task that needs
-/// more (it is left to [`finish`]) or that failed (completed; its context and error are
-/// returned for its failure mode). Returns how many tasks it completed.
-fn finish_local_run(
-    w: &mut TickWorld,
-    batch: &[Entity],
-    now: npusim_components::SimTime,
-    healthy: &mut Option<Entity>,
-) -> (usize, Option<(Entity, NpuError)>) {
-    if w.mode.timing_only {
-        return (0, None);
-    }
-    let TickWorld {
-        tasks,
-        streams,
-        contexts,
-        completion,
-        registry,
-        mode,
-        ..
-    } = w;
-    let registry: &KernelRegistry = registry;
-    let (devices, mut settle) = completion.split();
-    let mut device: Option<(Entity, Mut<DeviceState>)> = None;
-    for (i, &entity) in batch.iter().enumerate() {
-        let Ok(mut task) = tasks.get_mut(entity) else {
-            return (i, None);
-        };
-        if task.applied || !is_device_local(&task) {
-            return (i, None);
-        }
-        if *healthy != Some(task.context) {
-            if contexts
-                .get(task.context)
-                .is_ok_and(|c| c.status == ContextStatus::Faulted)
-            {
-                return (i, None);
-            }
-            *healthy = Some(task.context);
-        }
-        let Ok(mut stream) = streams.get_mut(task.stream) else {
-            return (i, None);
-        };
-        // Tasks ending together are mostly of one device: look it up again only when it changes.
-        if device.as_ref().is_none_or(|(d, _)| *d != task.device) {
-            match devices.get_mut(task.device) {
-                Ok(d) => device = Some((task.device, d)),
-                Err(_) => return (i, None),
-            }
-        }
-        let device = &mut *device.as_mut().expect("looked up above").1;
-        let failure =
-            settle.run_and_complete(entity, &mut task, &mut stream, now, device, |t, d| {
-                execute_local(t, d, registry)
-            });
-        if let Some(err) = failure {
-            *healthy = None;
-            return (i + 1, Some((task.context, err)));
-        }
-        if mode.shape_log.is_some() {
-            // A recording runtime logs the shape a data-dependent op published.
-            published_shape(device, mode, &task);
-        }
-    }
-    (batch.len(), None)
 }
 
 /// Whether a task touches only its own device's memory (and host buffers).
@@ -222,8 +126,10 @@ fn is_device_local(task: &Task) -> bool {
 }
 
 /// Executes the device-local tasks of `batch` (tasks ending now, in completion order) ahead of
-/// its completions: on the worker threads, one device per job, each device's tasks in batch
-/// order; without workers, one by one. Outcomes are kept on the tasks for their completion.
+/// their completions: on the worker threads, one device per job, each device's tasks in batch
+/// order; without workers, one by one (each device looked up once for the tasks in a row on
+/// it). Work of a context that has faulted is left (it completes aborted). Outcomes are kept on
+/// the tasks for their completion.
 fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     // Timing-only: nothing to execute (see `finish`).
     if batch.is_empty() || w.mode.timing_only {
@@ -231,16 +137,33 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     }
     let registry: &KernelRegistry = &w.registry;
     if !w.workers.is_parallel() {
+        let TickWorld {
+            tasks,
+            contexts,
+            completion,
+            ..
+        } = w;
+        let mut healthy = None;
+        let mut device: Option<(Entity, Mut<DeviceState>)> = None;
         for &e in batch {
-            let Ok(mut task) = w.tasks.get_mut(e) else {
+            let Ok(mut task) = tasks.get_mut(e) else {
                 continue;
             };
-            if task.applied || !is_device_local(&task) {
+            if task.applied || !is_device_local(&task) || !is_healthy(contexts, &task, &mut healthy)
+            {
                 continue;
             }
-            let result = match w.completion.devices().get_mut(task.device) {
-                Ok(mut d) => execute_local(&task, &mut d, registry),
-                Err(_) => Err(NpuError::Internal("task on a missing device".into())),
+            // Tasks ending together are mostly of one device: looked up again when it changes.
+            if device.as_ref().is_none_or(|(d, _)| *d != task.device) {
+                device = completion
+                    .devices()
+                    .get_mut(task.device)
+                    .ok()
+                    .map(|d| (task.device, d));
+            }
+            let result = match device.as_mut() {
+                Some((_, d)) => execute_local(&task, d, registry),
+                None => Err(NpuError::Internal("task on a missing device".into())),
             };
             task.applied = true;
             task.error = result.err().map(Box::new);
@@ -254,9 +177,13 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
         // Group by device index; a device's tasks stay in completion order.
         let count = w.device_entities.as_deref().map_or(0, |d| d.entities.len());
         let mut groups: Vec<Vec<(Entity, &Task)>> = (0..count).map(|_| Vec::new()).collect();
+        let mut healthy = None;
         for &e in pending {
             let Ok(task) = w.tasks.get(e) else { continue };
-            if task.applied || !is_device_local(task) {
+            if task.applied
+                || !is_device_local(task)
+                || !is_healthy(&w.contexts, task, &mut healthy)
+            {
                 continue;
             }
             if let Ok(d) = w.completion.devices().get(task.device)
@@ -299,41 +226,41 @@ fn execute_local_batch(w: &mut TickWorld, batch: &[Entity]) {
     }
 }
 
-/// What [`finish`] did with a task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Finish {
-    /// It completed, was handed to the host, or is gone.
-    Handled,
-    /// It is cross-device work and the device-local work ending with it has not executed yet:
-    /// nothing happened; the caller executes that first, then finishes it again.
-    AfterLocalWork,
+/// Whether the task's context has not faulted; `healthy` caches the context last seen so.
+fn is_healthy(
+    contexts: &Query<&mut ContextState>,
+    task: &Task,
+    healthy: &mut Option<Entity>,
+) -> bool {
+    if *healthy == Some(task.context) {
+        return true;
+    }
+    let faulted = contexts
+        .get(task.context)
+        .is_ok_and(|c| c.status == ContextStatus::Faulted);
+    if !faulted {
+        *healthy = Some(task.context);
+    }
+    !faulted
 }
 
 /// Executes (unless applied ahead) and completes one task ending now; a fault then gets its
-/// context's failure mode. `locals_done`: the device-local tasks ending now have executed;
-/// `healthy`: a context known not to have faulted (forgotten when a task fails). Looks the task
-/// up once (twice for cross-device work).
+/// context's failure mode. `healthy`: a context known not to have faulted (forgotten when a
+/// task fails). Looks the task up once (twice for cross-device work).
 // Once per task ending: inlined into the tick.
 #[inline(always)]
 fn finish(
     w: &mut TickWorld,
     entity: Entity,
     now: npusim_components::SimTime,
-    locals_done: bool,
     healthy: &mut Option<Entity>,
-) -> Finish {
+) {
     let Ok(mut task) = w.tasks.get_mut(entity) else {
-        return Finish::Handled;
+        return;
     };
     // Work of a context that faulted while it ran does not count (its memory is already
     // released): it ends aborted, like the context's queued work, not with a second fault.
-    let faulted = *healthy != Some(task.context)
-        && w.contexts
-            .get(task.context)
-            .is_ok_and(|c| c.status == ContextStatus::Faulted);
-    if !faulted {
-        *healthy = Some(task.context);
-    }
+    let faulted = !is_healthy(&w.contexts, &task, healthy);
     // A host callback reaching its end is released to the host: its task stays running until
     // the runtime hears the callback returned (then it comes back here, applied).
     if !faulted
@@ -356,7 +283,7 @@ fn finish(
                 body,
             });
         w.completion.progressed();
-        return Finish::Handled;
+        return;
     }
     let result = if faulted {
         let (stream, seq) = (task.stream, task.seq);
@@ -383,14 +310,11 @@ fn finish(
             }
         }
         Some(Ok(()))
-    } else if !locals_done {
-        // Device-local work comes here only when `finish_local_run` could not run it (its
-        // stream or device is gone): it executes with the rest ending now, then completes.
-        return Finish::AfterLocalWork;
     } else {
+        // Cross-device work and host callbacks execute as they complete.
         let r = execute(w, entity, now);
         let Ok(t) = w.tasks.get_mut(entity) else {
-            return Finish::Handled;
+            return;
         };
         task = t;
         Some(r)
@@ -403,7 +327,7 @@ fn finish(
         published_shape(&mut d, &w.mode, &task);
     }
     let Ok(mut stream) = w.streams.get_mut(task.stream) else {
-        return Finish::Handled;
+        return;
     };
     let outcome = match result {
         None => Outcome::Aborted,
@@ -422,7 +346,6 @@ fn finish(
         *healthy = None;
         apply_failure_mode(w, context, err);
     }
-    Finish::Handled
 }
 
 /// A fault under the stop failure mode faults its context: its queued work is aborted and its
